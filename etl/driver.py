@@ -1,0 +1,207 @@
+"""The driver: resume the open batch, or plan a new one, and walk it to COMMITTED.
+
+    lock -> [resume open batch] -> plan -> PLANNED -> tasks write files -> check files
+         -> WRITTEN -> add Hive partition -> REGISTERED -> commit offsets -> COMMITTED
+
+Each step only moves forward from the state stored in ZooKeeper, so a run that died after
+any step is completed by the next one with exactly the recorded ranges (`_complete` falls
+through the states the way a recovery switch does).
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+
+from etl import faults
+from etl.batch import Batch, BatchState, hive_partition_values, utc_now, utc_now_iso
+from etl.config import Config
+from etl.errors import EtlError, MissingBatchFiles, RejectedRatioExceeded, StateConflict
+from etl.fs import filesystem_for
+from etl.hive import HiveRegistrar
+from etl.kafka_source import KafkaMetadata
+from etl.naming import partition_dir, table_location
+from etl.partition_writer import WriterSpec
+from etl.planner import PartitionPosition, plan_ranges
+from etl.tasks import RangeResult, RangeTask, run_range_task
+from etl.zk_store import ZkStateStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    batch_id: int
+    resumed: bool
+    files: int
+    records: int
+    rows: int
+    rejected: int
+    seconds: float
+    reached_cap: bool  # some partition had more data than max_records_per_partition
+
+    def describe(self) -> str:
+        kind = "resumed" if self.resumed else "new"
+        return (f"batch {self.batch_id} ({kind}) COMMITTED: {self.files} files, {self.rows} rows, "
+                f"{self.rejected} rejected, offsets covered {self.records}, {self.seconds:.1f}s")
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    """Where a job's files go, derived once from the config."""
+
+    database_root: str
+    table_root: str
+    rejected_root: str
+
+    @classmethod
+    def of(cls, config: Config) -> "Warehouse":
+        root = config.warehouse.root_path
+        table = table_location(root, config.hive.database, config.hive.table)
+        rejected = table_location(root, config.hive.database, config.hive.rejected_table)
+        return cls(f"{root}/{config.hive.database}.db", table, rejected)
+
+
+class Job:
+    def __init__(self, config: Config, spark, store: ZkStateStore, kafka: KafkaMetadata, writer: WriterSpec):
+        self.config, self.spark, self.store, self.kafka, self.writer = config, spark, store, kafka, writer
+        self.fs = filesystem_for(config.warehouse.url)
+        self.warehouse = Warehouse.of(config)
+        self.registrar = HiveRegistrar(spark, config.hive, self.warehouse.table_root,
+                                       self.warehouse.rejected_root, self.warehouse.database_root)
+
+    def run_once(self) -> BatchSummary | None:
+        """Complete the open batch if there is one, else plan and complete a new one."""
+        self.store.assert_lock_held()
+        opened = self.store.open_batch()
+        if opened:
+            batch, version = opened
+            log.warning("resuming batch %d, left in state %s by %s", batch.batch_id, batch.state.value,
+                        batch.planned_by)
+            return self._complete(batch, version, resumed=True)
+        batch = self._plan()
+        if batch is None:
+            return None
+        version = self.store.write_plan(batch)
+        log.info("batch %d PLANNED: %d ranges, %d offsets, Hive partition %s", batch.batch_id,
+                 len(batch.file_ranges), batch.record_count, batch.partition_values)
+        faults.checkpoint("state:PLANNED")
+        return self._complete(batch, version, resumed=False)
+
+    # -- planning -------------------------------------------------------------------------
+    def _plan(self) -> Batch | None:
+        partitions = self.kafka.partitions(self.config.kafka.topics)
+        marks = self.kafka.watermarks(partitions)
+        committed = self.store.committed_offsets()
+        positions = [PartitionPosition(t, p, _value(committed.get((t, p))), *marks[(t, p)]) for t, p in partitions]
+        plan = plan_ranges(positions, self.config.job)
+        for skipped in plan.skipped:
+            log.error("SKIPPING LOST OFFSETS: %s", skipped.describe())
+        if plan.is_empty:
+            log.info("nothing to do: no new records in %s", ", ".join(self.config.kafka.topics))
+            return None
+        planned_at = utc_now()
+        batch = Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
+                      planned_at=planned_at.isoformat(timespec="seconds"),
+                      partition_values=hive_partition_values(planned_at), ranges=plan.ranges,
+                      skipped=plan.skipped, planned_by=self.store.me.describe(), updated_at=utc_now_iso())
+        self._refuse_foreign_files(batch)
+        return batch
+
+    def _next_batch_id(self) -> int:
+        ids = self.store.batch_ids()
+        return ids[-1] + 1 if ids else 1
+
+    def _refuse_foreign_files(self, batch: Batch) -> None:
+        """A final file for a range that was never planned would be mistaken for a replay and
+        hide the new records (a recreated topic, a manual reset), so refuse before writing."""
+        target = partition_dir(self.warehouse.table_root, batch.partition_values)
+        present = set(self.fs.list_dir(target))
+        clashes = [r.file_name for r in batch.file_ranges if r.file_name in present]
+        if clashes:
+            raise StateConflict(f"{target} already holds {clashes[0]} (and {len(clashes) - 1} more), which the "
+                                f"new plan would write; it is not part of any open batch. Move it out of the "
+                                f"warehouse after checking where it came from, then run again")
+
+    # -- the state machine ----------------------------------------------------------------
+    def _complete(self, batch: Batch, version: int, resumed: bool) -> BatchSummary:
+        started = time.monotonic()
+        if batch.state is BatchState.PLANNED:
+            batch, version = self._write_files(batch, version)
+            faults.checkpoint("state:WRITTEN")
+        if batch.state is BatchState.WRITTEN:
+            self.registrar.add_partition(batch.partition_values, with_rejected=bool(batch.rejected))
+            batch, version = self.store.advance(batch, version, BatchState.REGISTERED)
+            faults.checkpoint("state:REGISTERED")
+        if batch.state is BatchState.REGISTERED:
+            batch = self.store.commit(batch, version)
+            faults.checkpoint("state:COMMITTED")
+        self.store.prune_batches()
+        return self._summary(batch, resumed, time.monotonic() - started)
+
+    def _write_files(self, batch: Batch, version: int) -> tuple[Batch, int]:
+        results = self._run_tasks(batch)
+        self._check_files(batch)
+        rows, rejected = sum(r.rows for r in results), sum(r.rejected for r in results)
+        self._check_rejected_ratio(batch, rows, rejected)
+        return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected)
+
+    def _run_tasks(self, batch: Batch) -> list[RangeResult]:
+        main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
+        rejected_dir = partition_dir(self.warehouse.rejected_root, batch.partition_values)
+        tasks = [RangeTask(r, main_dir, rejected_dir, self.config.warehouse.url, self.config.kafka,
+                           f"etl-{self.config.job.name}-reader", self.writer) for r in batch.file_ranges]
+        if not tasks:
+            return []
+        self.fs.makedirs(main_dir)
+        # One RDD partition per range: Spark task i reads exactly range i, as the direct stream does.
+        rdd = self.spark.sparkContext.parallelize(tasks, len(tasks))
+        try:
+            return rdd.map(run_range_task).collect()
+        except Exception as exc:
+            raise task_failure(batch, exc) from exc
+
+    def _check_files(self, batch: Batch) -> None:
+        main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
+        present = set(self.fs.list_dir(main_dir))
+        missing = [r.file_name for r in batch.file_ranges if r.file_name not in present]
+        if missing:
+            raise MissingBatchFiles(f"batch {batch.batch_id}: {len(missing)} planned files are missing in "
+                                    f"{main_dir}, e.g. {missing[0]}; the batch stays PLANNED and the next run "
+                                    f"writes them")
+
+    def _check_rejected_ratio(self, batch: Batch, rows: int, rejected: int) -> None:
+        total = rows + rejected
+        limit = self.config.job.max_rejected_ratio
+        if total and rejected / total > limit:
+            raise RejectedRatioExceeded(
+                f"batch {batch.batch_id}: {rejected} of {total} records ({rejected / total:.1%}) could not be "
+                f"decoded, more than max_rejected_ratio={limit}. They are in table "
+                f"{self.config.hive.database}.{self.config.hive.rejected_table}, partition "
+                f"{batch.partition_values} (columns error, raw_value). Fix the producer or the decoder; to "
+                f"accept this batch as it is, raise [job] max_rejected_ratio and run again: the batch "
+                f"resumes with the same files and nothing is lost")
+
+    def _summary(self, batch: Batch, resumed: bool, seconds: float) -> BatchSummary:
+        cap = self.config.job.max_records_per_partition
+        return BatchSummary(batch.batch_id, resumed, len(batch.file_ranges), batch.record_count,
+                            batch.rows or 0, batch.rejected or 0, seconds,
+                            reached_cap=any(r.size >= cap for r in batch.ranges))
+
+
+def _value(committed) -> int | None:
+    return None if committed is None else committed.value
+
+
+_PY_ERROR = re.compile(r"^(etl\.errors\.\w+|\w*Error|\w*Exception): (.+)$", re.MULTILINE)
+
+
+def task_failure(batch: Batch, exc: Exception) -> EtlError:
+    """Turn a failed Spark job into one clear error: the task's own Python error if found."""
+    text = str(exc)
+    found = _PY_ERROR.findall(text)
+    cause = f"{found[-1][0]}: {found[-1][1]}" if found else text.strip().splitlines()[0]
+    return EtlError(f"batch {batch.batch_id}: a task failed: {cause}. The batch stays PLANNED; files already "
+                    f"published are kept and the next run writes the rest")
+

@@ -1,0 +1,62 @@
+"""Names of everything in the warehouse, built and parsed in one place.
+
+A committed file is `<topic>+<partition>+<from:020d>+<until:020d>.parquet`. The offsets are
+zero-padded so that a plain sort of the names is an offset sort. Temp files start with `_`,
+which Hive and Spark skip, and sit beside their final name so that the publishing rename
+never crosses a directory or filesystem.
+"""
+from __future__ import annotations
+
+import posixpath
+import re
+import uuid
+from dataclasses import dataclass
+
+EXTENSION = ".parquet"
+TEMP_PREFIX = "_tmp."
+_FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<start>\d{20})\+(?P<end>\d{20})\.parquet$")
+
+
+@dataclass(frozen=True, order=True)
+class FileRange:
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def final_name(topic: str, partition: int, start: int, end: int) -> str:
+    return f"{topic}+{partition}+{start:020d}+{end:020d}{EXTENSION}"
+
+
+def parse_final_name(name: str) -> FileRange | None:
+    """The range a committed file covers, or None if `name` is not a committed file."""
+    match = _FINAL_RE.match(name)
+    if not match:
+        return None
+    return FileRange(match["topic"], int(match["partition"]), int(match["start"]), int(match["end"]))
+
+
+def temp_name(final: str) -> str:
+    """A unique temp name per attempt, so that racing attempts never share a temp file."""
+    return f"{TEMP_PREFIX}{uuid.uuid4().hex}.{final}"
+
+
+def is_temp_name(name: str) -> bool:
+    return name.startswith(TEMP_PREFIX)
+
+
+def final_of_temp(name: str) -> str:
+    return name[len(TEMP_PREFIX):].split(".", 1)[1]
+
+
+def table_location(warehouse_root: str, database: str, table: str) -> str:
+    return posixpath.join(warehouse_root, f"{database}.db", table)
+
+
+def partition_dir(table_root: str, partition_values: dict[str, str]) -> str:
+    return posixpath.join(table_root, partition_path(partition_values))
+
+
+def partition_path(partition_values: dict[str, str]) -> str:
+    return "/".join(f"{k}={v}" for k, v in partition_values.items())

@@ -1,0 +1,65 @@
+"""One `etl run`: take the lock, build what the job needs once, run batches, release."""
+from __future__ import annotations
+
+import logging
+import time
+
+from etl.config import Config
+from etl.decoders import make_decoder
+from etl.driver import Job
+from etl.errors import EXIT_OK
+from etl.kafka_source import KafkaMetadata
+from etl.partition_writer import WriterSpec
+from etl.schema import load_table_schema
+from etl.zk_store import ZkStateStore
+
+log = logging.getLogger(__name__)
+
+
+def writer_spec(config: Config) -> WriterSpec:
+    schema = load_table_schema(config.hive.schema_file, config.job.key_column)
+    return WriterSpec(schema=schema, decoder=make_decoder(config.job.decoder, schema),
+                      key_column=config.job.key_column, row_group_size=config.job.row_group_size,
+                      compression=config.job.compression)
+
+
+def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batches: int | None = None) -> int:
+    spec = writer_spec(config)  # a schema error stops the run before it touches anything
+    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
+        holder = store.acquire_lock()
+        if holder is not None:
+            log.warning("another run holds the lock of job %s: %s; exiting", config.job.name, holder.describe())
+            print(f"etl: job {config.job.name} is already running: {holder.describe()}")
+            return EXIT_OK
+        try:
+            _run_locked(config, store, spec, loop, interval, max_batches)
+        finally:
+            store.release_lock()
+    return EXIT_OK
+
+
+def _run_locked(config, store, spec, loop, interval, max_batches) -> None:
+    kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+    try:
+        kafka.partitions(config.kafka.topics)  # a missing topic fails before Spark starts
+        from etl.spark_session import build_spark
+        job = Job(config, build_spark(config), store, kafka, spec)
+        job.registrar.ensure_tables()
+        _run_batches(job, loop, interval, max_batches)
+    finally:
+        kafka.close()
+
+
+def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None) -> None:
+    done = 0
+    while max_batches is None or done < max_batches:
+        summary = job.run_once()
+        if summary is not None:
+            done += 1
+            log.info(summary.describe())
+            print(f"etl: {summary.describe()}")
+        caught_up = summary is None or not (summary.resumed or summary.reached_cap)
+        if caught_up and not loop:
+            return
+        if caught_up:
+            time.sleep(interval)

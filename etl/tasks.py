@@ -1,0 +1,80 @@
+"""One Spark task: one Kafka partition-batch into one published Parquet file.
+
+Runs on an executor. The task owns exactly one planned range. It writes nothing when the
+range's final file already exists (a replay); otherwise it streams the range into temp
+files and publishes them, the rejected file first and the main file last, so that the main
+file's existence means the whole range is done.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+
+from etl import faults
+from etl.batch import OffsetRange
+from etl.commit import publish
+from etl.config import KafkaConfig
+from etl.fs import filesystem_for
+from etl.kafka_source import read_range
+from etl.naming import temp_name
+from etl.partition_writer import PartitionWriter, WriterSpec
+
+
+@dataclass(frozen=True)
+class RangeTask:
+    range: OffsetRange
+    main_dir: str
+    rejected_dir: str
+    warehouse_url: str
+    kafka: KafkaConfig
+    consumer_group: str
+    writer: WriterSpec
+
+
+@dataclass(frozen=True)
+class RangeResult:
+    range: OffsetRange
+    published: bool  # False: the file was already there (replay or a racing attempt)
+    rows: int
+    rejected: int
+
+
+def run_range_task(task: RangeTask) -> RangeResult:
+    fs = filesystem_for(task.warehouse_url)
+    main_final = posixpath.join(task.main_dir, task.range.file_name)
+    if fs.exists(main_final):
+        return _replayed(fs, task, main_final)
+    result = _write_and_publish(fs, task, main_final)
+    faults.checkpoint(f"renamed:{task.range.partition}")
+    return result
+
+
+def _write_and_publish(fs, task: RangeTask, main_final: str) -> RangeResult:
+    r = task.range
+    main_temp = posixpath.join(task.main_dir, temp_name(r.file_name))
+    rejected_final = posixpath.join(task.rejected_dir, r.file_name)
+    rejected_temp = posixpath.join(task.rejected_dir, temp_name(r.file_name))
+    with PartitionWriter(fs, task.writer, r.topic, r.partition, main_temp, rejected_temp) as writer:
+        for chunk in read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
+                                with_keys=task.writer.key_column is not None):
+            writer.write(chunk)
+        counts = writer.close()
+    if counts.rejected:
+        publish(fs, rejected_temp, rejected_final)
+    published = publish(fs, main_temp, main_final)
+    return RangeResult(r, published, counts.rows, counts.rejected)
+
+
+def _replayed(fs, task: RangeTask, main_final: str) -> RangeResult:
+    rejected_final = posixpath.join(task.rejected_dir, task.range.file_name)
+    return RangeResult(task.range, False, parquet_rows(fs, main_final), parquet_rows(fs, rejected_final))
+
+
+def parquet_rows(fs, path: str) -> int:
+    """Row count from the footer alone; 0 when the file does not exist."""
+    if not fs.exists(path):
+        return 0
+    with fs.open_read(path) as handle:
+        return pq.ParquetFile(handle).metadata.num_rows

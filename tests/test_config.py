@@ -1,0 +1,69 @@
+"""Config validation: every error names the key and nothing is touched."""
+import pytest
+
+from etl.config import load_config
+from etl.errors import ConfigError
+
+SCHEMA = "../../warehouse_schema/events.sql"
+
+
+def write(tmp_path, text):
+    path = tmp_path / "job.ini"
+    path.write_text(text)
+    return path
+
+
+BASE = """
+[job]
+name = j1
+[kafka]
+bootstrap.servers = 127.0.0.1:9092
+topics = a, b.c
+[zookeeper]
+hosts = 127.0.0.1:2181
+[warehouse]
+url = file:///tmp/w
+[hive]
+database = db
+table = t
+schema = {schema}
+"""
+
+
+@pytest.fixture
+def schema_path(request):
+    return request.config.rootpath / "warehouse_schema" / "events.sql"
+
+
+def test_valid_config_parses_into_typed_objects(tmp_path, schema_path):
+    config = load_config(write(tmp_path, BASE.format(schema=schema_path)))
+    assert config.kafka.topics == ("a", "b.c")
+    assert config.job.max_records_per_partition == 1_000_000
+    assert config.hive.metastore == "embedded"
+    assert config.kafka.client == {"bootstrap.servers": "127.0.0.1:9092"}
+
+
+@pytest.mark.parametrize("section, line, message", [
+    ("job", "max_records_per_partiton = 5", r"\[job\] max_records_per_partiton: unknown key"),
+    ("job", "max_records_per_partition = -1", r"\[job\] max_records_per_partition: must be greater than 0"),
+    ("job", "starting_offsets = newest", r"\[job\] starting_offsets: 'newest' is not one of earliest, latest"),
+    ("job", "max_rejected_ratio = 2", r"\[job\] max_rejected_ratio: '2' is not valid: must be between 0 and 1"),
+    ("kafka", "enable.auto.commit = true", r"\[kafka\] enable.auto.commit: is set by the ETL itself"),
+    ("hive", "metastore = mysql://x", r"\[hive\] metastore: 'mysql://x' is not valid"),
+    ("warehouse", "url2 = x", r"\[warehouse\] url2: unknown key"),
+])
+def test_bad_key_is_named(tmp_path, schema_path, section, line, message):
+    text = BASE.format(schema=schema_path).replace(f"[{section}]\n", f"[{section}]\n{line}\n")
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, text))
+
+
+def test_missing_required_key_and_section_and_schema(tmp_path, schema_path):
+    with pytest.raises(ConfigError, match=r"\[kafka\] topics: is required"):
+        load_config(write(tmp_path, BASE.format(schema=schema_path).replace("topics = a, b.c", "")))
+    with pytest.raises(ConfigError, match=r"section \[zookeeper\] is missing"):
+        load_config(write(tmp_path, BASE.format(schema=schema_path).replace("[zookeeper]\nhosts = 127.0.0.1:2181", "")))
+    with pytest.raises(ConfigError, match=r"\[hive\] schema: file .*nope.sql does not exist"):
+        load_config(write(tmp_path, BASE.format(schema="nope.sql")))
+    with pytest.raises(ConfigError, match="does not exist; pass --config"):
+        load_config(tmp_path / "absent.ini")

@@ -1,0 +1,355 @@
+"""The JSON and access_log decoders, against real pyarrow."""
+from __future__ import annotations
+
+import json
+import pickle
+import random
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from etl.decoders import EMPTY_MESSAGE, Decoded, arange, invalid_utf8_positions, make_decoder
+from etl.errors import ConfigError, SchemaError
+from etl.schema import data_arrow_schema, load_table_schema
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "warehouse_schema"
+LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp"
+
+
+@pytest.fixture(scope="module")
+def events_decoder():
+    return make_decoder("json", load_table_schema(SCHEMAS / "events.sql"))
+
+
+@pytest.fixture(scope="module")
+def access_log_decoder():
+    return make_decoder("access_log", load_table_schema(SCHEMAS / "access_log.sql"))
+
+
+@pytest.fixture()
+def typed_decoder(tmp_path):
+    """A JSON decoder over every column type the schema supports."""
+    path = tmp_path / "typed.sql"
+    path.write_text(
+        "CREATE TABLE ${database}.${table} (tiny tinyint, price decimal(10,2), day date, blob binary, "
+        f"f float, label varchar(10), {LINEAGE_SQL}) PARTITIONED BY (dt string, hour string) "
+        "LOCATION '${location}'"
+    )
+    return make_decoder("json", load_table_schema(path))
+
+
+def event(i: int, **overrides) -> bytes:
+    record = {"event_id": i, "user_id": f"u{i}", "action": "buy", "amount": i / 4, "ts": "2017-07-30 14:09:08",
+              "ok": i % 2 == 0}
+    record.update(overrides)
+    return json.dumps(record).encode()
+
+
+def assert_consistent(decoded: Decoded, n: int) -> None:
+    """Every input index is either a row or an error, exactly once, in order."""
+    good = decoded.good.to_pylist()
+    bad = [index for index, _reason in decoded.errors]
+    assert good == sorted(good) and bad == sorted(bad)
+    assert sorted(good + bad) == list(range(n))
+    assert decoded.table.num_rows == len(good)
+
+
+def reasons(decoded: Decoded) -> dict[int, str]:
+    return dict(decoded.errors)
+
+
+# --- JSON --------------------------------------------------------------------------------
+
+
+def test_clean_chunk_takes_the_fast_path(events_decoder):
+    values = [event(i) for i in range(1000)]
+    decoded = events_decoder.decode(values)
+    assert_consistent(decoded, 1000)
+    assert decoded.errors == []
+    assert decoded.good.to_pylist() == list(range(1000))
+    assert decoded.table.schema == data_arrow_schema(events_decoder.schema)
+    assert decoded.table.slice(3, 1).to_pylist() == [
+        {"event_id": 3, "user_id": "u3", "action": "buy", "amount": 0.75,
+         "ts": datetime(2017, 7, 30, 14, 9, 8), "ok": False}
+    ]
+
+
+def test_missing_fields_are_null_and_unknown_fields_ignored(events_decoder):
+    decoded = events_decoder.decode([b'{"event_id": 7, "extra": {"nested": [1, {"x": null}]}, "more": "s"}',
+                                     b'{"extra": 5}', b"{}"])
+    assert decoded.errors == []
+    rows = decoded.table.to_pylist()
+    assert rows[0] == {"event_id": 7, "user_id": None, "action": None, "amount": None, "ts": None, "ok": None}
+    assert rows[1] == rows[2] == dict.fromkeys(rows[0])
+
+
+def test_malformed_records_among_10000_good_ones_are_isolated_exactly(events_decoder):
+    rng = random.Random(42)
+    values = [event(i) for i in range(10_000)]
+    broken = sorted(rng.sample(range(10_000), 60))
+    breakers = [
+        lambda i: event(i)[:-3],  # truncated
+        lambda i: event(i, event_id=str(i)),  # string for a bigint: a parse error naming the field
+        lambda i: event(i, event_id=i + 0.5),  # a conversion error, which names no row
+        lambda i: event(i, ts="yesterday"),  # a timestamp that does not parse
+        lambda i: b"not json at all",
+        lambda i: event(i) + event(i),  # two objects in one message
+    ]
+    for n, i in enumerate(broken):
+        values[i] = breakers[n % len(breakers)](i)
+    decoded = events_decoder.decode(values)
+    assert_consistent(decoded, 10_000)
+    assert [index for index, _reason in decoded.errors] == broken
+    # Rows stay aligned with their records: each row's event_id is its input index.
+    assert decoded.table.column("event_id").to_pylist() == decoded.good.to_pylist()
+    assert decoded.table.column("user_id").to_pylist() == [f"u{i}" for i in decoded.good.to_pylist()]
+
+
+def test_many_bad_records_do_not_exhaust_the_stack(events_decoder):
+    values = [event(i) if i % 2 else b'{"event_id": ' for i in range(10_000)]
+    decoded = events_decoder.decode(values)
+    assert_consistent(decoded, 10_000)
+    assert len(decoded.errors) == 5000
+    assert decoded.table.column("event_id").to_pylist() == list(range(1, 10_000, 2))
+
+
+def test_reasons_say_what_is_wrong(events_decoder):
+    values = [
+        b'{"event_id": 1',
+        b'{"event_id": "1"}',
+        b'{"event_id": 1.5}',
+        b'{"amount": "cheap"}',
+        b'{"ok": 1}',
+        b'{"user_id": 42}',
+        b'{"user_id": {"a": 1}}',
+        b'{"event_id": 1, "event_id": 2}',
+        b'{"event_id": 1} {"event_id": 2}',
+        b'{"ts": "yesterday"}',
+        b'{"ts": 1501423748000}',
+    ]
+    assert list(reasons(events_decoder.decode(values)).values()) == [
+        "invalid JSON: Missing a comma or '}' after an object member.",
+        "field 'event_id': expected bigint, got string",
+        "field 'event_id': cannot read '1.5' as bigint",
+        "field 'amount': expected double, got string",
+        "field 'ok': expected boolean, got number",
+        "field 'user_id': expected string, got number",
+        "field 'user_id': expected string, got object",
+        "field 'event_id' appears more than once",
+        "message holds 2 JSON values; expected exactly one object",
+        "field 'ts': cannot read 'yesterday' as timestamp",
+        "field 'ts': expected timestamp, got number",
+    ]
+
+
+@pytest.mark.parametrize("value, kind", [(b"[1,2]", "array"), (b"42", "number"), (b"-1", "number"),
+                                         (b'"s"', "string"), (b"null", "null"), (b" true", "boolean")])
+def test_json_that_is_not_an_object_is_rejected(events_decoder, value, kind):
+    # null first in a block would crash pyarrow's reader, and null later would read as an all-NULL row.
+    decoded = events_decoder.decode([value, event(1), value, event(3)])
+    assert decoded.errors == [(0, f"expected a JSON object, got {kind}"), (2, f"expected a JSON object, got {kind}")]
+    assert decoded.table.column("event_id").to_pylist() == [1, 3]
+
+
+@pytest.mark.parametrize("empty", [None, b"", b"  \r\n"])
+def test_empty_messages_are_rejected(events_decoder, empty):
+    decoded = events_decoder.decode([event(0), empty, event(2)])
+    assert decoded.errors == [(1, EMPTY_MESSAGE)]
+    assert decoded.good.to_pylist() == [0, 2]
+
+
+def test_numbers_widen_but_do_not_narrow(events_decoder, typed_decoder):
+    decoded = events_decoder.decode([b'{"amount": 3}', b'{"amount": -2.5e3}'])
+    assert decoded.table.column("amount").to_pylist() == [3.0, -2500.0]
+    decoded = typed_decoder.decode([b'{"tiny": 127, "f": 1}', b'{"tiny": 128}', b'{"tiny": 1.0}'])
+    assert decoded.table.to_pylist()[0]["tiny"] == 127 and decoded.table.to_pylist()[0]["f"] == 1.0
+    assert reasons(decoded) == {1: "field 'tiny': cannot read '128' as tinyint",
+                                2: "field 'tiny': cannot read '1.0' as tinyint"}
+
+
+def test_decimal_date_binary_and_varchar_columns(typed_decoder):
+    decoded = typed_decoder.decode([
+        b'{"price": "12.34", "day": "2017-07-30", "blob": "raw", "label": "x"}',
+        b'{"price": 1.5}',
+        b'{"price": 1.234}',
+        b'{"day": "2017-02-30"}',
+        b'{"day": 17377}',
+    ])
+    assert decoded.table.slice(0, 2).to_pylist() == [
+        {"tiny": None, "price": Decimal("12.34"), "day": date(2017, 7, 30), "blob": b"raw", "f": None, "label": "x"},
+        {"tiny": None, "price": Decimal("1.50"), "day": None, "blob": None, "f": None, "label": None},
+    ]
+    assert reasons(decoded) == {
+        2: "field 'price': expected decimal(10,2): 1.234 requires scale 3",
+        3: "field 'day': cannot read '2017-02-30' as date",
+        4: "field 'day': expected date, got number",
+    }
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2017-07-30 14:09:08", datetime(2017, 7, 30, 14, 9, 8)),
+    ("2017-07-30 14:09:08.123", datetime(2017, 7, 30, 14, 9, 8, 123000)),
+    ("2017-07-30T14:09:08", datetime(2017, 7, 30, 14, 9, 8)),
+    ("2017-07-30T14:09:08.123456", datetime(2017, 7, 30, 14, 9, 8, 123000)),  # sub-ms truncated
+    ("2017-07-30T14:09:08Z", datetime(2017, 7, 30, 14, 9, 8)),
+    ("2017-07-30T14:09:08.5+02:00", datetime(2017, 7, 30, 12, 9, 8, 500000)),  # zoned: stored in UTC
+    ("2017-07-30T14:09:08-0130", datetime(2017, 7, 30, 15, 39, 8)),
+    ("2017-07-30", datetime(2017, 7, 30)),
+    ("1965-01-01 00:00:00", datetime(1965, 1, 1)),
+    ("3000-01-01 00:00:00", datetime(3000, 1, 1)),
+])
+def test_timestamps(events_decoder, text, expected):
+    decoded = events_decoder.decode([json.dumps({"ts": text}).encode()])
+    assert decoded.errors == []
+    assert decoded.table.column("ts").to_pylist() == [expected]
+
+
+@pytest.mark.parametrize("text", ["30.07.2017", "2017-07-30 25:00:00", "2017-02-30 00:00:00", "2017-07-30T14:09:08.123456789", "", "now"])
+def test_timestamps_that_do_not_parse_are_rejected(events_decoder, text):
+    decoded = events_decoder.decode([event(0), json.dumps({"ts": text}).encode(), event(2)])
+    assert reasons(decoded) == {1: f"field 'ts': cannot read {text!r} as timestamp"}
+    assert decoded.table.column("event_id").to_pylist() == [0, 2]
+
+
+def test_newlines_between_tokens_are_whitespace(events_decoder):
+    pretty = json.dumps({"event_id": 1, "user_id": "u1"}, indent=2).encode()
+    values = [event(0), pretty, b'{\r\n"event_id": 2}\r\n', event(3)]
+    decoded = events_decoder.decode(values)
+    assert decoded.errors == []
+    assert decoded.table.column("event_id").to_pylist() == [0, 1, 2, 3]
+
+
+def test_a_raw_newline_inside_a_string_stays_invalid(events_decoder):
+    decoded = events_decoder.decode([event(0), b'{"event_id": 1, "user_id": "a\nb"}', event(2)])
+    assert [index for index, _reason in decoded.errors] == [1]
+    assert decoded.errors[0][1].startswith("invalid JSON: Invalid encoding in string")
+    assert decoded.table.column("event_id").to_pylist() == [0, 2]
+
+
+def test_an_unterminated_record_does_not_swallow_the_next_one(events_decoder):
+    decoded = events_decoder.decode([event(0), b'{"event_id":', event(2), event(3)])
+    assert [index for index, _reason in decoded.errors] == [1]
+    assert decoded.errors[0][1].startswith("invalid JSON:")
+    assert decoded.table.column("event_id").to_pylist() == [0, 2, 3]
+
+
+def test_invalid_utf8_in_a_string_field_is_rejected(events_decoder, typed_decoder):
+    decoded = events_decoder.decode([event(0), b'{"user_id": "caf\xc3"}', b'{"user_id": "caf\xc3\xa9"}'])
+    assert reasons(decoded) == {1: "field 'user_id': invalid UTF-8"}
+    assert decoded.table.column("user_id").to_pylist() == ["u0", "caf\u00e9"]
+    # A binary column keeps whatever bytes the string held.
+    assert typed_decoder.decode([b'{"blob": "\xff\xfe"}']).table.column("blob").to_pylist() == [b"\xff\xfe"]
+
+
+def test_empty_input_and_all_bad_input_give_empty_tables(events_decoder):
+    for values in ([], [b"x", None]):
+        decoded = events_decoder.decode(values)
+        assert_consistent(decoded, len(values))
+        assert decoded.table.schema == data_arrow_schema(events_decoder.schema)
+        assert decoded.table.num_rows == 0
+
+
+def test_key_column_is_not_read_from_the_json(tmp_path):
+    path = tmp_path / "k.sql"
+    path.write_text(f"CREATE TABLE ${{database}}.${{table}} (a string, k string, {LINEAGE_SQL}) "
+                    "PARTITIONED BY (dt string, hour string) LOCATION '${location}'")
+    decoder = make_decoder("json", load_table_schema(path, key_column="k"))
+    assert decoder.decode([b'{"a": "x", "k": 5}']).table.to_pylist() == [{"a": "x"}]
+
+
+def test_decoders_pickle(events_decoder, access_log_decoder):
+    for decoder, value in [(events_decoder, event(1)), (access_log_decoder, b"2017-07-30 14:09:08 INFO hi")]:
+        clone = pickle.loads(pickle.dumps(decoder))
+        assert clone.decode([value, b"x"]).table == decoder.decode([value, b"x"]).table
+
+
+def test_unknown_decoder():
+    with pytest.raises(ConfigError, match="unknown decoder 'xml'; set .* to one of json, access_log"):
+        make_decoder("xml", load_table_schema(SCHEMAS / "events.sql"))
+
+
+# --- access_log --------------------------------------------------------------------------
+
+
+def test_access_log_lines(access_log_decoder):
+    decoded = access_log_decoder.decode([
+        b"2017-07-30 14:09:08 ERROR some message",
+        b"2017-07-30 14:09:09 INFO  padded by %-5p\n",
+        b"2017-07-30 14:09:10 WARN a stack trace\n  at line 1\r\n",
+        b"2017-07-30 14:09:11 DEBUG",
+        "2017-07-30 14:09:12 INFO caf\u00e9 \u2603".encode(),
+    ])
+    assert decoded.errors == []
+    assert decoded.table.schema == data_arrow_schema(access_log_decoder.schema)
+    assert decoded.table.to_pylist() == [
+        {"log_time": datetime(2017, 7, 30, 14, 9, 8), "level": "ERROR", "message": "some message"},
+        {"log_time": datetime(2017, 7, 30, 14, 9, 9), "level": "INFO", "message": "padded by %-5p"},
+        {"log_time": datetime(2017, 7, 30, 14, 9, 10), "level": "WARN", "message": "a stack trace\n  at line 1"},
+        {"log_time": datetime(2017, 7, 30, 14, 9, 11), "level": "DEBUG", "message": ""},
+        {"log_time": datetime(2017, 7, 30, 14, 9, 12), "level": "INFO", "message": "caf\u00e9 \u2603"},
+    ]
+
+
+def test_access_log_bad_lines(access_log_decoder):
+    values = [
+        b"2017-07-30 14:09:08 ERROR ok",
+        b"garbage",
+        None,
+        b"",
+        b"2017-07-30 14:09:08 error lower-case level",
+        b"2017-07-30T14:09:08 ERROR iso separator",
+        b"2017-02-30 14:09:08 ERROR no such day",
+        b"2017-07-30 14:09:08 ERROR caf\xc3",
+        b"2017-07-30 14:09:08 ERROR ok again",
+    ]
+    decoded = access_log_decoder.decode(values)
+    assert_consistent(decoded, len(values))
+    mismatch = "line does not match '<date> <time> <LEVEL> <message>'"
+    assert reasons(decoded) == {
+        1: mismatch, 2: EMPTY_MESSAGE, 3: EMPTY_MESSAGE, 4: mismatch, 5: mismatch,
+        6: "invalid date or time '2017-02-30 14:09:08'",
+        7: "message is not valid UTF-8",
+    }
+    assert decoded.table.column("message").to_pylist() == ["ok", "ok again"]
+
+
+def test_access_log_alignment_over_a_large_chunk(access_log_decoder):
+    values = [b"2017-07-30 14:09:08 INFO %d" % i if i % 97 else b"\xff%d" % i for i in range(20_000)]
+    decoded = access_log_decoder.decode(values)
+    assert_consistent(decoded, 20_000)
+    assert [index for index, _reason in decoded.errors] == list(range(0, 20_000, 97))
+    assert decoded.table.column("message").to_pylist() == [str(i) for i in decoded.good.to_pylist()]
+
+
+def test_access_log_needs_exactly_its_columns(tmp_path):
+    path = tmp_path / "a.sql"
+    path.write_text(f"CREATE TABLE ${{database}}.${{table}} (log_time timestamp, level string, "
+                    f"message string, host string, {LINEAGE_SQL}) "
+                    "PARTITIONED BY (dt string, hour string) LOCATION '${location}'")
+    with pytest.raises(SchemaError, match="access_log decoder fills exactly .* host string"):
+        make_decoder("access_log", load_table_schema(path))
+    with pytest.raises(SchemaError, match="access_log decoder"):
+        make_decoder("access_log", load_table_schema(SCHEMAS / "events.sql"))
+
+
+def test_access_log_output_follows_the_ddl_column_order(tmp_path):
+    path = tmp_path / "a.sql"
+    path.write_text(f"CREATE TABLE ${{database}}.${{table}} (message varchar(200), {LINEAGE_SQL}, "
+                    "level string, log_time timestamp) "
+                    "PARTITIONED BY (dt string, hour string) LOCATION '${location}'")
+    decoder = make_decoder("access_log", load_table_schema(path))
+    decoded = decoder.decode([b"2017-07-30 14:09:08 INFO hi"])
+    assert decoded.table.column_names == ["message", "level", "log_time"]
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def test_arange_and_invalid_utf8_positions():
+    assert arange(0).to_pylist() == [] and arange(4).to_pylist() == [0, 1, 2, 3]
+    values = pa.array([b"a", b"\xff", None, b"ok", b"\xc3", b"\xc3\xa9"], pa.binary())
+    assert invalid_utf8_positions(values) == [1, 4]
+    assert invalid_utf8_positions(pa.array([], pa.binary())) == []

@@ -1,0 +1,106 @@
+"""The ZooKeeper state store against a real ZooKeeper: lock, fencing, plan, commit."""
+import time
+
+import pytest
+from kazoo.client import KazooClient
+
+from etl.batch import Batch, BatchState, OffsetRange
+from etl.config import RetryConfig, ZooKeeperConfig
+from etl.errors import LockLost, StateConflict
+from etl.zk_store import ZkStateStore
+
+RETRY = RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)
+
+
+@pytest.fixture
+def open_store(stack, zk_root):
+    stores = []
+
+    def make():
+        store = ZkStateStore(ZooKeeperConfig(hosts=stack.zk_hosts, root=zk_root, session_timeout_seconds=4),
+                             "job", RETRY)
+        store.connect()
+        stores.append(store)
+        return store
+    yield make
+    for store in stores:
+        store.close()
+
+
+def batch(batch_id=1, ranges=(OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 0, 5, None))):
+    return Batch(batch_id, BatchState.PLANNED, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"},
+                 tuple(ranges))
+
+
+def expire_session(store, hosts):
+    """Expire the store's session from the server side, as a long GC pause or partition would."""
+    session_id, password = store.client.client_id
+    other = KazooClient(hosts=hosts, client_id=(session_id, password))
+    other.start()
+    other.stop()
+    other.close()
+    deadline = time.time() + 10
+    while not store._session_lost.is_set() and time.time() < deadline:
+        time.sleep(0.05)
+
+
+def test_second_store_sees_the_holder_and_gets_the_lock_after_release(open_store):
+    first, second = open_store(), open_store()
+    assert first.acquire_lock() is None
+    holder = second.acquire_lock()
+    assert holder is not None and holder.run_id == first.me.run_id and holder.pid > 0
+    first.release_lock()
+    assert second.acquire_lock() is None
+
+
+def test_plan_round_trips_in_chunks_and_commit_moves_offsets(open_store):
+    store = open_store()
+    store.acquire_lock()
+    big = batch(ranges=[OffsetRange("t", p, 0, p + 1, None) for p in range(5000)])
+    version = store.write_plan(big)
+    loaded, loaded_version = store.read_batch(1)
+    assert loaded.ranges == big.ranges and loaded_version == version
+    written, version = store.advance(loaded, version, BatchState.WRITTEN, rows=1, rejected=0)
+    registered, version = store.advance(written, version, BatchState.REGISTERED)
+    store.commit(registered, version)
+    offsets = store.committed_offsets()
+    assert len(offsets) == 5000 and offsets[("t", 4999)].value == 5000
+    assert store.open_batch() is None
+
+
+def test_commit_refuses_when_an_offset_moved_since_the_plan(open_store):
+    store = open_store()
+    store.acquire_lock()
+    first = batch()
+    store.write_plan(first)
+    written, v = store.advance(first, 0, BatchState.WRITTEN)
+    registered, v = store.advance(written, v, BatchState.REGISTERED)
+    store.commit(registered, v)
+    stale = batch(2, ranges=[OffsetRange("t", 0, 3, 12, 3)])  # plan says 3, ZooKeeper has 10
+    store.write_plan(stale)
+    written, v = store.advance(stale, 0, BatchState.WRITTEN)
+    registered, v = store.advance(written, v, BatchState.REGISTERED)
+    with pytest.raises(StateConflict, match=r"t\[0\]: plan expects 3, ZooKeeper has 10"):
+        store.commit(registered, v)
+    assert store.committed_offsets()[("t", 0)].value == 10
+
+
+def test_expired_session_cannot_commit_and_does_not_harm_the_run_that_took_over(open_store, stack):
+    zombie = open_store()
+    zombie.acquire_lock()
+    planned = batch()
+    zombie.write_plan(planned)
+    written, v = zombie.advance(planned, 0, BatchState.WRITTEN)
+    expire_session(zombie, stack.zk_hosts)
+    successor = open_store()
+    assert successor.acquire_lock() is None  # the ephemeral lock died with the session
+    with pytest.raises(LockLost):
+        zombie.advance(written, v, BatchState.REGISTERED)
+    zombie._session_lost.clear()  # even a client that missed the LOST event is fenced
+    with pytest.raises(LockLost):
+        zombie.advance(written, v, BatchState.REGISTERED)
+    resumed, version = successor.open_batch()
+    assert resumed.state is BatchState.WRITTEN
+    registered, version = successor.advance(resumed, version, BatchState.REGISTERED)
+    successor.commit(registered, version)
+    assert successor.committed_offsets()[("t", 0)].value == 10
