@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 
+from etl import faults
 from etl.config import Config, load_config
 from etl.errors import EXIT_OK, EtlError
 from etl.kafka_source import KafkaMetadata
@@ -20,6 +21,7 @@ log = logging.getLogger("etl")
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    faults.arm()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

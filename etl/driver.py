@@ -21,7 +21,7 @@ from etl.errors import EtlError, MissingBatchFiles, RejectedRatioExceeded, State
 from etl.fs import filesystem_for
 from etl.hive import HiveRegistrar
 from etl.kafka_source import KafkaMetadata
-from etl.naming import partition_dir, table_location
+from etl.naming import is_temp_name, partition_dir, table_location
 from etl.partition_writer import WriterSpec
 from etl.planner import PartitionPosition, plan_ranges
 from etl.tasks import RangeResult, RangeTask, run_range_task
@@ -143,6 +143,7 @@ class Job:
     def _write_files(self, batch: Batch, version: int) -> tuple[Batch, int]:
         results = self._run_tasks(batch)
         self._check_files(batch)
+        self._sweep_temp_files(batch)
         rows, rejected = sum(r.rows for r in results), sum(r.rejected for r in results)
         self._check_rejected_ratio(batch, rows, rejected)
         return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected)
@@ -170,6 +171,17 @@ class Job:
             raise MissingBatchFiles(f"batch {batch.batch_id}: {len(missing)} planned files are missing in "
                                     f"{main_dir}, e.g. {missing[0]}; the batch stays PLANNED and the next run "
                                     f"writes them")
+
+    def _sweep_temp_files(self, batch: Batch) -> None:
+        """Every planned file is published, so temp files left in the batch's directories
+        belong to dead attempts (a killed run, a failed or losing speculative task)."""
+        for root in (self.warehouse.table_root, self.warehouse.rejected_root):
+            folder = partition_dir(root, batch.partition_values)
+            stale = [name for name in self.fs.list_dir(folder) if is_temp_name(name)]
+            for name in stale:
+                self.fs.delete(f"{folder}/{name}")
+            if stale:
+                log.warning("removed %d temp files of dead attempts from %s", len(stale), folder)
 
     def _check_rejected_ratio(self, batch: Batch, rows: int, rejected: int) -> None:
         total = rows + rejected

@@ -37,7 +37,7 @@ class HiveRegistrar:
 
     def _table_exists(self, table: str) -> bool:
         try:
-            return self.spark.catalog.tableExists(table, self.hive.database)
+            return self.spark.catalog.tableExists(f"`{self.hive.database}`.`{table}`")
         except Exception as exc:
             raise HiveError(f"cannot reach the Hive metastore ({self.hive.metastore}) to look up "
                             f"{self.hive.database}.{table}: {_first_line(exc)}") from exc

@@ -28,8 +28,9 @@ def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batc
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         holder = store.acquire_lock()
         if holder is not None:
-            log.warning("another run holds the lock of job %s: %s; exiting", config.job.name, holder.describe())
-            print(f"etl: job {config.job.name} is already running: {holder.describe()}")
+            print(f"etl: job {config.job.name} is already running: {holder.describe()}. Exiting without "
+                  f"changes. If that run died, its lock disappears when its ZooKeeper session expires "
+                  f"(at most {config.zookeeper.session_timeout_seconds:g}s after it died); then run again.")
             return EXIT_OK
         try:
             _run_locked(config, store, spec, loop, interval, max_batches)

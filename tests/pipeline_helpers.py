@@ -45,3 +45,19 @@ def table_offsets(spark, database: str, table: str) -> Counter:
 
 def expected_offsets(topic: str, counts: dict[int, int], start: int = 0) -> Counter:
     return Counter({(topic, p, o): 1 for p, n in counts.items() for o in range(start, n)})
+
+
+def wait_for_lock_release(zk, config: Path, timeout: float = 30) -> float:
+    """Wait until a killed run's ephemeral lock is gone (its session expired); return seconds."""
+    import time
+
+    from etl.config import load_config
+    from etl.zk_store import ZkPaths
+    loaded = load_config(config)
+    lock = ZkPaths(loaded.zookeeper.root, loaded.job.name).lock
+    started = time.monotonic()
+    while zk.exists(lock):
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"lock {lock} still held after {timeout}s")
+        time.sleep(0.2)
+    return time.monotonic() - started

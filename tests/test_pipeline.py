@@ -10,7 +10,8 @@ from etl.config import load_config
 from etl.errors import OffsetOutOfRange
 from etl.runner import run_job
 from etl.zk_store import ZkStateStore
-from pipeline_helpers import etl_command, event, events_by_partition, expected_offsets, run_etl, table_offsets
+from pipeline_helpers import (etl_command, event, events_by_partition, expected_offsets, run_etl, table_offsets,
+                              wait_for_lock_release)
 
 DB = "etl_test"
 
@@ -172,10 +173,10 @@ def test_two_concurrent_runs_one_writes_and_the_other_exits_0_naming_the_holder(
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", ["state:PLANNED", "renamed:1"])
 def test_sigkill_mid_batch_then_rerun_leaves_exactly_n_rows(
-        spark, new_topic, produce, write_config, hive_table_name, warehouse_dir, fault):
+        spark, zk, new_topic, produce, write_config, hive_table_name, warehouse_dir, fault):
     topic = new_topic(partitions=4)
     produce(topic, events_by_partition(4, 200))
-    config = write_config(kafka={"topics": topic}, spark={"spark.master": "local[2]"})
+    config = write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"})
     killed = run_etl(config, fault=fault)
     assert killed.returncode == -9, killed.stderr[-2000:]
     files_after_kill = [f for f in data_files(warehouse_dir, hive_table_name) if not f.name.startswith("_")]
@@ -183,6 +184,9 @@ def test_sigkill_mid_batch_then_rerun_leaves_exactly_n_rows(
         assert 1 <= len(files_after_kill) < 4
     else:
         assert files_after_kill == []
+    locked_out = run_etl(config)  # the dead run's lock outlives it until its session expires
+    assert locked_out.returncode == 0 and "is already running" in locked_out.stdout
+    wait_for_lock_release(zk, config)
 
     rerun = run_etl(config)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
