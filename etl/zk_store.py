@@ -113,6 +113,7 @@ class ZkStateStore:
             self._read(lambda p=path: self.client.ensure_path(p), f"create {path}")
 
     def close(self) -> None:
+        self.client.remove_listener(self._on_state)  # stopping reports LOST, which is expected here
         self.client.stop()
         self.client.close()
 
