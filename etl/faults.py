@@ -1,17 +1,28 @@
-"""Test-only fault points, so that crash tests can SIGKILL the job at an exact step.
+"""Test-only fault points, so that crash tests can break the job at an exact step.
 
-`ETL_FAULT_POINT` names one point, e.g. `state:PLANNED` (the driver, right after a batch
-reached that state) or `renamed:3` (a task, right after it published the file of Kafka
-partition 3). When the point is reached, the driver's whole process group (driver, JVM,
-Python workers) is killed with SIGKILL, as `kill -9` or a lost machine would; tests start
-the job in its own group. Unset (always, in production), a checkpoint costs one dict lookup.
+`ETL_FAULT_POINT` names one point:
+  state:PLANNED | state:WRITTEN | state:REGISTERED | state:COMMITTED   (driver, right after
+      the batch reached that state in ZooKeeper)
+  writing:<p>   (task of Kafka partition p, after its first chunk went into the temp file)
+  renamed:<p>   (task of Kafka partition p, right after it published its file)
+`ETL_FAULT_ACTION` says what happens there:
+  kill (default)        SIGKILL the job's whole process group (driver, JVM, Python workers),
+                        as `kill -9` or a lost machine would; tests start the job in its own group
+  sleep:<seconds>       pause, so a test can expire the session or stop a service meanwhile
+  raise                 raise InjectedFault (every attempt)
+  raise-first-attempt   raise InjectedFault in a task's first attempt only (Spark retries it)
+Unset, as always in production, a checkpoint costs one dictionary lookup.
 """
 from __future__ import annotations
 
 import os
 import signal
+import time
+
+from etl.errors import InjectedFault
 
 ENV = "ETL_FAULT_POINT"
+ACTION_ENV = "ETL_FAULT_ACTION"
 _PGID_ENV = "ETL_FAULT_PGID"
 
 
@@ -24,4 +35,19 @@ def arm() -> None:
 
 def checkpoint(point: str) -> None:
     if os.environ.get(ENV) == point:
+        _act(point, os.environ.get(ACTION_ENV, "kill"))
+
+
+def _act(point: str, action: str) -> None:
+    if action == "kill":
         os.killpg(int(os.environ.get(_PGID_ENV, os.getpgrp())), signal.SIGKILL)
+    elif action.startswith("sleep:"):
+        time.sleep(float(action.split(":", 1)[1]))
+    elif action == "raise" or action == "raise-first-attempt" and _task_attempt() == 0:
+        raise InjectedFault(f"injected fault at {point}")
+
+
+def _task_attempt() -> int:
+    from pyspark import TaskContext
+    context = TaskContext.get()
+    return context.attemptNumber() if context else 0

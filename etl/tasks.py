@@ -60,6 +60,7 @@ def _write_and_publish(fs, task: RangeTask, main_final: str) -> RangeResult:
         for chunk in read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
                                 with_keys=task.writer.key_column is not None):
             writer.write(chunk)
+            faults.checkpoint(f"writing:{r.partition}")
         counts = writer.close()
     if counts.rejected:
         publish(fs, rejected_temp, rejected_final)
