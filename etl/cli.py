@@ -12,7 +12,7 @@ import sys
 
 from etl import faults
 from etl.config import Config, load_config
-from etl.errors import EXIT_OK, EtlError
+from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EtlError
 from etl.kafka_source import KafkaMetadata
 from etl.zk_store import ZkStateStore
 
@@ -45,6 +45,20 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--config", required=True)
     status.add_argument("--json", action="store_true")
     status.set_defaults(command=cmd_status)
+    verify = commands.add_parser("verify", help="check the warehouse against ZooKeeper; exit 0 only if all holds")
+    verify.add_argument("--config", required=True)
+    verify.add_argument("--deep", action="store_true", help="also read every row through Hive")
+    verify.add_argument("--json", action="store_true")
+    verify.set_defaults(command=cmd_verify)
+    recover = commands.add_parser("recover", help="explain the state a crash left, then complete it")
+    recover.add_argument("--config", required=True)
+    recover.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
+    recover.set_defaults(command=cmd_recover)
+    reset = commands.add_parser("reset-offsets", help="move committed offsets, on the record")
+    reset.add_argument("--config", required=True)
+    reset.add_argument("--to", nargs="+", required=True, metavar="earliest|latest|TOPIC:PARTITION=OFFSET")
+    reset.add_argument("--yes", action="store_true", help="apply; without it only show the changes")
+    reset.set_defaults(command=cmd_reset)
     return parser
 
 
@@ -77,6 +91,23 @@ def cmd_status(config: Config, args) -> int:
             kafka.close()
     print(json.dumps(status, indent=2) if args.json else render_status(status))
     return EXIT_OK
+
+
+def cmd_verify(config: Config, args) -> int:
+    from etl.verify import run_verify
+    report = run_verify(config, deep=args.deep)
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.render())
+    return EXIT_OK if report.ok else EXIT_BATCH_FAILED
+
+
+def cmd_recover(config: Config, args) -> int:
+    from etl.recovery import recover
+    return recover(config, dry_run=args.dry_run)
+
+
+def cmd_reset(config: Config, args) -> int:
+    from etl.reset import reset_offsets
+    return reset_offsets(config, args.to, yes=args.yes)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ def build_spark(config: Config):
     from pyspark.sql import SparkSession
 
     submitted = SparkConf()  # holds what spark-submit was given; it wins over the config file
-    builder = SparkSession.builder.appName(f"etl-{config.job.name}")
+    builder = SparkSession.builder.appName(f"etl-{config.job.name}").config("spark.ui.showConsoleProgress", "false")
     for key, value in config.spark.items():
         if key == "spark.master" and submitted.contains("spark.master"):
             continue

@@ -64,4 +64,7 @@ def _describe_event(event: dict) -> str:
         return (f"batch {event['batch_id']} at {event['at']}: skipped {event['topic']}[{event['partition']}] "
                 f"from committed {event['committed']} to {event['restart_at']} "
                 f"(Kafka held [{event['low']}, {event['high']}])")
+    if event.get("kind") == "reset":
+        moves = ", ".join(f"{c['topic']}[{c['partition']}] {c['old']} -> {c['new']}" for c in event["changes"])
+        return f"offsets reset at {event['at']} by {event['user']}: {moves}"
     return str(event)

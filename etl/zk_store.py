@@ -270,6 +270,24 @@ class ZkStateStore:
                 raise
         return committed
 
+    def reset_offsets(self, changes: list[dict], event: dict) -> None:
+        """Set committed offsets by hand, recording the event, in one fenced transaction.
+        Each change is {topic, partition, old, new}; `old` is checked by version."""
+        current = self.committed_offsets()
+        for topic in {c["topic"] for c in changes}:
+            self._read(lambda t=topic: self.client.ensure_path(f"{self.paths.offsets}/{t}"), "create topic node")
+        txn = self.client.transaction()
+        self._fence(txn)
+        for change in changes:
+            path, value = self.paths.offset(change["topic"], change["partition"]), str(change["new"]).encode()
+            found = current.get((change["topic"], change["partition"]))
+            if found is None:
+                txn.create(path, value)
+            else:
+                txn.set_data(path, value, version=found.version)
+        txn.create(f"{self.paths.events}/event-", _dump(event), sequence=True)
+        self._commit_fenced(txn, "reset offsets")
+
     def prune_batches(self) -> None:
         """Keep the newest committed batches only; they serve status and recovery reports."""
         for batch_id in self.batch_ids()[:-BATCHES_KEPT]:
