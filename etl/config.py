@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
+from urllib.parse import urlsplit
 
 from etl.errors import ConfigError
 
@@ -55,11 +56,17 @@ class ZooKeeperConfig:
 
 @dataclass(frozen=True)
 class WarehouseConfig:
-    url: str
+    url: str  # how the ETL reaches the warehouse
+    hive_location: str | None = None  # how Hive names the same folder, when that differs
 
     @property
-    def root_path(self) -> str:
-        return self.url[len("file://"):]
+    def fs_root(self) -> str:
+        """The warehouse folder as a path on the warehouse filesystem."""
+        return urlsplit(self.url).path or "/"
+
+    @property
+    def hive_root(self) -> str:
+        return (self.hive_location or self.url).rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -248,7 +255,8 @@ def _warehouse_url(raw: str) -> str:
 
 
 def _warehouse(s: _Section) -> WarehouseConfig:
-    warehouse = WarehouseConfig(url=s.get("url", convert=_warehouse_url, required=True))
+    warehouse = WarehouseConfig(url=s.get("url", convert=_warehouse_url, required=True),
+                                hive_location=s.get("hive_location", None, _warehouse_url))
     s.reject_unknown()
     return warehouse
 

@@ -21,7 +21,8 @@ from etl.errors import EtlError, MissingBatchFiles, RejectedRatioExceeded, State
 from etl.fs import filesystem_for
 from etl.hive import HiveRegistrar
 from etl.kafka_source import KafkaMetadata
-from etl.naming import is_temp_name, partition_dir, table_location
+from etl.naming import is_temp_name, partition_dir
+from etl.warehouse import Warehouse
 from etl.partition_writer import WriterSpec
 from etl.planner import PartitionPosition, plan_ranges
 from etl.tasks import RangeResult, RangeTask, run_range_task
@@ -47,29 +48,12 @@ class BatchSummary:
                 f"{self.rejected} rejected, offsets covered {self.records}, {self.seconds:.1f}s")
 
 
-@dataclass(frozen=True)
-class Warehouse:
-    """Where a job's files go, derived once from the config."""
-
-    database_root: str
-    table_root: str
-    rejected_root: str
-
-    @classmethod
-    def of(cls, config: Config) -> "Warehouse":
-        root = config.warehouse.root_path
-        table = table_location(root, config.hive.database, config.hive.table)
-        rejected = table_location(root, config.hive.database, config.hive.rejected_table)
-        return cls(f"{root}/{config.hive.database}.db", table, rejected)
-
-
 class Job:
     def __init__(self, config: Config, spark, store: ZkStateStore, kafka: KafkaMetadata, writer: WriterSpec):
         self.config, self.spark, self.store, self.kafka, self.writer = config, spark, store, kafka, writer
-        self.fs = filesystem_for(config.warehouse.url)
+        self.fs = filesystem_for(config.warehouse)
         self.warehouse = Warehouse.of(config)
-        self.registrar = HiveRegistrar(spark, config.hive, self.warehouse.table_root,
-                                       self.warehouse.rejected_root, self.warehouse.database_root)
+        self.registrar = HiveRegistrar(spark, config.hive, self.warehouse)
 
     def run_once(self) -> BatchSummary | None:
         """Complete the open batch if there is one, else plan and complete a new one."""
@@ -151,7 +135,7 @@ class Job:
     def _run_tasks(self, batch: Batch) -> list[RangeResult]:
         main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
         rejected_dir = partition_dir(self.warehouse.rejected_root, batch.partition_values)
-        tasks = [RangeTask(r, main_dir, rejected_dir, self.config.warehouse.url, self.config.kafka,
+        tasks = [RangeTask(r, main_dir, rejected_dir, self.config.warehouse, self.config.kafka,
                            f"etl-{self.config.job.name}-reader", self.writer) for r in batch.file_ranges]
         if not tasks:
             return []

@@ -82,7 +82,8 @@ class LocalFileSystem:
         os.makedirs(path, exist_ok=True)
 
 
-def filesystem_for(url: str) -> LocalFileSystem:
-    if url.startswith("file://"):
+def filesystem_for(warehouse) -> LocalFileSystem:
+    """The filesystem client for a WarehouseConfig; cheap, so tasks build their own."""
+    if warehouse.url.startswith("file://"):
         return LocalFileSystem()
-    raise WarehouseError(f"unsupported warehouse url {url!r}; use file:///absolute/path")
+    raise WarehouseError(f"unsupported warehouse url {warehouse.url!r}; use file:///absolute/path")

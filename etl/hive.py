@@ -12,28 +12,30 @@ from etl.config import HiveConfig
 from etl.errors import HiveError
 from etl.naming import partition_dir
 from etl.schema import render_ddl
+from etl.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 REJECTED_DDL = Path(__file__).resolve().parent.parent / "warehouse_schema" / "rejected.sql"
 
 
 class HiveRegistrar:
-    def __init__(self, spark, hive: HiveConfig, table_root: str, rejected_root: str, database_root: str):
-        self.spark, self.hive = spark, hive
-        self.table_root, self.rejected_root, self.database_root = table_root, rejected_root, database_root
+    def __init__(self, spark, hive: HiveConfig, warehouse: Warehouse):
+        self.spark, self.hive, self.warehouse = spark, hive, warehouse
 
     def ensure_tables(self) -> None:
         """Create the database, the table and its rejected companion if they are missing."""
         db = self.hive.database
-        self._sql(f"CREATE DATABASE IF NOT EXISTS `{db}` LOCATION '{self.database_root}'", f"create database {db}")
-        self._ensure(self.hive.table, self.hive.schema_file, self.table_root)
-        self._ensure(self.hive.rejected_table, REJECTED_DDL, self.rejected_root)
+        location = self.warehouse.hive_uri(self.warehouse.database_root)
+        self._sql(f"CREATE DATABASE IF NOT EXISTS `{db}` LOCATION '{location}'", f"create database {db}")
+        self._ensure(self.hive.table, self.hive.schema_file, self.warehouse.table_root)
+        self._ensure(self.hive.rejected_table, REJECTED_DDL, self.warehouse.rejected_root)
 
     def _ensure(self, table: str, ddl_file: Path, location: str) -> None:
         if self._table_exists(table):
             return
         log.info("creating Hive table %s.%s from %s", self.hive.database, table, ddl_file)
-        self._sql(render_ddl(ddl_file, self.hive.database, table, location), f"create table {table}")
+        ddl = render_ddl(ddl_file, self.hive.database, table, self.warehouse.hive_uri(location))
+        self._sql(ddl, f"create table {table}")
 
     def _table_exists(self, table: str) -> bool:
         try:
@@ -43,13 +45,13 @@ class HiveRegistrar:
                             f"{self.hive.database}.{table}: {_first_line(exc)}") from exc
 
     def add_partition(self, partition_values: dict[str, str], with_rejected: bool) -> None:
-        self._add(self.hive.table, self.table_root, partition_values)
+        self._add(self.hive.table, self.warehouse.table_root, partition_values)
         if with_rejected:
-            self._add(self.hive.rejected_table, self.rejected_root, partition_values)
+            self._add(self.hive.rejected_table, self.warehouse.rejected_root, partition_values)
 
     def _add(self, table: str, root: str, values: dict[str, str]) -> None:
         spec = ", ".join(f"{k}='{v}'" for k, v in values.items())
-        location = partition_dir(root, values)
+        location = self.warehouse.hive_uri(partition_dir(root, values))
         self._sql(f"ALTER TABLE `{self.hive.database}`.`{table}` ADD IF NOT EXISTS PARTITION ({spec}) "
                   f"LOCATION '{location}'", f"add partition ({spec}) to {table}")
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from etl.batch import Batch, BatchState
 from etl.config import Config
-from etl.driver import Job, Warehouse
+from etl.driver import Job
+from etl.warehouse import Warehouse
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK
 from etl.fs import filesystem_for
 from etl.inventory import Inventory, take_inventory
@@ -98,7 +99,7 @@ def _lost_from_kafka(batch: Batch, missing: list, kafka: KafkaMetadata) -> list[
 
 
 def recover(config: Config, dry_run: bool, out=print) -> int:
-    fs = filesystem_for(config.warehouse.url)
+    fs = filesystem_for(config.warehouse)
     warehouse = Warehouse.of(config)
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         holder = store.lock_holder()

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from etl import faults
 from etl.batch import OffsetRange
 from etl.commit import publish
-from etl.config import KafkaConfig
+from etl.config import KafkaConfig, WarehouseConfig
 from etl.fs import filesystem_for
 from etl.kafka_source import read_range
 from etl.naming import temp_name
@@ -27,7 +27,7 @@ class RangeTask:
     range: OffsetRange
     main_dir: str
     rejected_dir: str
-    warehouse_url: str
+    warehouse: WarehouseConfig
     kafka: KafkaConfig
     consumer_group: str
     writer: WriterSpec
@@ -42,7 +42,7 @@ class RangeResult:
 
 
 def run_range_task(task: RangeTask) -> RangeResult:
-    fs = filesystem_for(task.warehouse_url)
+    fs = filesystem_for(task.warehouse)
     main_final = posixpath.join(task.main_dir, task.range.file_name)
     if fs.exists(main_final):
         return _replayed(fs, task, main_final)

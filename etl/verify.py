@@ -232,15 +232,15 @@ class VerifyReport:
 
 
 def run_verify(config, deep: bool) -> VerifyReport:
-    from etl.driver import Warehouse
     from etl.fs import filesystem_for
     from etl.inventory import take_inventory
     from etl.kafka_source import KafkaMetadata
     from etl.spark_session import build_spark
+    from etl.warehouse import Warehouse
     from etl.zk_store import ZkStateStore
 
     warehouse = Warehouse.of(config)
-    inventory = take_inventory(filesystem_for(config.warehouse.url), warehouse.table_root, warehouse.rejected_root)
+    inventory = take_inventory(filesystem_for(config.warehouse), warehouse.table_root, warehouse.rejected_root)
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         committed, opened, events = store.committed_offsets(), store.open_batch(), store.events()
         holder = store.lock_holder()
