@@ -52,11 +52,15 @@ def render_status(status: dict) -> str:
         lines.append("last batch: none yet")
     else:
         lines.append(f"last batch: {last['batch_id']} {last['state']} (planned {last['planned_at']}, "
-                     f"{last['files']} files, rows {last['rows']}, rejected {last['rejected']}, "
+                     f"{last['files']} files, rows {_count(last['rows'])}, rejected {_count(last['rejected'])}, "
                      f"Hive partition {last['partition_values']})")
     for event in status["events"]:
         lines.append(f"event: {_describe_event(event)}")
     return "\n".join(lines)
+
+
+def _count(value) -> str:
+    return "-" if value is None else str(value)
 
 
 def _describe_event(event: dict) -> str:
