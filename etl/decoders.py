@@ -25,17 +25,16 @@ from etl.schema import Column, TableSchema, data_arrow_schema
 EMPTY_MESSAGE = "empty message"
 ACCESS_LOG_FORMAT = "<date> <time> <LEVEL> <message>"
 ACCESS_LOG_COLUMNS = (Column("log_time", "timestamp"), Column("level", "string"), Column("message", "string"))
-# Group names are the output columns. Padding after the level is log4j's %-5p; one trailing
-# "\n" or "\r\n" is the line end, not part of the message.
+# Padding after the level is log4j's %-5p. A greedy, unanchored-at-the-end message keeps RE2
+# on its fast path (a lazy .*? with \r?\n?$ is ~7x slower); the line end is cut off after.
 _ACCESS_LOG_RE = (
     r"(?s)^(?P<log_time>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) +(?P<level>[A-Z]+)"
-    r"(?: +(?P<message>.*?))?\r?\n?$"
+    r"(?:(?: +(?P<message>.*))|\r?\n)?$"
 )
+_LINE_END_RE = r"\r?\n$"
 _JSON_OBJECT_START_RE = r"^[ \t\r\n]*\{"
 _JSON_KINDS = {"[": "array", '"': "string", "t": "boolean", "f": "boolean", "n": "null"}
-# pyarrow's reader keeps microseconds and reads zoned ISO 8601 strings as UTC; the
-# millisecond column then drops the sub-millisecond digits.
-_JSON_TIMESTAMP_READ_TYPE = pa.timestamp("us")
+_ZONED_RE = r"(?:Z|[+-]\d{2}:?\d{2})$"
 _MAX_BLOCK_SIZE = 2**31 - 1
 
 
@@ -77,17 +76,25 @@ def arange(length: int) -> pa.Int64Array:
 def failing_positions(values: pa.Array, convert: Callable[[pa.Array], object]) -> list[int]:
     """Positions of the values that `convert` refuses with pa.ArrowInvalid, found by bisection.
 
-    For conversions that fail a whole array over one bad value; a clean array costs one call.
+    For array kernels that fail a whole array over one bad value: a clean array costs one
+    call, and the slices are zero-copy, so isolating k bad values costs O(k log n) kernel calls.
     """
     try:
         convert(values)
         return []
     except pa.ArrowInvalid:
-        if len(values) == 1:
-            return [0]
+        return _failing_positions_of_failing(values, convert)
+
+
+def _failing_positions_of_failing(values: pa.Array, convert: Callable[[pa.Array], object]) -> list[int]:
+    if len(values) == 1:
+        return [0]
     middle = len(values) // 2
-    right = failing_positions(values[middle:], convert)
-    return failing_positions(values[:middle], convert) + [middle + position for position in right]
+    left = failing_positions(values[:middle], convert)
+    # The conversion is per value: if the left half converts, the right half must be what failed.
+    right_half = values[middle:]
+    right = failing_positions(right_half, convert) if left else _failing_positions_of_failing(right_half, convert)
+    return left + [middle + position for position in right]
 
 
 def invalid_utf8_positions(values: pa.Array) -> list[int]:
@@ -99,8 +106,11 @@ class JsonDecoder(Decoder):
     """One JSON object per message; its fields fill the data columns of the same name.
 
     A missing field is NULL and unknown fields are ignored. The whole chunk is parsed as one
-    newline-delimited block. When that fails, the bad records are isolated by re-parsing
-    parts of the block: at the row a syntax error names, or else by bisection.
+    newline-delimited block. Values the reader does not convert itself (timestamps, dates,
+    UTF-8 checks) are converted afterwards, column by column, so a bad one costs no re-parse.
+    When the parse itself fails, the bad records are isolated by re-parsing parts of the
+    block: cut out at the row a syntax error names, or where a second parse finds numbers
+    that do not fit an integer column, or else found by bisection.
     """
 
     def __init__(self, schema: TableSchema):
@@ -110,81 +120,150 @@ class JsonDecoder(Decoder):
     def decode(self, values: Sequence[bytes | None]) -> Decoded:
         candidates, errors = _json_object_candidates(values)
         lines = _JsonLines(values if len(candidates) == len(values) else [values[i] for i in candidates])
-        segments, parse_errors = self._parse_isolating_errors(lines)
-        errors = sorted(errors + [(candidates[position], reason) for position, reason in parse_errors])
-        good = arange(len(values)) if not errors else _good_indices(candidates, [p for p, _r in parse_errors])
-        tables = [table for _lo, _hi, table in segments] or [self.output_schema.empty_table()]
-        return Decoded(pa.concat_tables(tables), good, errors)
+        tables, line_errors = self._parse_isolating_errors(lines)
+        errors = sorted(errors + [(candidates[position], reason) for position, reason in line_errors])
+        good = arange(len(values)) if not errors else _good_indices(candidates, [p for p, _ in line_errors])
+        return Decoded(pa.concat_tables(tables or [self.output_schema.empty_table()]), good, errors)
 
-    def _parse_isolating_errors(self, lines: _JsonLines):
-        """Tables of the parsable ranges of lines, ascending, and (position, reason) of the rest.
+    def _parse_isolating_errors(self, lines: _JsonLines) -> tuple[list[pa.Table], list[tuple[int, str]]]:
+        """Tables of the good lines in line order, and (line, reason) for the others.
 
         Every parse costs ~0.1 ms on top of its size, so the number of parses is what matters.
-        A syntax error names its row: that record is tried alone and, if it fails alone, is
-        cut out with one split. Other failures (a value that does not convert) are bisected.
-        The stack is explicit because one split per bad record would recurse that deep.
+        A syntax error names its row; a number that does not fit an integer column is found
+        by one more parse; each such record is cut out with one split. What is left (1e3 in
+        an int column, a bad decimal) is bisected. The stack is explicit because one split
+        per bad record would recurse as deep as there are bad records.
         """
-        segments: list[tuple[int, int, pa.Table]] = []
+        tables: list[pa.Table] = []
         errors: list[tuple[int, str]] = []
-        pending: list[tuple[int, int]] = [(0, len(lines))]
+        pending = [_Range(0, len(lines))] if len(lines) else []
         while pending:
-            lo, hi = pending.pop()
-            outcome = self._try_parse(lines.block(lo, hi), hi - lo)
-            if isinstance(outcome, pa.Table):
-                segments.append((lo, hi, outcome))
-            elif hi - lo == 1:
-                errors.append((lo, self._reason(lines.block(lo, hi), outcome)))
+            part = pending.pop()
+            failure = part.failure
+            if failure is None or (part.size == 1 and failure.inferred):
+                outcome = self._try_parse(lines.block(part.lo, part.hi), part.size)
+                if isinstance(outcome, _Parsed):
+                    tables.append(outcome.table)
+                    errors.extend((part.lo + row, reason) for row, reason in outcome.row_errors)
+                    continue
+                failure = outcome
+            if part.size == 1:
+                errors.append((part.lo, self._reason(lines.block(part.lo, part.hi), failure)))
             else:
-                pending.extend(reversed(self._split(lines, lo, hi, outcome, errors)))
-        return segments, errors
+                pending.extend(reversed(self._split(lines, part, failure, tables, errors)))
+        return tables, errors
 
-    def _try_parse(self, block: pa.Buffer, lines: int) -> pa.Table | _ParseFailure:
+    def _try_parse(self, block: pa.Buffer, lines: int) -> _Parsed | _ParseFailure:
         try:
-            table = _parse_json_block(block, self.read_schema, self.output_schema)
+            raw = _read_json(block, self.read_schema)
         except pa.ArrowInvalid as exc:
             return _ParseFailure(str(exc), _blamed_row(str(exc), lines))
-        # A message holding two JSON values yields two rows; rows would no longer align.
-        return table if table.num_rows == lines else _ParseFailure(None, None, table.num_rows)
+        if raw.num_rows != lines:
+            # A message holding two JSON values yields two rows; rows would no longer align.
+            return _ParseFailure(rows=raw.num_rows)
+        return self._convert(raw)
 
-    def _split(self, lines: _JsonLines, lo: int, hi: int, failure: _ParseFailure, errors) -> list[tuple[int, int]]:
-        """The non-empty ranges left to parse, left to right; records the blamed row if it is bad."""
-        culprit = None if failure.row is None else lo + failure.row
-        reason = None if culprit is None else self._explain(lines.block(culprit, culprit + 1))
-        if reason:
-            errors.append((culprit, reason))
-            ranges = [(lo, culprit), (culprit + 1, hi)]
-        else:
-            ranges = [(lo, (lo + hi) // 2), ((lo + hi) // 2, hi)]
-        return [(start, end) for start, end in ranges if start < end]
+    def _convert(self, raw: pa.Table) -> _Parsed:
+        """The read columns in their final types; rows with a value that does not convert are dropped."""
+        arrays, bad = [], {}
+        for column, field in zip(self.schema.data_columns, self.output_schema):
+            read_values = raw.column(field.name).combine_chunks()
+            array, failed = _convert_column(read_values, field.type)
+            for row in failed:
+                bad.setdefault(row, _value_reason(column, read_values, row))
+            arrays.append(array)
+        table = pa.Table.from_arrays(arrays, schema=self.output_schema)
+        if bad:
+            table = table.filter(_mask_without(table.num_rows, list(bad)))
+        return _Parsed(table, sorted(bad.items()))
+
+    def _split(self, lines: _JsonLines, part: _Range, failure: _ParseFailure, tables, errors) -> list[_Range]:
+        """The ranges of `part` left to parse, left to right, with their failure if already known.
+
+        Cuts out the records known to be bad. Otherwise bisects, parsing the left half at
+        once: if it parses, the right half is known to fail and needs no parse of its own.
+        """
+        searched = part.searched or self._worth_searching(failure)
+        culprits = self._blamed_rows(lines, part, failure)
+        if culprits:
+            errors.extend((part.lo + row, reason) for row, reason in culprits)
+            bounds = [-1] + [row for row, _reason in culprits] + [part.size]
+            return [_Range(part.lo + start + 1, part.lo + end, searched=searched)
+                    for start, end in zip(bounds, bounds[1:]) if start + 1 < end]
+        middle = (part.lo + part.hi) // 2
+        left = self._try_parse(lines.block(part.lo, middle), middle - part.lo)
+        if not isinstance(left, _Parsed):
+            return [_Range(part.lo, middle, left, searched), _Range(middle, part.hi, searched=searched)]
+        tables.append(left.table)
+        errors.extend((part.lo + row, reason) for row, reason in left.row_errors)
+        return [_Range(middle, part.hi, _ParseFailure(), searched)]
+
+    def _blamed_rows(self, lines: _JsonLines, part: _Range, failure: _ParseFailure) -> list[tuple[int, str]]:
+        """(row, reason) of records in `part` known to be bad without bisecting, ascending."""
+        if failure.row is not None:
+            culprit = part.lo + failure.row
+            reason = self._explain(lines.block(culprit, culprit + 1))
+            return [(failure.row, reason)] if reason else []
+        if not part.searched and self._worth_searching(failure):
+            return self._non_integers(lines.block(part.lo, part.hi), part.size)
+        return []
+
+    @staticmethod
+    def _worth_searching(failure: _ParseFailure) -> bool:
+        return bool(failure.message and re.match(r"Failed to convert JSON to u?int", failure.message))
+
+    def _non_integers(self, block: pa.Buffer, lines: int) -> list[tuple[int, str]]:
+        """Rows whose integer fields hold fractions or out-of-range numbers.
+
+        The reader's message names no row; one parse reading integer columns as doubles finds
+        them all. Only sure failures are reported: a double that is no whole number, or beyond
+        the type's range. Others (1.0, 1e3) are left to bisection.
+        """
+        relaxed = pa.schema([f.with_type(pa.float64()) if pa.types.is_integer(f.type) else f for f in self.read_schema])
+        try:
+            raw = _read_json(block, relaxed)
+        except pa.ArrowInvalid:
+            return []
+        if raw.num_rows != lines:
+            return []  # a message holding two values shifts the rows: they no longer name lines
+        bad: dict[int, str] = {}
+        for column, field in zip(self.schema.data_columns, self.read_schema):
+            if pa.types.is_integer(field.type):
+                numbers = raw.column(field.name).combine_chunks()
+                for row in _not_integers_of(numbers, field.type):
+                    shown = _number_text(numbers[row].as_py())
+                    bad.setdefault(row, f"field '{column.name}': cannot read {shown!r} as {column.hive_type}")
+        return sorted(bad.items())
 
     def _explain(self, line: pa.Buffer) -> str | None:
         """Why one record fails on its own, or None if it does not."""
         outcome = self._try_parse(line, 1)
-        return None if isinstance(outcome, pa.Table) else self._reason(line, outcome)
+        if isinstance(outcome, _Parsed):
+            return outcome.row_errors[0][1] if outcome.row_errors else None
+        return self._reason(line, outcome)
 
     def _reason(self, line: pa.Buffer, failure: _ParseFailure) -> str:
         """The reason for a failure of parsing `line` alone."""
         if failure.message is None:
             return f"message holds {failure.rows} JSON values; expected exactly one object"
-        return self._explain_failure(line, failure.message)
-
-    def _explain_failure(self, line: pa.Buffer, message: str) -> str:
-        named = re.search(r"Column\(/([^)]*)\) (changed from \w+ to (\w+)|was specified twice)", message)
+        named = re.search(r"Column\(/([^)]*)\) (changed from \w+ to (\w+)|was specified twice)", failure.message)
         if named and named[3] and named[1] in self.schema.column_names:
             return f"field '{named[1]}': expected {self.schema.column(named[1]).hive_type}, got {named[3]}"
         if named and not named[3]:
             return f"field '{named[1]}' appears more than once"
-        if message.startswith("JSON parse error:"):
-            return "invalid JSON: " + _parse_error_detail(message)
-        return self._explain_field(line) or f"cannot decode: {message}"
+        if failure.message.startswith("JSON parse error:"):
+            return "invalid JSON: " + _parse_error_detail(failure.message)
+        return self._explain_conversion(line, failure.message) or f"cannot decode: {failure.message}"
 
-    def _explain_field(self, line: pa.Buffer) -> str | None:
-        """The first field that fails on its own, with why."""
-        for read_field, field in zip(self.read_schema, self.output_schema):
+    def _explain_conversion(self, line: pa.Buffer, message: str) -> str | None:
+        """Which field the reader could not convert: the message names only the type."""
+        target = re.match(r"Failed to convert JSON to ([^,:]+)", message)
+        suspects = [f for f in self.read_schema if target and str(f.type) == target[1]] or list(self.read_schema)
+        for field in suspects:
             try:
-                _parse_json_block(line, pa.schema([read_field]), pa.schema([field]))
+                _read_json(line, pa.schema([field]))
             except pa.ArrowInvalid as exc:
-                return _field_reason(self.schema.column(field.name), str(exc))
+                return _conversion_reason(self.schema.column(field.name), str(exc))
         return None
 
 
@@ -201,39 +280,30 @@ class AccessLogDecoder(Decoder):
         time_text = pc.if_else(matched, fields.field("log_time").cast(pa.string()), pa.scalar(None, pa.string()))
         # The cast's ISO parser refuses 2017-02-30; pc.strptime would roll it over to March 2.
         bad_time = failing_positions(time_text, _as_log_time)
-        bad_utf8 = invalid_utf8_positions(fields.field("message"))
+        message = _without_line_end(fields.field("message"))
+        bad_utf8 = invalid_utf8_positions(message)
         good_mask = pc.and_(matched, _mask_without(len(values), bad_time + bad_utf8))
         columns = {
             "log_time": _as_log_time(time_text.filter(good_mask)),
             "level": fields.field("level").filter(good_mask).cast(pa.string()),
-            "message": fields.field("message").filter(good_mask).cast(pa.string()),
+            "message": message.filter(good_mask).cast(pa.string()),
         }
         table = pa.Table.from_arrays([columns[f.name] for f in self.output_schema], schema=self.output_schema)
         good = pc.indices_nonzero(good_mask).cast(pa.int64())
-        return Decoded(table, good, self._errors(values, fields, good_mask, set(bad_utf8)))
-
-    @staticmethod
-    def _errors(values, fields: pa.StructArray, good_mask: pa.BooleanArray, bad_utf8: set[int]) -> list[tuple[int, str]]:
-        bad = pc.indices_nonzero(pc.invert(good_mask)).to_pylist()
-        return [(index, _access_log_reason(values[index], fields, index, bad_utf8)) for index in bad]
+        return Decoded(table, good, _access_log_errors(values, matched, good_mask, time_text, set(bad_utf8)))
 
 
-def _access_log_reason(value: bytes | None, fields: pa.StructArray, index: int, bad_utf8: set[int]) -> str:
-    if not value:
-        return EMPTY_MESSAGE
-    if not fields[index].is_valid:
-        return f"line does not match '{ACCESS_LOG_FORMAT}'"
-    if index in bad_utf8:
-        return "message is not valid UTF-8"
-    return f"invalid date or time {fields.field('log_time')[index].as_py().decode()!r}"
+def _access_log_errors(values, matched, good_mask, time_text, bad_utf8: set[int]) -> list[tuple[int, str]]:
+    def reason(index: int) -> str:
+        if not values[index]:
+            return EMPTY_MESSAGE
+        if not matched[index].as_py():
+            return f"line does not match '{ACCESS_LOG_FORMAT}'"
+        if index in bad_utf8:
+            return "message is not valid UTF-8"
+        return f"invalid date or time {time_text[index].as_py()!r}"
 
-
-def _as_string(values: pa.Array) -> pa.Array:
-    return values.cast(pa.string())
-
-
-def _as_log_time(text: pa.Array) -> pa.Array:
-    return text.cast(pa.timestamp("ms"))
+    return [(index, reason(index)) for index in pc.indices_nonzero(pc.invert(good_mask)).to_pylist()]
 
 
 def _check_access_log_columns(schema: TableSchema) -> None:
@@ -245,25 +315,62 @@ def _check_access_log_columns(schema: TableSchema) -> None:
         )
 
 
+def _without_line_end(lines: pa.Array) -> pa.Array:
+    if not pc.any(pc.ends_with(lines, "\n")).as_py():
+        return lines
+    return pc.replace_substring_regex(lines, _LINE_END_RE, "", max_replacements=1)
+
+
+def _as_string(values: pa.Array) -> pa.Array:
+    return values.cast(pa.string())
+
+
+def _as_log_time(text: pa.Array) -> pa.Array:
+    return text.cast(pa.timestamp("ms"))
+
+
 def _mask_without(length: int, positions: list[int]) -> pa.BooleanArray:
     """True everywhere except at `positions`."""
     return pc.invert(pc.is_in(arange(length), value_set=pa.array(positions, pa.int64())))
 
 
-def _json_read_field(field: pa.Field) -> pa.Field:
-    """How the JSON reader should read a column before it is converted to its final type."""
-    if field.type == pa.date32():
-        return field.with_type(pa.string())  # the reader reads dates as day numbers, not text
-    if pa.types.is_timestamp(field.type):
-        return field.with_type(_JSON_TIMESTAMP_READ_TYPE)
-    return field
+def _with_nulls_at(values: pa.Array, positions: list[int]) -> pa.Array:
+    return pc.if_else(_mask_without(len(values), positions), values, pa.scalar(None, values.type))
+
+
+# --- JSON helpers ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    table: pa.Table  # the rows that converted
+    row_errors: list[tuple[int, str]]  # (row in the block, reason) of the rows that did not
+
+
+@dataclass(frozen=True)
+class _Range:
+    """Lines lo..hi-1 still to be parsed."""
+
+    lo: int
+    hi: int
+    failure: _ParseFailure | None = None  # known already, so the parse can be skipped
+    searched: bool = False  # searched for non-integers: its parts hold no others
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo
 
 
 @dataclass(frozen=True)
 class _ParseFailure:
-    message: str | None  # pyarrow's error; None when it parsed into more rows than lines
+    message: str | None = None  # pyarrow's error, when it raised one
     row: int | None = None  # the row pyarrow blamed, counted from the start of the block
-    rows: int | None = None  # how many rows it parsed into, when message is None
+    rows: int | None = None  # how many rows it parsed into, when that was more than there are lines
+
+    @property
+    def inferred(self) -> bool:
+        """Known to fail because the sibling half parsed, but never parsed itself."""
+        return self.message is None and self.rows is None
 
 
 class _JsonLines:
@@ -297,8 +404,15 @@ class _JsonLines:
         return self._starts
 
 
-def _parse_json_block(block: pa.Buffer, read_schema: pa.Schema, output_schema: pa.Schema) -> pa.Table:
-    """Newline-delimited JSON as a table of output_schema. Raises pa.ArrowInvalid."""
+def _json_read_field(field: pa.Field) -> pa.Field:
+    """How the JSON reader reads a column: dates and timestamps as text, converted afterwards."""
+    if field.type == pa.date32() or pa.types.is_timestamp(field.type):
+        return field.with_type(pa.string())
+    return field
+
+
+def _read_json(block: pa.Buffer, read_schema: pa.Schema) -> pa.Table:
+    """Newline-delimited JSON in the read types. Raises pa.ArrowInvalid."""
     reader = pa_json.open_json(  # much cheaper per call than read_json, which matters on the error path
         pa.BufferReader(block),
         # One block: the chunk is already in memory, and one block means no straddling.
@@ -307,17 +421,62 @@ def _parse_json_block(block: pa.Buffer, read_schema: pa.Schema, output_schema: p
             explicit_schema=read_schema, unexpected_field_behavior="ignore", newlines_in_values=False
         ),
     )
-    table = reader.read_all()
-    return pa.Table.from_arrays([_converted(table.column(f.name), f.type) for f in output_schema], schema=output_schema)
+    return reader.read_all()
 
 
-def _converted(column: pa.ChunkedArray, final_type: pa.DataType) -> pa.ChunkedArray:
-    if column.type == pa.string():
-        column.validate(full=True)  # the JSON reader does not check UTF-8
-    if column.type == final_type:
-        return column
-    # safe=False only lets microseconds truncate to milliseconds; text that is no date still fails.
-    return column.cast(final_type, safe=not pa.types.is_timestamp(final_type))
+def _convert_column(values: pa.Array, final_type: pa.DataType) -> tuple[pa.Array, list[int]]:
+    """values in final_type, NULL where they do not convert, and the positions of those."""
+    if final_type == pa.string():
+        return _converted_where_possible(values, _valid_utf8)  # the JSON reader does not check UTF-8
+    if final_type == pa.date32():
+        return _converted_where_possible(values, _as_date)
+    if pa.types.is_timestamp(final_type):
+        return _timestamps_from_text(values)
+    return values, []
+
+
+def _converted_where_possible(values: pa.Array, convert: Callable[[pa.Array], pa.Array]):
+    """convert(values), NULL where a value does not convert, and the positions of those."""
+    try:
+        return convert(values), []
+    except pa.ArrowInvalid:
+        failed = failing_positions(values, convert)
+        return convert(_with_nulls_at(values, failed)), failed
+
+
+def _valid_utf8(values: pa.Array) -> pa.Array:
+    values.validate(full=True)
+    return values
+
+
+def _as_date(text: pa.Array) -> pa.Array:
+    return text.cast(pa.date32())
+
+
+def _as_naive_time(text: pa.Array) -> pa.Array:
+    return text.cast(pa.timestamp("us"))
+
+
+def _as_utc_time(text: pa.Array) -> pa.Array:
+    return text.cast(pa.timestamp("us", tz="UTC"))
+
+
+def _timestamps_from_text(text: pa.Array) -> tuple[pa.Array, list[int]]:
+    """ISO 8601 text as timestamp[ms]: zoned values converted to UTC, others taken as written.
+
+    Arrow's cast parses either zoned or naive text, never both, so the two are split by
+    their ending. Microseconds are read, then truncated to the column's milliseconds.
+    """
+    zoned = pc.match_substring_regex(text, _ZONED_RE)
+    if not pc.any(zoned).as_py():
+        times, failed = _converted_where_possible(text, _as_naive_time)
+    else:
+        no_text = pa.scalar(None, pa.string())
+        naive, failed_naive = _converted_where_possible(pc.if_else(zoned, no_text, text), _as_naive_time)
+        utc, failed_utc = _converted_where_possible(pc.if_else(zoned, text, no_text), _as_utc_time)
+        times, failed = pc.coalesce(naive, utc.cast(pa.timestamp("us"))), sorted(failed_naive + failed_utc)
+    # Floor, not the cast's truncation toward zero, so that times before 1970 do not round up.
+    return pc.floor_temporal(times, unit="millisecond").cast(pa.timestamp("ms")), failed
 
 
 def _json_object_candidates(values: Sequence[bytes | None]) -> tuple[Sequence[int], list[tuple[int, str]]]:
@@ -343,6 +502,23 @@ def _not_an_object_reason(value: bytes | None) -> str:
     return f"expected a JSON object, got {kind}" if kind else "invalid JSON: expected a JSON object"
 
 
+def _not_integers_of(numbers: pa.Array, integer_type: pa.DataType) -> list[int]:
+    """Positions of doubles that cannot have been whole numbers of integer_type.
+
+    Strict comparisons with the limits as doubles: 2**63 - 1 rounds up to 2.0**63, so a
+    valid maximum must not count as beyond it.
+    """
+    bits = integer_type.bit_width - (0 if pa.types.is_unsigned_integer(integer_type) else 1)
+    low = 0.0 if pa.types.is_unsigned_integer(integer_type) else float(-(2**bits))
+    beyond = pc.or_(pc.less(numbers, low), pc.greater(numbers, float(2**bits - 1)))
+    fraction = pc.not_equal(pc.floor(numbers), numbers)
+    return pc.indices_nonzero(pc.fill_null(pc.or_(beyond, fraction), False)).to_pylist()
+
+
+def _number_text(number: float) -> str:
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
 def _blamed_row(message: str, rows: int) -> int | None:
     """The row a JSON parse error names; only parse errors name one, conversion errors do not."""
     match = re.search(r" in row (\d+)$", message)
@@ -350,7 +526,7 @@ def _blamed_row(message: str, rows: int) -> int | None:
 
 
 def _good_indices(candidates: Sequence[int], bad_positions: list[int]) -> pa.Int64Array:
-    """The candidates but those at bad_positions: what the parsed segments hold, in order."""
+    """The candidates but those at bad_positions: what the parsed tables hold, in order."""
     positions = pc.indices_nonzero(_mask_without(len(candidates), bad_positions)).cast(pa.int64())
     return positions if isinstance(candidates, range) else pc.take(pa.array(candidates, pa.int64()), positions)
 
@@ -363,12 +539,17 @@ def _parse_error_detail(message: str) -> str:
     return detail
 
 
-def _field_reason(column: Column, message: str) -> str:
-    if "Invalid UTF8" in message:
+def _value_reason(column: Column, read_values: pa.Array, row: int) -> str:
+    try:
+        text = read_values[row].as_py()
+    except UnicodeDecodeError:
         return f"field '{column.name}': invalid UTF-8"
-    value = re.search(r"couldn't parse:(.*)$|Failed to parse string: '(.*)' as a scalar", message, re.S)
+    return f"field '{column.name}': cannot read {text!r} as {column.hive_type}"
+
+
+def _conversion_reason(column: Column, message: str) -> str:
+    value = re.search(r"couldn't parse:(.*)$", message, re.S)
     if value:
-        text = value[1] if value[1] is not None else value[2]
-        return f"field '{column.name}': cannot read {text!r} as {column.hive_type}"
+        return f"field '{column.name}': cannot read {value[1]!r} as {column.hive_type}"
     detail = re.sub(r"^Failed to convert JSON to [^:]*: ", "", message)
     return f"field '{column.name}': expected {column.hive_type}: {detail}"

@@ -68,7 +68,10 @@ class WriterSpec:
 
     def __post_init__(self):
         if self.compression not in COMPRESSIONS:
-            raise ConfigError(f"compression {self.compression!r} is not supported; use one of {', '.join(COMPRESSIONS)}")
+            raise ConfigError(
+                f"compression {self.compression!r} is not supported; set [job] compression to one of "
+                f"{', '.join(COMPRESSIONS)}"
+            )
         if self.row_group_size < 1:
             raise ConfigError(f"row_group_size is {self.row_group_size}; set [job] row_group_size to at least 1")
         if self.key_column != self.schema.key_column:
@@ -206,7 +209,7 @@ class PartitionWriter:
 
     def _reject_bad_keys(self, chunk: RawChunk, decoded: Decoded) -> Decoded:
         """Moves rows whose key cannot fill a string key column to the rejected records."""
-        if self._key_type() != pa.string() or not len(decoded.good):
+        if self._spec.key_column is None or self._key_type() != pa.string() or not len(decoded.good):
             return decoded
         bad = invalid_utf8_positions(pc.take(pa.array(chunk.keys, pa.binary()), decoded.good))
         if not bad:
@@ -215,9 +218,8 @@ class PartitionWriter:
         moved = [(decoded.good[position].as_py(), KEY_NOT_UTF8) for position in bad]
         return Decoded(decoded.table.filter(keep), decoded.good.filter(keep), sorted(decoded.errors + moved))
 
-    def _key_type(self) -> pa.DataType | None:
-        key_column = self._spec.key_column
-        return None if key_column is None else self._main.schema.field(key_column).type
+    def _key_type(self) -> pa.DataType:
+        return self._main.schema.field(self._spec.key_column).type
 
     def _rows(self, chunk: RawChunk, offsets: pa.Int64Array, decoded: Decoded) -> pa.Table:
         """The decoded data columns plus lineage and key, in the file's column order."""
@@ -313,7 +315,8 @@ class _ParquetSink:
     def abort(self) -> None:
         if self._file is None:
             return
-        steps = [self._file.close, lambda: self.fs.delete(self.path)]
+        # A remote upload that can abort (WebHDFS) must not be finished by close() just to be deleted.
+        steps = [getattr(self._file, "abort", self._file.close), lambda: self.fs.delete(self.path)]
         if self._writer is not None:
             steps.insert(0, self._writer.close)
         for step in steps:

@@ -108,6 +108,31 @@ def test_malformed_records_among_10000_good_ones_are_isolated_exactly(events_dec
     assert decoded.table.column("user_id").to_pylist() == [f"u{i}" for i in decoded.good.to_pylist()]
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_every_kind_of_bad_record_mixed_at_random_keeps_rows_aligned(events_decoder, seed):
+    rng = random.Random(seed)
+    good_variants = [
+        lambda i: event(i),
+        lambda i: json.dumps({"event_id": i, "user_id": f"u{i}"}, indent=1).encode(),  # newlines between tokens
+        lambda i: b"  " + event(i, ts="2017-07-30T14:09:08+01:00") + b"\r\n",
+        lambda i: event(i, amount=3, extra=[1, {"a": None}]),
+    ]
+    bad_variants = [
+        lambda i: event(i)[:-2], lambda i: b"null", lambda i: b"[]", lambda i: None, lambda i: b"",
+        lambda i: event(i, event_id=f"{i}"), lambda i: event(i, event_id=i + 0.25),
+        lambda i: event(i).replace(b'"event_id": %d' % i, b'"event_id": 1.0'),  # bisection only
+        lambda i: event(i, ts="later"), lambda i: event(i, ts="2017-07-30T14:09:08+25:00"),
+        lambda i: event(i).replace(b'"u%d"' % i, b'"\xff"'), lambda i: event(i) + b"{}",
+    ]
+    n = 3000
+    bad = set(rng.sample(range(n), rng.randrange(1, 300)))
+    values = [rng.choice(bad_variants)(i) if i in bad else rng.choice(good_variants)(i) for i in range(n)]
+    decoded = events_decoder.decode(values)
+    assert_consistent(decoded, n)
+    assert [index for index, _reason in decoded.errors] == sorted(bad)
+    assert decoded.table.column("event_id").to_pylist() == decoded.good.to_pylist()
+
+
 def test_many_bad_records_do_not_exhaust_the_stack(events_decoder):
     values = [event(i) if i % 2 else b'{"event_id": ' for i in range(10_000)]
     decoded = events_decoder.decode(values)
@@ -170,6 +195,21 @@ def test_numbers_widen_but_do_not_narrow(events_decoder, typed_decoder):
                                 2: "field 'tiny': cannot read '1.0' as tinyint"}
 
 
+def test_integer_conversion_failures_keep_big_integers_exact(events_decoder):
+    values = [b'{"event_id": 9223372036854775807}', b'{"event_id": 1.5}', b'{"event_id": -9223372036854775808}',
+              b'{"event_id": 9223372036854775808}', b'{"event_id": 1e3}', b'{"event_id": 1.0}',
+              b'{"event_id": 12345678901234567}', b'{"event_id": 1e400}']
+    decoded = events_decoder.decode(values)
+    assert decoded.table.column("event_id").to_pylist() == [2**63 - 1, -2**63, 12345678901234567]
+    assert reasons(decoded) == {
+        1: "field 'event_id': cannot read '1.5' as bigint",
+        3: "field 'event_id': cannot read '9223372036854775808' as bigint",
+        4: "field 'event_id': cannot read '1e3' as bigint",
+        5: "field 'event_id': cannot read '1.0' as bigint",
+        7: "invalid JSON: Number too big to be stored in double.",
+    }
+
+
 def test_decimal_date_binary_and_varchar_columns(typed_decoder):
     decoded = typed_decoder.decode([
         b'{"price": "12.34", "day": "2017-07-30", "blob": "raw", "label": "x"}',
@@ -199,6 +239,7 @@ def test_decimal_date_binary_and_varchar_columns(typed_decoder):
     ("2017-07-30T14:09:08-0130", datetime(2017, 7, 30, 15, 39, 8)),
     ("2017-07-30", datetime(2017, 7, 30)),
     ("1965-01-01 00:00:00", datetime(1965, 1, 1)),
+    ("1969-12-31 23:59:59.998499", datetime(1969, 12, 31, 23, 59, 59, 998000)),  # floored, not rounded up
     ("3000-01-01 00:00:00", datetime(3000, 1, 1)),
 ])
 def test_timestamps(events_decoder, text, expected):
@@ -207,10 +248,30 @@ def test_timestamps(events_decoder, text, expected):
     assert decoded.table.column("ts").to_pylist() == [expected]
 
 
-@pytest.mark.parametrize("text", ["30.07.2017", "2017-07-30 25:00:00", "2017-02-30 00:00:00", "2017-07-30T14:09:08.123456789", "", "now"])
+@pytest.mark.parametrize("text", ["30.07.2017", "2017-07-30 25:00:00", "2017-02-30 00:00:00",
+                                  "2017-07-30T14:09:08.123456789", "", "now"])
 def test_timestamps_that_do_not_parse_are_rejected(events_decoder, text):
     decoded = events_decoder.decode([event(0), json.dumps({"ts": text}).encode(), event(2)])
     assert reasons(decoded) == {1: f"field 'ts': cannot read {text!r} as timestamp"}
+    assert decoded.table.column("event_id").to_pylist() == [0, 2]
+
+
+def test_zoned_and_naive_timestamps_mix_in_one_chunk(events_decoder):
+    texts = ["2017-07-30T14:09:08Z", "2017-07-30 14:09:08", "bad", "2017-07-30T16:09:08+02:00", "2017-07-30T14:09:08"]
+    decoded = events_decoder.decode([json.dumps({"event_id": i, "ts": t}).encode() for i, t in enumerate(texts)])
+    assert reasons(decoded) == {2: "field 'ts': cannot read 'bad' as timestamp"}
+    assert decoded.table.column("ts").to_pylist() == [datetime(2017, 7, 30, 14, 9, 8)] * 4
+    assert decoded.table.column("event_id").to_pylist() == [0, 1, 3, 4]
+
+
+def test_a_timestamp_that_is_not_utf8(events_decoder):
+    decoded = events_decoder.decode([event(0), b'{"ts": "2017-07-30 \xff"}'])
+    assert reasons(decoded) == {1: "field 'ts': invalid UTF-8"}
+
+
+def test_one_record_failing_in_two_fields_is_rejected_once(events_decoder):
+    decoded = events_decoder.decode([event(0), b'{"user_id": "\xc3", "ts": "never"}', event(2)])
+    assert reasons(decoded) == {1: "field 'user_id': invalid UTF-8"}
     assert decoded.table.column("event_id").to_pylist() == [0, 2]
 
 

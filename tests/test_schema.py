@@ -253,7 +253,8 @@ def test_render_ddl_refuses_a_missing_placeholder(tmp_path):
 
 def test_render_ddl_refuses_unknown_placeholders(tmp_path):
     path = tmp_path / "t.sql"
-    path.write_text("CREATE TABLE ${database}.${table} (a string) LOCATION '${location}' TBLPROPERTIES ('x'='${owner}')")
+    path.write_text("CREATE TABLE ${database}.${table} (a string) LOCATION '${location}' "
+                    "TBLPROPERTIES ('x'='${owner}')")
     with pytest.raises(SchemaError, match=r"unknown placeholder\(s\) \$\{owner\}"):
         render_ddl(path, "db", "t", "/x")
 

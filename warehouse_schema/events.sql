@@ -6,7 +6,7 @@ CREATE EXTERNAL TABLE IF NOT EXISTS ${database}.${table} (
   user_id string,
   action string,
   amount double,
-  ts timestamp COMMENT 'ISO 8601 or yyyy-MM-dd HH:mm:ss[.fff]; zoned values are stored in UTC',
+  ts timestamp COMMENT 'ISO 8601, e.g. 2017-07-30 14:09:08.123 or 2017-07-30T14:09:08Z; zoned values are stored in UTC',
   ok boolean,
   kafka_topic string,
   kafka_partition int,
