@@ -13,6 +13,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from etl import faults
 from etl.batch import Batch, BatchState, hive_partition_values, utc_now, utc_now_iso
@@ -49,11 +50,22 @@ class BatchSummary:
 
 
 class Job:
-    def __init__(self, config: Config, spark, store: ZkStateStore, kafka: KafkaMetadata, writer: WriterSpec):
-        self.config, self.spark, self.store, self.kafka, self.writer = config, spark, store, kafka, writer
+    def __init__(self, config: Config, store: ZkStateStore, kafka: KafkaMetadata, writer: WriterSpec,
+                 spark_factory: Callable[[], object]):
+        self.config, self.store, self.kafka, self.writer = config, store, kafka, writer
         self.fs = filesystem_for(config.warehouse)
         self.warehouse = Warehouse.of(config)
-        self.registrar = HiveRegistrar(spark, config.hive, self.warehouse)
+        self._spark_factory = spark_factory
+        self._registrar: HiveRegistrar | None = None
+
+    @property
+    def registrar(self) -> HiveRegistrar:
+        """Spark, and with it the Hive client, starts only when a batch needs it: a run with
+        nothing to do costs a few ZooKeeper and Kafka calls. Tables are ensured once."""
+        if self._registrar is None:
+            self._registrar = HiveRegistrar(self._spark_factory(), self.config.hive, self.warehouse)
+            self._registrar.ensure_tables()
+        return self._registrar
 
     def run_once(self) -> BatchSummary | None:
         """Complete the open batch if there is one, else plan and complete a new one."""
@@ -141,7 +153,7 @@ class Job:
             return []
         self.fs.makedirs(main_dir)
         # One RDD partition per range: Spark task i reads exactly range i, as the direct stream does.
-        rdd = self.spark.sparkContext.parallelize(tasks, len(tasks))
+        rdd = self.registrar.spark.sparkContext.parallelize(tasks, len(tasks))
         try:
             return rdd.map(run_range_task).collect()
         except Exception as exc:

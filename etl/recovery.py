@@ -144,8 +144,7 @@ def _repair(config, store, kafka, fs, inventory: Inventory, found: Assessment, o
         if found.open_batch is not None:
             from etl.runner import writer_spec
             from etl.spark_session import build_spark
-            job = Job(config, build_spark(config), store, kafka, writer_spec(config))
-            job.registrar.ensure_tables()
+            job = Job(config, store, kafka, writer_spec(config), lambda: build_spark(config))
             summary = job.run_once()
             out(f"done: {summary.describe()}")
         out(f"done: deleted {len(inventory.temps)} temp files" if inventory.temps else "done")

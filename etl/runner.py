@@ -44,8 +44,7 @@ def _run_locked(config, store, spec, loop, interval, max_batches) -> None:
     try:
         kafka.partitions(config.kafka.topics)  # a missing topic fails before Spark starts
         from etl.spark_session import build_spark
-        job = Job(config, build_spark(config), store, kafka, spec)
-        job.registrar.ensure_tables()
+        job = Job(config, store, kafka, spec, lambda: build_spark(config))
         _run_batches(job, loop, interval, max_batches)
     finally:
         kafka.close()
