@@ -6,9 +6,11 @@ objects are passed down. Every ConfigError names the section and key at fault.
 from __future__ import annotations
 
 import configparser
+import getpass
 import os
+import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping
 from urllib.parse import urlsplit
@@ -19,6 +21,14 @@ STARTING_OFFSETS = ("earliest", "latest")
 OUT_OF_RANGE_POLICIES = ("fail", "earliest")
 DECODERS = ("json", "access_log")
 COMPRESSIONS = ("snappy", "zstd", "gzip", "none")
+DIMENSION_CHANGE_POLICIES = ("fail", "use_current")
+DIMENSION_SECTION = "dimension "  # [dimension <name>]: one reference-data source each
+DIMENSION_FORMATS = {".parquet": "parquet", ".parq": "parquet", ".csv": "csv"}
+TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+HIVE_TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\.[A-Za-z_][A-Za-z0-9_]{0,127}$")
+WEBHDFS_SCHEMES = ("webhdfs", "swebhdfs")
+WAREHOUSE_AUTHS = ("simple", "kerberos")
+WEBHDFS_ONLY_KEYS = ("user", "auth", "kerberos_principal", "timeout_seconds")
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 HIVE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -37,6 +47,31 @@ class JobConfig:
     key_column: str | None = None
     row_group_size: int = 65_536
     compression: str = "snappy"
+    on_dimension_change: str = "fail"  # a resumed batch's pinned dimension changed: fail | use_current
+    transform: str | None = None  # module:function, applied to each decoded and enriched Arrow batch
+
+
+@dataclass(frozen=True)
+class DimensionConfig:
+    """One [dimension <name>] section: reference data loaded once per batch and broadcast.
+
+    With a join_key, each record's join_key is looked up in the source's dimension_key and
+    `columns` are added to the row (NULL when nothing matches). Without one, the table is only
+    handed to the [job] transform, as lookups[name]."""
+
+    name: str
+    source: str  # as written in the config, for messages
+    kind: str  # "file" | "hive"
+    path: Path | None  # kind file: the local Parquet or CSV file
+    format: str | None  # kind file: parquet | csv
+    table: str | None  # kind hive: db.table
+    join_key: str | None  # the event column; None: not joined, only handed to the transform
+    dimension_key: str | None  # the source's key column (default: join_key)
+    columns: tuple[str, ...]
+
+    @property
+    def joined(self) -> bool:
+        return self.join_key is not None
 
 
 @dataclass(frozen=True)
@@ -56,8 +91,26 @@ class ZooKeeperConfig:
 
 @dataclass(frozen=True)
 class WarehouseConfig:
-    url: str  # how the ETL reaches the warehouse
+    """Where the warehouse is and how to reach it; everything a Spark task needs to build its
+    own filesystem client (see etl.fs.filesystem_for), so it is pickled into every task."""
+
+    url: str  # how the ETL reaches the warehouse: file:///path, webhdfs://nn:port/path, swebhdfs://...
     hive_location: str | None = None  # how Hive names the same folder, when that differs
+    user: str | None = None  # WebHDFS simple auth: the HDFS user (user.name) the ETL acts as
+    auth: str = "simple"  # WebHDFS: simple | kerberos
+    kerberos_principal: str | None = None  # WebHDFS with auth = kerberos; None: the ticket cache's default
+    timeout_seconds: float = 60.0  # WebHDFS: connect and read timeout of one HTTP request
+    # Bounds the retries of idempotent filesystem calls. Not a [warehouse] key: load_config
+    # passes the job's [retry] policy here, so the executors retry as the driver does.
+    retry: "RetryConfig" = field(default_factory=lambda: RetryConfig())
+
+    @property
+    def scheme(self) -> str:
+        return urlsplit(self.url).scheme
+
+    @property
+    def is_webhdfs(self) -> bool:
+        return self.scheme in WEBHDFS_SCHEMES
 
     @property
     def fs_root(self) -> str:
@@ -67,6 +120,13 @@ class WarehouseConfig:
     @property
     def hive_root(self) -> str:
         return (self.hive_location or self.url).rstrip("/")
+
+    @property
+    def namenode_urls(self) -> str:
+        """The HTTP(S) address(es) of the WebHDFS endpoint, ';'-separated as HdfsCLI takes them
+        (webhdfs://nn1:9870,nn2:9870/path names both NameNodes of an HA pair)."""
+        http = "https" if self.scheme == "swebhdfs" else "http"
+        return ";".join(f"{http}://{address}" for address in urlsplit(self.url).netloc.split(","))
 
 
 @dataclass(frozen=True)
@@ -99,6 +159,7 @@ class Config:
     hive: HiveConfig
     retry: RetryConfig = field(default_factory=RetryConfig)
     spark: Mapping[str, str] = field(default_factory=dict)
+    dimensions: tuple[DimensionConfig, ...] = ()
 
 
 def load_config(path: str | os.PathLike) -> Config:
@@ -118,17 +179,21 @@ def load_config(path: str | os.PathLike) -> Config:
 def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
     known = {"job", "kafka", "zookeeper", "warehouse", "hive", "retry", "spark"}
     for section in parser.sections():
-        if section not in known:
-            raise ConfigError(f"{path}: unknown section [{section}]; known sections: {sorted(known)}")
+        if section not in known and not section.startswith(DIMENSION_SECTION):
+            raise ConfigError(f"{path}: unknown section [{section}]; known sections: {sorted(known)} "
+                              f"and [dimension <name>]")
+    job = _job(_Section(parser, "job", path))
+    retry = _retry(_Section(parser, "retry", path, required=False))
     return Config(
         path=path,
-        job=_job(_Section(parser, "job", path)),
+        job=job,
         kafka=_kafka(_Section(parser, "kafka", path)),
         zookeeper=_zookeeper(_Section(parser, "zookeeper", path)),
-        warehouse=_warehouse(_Section(parser, "warehouse", path)),
+        warehouse=replace(_warehouse(_Section(parser, "warehouse", path)), retry=retry),
         hive=_hive(_Section(parser, "hive", path)),
-        retry=_retry(_Section(parser, "retry", path, required=False)),
+        retry=retry,
         spark=dict(parser["spark"]) if parser.has_section("spark") else {},
+        dimensions=_dimensions(parser, path, job),
     )
 
 
@@ -201,6 +266,9 @@ def _job(s: _Section) -> JobConfig:
         key_column=s.get("key_column", None, _matching(HIVE_NAME_RE, "column name")),
         row_group_size=s.positive("row_group_size", 65_536),
         compression=s.choice("compression", COMPRESSIONS, "snappy"),
+        on_dimension_change=s.choice("on_dimension_change", DIMENSION_CHANGE_POLICIES, "fail"),
+        transform=s.get("transform", None, _matching(TRANSFORM_RE, "module:function reference, e.g. "
+                                                                   "etl.examples:minute_and_country")),
     )
     s.reject_unknown()
     return job
@@ -249,16 +317,81 @@ def _zookeeper(s: _Section) -> ZooKeeperConfig:
 
 
 def _warehouse_url(raw: str) -> str:
-    if not raw.startswith("file:///"):
-        raise ValueError("only file:///absolute/path is supported in this version")
+    url = raw.rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        if not raw.startswith("file:///"):
+            raise ValueError("write a local warehouse as file:///absolute/path")
+    elif parts.scheme in WEBHDFS_SCHEMES:
+        _webhdfs_address(parts)
+    else:
+        raise ValueError("use file:///absolute/path, webhdfs://namenode:port/absolute/path, "
+                         "or swebhdfs://namenode:port/absolute/path for WebHDFS over TLS")
+    if parts.query or parts.fragment:
+        raise ValueError("must not have a query (?...) or fragment (#...)")
+    return url
+
+
+def _webhdfs_address(parts) -> None:
+    example = f"{parts.scheme}://namenode:port/absolute/path"
+    for address in parts.netloc.split(","):
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or "@" in address:
+            raise ValueError(f"{address or 'the address'!r} is not host:port; write {example} (two NameNodes "
+                             f"of an HA pair as {parts.scheme}://nn1:port,nn2:port/absolute/path)")
+    path = parts.path or "/"
+    if posixpath.normpath(path) != path:
+        raise ValueError(f"the path {path!r} is not a normalized absolute path; write {example}")
+
+
+def _hive_location(raw: str) -> str:
+    parts = urlsplit(raw)
+    if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*$", parts.scheme) or not raw.startswith(f"{parts.scheme}://"):
+        raise ValueError("must be a URI such as hdfs://nameservice1/warehouse or file:///absolute/path")
+    if not parts.path.startswith("/") or (parts.scheme == "file" and not raw.startswith("file:///")):
+        raise ValueError("must name an absolute folder, e.g. hdfs://nameservice1/warehouse or file:///absolute/path")
+    if parts.query or parts.fragment:
+        raise ValueError("must not have a query (?...) or fragment (#...)")
     return raw.rstrip("/")
 
 
 def _warehouse(s: _Section) -> WarehouseConfig:
-    warehouse = WarehouseConfig(url=s.get("url", convert=_warehouse_url, required=True),
-                                hive_location=s.get("hive_location", None, _warehouse_url))
+    url = s.get("url", convert=_warehouse_url, required=True)
+    hive_location = s.get("hive_location", None, _hive_location)
+    if urlsplit(url).scheme not in WEBHDFS_SCHEMES:
+        for key in WEBHDFS_ONLY_KEYS:
+            if s.get(key) is not None:
+                raise s.fail(key, "applies only to a webhdfs:// or swebhdfs:// url; remove it")
+        warehouse = WarehouseConfig(url=url, hive_location=hive_location)
+    else:
+        warehouse = _webhdfs_warehouse(s, url, hive_location)
     s.reject_unknown()
     return warehouse
+
+
+def _webhdfs_warehouse(s: _Section, url: str, hive_location: str | None) -> WarehouseConfig:
+    if hive_location is None:
+        raise s.fail("hive_location", f"is required when url is {urlsplit(url).scheme}://: set it to the URI "
+                                      "Hive uses for the same folder, e.g. hdfs://nameservice1/warehouse")
+    auth = s.choice("auth", WAREHOUSE_AUTHS, "simple")
+    user, principal = s.get("user"), s.get("kerberos_principal")
+    if auth == "kerberos" and user is not None:
+        raise s.fail("user", "is for auth = simple; with auth = kerberos the Kerberos principal is the HDFS "
+                             "user (set kerberos_principal to choose one)")
+    if auth == "simple" and principal is not None:
+        raise s.fail("kerberos_principal", "needs auth = kerberos")
+    if auth == "simple" and user is None:
+        user = _current_user()  # decided once, here: the executors then act as the same HDFS user
+    return WarehouseConfig(url=url, hive_location=hive_location, user=user, auth=auth,
+                           kerberos_principal=principal,
+                           timeout_seconds=s.positive("timeout_seconds", 60.0, float))
+
+
+def _current_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (some containers): HdfsCLI asks again, per process
+        return None
 
 
 def _metastore(raw: str) -> str:
@@ -300,3 +433,77 @@ def _retry(s: _Section) -> RetryConfig:
     )
     s.reject_unknown()
     return retry
+
+
+def _dimensions(parser, path: Path, job: JobConfig) -> tuple[DimensionConfig, ...]:
+    names = [section for section in parser.sections() if section.startswith(DIMENSION_SECTION)]
+    dimensions = tuple(_dimension(_Section(parser, section, path), job) for section in names)
+    _check_enriched_once(dimensions, path)
+    return dimensions
+
+
+def _dimension(s: _Section, job: JobConfig) -> DimensionConfig:
+    name = s.name[len(DIMENSION_SECTION):].strip()
+    if not HIVE_NAME_RE.match(name):
+        raise ConfigError(f"{s.path}: [{s.name}]: {name!r} is not a valid dimension name; "
+                          f"write [dimension <name>] with letters, digits and _")
+    column = _matching(HIVE_NAME_RE, "column name")
+    source = s.get("source", required=True)
+    join_key = s.get("join_key", None, column)
+    dimension_key = s.get("dimension_key", None, column)
+    columns = s.get("columns", convert=_column_list, required=True)
+    if join_key is None:
+        _check_transform_only(s, job, dimension_key)
+    dimension_key = dimension_key or join_key
+    if dimension_key in columns:
+        raise s.fail("columns", f"lists the key {dimension_key!r}; the row already holds it in {join_key!r}")
+    kind, where, file_format = _dimension_source(s, source)
+    dimension = DimensionConfig(name=name, source=source, kind=kind, path=where if kind == "file" else None,
+                                format=file_format, table=where if kind == "hive" else None, join_key=join_key,
+                                dimension_key=dimension_key, columns=columns)
+    s.reject_unknown()
+    return dimension
+
+
+def _check_transform_only(s: _Section, job: JobConfig, dimension_key: str | None) -> None:
+    if dimension_key is not None:
+        raise s.fail("dimension_key", "needs join_key (the event column to look up)")
+    if job.transform is None:
+        raise s.fail("join_key", "is required: without it the dimension is only handed to [job] transform, "
+                                 "which is not set")
+
+
+def _column_list(raw: str) -> tuple[str, ...]:
+    columns = tuple(c.strip() for c in raw.split(",") if c.strip())
+    for name in columns:
+        if not HIVE_NAME_RE.match(name):
+            raise ValueError(f"{name!r} is not a column name")
+    if not columns or len({c.lower() for c in columns}) != len(columns):
+        raise ValueError("list each column once, comma-separated")
+    return columns
+
+
+def _dimension_source(s: _Section, raw: str) -> tuple[str, object, str | None]:
+    """('hive', 'db.table', None) or ('file', Path, 'parquet' | 'csv')."""
+    if raw.startswith("hive:"):
+        table = raw[len("hive:"):]
+        if not HIVE_TABLE_RE.match(table):
+            raise s.fail("source", f"{raw!r}: write a Hive table as hive:database.table")
+        return "hive", table, None
+    if raw.startswith("file:") and not raw.startswith("file:///"):
+        raise s.fail("source", f"{raw!r}: write a file URL as file:///absolute/path")
+    where = Path(raw[len("file://"):]) if raw.startswith("file://") else _resolve(s.path.parent, raw)
+    file_format = DIMENSION_FORMATS.get(where.suffix.lower())
+    if file_format is None:
+        raise s.fail("source", f"{raw!r}: name a Parquet (.parquet) or CSV (.csv) file, or hive:database.table")
+    return "file", where, file_format
+
+
+def _check_enriched_once(dimensions: tuple[DimensionConfig, ...], path: Path) -> None:
+    filled_by: dict[str, str] = {}
+    for dimension in dimensions:
+        for column in (dimension.columns if dimension.joined else ()):
+            if column.lower() in filled_by:
+                raise ConfigError(f"{path}: [dimension {dimension.name}] columns: {column!r} is already added by "
+                                  f"[dimension {filled_by[column.lower()]}]; a column is filled by one dimension")
+            filled_by[column.lower()] = dimension.name

@@ -21,7 +21,7 @@ def build_spark(config: Config):
         builder = builder.config(key, value)
     if not submitted.contains("spark.master") and "spark.master" not in config.spark:
         builder = builder.master("local[*]")
-    builder = builder.config("spark.sql.warehouse.dir", config.warehouse.url)
+    builder = builder.config("spark.sql.warehouse.dir", config.warehouse.hive_root)  # Hive's view of it
     if config.hive.metastore != "embedded":
         builder = builder.config("spark.hadoop.hive.metastore.uris", config.hive.metastore)
     spark = builder.enableHiveSupport().getOrCreate()
