@@ -3,6 +3,9 @@
 PLANNED -> WRITTEN -> REGISTERED -> COMMITTED. A batch is planned once, stored in ZooKeeper
 before any file is written, and then only ever moved forward with exactly its recorded
 ranges, by the run that planned it or by the next run after a crash.
+
+The plan also pins the snapshot of every dimension (reference data) the batch enriches
+with, so that a resumed batch can tell whether its reference data changed meanwhile.
 """
 from __future__ import annotations
 
@@ -92,6 +95,10 @@ class Batch:
     rejected: int | None = None
     updated_at: str = ""
     extra: dict = field(default_factory=dict)
+    dimensions: dict = field(default_factory=dict)  # name -> pinned snapshot (etl.dimensions.Snapshot json)
+    unmatched: dict | None = None  # name -> rows whose key found no match; None until WRITTEN
+    # Pins replaced under on_dimension_change = use_current: {dimension, pinned, current, at, by}
+    dimension_changes: tuple[dict, ...] = ()
 
     @property
     def file_ranges(self) -> tuple[OffsetRange, ...]:
@@ -108,12 +115,20 @@ class Batch:
             raise StateConflict(f"batch {self.batch_id} is {self.state.value}; it cannot move to {to.value}")
         return replace(self, state=to, updated_at=utc_now_iso(), **changes)
 
+    def amended(self, **changes) -> "Batch":
+        """The same batch in the same state with changed bookkeeping (never its ranges)."""
+        if "ranges" in changes or "state" in changes or "partition_values" in changes:
+            raise StateConflict(f"batch {self.batch_id}: its ranges, state and partition are fixed when planned")
+        return replace(self, updated_at=utc_now_iso(), **changes)
+
     def header_json(self) -> dict:
         return {
             "batch_id": self.batch_id, "state": self.state.value, "planned_at": self.planned_at,
             "partition_values": self.partition_values, "skipped": [s.to_json() for s in self.skipped],
             "planned_by": self.planned_by, "rows": self.rows, "rejected": self.rejected,
             "updated_at": self.updated_at, "range_count": len(self.ranges), "extra": self.extra,
+            "dimensions": self.dimensions, "unmatched": self.unmatched,
+            "dimension_changes": list(self.dimension_changes),
         }
 
     @classmethod
@@ -125,7 +140,8 @@ class Batch:
             skipped=tuple(SkippedRange(**s) for s in header.get("skipped", [])),
             planned_by=header.get("planned_by", ""), rows=header.get("rows"),
             rejected=header.get("rejected"), updated_at=header.get("updated_at", ""),
-            extra=header.get("extra", {}),
+            extra=header.get("extra", {}), dimensions=header.get("dimensions", {}),
+            unmatched=header.get("unmatched"), dimension_changes=tuple(header.get("dimension_changes", [])),
         )
 
 

@@ -492,6 +492,9 @@ def _dimension_source(s: _Section, raw: str) -> tuple[str, object, str | None]:
         return "hive", table, None
     if raw.startswith("file:") and not raw.startswith("file:///"):
         raise s.fail("source", f"{raw!r}: write a file URL as file:///absolute/path")
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", raw) and not raw.startswith("file:"):
+        raise s.fail("source", f"{raw!r}: use a Parquet (.parquet) or CSV (.csv) file, as file:///absolute/path or "
+                               f"a path relative to the config's folder, or hive:database.table")
     where = Path(raw[len("file://"):]) if raw.startswith("file://") else _resolve(s.path.parent, raw)
     file_format = DIMENSION_FORMATS.get(where.suffix.lower())
     if file_format is None:

@@ -6,18 +6,26 @@
 Each step only moves forward from the state stored in ZooKeeper, so a run that died after
 any step is completed by the next one with exactly the recorded ranges (`_complete` falls
 through the states the way a recovery switch does).
+
+Before a batch is planned or resumed, the Hive tables are ensured (created, or evolved to the
+DDL). A new batch loads its dimensions once and pins their snapshots in the plan; a resumed
+batch with files still to write loads them again and compares with the pins
+([job] on_dimension_change decides what a change means). The tables go to the tasks as
+broadcasts.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from etl import faults
+from etl import faults, pins
 from etl.batch import Batch, BatchState, hive_partition_values, utc_now, utc_now_iso
 from etl.config import Config
+from etl.dimensions import DimensionLoader, LoadedDimension, describe_change, to_ipc
 from etl.errors import EtlError, MissingBatchFiles, RejectedRatioExceeded, StateConflict
 from etl.fs import filesystem_for
 from etl.hive import HiveRegistrar
@@ -42,11 +50,16 @@ class BatchSummary:
     rejected: int
     seconds: float
     reached_cap: bool  # some partition had more data than max_records_per_partition
+    unmatched: dict = field(default_factory=dict)  # joined dimension -> rows whose key found no match
+    dimension_changes: int = 0  # pins replaced under on_dimension_change = use_current
 
     def describe(self) -> str:
         kind = "resumed" if self.resumed else "new"
+        unmatched = "".join(f", unmatched in {name}: {count}" for name, count in sorted(self.unmatched.items()))
+        changed = f", {self.dimension_changes} dimension(s) changed on resume (use_current)" \
+            if self.dimension_changes else ""
         return (f"batch {self.batch_id} ({kind}) COMMITTED: {self.files} files, {self.rows} rows, "
-                f"{self.rejected} rejected, offsets covered {self.records}, {self.seconds:.1f}s")
+                f"{self.rejected} rejected{unmatched}{changed}, offsets covered {self.records}, {self.seconds:.1f}s")
 
 
 class Job:
@@ -57,6 +70,7 @@ class Job:
         self.warehouse = Warehouse.of(config)
         self._spark_factory = spark_factory
         self._registrar: HiveRegistrar | None = None
+        self.dimensions = DimensionLoader(config.dimensions, writer.schema, lambda: self.registrar.spark)
 
     @property
     def registrar(self) -> HiveRegistrar:
@@ -67,6 +81,9 @@ class Job:
             self._registrar.ensure_tables()
         return self._registrar
 
+    def _ensure_tables(self) -> HiveRegistrar:
+        return self.registrar  # the first use creates or evolves the tables
+
     def run_once(self) -> BatchSummary | None:
         """Complete the open batch if there is one, else plan and complete a new one."""
         self.store.assert_lock_held()
@@ -75,15 +92,19 @@ class Job:
             batch, version = opened
             log.warning("resuming batch %d, left in state %s by %s", batch.batch_id, batch.state.value,
                         batch.planned_by)
+            self._ensure_tables()  # a refused schema change stops the run here, before anything is done
             return self._complete(batch, version, resumed=True)
         batch = self._plan()
         if batch is None:
             return None
+        self._ensure_tables()  # before the plan is stored: a refused schema change leaves nothing behind
+        loaded = self.dimensions.load_all() if batch.file_ranges else {}
+        batch = replace(batch, dimensions={name: d.snapshot.to_json() for name, d in loaded.items()})
         version = self.store.write_plan(batch)
         log.info("batch %d PLANNED: %d ranges, %d offsets, Hive partition %s", batch.batch_id,
                  len(batch.file_ranges), batch.record_count, batch.partition_values)
         faults.checkpoint("state:PLANNED")
-        return self._complete(batch, version, resumed=False)
+        return self._complete(batch, version, resumed=False, loaded=loaded)
 
     # -- planning -------------------------------------------------------------------------
     def _plan(self) -> Batch | None:
@@ -121,10 +142,11 @@ class Job:
                                 f"warehouse after checking where it came from, then run again")
 
     # -- the state machine ----------------------------------------------------------------
-    def _complete(self, batch: Batch, version: int, resumed: bool) -> BatchSummary:
+    def _complete(self, batch: Batch, version: int, resumed: bool,
+                  loaded: dict[str, LoadedDimension] | None = None) -> BatchSummary:
         started = time.monotonic()
         if batch.state is BatchState.PLANNED:
-            batch, version = self._write_files(batch, version)
+            batch, version = self._write_files(batch, version, loaded)
             faults.checkpoint("state:WRITTEN")
         if batch.state is BatchState.WRITTEN:
             self.registrar.add_partition(batch.partition_values, with_rejected=bool(batch.rejected))
@@ -136,15 +158,21 @@ class Job:
         self.store.prune_batches()
         return self._summary(batch, resumed, time.monotonic() - started)
 
-    def _write_files(self, batch: Batch, version: int) -> tuple[Batch, int]:
-        results = self._run_tasks(batch)
+    def _write_files(self, batch: Batch, version: int,
+                     loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
+        if loaded is None and self.config.dimensions and self._missing_files(batch):
+            batch, version, loaded = self._resumed_dimensions(batch, version)
+        results = self._run_tasks(batch, loaded or {})
         self._check_files(batch)
         self._sweep_temp_files(batch)
         rows, rejected = sum(r.rows for r in results), sum(r.rejected for r in results)
         self._check_rejected_ratio(batch, rows, rejected)
-        return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected)
+        unmatched = {d.name: sum(r.unmatched.get(d.name, 0) for r in results)
+                     for d in self.config.dimensions if d.joined}
+        return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
+                                  unmatched=unmatched or None)
 
-    def _run_tasks(self, batch: Batch) -> list[RangeResult]:
+    def _run_tasks(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> list[RangeResult]:
         main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
         rejected_dir = partition_dir(self.warehouse.rejected_root, batch.partition_values)
         tasks = [RangeTask(r, main_dir, rejected_dir, self.config.warehouse, self.config.kafka,
@@ -152,17 +180,51 @@ class Job:
         if not tasks:
             return []
         self.fs.makedirs(main_dir)
+        context = self.registrar.spark.sparkContext
+        # Each dimension is shipped once per executor, not once per task.
+        broadcasts = {name: context.broadcast(to_ipc(d.table)) for name, d in loaded.items()}
         # One RDD partition per range: Spark task i reads exactly range i, as the direct stream does.
-        rdd = self.registrar.spark.sparkContext.parallelize(tasks, len(tasks))
+        rdd = context.parallelize(tasks, len(tasks))
         try:
-            return rdd.map(run_range_task).collect()
+            return rdd.map(functools.partial(run_range_task, lookups=broadcasts)).collect()
         except Exception as exc:
             raise task_failure(batch, exc) from exc
+        finally:
+            for handle in broadcasts.values():
+                handle.destroy()
+
+    def _missing_files(self, batch: Batch) -> list[str]:
+        present = set(self.fs.list_dir(partition_dir(self.warehouse.table_root, batch.partition_values)))
+        return [r.file_name for r in batch.file_ranges if r.file_name not in present]
+
+    # -- dimensions of a resumed batch ------------------------------------------------------
+    def _resumed_dimensions(self, batch: Batch, version: int) -> tuple[Batch, int, dict[str, LoadedDimension]]:
+        """Load the dimensions again for the files still to write, and hold them to the pins."""
+        pinned = pins.pinned(batch)
+        current = {d.name: self.dimensions.snapshot(d) for d in self.config.dimensions}
+        changed = pins.changed(pinned, current)
+        use_current = self.config.job.on_dimension_change == "use_current"
+        if changed and not (use_current and all(current.get(name) for name in changed)):
+            raise pins.change_error(batch, changed, pinned, current)  # cheap: before anything is read
+        loaded = self.dimensions.load_all()
+        now = {name: d.snapshot for name, d in loaded.items()}
+        changed = pins.changed(pinned, now)  # again: a source may change while it is read
+        if changed and not use_current:
+            raise pins.change_error(batch, changed, pinned, now)
+        if changed:
+            for name in changed:
+                log.error("DIMENSION CHANGED since batch %d was planned, finishing it with the current version "
+                          "([job] on_dimension_change = use_current): %s: %s", batch.batch_id, name,
+                          describe_change(pinned.get(name), now.get(name)))
+            batch, version = self.store.amend(
+                batch, version, dimensions={name: s.to_json() for name, s in now.items()},
+                dimension_changes=batch.dimension_changes + pins.change_records(changed, pinned, now,
+                                                                                self.store.me.describe()))
+        return batch, version, loaded
 
     def _check_files(self, batch: Batch) -> None:
         main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
-        present = set(self.fs.list_dir(main_dir))
-        missing = [r.file_name for r in batch.file_ranges if r.file_name not in present]
+        missing = self._missing_files(batch)
         if missing:
             raise MissingBatchFiles(f"batch {batch.batch_id}: {len(missing)} planned files are missing in "
                                     f"{main_dir}, e.g. {missing[0]}; the batch stays PLANNED and the next run "
@@ -195,7 +257,8 @@ class Job:
         cap = self.config.job.max_records_per_partition
         return BatchSummary(batch.batch_id, resumed, len(batch.file_ranges), batch.record_count,
                             batch.rows or 0, batch.rejected or 0, seconds,
-                            reached_cap=any(r.size >= cap for r in batch.ranges))
+                            reached_cap=any(r.size >= cap for r in batch.ranges),
+                            unmatched=dict(batch.unmatched or {}), dimension_changes=len(batch.dimension_changes))
 
 
 def _value(committed) -> int | None:

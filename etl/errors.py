@@ -67,6 +67,18 @@ class WarehouseError(EtlError):
     """A warehouse filesystem operation failed or returned an unexpected result."""
 
 
+class DimensionError(EtlError):
+    """A dimension source (reference data for enrichment) cannot be read or used."""
+
+
+class DimensionChanged(DimensionError):
+    """A resumed batch's pinned dimension snapshot changed or vanished since the batch was planned."""
+
+
+class TransformError(EtlError):
+    """The custom transform raised, or returned rows that break its contract."""
+
+
 class InjectedFault(EtlError):
     """Raised by the test-only fault points (etl.faults) when asked to raise."""
 

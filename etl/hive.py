@@ -1,21 +1,40 @@
-"""The Hive registrar: creates the tables from warehouse_schema/ and adds partitions.
+"""The Hive registrar: creates the tables from warehouse_schema/, evolves them, adds partitions.
 
 Partitions are added only after every file of a batch is in place, with ADD IF NOT EXISTS,
 so registering is idempotent and a replay may run it again.
+
+Schema evolution (etl.schema_evolution decides, this module applies): columns added to the
+DDL are added to the table with ALTER TABLE ... ADD COLUMNS ... CASCADE semantics. Spark SQL
+refuses the CASCADE keyword (PARSE_SYNTAX_ERROR), and its ALTER TABLE ADD COLUMNS changes
+only the table: every existing partition keeps its old column list in the metastore, which
+Hive itself (unlike Spark, which reads partitions with the table's schema) uses to read the
+partition, so new files in an old partition would show NULL for the new column (Confluent's
+HDFS connector, #508/#438). So it is done in two steps:
+  1. Spark SQL ALTER TABLE ... ADD COLUMNS (...): the table (and Spark's own copy of its
+     schema in the table properties);
+  2. alterPartitions of Spark's external catalog (through py4j) with every partition as
+     listed: Spark rebuilds each Hive partition from the table, whose columns it now takes,
+     and sends them in one alter_partitions call to the metastore.
+Step 2 is done whenever the table property etl.cascaded_columns does not match the table's
+columns, and the property is set after it, so a run that dies between the steps is completed
+by the next one.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
 from etl.config import HiveConfig
 from etl.errors import HiveError
 from etl.naming import partition_dir
-from etl.schema import render_ddl
+from etl.schema import Column, load_table_schema, normalise_hive_type, render_ddl
+from etl.schema_evolution import plan_evolution
 from etl.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 REJECTED_DDL = Path(__file__).resolve().parent.parent / "warehouse_schema" / "rejected.sql"
+CASCADED_PROPERTY = "etl.cascaded_columns"
 
 
 class HiveRegistrar:
@@ -31,11 +50,66 @@ class HiveRegistrar:
         self._ensure(self.hive.rejected_table, REJECTED_DDL, self.warehouse.rejected_root)
 
     def _ensure(self, table: str, ddl_file: Path, location: str) -> None:
+        columns = load_table_schema(ddl_file).columns
         if self._table_exists(table):
+            self._evolve(table, ddl_file, columns)
             return
         log.info("creating Hive table %s.%s from %s", self.hive.database, table, ddl_file)
         ddl = render_ddl(ddl_file, self.hive.database, table, self.warehouse.hive_uri(location))
         self._sql(ddl, f"create table {table}")
+        self._mark_cascaded(table, columns)  # no partition yet: nothing to cascade to
+
+    # -- schema evolution -----------------------------------------------------------------
+    def _evolve(self, table: str, ddl_file: Path, columns: tuple[Column, ...]) -> None:
+        evolution = plan_evolution(f"{self.hive.database}.{table}", str(ddl_file), self._hive_columns(table),
+                                   columns)
+        if evolution.is_needed:
+            log.warning("schema evolution: %s", evolution.describe())
+            added = ", ".join(f"`{c.name}` {c.hive_type}" for c in evolution.added)
+            self._sql(f"ALTER TABLE `{self.hive.database}`.`{table}` ADD COLUMNS ({added})",
+                      f"add columns to {table}")
+        if self._property(table, CASCADED_PROPERTY) != columns_fingerprint(columns):
+            self._cascade(table)
+            self._mark_cascaded(table, columns)
+
+    def _hive_columns(self, table: str) -> tuple[Column, ...]:
+        name = f"`{self.hive.database}`.`{table}`"
+        try:
+            listed = self.spark.catalog.listColumns(name)
+        except Exception as exc:
+            raise HiveError(f"cannot list the columns of {self.hive.database}.{table} (metastore "
+                            f"{self.hive.metastore}): {_first_line(exc)}") from exc
+        return tuple(Column(c.name.lower(), normalise_hive_type(c.dataType, name)) for c in listed
+                     if not c.isPartition)
+
+    def _cascade(self, table: str) -> None:
+        """Every existing partition takes the table's column list (Hive's CASCADE)."""
+        def alter(catalog):
+            partitions = catalog.listPartitions(self.hive.database, table, self.spark._jvm.scala.Option.empty())
+            if not partitions.isEmpty():
+                catalog.alterPartitions(self.hive.database, table, partitions)
+            return partitions.size()
+        count = self._catalog_call(f"update the partitions of {table} to its columns", alter)
+        if count:
+            log.warning("schema evolution: %d partitions of %s.%s now have the table's columns (CASCADE)", count,
+                        self.hive.database, table)
+        self.spark.catalog.refreshTable(f"`{self.hive.database}`.`{table}`")
+
+    def _mark_cascaded(self, table: str, columns: tuple[Column, ...]) -> None:
+        self._sql(f"ALTER TABLE `{self.hive.database}`.`{table}` SET TBLPROPERTIES "
+                  f"('{CASCADED_PROPERTY}'='{columns_fingerprint(columns)}')", f"set a property of {table}")
+
+    def _property(self, table: str, key: str) -> str | None:
+        rows = self.spark.sql(f"SHOW TBLPROPERTIES `{self.hive.database}`.`{table}`").collect()
+        return next((row[1] for row in rows if row[0] == key), None)
+
+    def _catalog_call(self, what: str, call):
+        catalog = self.spark._jsparkSession.sharedState().externalCatalog()
+        try:
+            return call(catalog)
+        except Exception as exc:
+            raise HiveError(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
+                            f"Nothing was written; the next run tries again") from exc
 
     def _table_exists(self, table: str) -> bool:
         try:
@@ -61,6 +135,11 @@ class HiveRegistrar:
         except Exception as exc:
             raise HiveError(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
                             f"The batch stays open; the next run registers it again") from exc
+
+
+def columns_fingerprint(columns: tuple[Column, ...]) -> str:
+    text = ",".join(f"{c.name.lower()} {c.hive_type}" for c in columns)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _first_line(exc: Exception) -> str:

@@ -7,26 +7,36 @@ soon as enough are buffered, so memory stays bounded by one row group plus one c
 many records the range holds. Timestamps are written as INT96: Hive 2.x cannot read Parquet's
 INT64 timestamps.
 
+Each decoded chunk is then enriched from the batch's dimensions (etl.enrichment) and passed
+through the job's transform (etl.transform), both vectorised; rows the transform rejects go to
+the rejected file with their raw message. How many rows found no match in each dimension is
+stored in the main file's footer (key etl.unmatched), so that a replay can count them again.
+
 Both files are written under the temp names the caller chose; publishing them is the
 commit protocol's job, not this module's.
 """
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
-from dataclasses import dataclass
-from typing import BinaryIO
+from dataclasses import dataclass, field
+from typing import BinaryIO, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from etl.config import DimensionConfig
 from etl.decoders import Decoded, Decoder, arange, invalid_utf8_positions
+from etl.enrichment import enrich
 from etl.errors import ConfigError, EtlError, KafkaReadError, WarehouseError
-from etl.schema import TableSchema, arrow_schema, rejected_arrow_schema
+from etl.schema import LINEAGE_COLUMNS, TableSchema, arrow_schema, rejected_arrow_schema
+from etl.transform import TransformStep
 
 COMPRESSIONS = ("snappy", "zstd", "gzip", "none")
+UNMATCHED_METADATA_KEY = b"etl.unmatched"
 KEY_NOT_UTF8 = "kafka key is not valid UTF-8; declare the key column as binary to keep such keys"
 
 log = logging.getLogger(__name__)
@@ -65,6 +75,8 @@ class WriterSpec:
     key_column: str | None
     row_group_size: int
     compression: str  # snappy | zstd | gzip | none
+    dimensions: tuple[DimensionConfig, ...] = ()  # the joined ones enrich each chunk
+    transform: str | None = None  # module:function, see etl.transform
 
     def __post_init__(self):
         if self.compression not in COMPRESSIONS:
@@ -91,6 +103,7 @@ class WriteCounts:
     row_groups: int  # in the main file
     first_offset: int | None  # None when no records were written
     last_offset: int | None
+    unmatched: Mapping[str, int] = field(default_factory=dict)  # per joined dimension: rows with no match
 
     @property
     def rejected_file_written(self) -> bool:
@@ -104,12 +117,19 @@ class PartitionWriter:
     files; leaving the block normally closes.
     """
 
-    def __init__(self, fs, spec: WriterSpec, topic: str, partition: int, main_path: str, rejected_path: str):
+    def __init__(self, fs, spec: WriterSpec, topic: str, partition: int, main_path: str, rejected_path: str,
+                 lookups: Mapping[str, pa.Table] | None = None):
         self._spec = spec
         self._topic = topic
         self._partition = partition
         self._main = _ParquetSink(fs, main_path, arrow_schema(spec.schema), spec)
         self._rejected = _ParquetSink(fs, rejected_path, rejected_arrow_schema(), spec)
+        self._lookups = lookups or {}
+        self._unmatched = {d.name: 0 for d in spec.dimensions if d.joined}
+        self._transform = None
+        if spec.transform:
+            owned = tuple(c.name for c in LINEAGE_COLUMNS) + ((spec.key_column,) if spec.key_column else ())
+            self._transform = TransformStep(spec.transform, self._main.schema, owned, self._lookups)
         self._records = 0
         self._first_offset: int | None = None
         self._last_offset: int | None = None
@@ -139,9 +159,11 @@ class PartitionWriter:
         self._check_chunk(chunk, offsets)
         decoded = self._reject_bad_keys(chunk, self._spec.decoder.decode(chunk.values))
         self._check_decoded(chunk, decoded)
-        self._main.append(self._rows(chunk, offsets, decoded))
-        if decoded.errors:
-            self._rejected.append(self._rejected_rows(chunk, offsets, decoded.errors))
+        rows = self._enriched(self._rows(chunk, offsets, decoded))
+        rows, errors = self._transformed(chunk, rows, decoded)
+        self._main.append(rows)
+        if errors:
+            self._rejected.append(self._rejected_rows(chunk, offsets, errors))
         self._records += len(chunk)
         self._first_offset = chunk.offsets[0] if self._first_offset is None else self._first_offset
         self._last_offset = chunk.offsets[-1]
@@ -163,7 +185,29 @@ class PartitionWriter:
         self._main.abort()
         self._rejected.abort()
 
+    def _enriched(self, rows: pa.Table) -> pa.Table:
+        if not self._unmatched:
+            return rows
+        rows, unmatched = enrich(rows, self._spec.dimensions, self._lookups)
+        for name, count in unmatched.items():
+            self._unmatched[name] += count
+        return rows
+
+    def _transformed(self, chunk: RawChunk, rows: pa.Table, decoded: Decoded) -> tuple[pa.Table, list]:
+        """Rows the transform kept, and every rejected record: the decoder's and the transform's."""
+        if self._transform is None or not rows.num_rows:
+            return rows, decoded.errors
+        where = f"{self._topic}[{self._partition}] offsets {chunk.offsets[0]}..{chunk.offsets[-1]}"
+        result = self._transform.apply(rows, where)
+        if not result.rejected:
+            return result.kept, decoded.errors
+        reason = f"rejected by transform {self._spec.transform}: "
+        moved = [(decoded.good[position].as_py(), reason + text) for position, text in result.rejected]
+        return result.kept, sorted(decoded.errors + moved)
+
     def _finish(self) -> WriteCounts:
+        if self._unmatched:
+            self._main.metadata[UNMATCHED_METADATA_KEY] = json.dumps(self._unmatched, sort_keys=True).encode()
         main_bytes = self._main.close()
         rejected_bytes = self._rejected.close() if self._rejected.rows_appended else 0
         return WriteCounts(
@@ -175,6 +219,7 @@ class PartitionWriter:
             row_groups=self._main.row_groups,
             first_offset=self._first_offset,
             last_offset=self._last_offset,
+            unmatched=dict(self._unmatched),
         )
 
     def _check_writable(self) -> None:
@@ -233,8 +278,15 @@ class PartitionWriter:
         if self._spec.key_column:
             filled[self._spec.key_column] = of_good_records(pa.array(chunk.keys, pa.binary())).cast(self._key_type())
         schema = self._main.schema
-        columns = [filled[f.name] if f.name in filled else decoded.table.column(f.name) for f in schema]
-        return pa.Table.from_arrays(columns, schema=schema)
+        decoded_names = set(decoded.table.column_names)
+
+        def column(f: pa.Field):
+            if f.name in filled:
+                return filled[f.name]
+            # Columns the decoder does not fill (enriched or derived ones) start as NULL.
+            return decoded.table.column(f.name) if f.name in decoded_names else pa.nulls(len(decoded.good), f.type)
+
+        return pa.Table.from_arrays([column(f) for f in schema], schema=schema)
 
     def _rejected_rows(self, chunk: RawChunk, offsets: pa.Int64Array, errors: list[tuple[int, str]]) -> pa.Table:
         indices = pa.array([index for index, _reason in errors], pa.int64())
@@ -277,6 +329,7 @@ class _ParquetSink:
         self.compression = spec.compression
         self.rows_appended = 0
         self.row_groups = 0
+        self.metadata: dict[bytes, bytes] = {}  # footer key-value metadata, written at close
         self._buffer: list[pa.Table] = []
         self._buffered_rows = 0
         self._file: BinaryIO | None = None
@@ -305,6 +358,8 @@ class _ParquetSink:
         if self._buffered_rows:
             self._write_row_group(pa.concat_tables(self._buffer))
             self._buffer, self._buffered_rows = [], 0
+        if self.metadata:
+            self._writer.add_key_value_metadata(self.metadata)
         self._writer.close()
         _close_durably(self._file)
         info = self.fs.info(self.path)

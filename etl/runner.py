@@ -6,21 +6,34 @@ import time
 
 from etl.config import Config
 from etl.decoders import make_decoder
+from etl.dimensions import DimensionLoader
 from etl.driver import Job
+from etl.enrichment import check_against_schema, enriched_columns
 from etl.errors import EXIT_OK
 from etl.kafka_source import KafkaMetadata
 from etl.partition_writer import WriterSpec
 from etl.schema import load_table_schema
+from etl.transform import load_transform
 from etl.zk_store import ZkStateStore
 
 log = logging.getLogger(__name__)
 
 
 def writer_spec(config: Config) -> WriterSpec:
+    """Everything the tasks need to write, checked at start-up: the DDL, the decoder, the
+    dimensions against the DDL (and file sources' columns), the transform importable."""
     schema = load_table_schema(config.hive.schema_file, config.job.key_column)
-    return WriterSpec(schema=schema, decoder=make_decoder(config.job.decoder, schema),
-                      key_column=config.job.key_column, row_group_size=config.job.row_group_size,
-                      compression=config.job.compression)
+    check_against_schema(config.dimensions, schema, config.path, config.hive.schema_file)
+    loader = DimensionLoader(config.dimensions, schema, spark=lambda: None)
+    for dimension in config.dimensions:
+        loader.check_source(dimension)
+    if config.job.transform:
+        load_transform(config.job.transform)
+    # Enriched columns are the dimensions' to fill: the decoder neither reads nor checks them.
+    decoder = make_decoder(config.job.decoder, schema.without_columns(enriched_columns(config.dimensions)))
+    return WriterSpec(schema=schema, decoder=decoder, key_column=config.job.key_column,
+                      row_group_size=config.job.row_group_size, compression=config.job.compression,
+                      dimensions=config.dimensions, transform=config.job.transform)
 
 
 def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batches: int | None = None) -> int:

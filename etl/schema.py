@@ -92,6 +92,12 @@ class TableSchema:
                 return column
         raise KeyError(name)
 
+    def without_columns(self, names) -> "TableSchema":
+        """The same table less some columns: what a decoder fills when enrichment fills the rest."""
+        dropped = set(names)
+        return TableSchema(tuple(c for c in self.columns if c.name not in dropped), self.partition_columns,
+                           self.key_column)
+
 
 def load_table_schema(path: str | Path, key_column: str | None = None) -> TableSchema:
     """Parse and validate a DDL template. Raises SchemaError saying what to change."""
@@ -114,6 +120,15 @@ def render_ddl(path: str | Path, database: str, table: str, location: str) -> st
     _check_placeholder_values(path, values)
     # One pass, so that a value is never itself searched for placeholders.
     return _PLACEHOLDER_RE.sub(lambda m: values[m[1]], template)
+
+
+def normalise_hive_type(raw: str, where: str) -> str:
+    """A type as Hive or Spark reports it (e.g. 'varchar(20)', 'decimal(10,2)'), normalised as
+    Column.hive_type is; a type the ETL cannot write is kept as written, lower-cased."""
+    try:
+        return _normalise_type(where, "?", raw)
+    except SchemaError:
+        return re.sub(r"\s+", "", raw).lower()
 
 
 def arrow_type(hive_type: str) -> pa.DataType:

@@ -54,6 +54,12 @@ def render_status(status: dict) -> str:
         lines.append(f"last batch: {last['batch_id']} {last['state']} (planned {last['planned_at']}, "
                      f"{last['files']} files, rows {_count(last['rows'])}, rejected {_count(last['rejected'])}, "
                      f"Hive partition {last['partition_values']})")
+        if last.get("unmatched"):
+            lines.append("  rows whose key found no match (columns left NULL): " +
+                         ", ".join(f"{name} {count}" for name, count in sorted(last["unmatched"].items())))
+        for change in last.get("dimension_changes") or []:
+            lines.append(f"  dimension {change['dimension']} changed before the batch was resumed; finished with "
+                         f"the current version (use_current) at {change['at']} by {change['by']}")
     for event in status["events"]:
         lines.append(f"event: {_describe_event(event)}")
     return "\n".join(lines)

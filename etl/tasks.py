@@ -4,11 +4,16 @@ Runs on an executor. The task owns exactly one planned range. It writes nothing 
 range's final file already exists (a replay); otherwise it streams the range into temp
 files and publishes them, the rejected file first and the main file last, so that the main
 file's existence means the whole range is done.
+
+The batch's dimension tables reach the task as Spark broadcasts of Arrow IPC bytes (one copy
+per executor, fetched once), and are opened only when the task has a file to write.
 """
 from __future__ import annotations
 
+import json
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import pyarrow.parquet as pq
 
@@ -16,10 +21,11 @@ from etl import faults
 from etl.batch import OffsetRange
 from etl.commit import publish
 from etl.config import KafkaConfig, WarehouseConfig
+from etl.dimensions import from_ipc
 from etl.fs import filesystem_for
 from etl.kafka_source import read_range
 from etl.naming import temp_name
-from etl.partition_writer import PartitionWriter, WriterSpec
+from etl.partition_writer import UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
 
 
 @dataclass(frozen=True)
@@ -39,24 +45,27 @@ class RangeResult:
     published: bool  # False: the file was already there (replay or a racing attempt)
     rows: int
     rejected: int
+    unmatched: Mapping[str, int] = field(default_factory=dict)  # per joined dimension: rows with no match
 
 
-def run_range_task(task: RangeTask) -> RangeResult:
+def run_range_task(task: RangeTask, lookups: Mapping[str, object] | None = None) -> RangeResult:
+    """`lookups`: dimension name -> Spark broadcast of the table's Arrow IPC bytes."""
     fs = filesystem_for(task.warehouse)
     main_final = posixpath.join(task.main_dir, task.range.file_name)
     if fs.exists(main_final):
         return _replayed(fs, task, main_final)
-    result = _write_and_publish(fs, task, main_final)
+    tables = {name: from_ipc(handle.value) for name, handle in (lookups or {}).items()}
+    result = _write_and_publish(fs, task, main_final, tables)
     faults.checkpoint(f"renamed:{task.range.partition}")
     return result
 
 
-def _write_and_publish(fs, task: RangeTask, main_final: str) -> RangeResult:
+def _write_and_publish(fs, task: RangeTask, main_final: str, tables) -> RangeResult:
     r = task.range
     main_temp = posixpath.join(task.main_dir, temp_name(r.file_name))
     rejected_final = posixpath.join(task.rejected_dir, r.file_name)
     rejected_temp = posixpath.join(task.rejected_dir, temp_name(r.file_name))
-    with PartitionWriter(fs, task.writer, r.topic, r.partition, main_temp, rejected_temp) as writer:
+    with PartitionWriter(fs, task.writer, r.topic, r.partition, main_temp, rejected_temp, tables) as writer:
         for chunk in read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
                                 with_keys=task.writer.key_column is not None):
             writer.write(chunk)
@@ -65,12 +74,15 @@ def _write_and_publish(fs, task: RangeTask, main_final: str) -> RangeResult:
     if counts.rejected:
         publish(fs, rejected_temp, rejected_final)
     published = publish(fs, main_temp, main_final)
-    return RangeResult(r, published, counts.rows, counts.rejected)
+    return RangeResult(r, published, counts.rows, counts.rejected, counts.unmatched)
 
 
 def _replayed(fs, task: RangeTask, main_final: str) -> RangeResult:
     rejected_final = posixpath.join(task.rejected_dir, task.range.file_name)
-    return RangeResult(task.range, False, parquet_rows(fs, main_final), parquet_rows(fs, rejected_final))
+    with fs.open_read(main_final) as handle:
+        footer = pq.ParquetFile(handle).metadata
+    unmatched = json.loads((footer.metadata or {}).get(UNMATCHED_METADATA_KEY, b"{}"))
+    return RangeResult(task.range, False, footer.num_rows, parquet_rows(fs, rejected_final), unmatched)
 
 
 def parquet_rows(fs, path: str) -> int:

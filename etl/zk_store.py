@@ -243,6 +243,15 @@ class ZkStateStore:
         results = self._commit_fenced(txn, f"move batch {batch.batch_id} to {to.value}")
         return moved, results[-1].version
 
+    def amend(self, batch: Batch, version: int, **changes) -> tuple[Batch, int]:
+        """Rewrite the header of a batch, state unchanged (fenced, and only over `version`)."""
+        amended = batch.amended(**changes)
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.set_data(self.paths.batch(batch.batch_id), _dump(amended.header_json()), version=version)
+        results = self._commit_fenced(txn, f"update batch {batch.batch_id}")
+        return amended, results[-1].version
+
     def commit(self, batch: Batch, version: int) -> Batch:
         """Move every range's offset from its expected value to its end and mark the batch
         COMMITTED, all in one transaction that aborts if anything moved underneath."""

@@ -1,0 +1,266 @@
+"""Enrichment by lookup, and the dimension snapshots a batch pins.
+
+Config and start-up checks and the vectorised lookup run without services; the pipeline
+tests run on the real stack: a CSV file and a Hive table enrich the same events, unmatched
+keys are NULL and counted, and a dimension that changes between a SIGKILL and the resume is
+handled as [job] on_dimension_change says.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from etl import cli
+from etl.batch import BatchState
+from etl.config import load_config
+from etl import pins
+from etl.batch import Batch
+from etl.dimensions import MAX_LISTED_FILES, DimensionLoader, FileStamp, Snapshot
+from etl.errors import ConfigError, DimensionChanged, DimensionError
+from etl.fs import LocalFileSystem
+from etl.partition_writer import PartitionWriter, RawChunk
+from etl.runner import run_job, writer_spec
+from etl.zk_store import ZkStateStore
+from pipeline_helpers import run_etl, wait_for_lock_release
+
+DB = "etl_test"
+LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp"
+ENRICHED_DDL = ("CREATE EXTERNAL TABLE IF NOT EXISTS ${database}.${table} (event_id bigint, user_id string, "
+                f"country_code string, country_name string, user_tier string, {LINEAGE_SQL}) "
+                "PARTITIONED BY (dt string, hour string) STORED AS PARQUET LOCATION '${location}'")
+COUNTRIES_CSV = "code,country_name\nDE,Germany\nFR,France\n"
+
+
+def enriched_schema(tmp_path: Path) -> Path:
+    path = tmp_path / "enriched.sql"
+    path.write_text(ENRICHED_DDL)
+    return path
+
+
+def countries_csv(tmp_path: Path, text: str = COUNTRIES_CSV) -> Path:
+    path = tmp_path / "countries.csv"
+    path.write_text(text)
+    return path
+
+
+def countries_parquet(tmp_path: Path, names: dict[str, str]) -> Path:
+    path = tmp_path / "countries.parquet"
+    pq.write_table(pa.table({"code": list(names), "country_name": list(names.values())}), path)
+    return path
+
+
+def countries_section(source: Path, **overrides) -> dict:
+    return {"source": f"file://{source}", "join_key": "country_code", "dimension_key": "code",
+            "columns": "country_name", **overrides}
+
+
+def ini(tmp_path: Path, schema: Path, job: str = "", dimensions: str = "") -> Path:
+    """A config for the checks that need no service (nothing here is contacted)."""
+    path = tmp_path / f"unit-{uuid.uuid4().hex[:6]}.ini"
+    path.write_text(f"[job]\nname = unit\n{job}\n[kafka]\nbootstrap.servers = 127.0.0.1:1\ntopics = t\n"
+                    f"[zookeeper]\nhosts = 127.0.0.1:1\n[warehouse]\nurl = file://{tmp_path}/wh\n"
+                    f"[hive]\ndatabase = d\ntable = t\nschema = {schema}\n{dimensions}")
+    return path
+
+
+def event(i: int, country: str | None, user: str) -> bytes:
+    return json.dumps({"event_id": i, "user_id": user, "country_code": country}).encode()
+
+
+# -- config and start-up checks, no services --------------------------------------------------
+def test_a_dimension_section_is_parsed_with_its_defaults(tmp_path):
+    csv = countries_csv(tmp_path)
+    config = load_config(ini(tmp_path, enriched_schema(tmp_path),
+                             dimensions=f"[dimension countries]\nsource = {csv}\njoin_key = country_code\n"
+                                        f"columns = country_name\n"))
+    (dimension,) = config.dimensions
+    assert (dimension.name, dimension.kind, dimension.path, dimension.format) == ("countries", "file", csv, "csv")
+    assert dimension.dimension_key == "country_code" and dimension.columns == ("country_name",)
+    assert config.job.on_dimension_change == "fail" and config.job.transform is None
+
+
+@pytest.mark.parametrize("section, message", [
+    ("source = ftp://x/y.csv\njoin_key = a\ncolumns = b", r"\[dimension d\] source: .*Parquet \(\.parquet\) or CSV"),
+    ("source = hive:nodot\njoin_key = a\ncolumns = b", r"\[dimension d\] source: .*hive:database\.table"),
+    ("source = hive:db.t\ncolumns = b", r"\[dimension d\] join_key: is required: without it .* transform"),
+    ("source = hive:db.t\njoin_key = a\ncolumns = a2, a2", r"\[dimension d\] columns: .*once"),
+    ("source = hive:db.t\njoin_key = a\ndimension_key = k\ncolumns = k", r"\[dimension d\] columns: lists the key"),
+    ("source = hive:db.t\njoin_key = a\ncolumns = b\ncolums = c", r"\[dimension d\] colums: unknown key"),
+])
+def test_a_bad_dimension_section_names_its_key(tmp_path, section, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(ini(tmp_path, enriched_schema(tmp_path), dimensions=f"[dimension d]\n{section}\n"))
+
+
+def test_on_dimension_change_is_one_of_fail_or_use_current(tmp_path):
+    with pytest.raises(ConfigError, match=r"\[job\] on_dimension_change: 'later' is not one of fail, use_current"):
+        load_config(ini(tmp_path, enriched_schema(tmp_path), job="on_dimension_change = later"))
+
+
+def test_a_column_missing_from_the_ddl_fails_at_start_up_naming_it(tmp_path):
+    csv = countries_csv(tmp_path, "code,population\nDE,83\n")
+    config = load_config(ini(tmp_path, enriched_schema(tmp_path),
+                             dimensions=f"[dimension countries]\nsource = {csv}\njoin_key = country_code\n"
+                                        f"dimension_key = code\ncolumns = population\n"))
+    with pytest.raises(ConfigError, match=r"\[dimension countries\] columns: 'population' is not declared in "
+                                          r".*enriched.sql; add 'population <type>'") as error:
+        writer_spec(config)
+    assert error.value.exit_code == 2
+
+
+def test_a_source_type_that_does_not_fit_the_ddl_fails_at_start_up(tmp_path):
+    source = tmp_path / "countries.parquet"
+    pq.write_table(pa.table({"code": ["DE"], "country_name": [3.5]}), source)
+    config = load_config(ini(tmp_path, enriched_schema(tmp_path),
+                             dimensions=f"[dimension countries]\nsource = file://{source}\njoin_key = country_code"
+                                        f"\ndimension_key = code\ncolumns = country_name\n"))
+    with pytest.raises(ConfigError, match=r"column 'country_name' .* is double, which does not fit the DDL's string"):
+        writer_spec(config)
+
+
+def test_a_key_that_is_not_unique_fails_the_load_naming_it(tmp_path):
+    csv = countries_csv(tmp_path, "code,country_name\nDE,Germany\nDE,Deutschland\n")
+    config = load_config(ini(tmp_path, enriched_schema(tmp_path),
+                             dimensions=f"[dimension countries]\nsource = {csv}\njoin_key = country_code\n"
+                                        f"dimension_key = code\ncolumns = country_name\n"))
+    loader = DimensionLoader(config.dimensions, writer_spec(config).schema, spark=lambda: None)
+    with pytest.raises(DimensionError, match=r"key 'code' is not unique .*'DE' appears 2 times"):
+        loader.load_all()
+
+
+def test_the_lookup_keeps_row_order_and_offsets_and_counts_unmatched(tmp_path):
+    csv = countries_csv(tmp_path)
+    config = load_config(ini(tmp_path, enriched_schema(tmp_path),
+                             dimensions=f"[dimension countries]\nsource = {csv}\njoin_key = country_code\n"
+                                        f"dimension_key = code\ncolumns = country_name\n"))
+    spec = writer_spec(config)
+    tables = {n: d.table for n, d in DimensionLoader(config.dimensions, spec.schema, lambda: None).load_all().items()}
+    main, rejected = str(tmp_path / "_tmp.main"), str(tmp_path / "_tmp.rejected")
+    codes = ["FR", None, "DE", "XX", "DE", "FR"]
+    with PartitionWriter(LocalFileSystem(), spec, "t", 0, main, rejected, tables) as writer:
+        writer.write(RawChunk(list(range(10, 16)), [0] * 6, None, [event(i, c, "u") for i, c in enumerate(codes)]))
+        writer.write(RawChunk([16, 17], [0, 0], None, [b"not json", event(7, "XX", "u")]))
+    counts = writer.close()
+    table = pq.read_table(main)
+    assert table.column("kafka_offset").to_pylist() == [10, 11, 12, 13, 14, 15, 17]
+    assert table.column("country_name").to_pylist() == ["France", None, "Germany", None, "Germany", "France", None]
+    assert counts.unmatched == {"countries": 3} and counts.rejected == 1
+    assert json.loads(pq.ParquetFile(main).metadata.metadata[b"etl.unmatched"]) == {"countries": 3}
+
+
+def test_a_pin_lists_a_few_files_and_only_a_digest_of_many():
+    stamps = [FileStamp(f"/dim/part-{i}", 10, 1_000 + i) for i in range(MAX_LISTED_FILES + 1)]
+    few, many = Snapshot.of("hive:d.t", "/dim", stamps[:3]), Snapshot.of("hive:d.t", "/dim", stamps)
+    assert Snapshot.from_json(few.to_json()) == few and len(few.to_json()["files"]) == 3
+    assert many.to_json()["files"] == [] and Snapshot.from_json(many.to_json()) == many
+    touched = Snapshot.of("hive:d.t", "/dim", stamps[:-1] + [FileStamp(stamps[-1].path, 10, 5)])
+    assert touched != many and "/dim: 101 files, 1010 bytes" in pins.change_error(
+        Batch(1, BatchState.PLANNED, "", {}, ()), ["d"], {"d": many}, {"d": touched}).args[0]
+
+
+def test_a_gone_source_can_only_be_restored():
+    pinned = Snapshot.of("/x.csv", "/x.csv", [FileStamp("/x.csv", 5, 0)])
+    message = str(pins.change_error(Batch(7, BatchState.PLANNED, "", {}, ()), ["d"], {"d": pinned}, {"d": None}))
+    assert "batch 7" in message and "pinned /x.csv (size 5, modified 1970-01-01" in message
+    assert "now it is gone" in message and "Restore d (a source that is gone cannot be used" in message
+
+
+# -- on the real services ------------------------------------------------------------------------
+@pytest.fixture
+def hive_dimension(spark, tmp_path):
+    """A Hive table users(user_id, user_tier), an external Parquet table in the test's folder."""
+    name = f"{DB}.users_{uuid.uuid4().hex[:8]}"
+    folder = tmp_path / "users_dim"
+    folder.mkdir()
+    pq.write_table(pa.table({"user_id": ["u0", "u1", "u2"], "user_tier": ["gold", "silver", "bronze"]}),
+                   folder / "part-0.parquet")
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {DB}")
+    spark.sql(f"CREATE EXTERNAL TABLE {name} (user_id string, user_tier string) STORED AS PARQUET "
+              f"LOCATION 'file://{folder}'")
+    yield name
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def test_events_are_enriched_from_a_file_and_a_hive_table_unmatched_null_and_counted(
+        spark, new_topic, produce, write_config, hive_table_name, hive_dimension, tmp_path, capsys):
+    topic = new_topic(partitions=2)
+    codes, users = ["DE", "FR", "XX", None], ["u0", "u1", "u2", "u3"]
+    values = {p: [event(p * 100 + i, codes[i % 4], users[(i + p) % 4]) for i in range(6)] for p in range(2)}
+    produce(topic, values)
+    config = write_config(kafka={"topics": topic}, hive={"schema": str(enriched_schema(tmp_path))},
+                          **{"dimension countries": countries_section(countries_csv(tmp_path)),
+                             "dimension users": {"source": f"hive:{hive_dimension}", "join_key": "user_id",
+                                                 "columns": "user_tier"}})
+    capsys.readouterr()
+    assert cli.main(["run", "--config", str(config)]) == 0
+    summary = capsys.readouterr().out
+    assert "unmatched in countries: 4, unmatched in users: 2" in summary  # XX and NULL twice; u3 twice
+
+    rows = spark.sql(f"SELECT event_id, country_code, country_name, user_id, user_tier "
+                     f"FROM {DB}.{hive_table_name}").collect()
+    names, tiers = {"DE": "Germany", "FR": "France"}, {"u0": "gold", "u1": "silver", "u2": "bronze"}
+    assert len(rows) == 12
+    for row in rows:
+        assert row.country_name == names.get(row.country_code), row
+        assert row.user_tier == tiers.get(row.user_id), row
+
+    assert cli.main(["status", "--config", str(config)]) == 0
+    assert "rows whose key found no match (columns left NULL): countries 4, users 2" in capsys.readouterr().out
+    pins = last_batch(config).dimensions
+    assert pins["countries"]["location"].endswith("countries.csv")
+    assert pins["users"]["location"].endswith("users_dim") and len(pins["users"]["files"]) == 1
+
+
+def last_batch(config):
+    loaded = load_config(config)
+    with ZkStateStore(loaded.zookeeper, loaded.job.name, loaded.retry) as store:
+        return store.last_batch()[0]
+
+
+def committed(config):
+    loaded = load_config(config)
+    with ZkStateStore(loaded.zookeeper, loaded.job.name, loaded.retry) as store:
+        return store.committed_offsets()
+
+
+@pytest.mark.slow
+def test_a_dimension_changed_between_a_kill_and_the_resume_fails_or_is_used_as_configured(
+        spark, zk, new_topic, produce, write_config, hive_table_name, warehouse_dir, tmp_path):
+    topic = new_topic(partitions=2)
+    produce(topic, {p: [event(p * 10 + i, "DE", "u0") for i in range(5)] for p in range(2)})
+    source = countries_parquet(tmp_path, {"DE": "Germany", "FR": "France"})
+    sections = {"kafka": {"topics": topic}, "hive": {"schema": str(enriched_schema(tmp_path))},
+                "zookeeper": {"session_timeout_seconds": "4"},
+                "dimension countries": countries_section(source)}
+    config = write_config(**sections)
+    killed = run_etl(config, fault="state:PLANNED")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    pinned_size = source.stat().st_size
+    countries_parquet(tmp_path, {"DE": "Deutschland", "FR": "Frankreich", "AT": "Oesterreich"})
+    wait_for_lock_release(zk, config)
+
+    with pytest.raises(DimensionChanged) as failed:
+        run_job(load_config(config))
+    message = str(failed.value)
+    assert failed.value.exit_code == 1
+    assert f"dimension 'countries': pinned {source} (size {pinned_size}, modified" in message
+    assert f"now {source} (size {source.stat().st_size}, modified" in message
+    assert "on_dimension_change = use_current" in message and "nothing was committed" in message
+    assert last_batch(config).state is BatchState.PLANNED and committed(config) == {}
+    assert not list((warehouse_dir / f"{DB}.db" / hive_table_name).rglob("*.parquet"))
+
+    use_current = write_config(**{**sections, "job": {"on_dimension_change": "use_current"}})
+    assert run_job(load_config(use_current)) == 0
+    names = {r.country_name for r in spark.sql(f"SELECT country_name FROM {DB}.{hive_table_name}").collect()}
+    assert names == {"Deutschland"}
+    batch = last_batch(use_current)
+    assert batch.state is BatchState.COMMITTED and len(batch.dimension_changes) == 1
+    change = batch.dimension_changes[0]
+    assert change["dimension"] == "countries" and change["pinned"]["files"][0][1] == pinned_size
+    assert change["current"]["files"][0][1] == source.stat().st_size
+    assert batch.dimensions["countries"] == change["current"]
