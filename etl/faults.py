@@ -41,6 +41,7 @@ def checkpoint(point: str) -> None:
 def _act(point: str, action: str) -> None:
     if action == "kill":
         os.killpg(int(os.environ.get(_PGID_ENV, os.getpgrp())), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)  # a task's worker sits in the daemon's group, not the job's
     elif action.startswith("sleep:"):
         time.sleep(float(action.split(":", 1)[1]))
     elif action == "raise" or action == "raise-first-attempt" and _task_attempt() == 0:

@@ -256,6 +256,7 @@ class ZkStateStore:
         """Move every range's offset from its expected value to its end and mark the batch
         COMMITTED, all in one transaction that aborts if anything moved underneath."""
         committed = batch.advanced(BatchState.COMMITTED)
+        self.assert_lock_held()  # a fenced-out run must hear that, not a misleading offset mismatch
         current = self.committed_offsets()
         _check_expected(batch, current)
         for topic in {r.topic for r in batch.ranges}:
