@@ -9,7 +9,7 @@ import logging
 import time
 from typing import Iterator
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from etl.config import KafkaConfig, RetryConfig
@@ -114,15 +114,17 @@ def read_range(config: KafkaConfig, group: str, topic: str, partition: int, star
 def _consume_until(consumer, config, topic, partition, start, end, with_keys) -> Iterator[RawChunk]:
     position, deadline = start, time.monotonic() + config.fetch_timeout_seconds
     while position < end:
-        messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=1.0)
-        records = [m for m in messages if _is_record(m, topic, partition, position, end)]
+        # Never ask for more than the range still needs: consume() waits out its timeout
+        # until it has num_messages, which would cost every range's last call a full second.
+        messages = consumer.consume(num_messages=min(CONSUME_BATCH, end - position), timeout=1.0)
+        records, log_ends = _records_of(messages, topic, partition, position, end)
         if records and records[-1].offset() >= end:
             records = [m for m in records if m.offset() < end]
             position = end
         if records:
             yield _chunk(records, with_keys)
             position = max(position, records[-1].offset() + 1)
-        if any(_is_eof_at_or_past(m, end) for m in messages):
+        if log_ends:
             position = end  # the log ends at or past `end`: what was left of the range was a gap
         if records or position >= end:
             deadline = time.monotonic() + config.fetch_timeout_seconds
@@ -130,6 +132,16 @@ def _consume_until(consumer, config, topic, partition, start, end, with_keys) ->
             raise KafkaReadError(f"{topic}[{partition}]: no progress for {config.fetch_timeout_seconds}s at "
                                  f"offset {position} while reading [{start}, {end}); is the broker up? "
                                  f"The batch stays open and the next run resumes it")
+
+
+def _records_of(messages: list, topic: str, partition: int, position: int, end: int) -> tuple[list, bool]:
+    """The records among `messages`, and whether an end-of-log event at or past `end` came.
+
+    Most calls return only records; events are looked at one by one only when there are some."""
+    if all(error is None for error in map(Message.error, messages)):
+        return messages, False
+    records = [m for m in messages if _is_record(m, topic, partition, position, end)]
+    return records, any(_is_eof_at_or_past(m, end) for m in messages)
 
 
 def _is_eof_at_or_past(message, end: int) -> bool:
@@ -155,8 +167,8 @@ def _is_record(message, topic: str, partition: int, position: int, end: int) -> 
 
 def _chunk(messages: list, with_keys: bool) -> RawChunk:
     return RawChunk(
-        offsets=[m.offset() for m in messages],
-        timestamps_ms=[m.timestamp()[1] for m in messages],
-        keys=[m.key() for m in messages] if with_keys else None,
-        values=[m.value() for m in messages],
+        offsets=list(map(Message.offset, messages)),
+        timestamps_ms=[timestamp for _, timestamp in map(Message.timestamp, messages)],
+        keys=list(map(Message.key, messages)) if with_keys else None,
+        values=list(map(Message.value, messages)),
     )
