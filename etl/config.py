@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import configparser
 import getpass
+import math
 import os
 import posixpath
 import re
@@ -130,12 +131,25 @@ class WarehouseConfig:
 
 
 @dataclass(frozen=True)
+class SuccessMarkerConfig:
+    """[hive] success_markers, success_marker_delay_seconds: write `_SUCCESS` into a Hive
+    partition's folder once its time window has closed, plus the delay, and every batch that
+    touched it is COMMITTED (etl.markers)."""
+
+    enabled: bool = False
+    # After the window's end by the driver's clock; covers the clock skew between the hosts
+    # that may run the job (a batch is partitioned by the clock of the host that plans it).
+    delay_seconds: float = 300.0
+
+
+@dataclass(frozen=True)
 class HiveConfig:
     metastore: str  # "embedded" or thrift://host:port
     database: str
     table: str
     schema_file: Path
     format: str = "parquet"
+    success_markers: SuccessMarkerConfig = field(default_factory=SuccessMarkerConfig)
 
     @property
     def rejected_table(self) -> str:
@@ -411,9 +425,31 @@ def _hive(s: _Section) -> HiveConfig:
         table=s.get("table", convert=_matching(HIVE_NAME_RE, "Hive table name"), required=True),
         schema_file=schema,
         format=s.choice("format", ("parquet",), "parquet"),
+        success_markers=_success_markers(s),
     )
     s.reject_unknown()
     return hive
+
+
+def _success_markers(s: _Section) -> SuccessMarkerConfig:
+    return SuccessMarkerConfig(
+        enabled=s.get("success_markers", False, _boolean),
+        delay_seconds=s.get("success_marker_delay_seconds", 300.0, _non_negative_seconds),
+    )
+
+
+def _boolean(raw: str) -> bool:
+    value = configparser.ConfigParser.BOOLEAN_STATES.get(raw.lower())
+    if value is None:
+        raise ValueError("write true or false")
+    return value
+
+
+def _non_negative_seconds(raw: str) -> float:
+    value = float(raw)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("must be a number of seconds, 0 or more")
+    return value
 
 
 def _resolve(base: Path, raw: str) -> Path:

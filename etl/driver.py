@@ -12,6 +12,10 @@ DDL). A new batch loads its dimensions once and pins their snapshots in the plan
 batch with files still to write loads them again and compares with the pins
 ([job] on_dimension_change decides what a change means). The tables go to the tasks as
 broadcasts.
+
+With [hive] success_markers on, each plan carries the list of partitions awaiting `_SUCCESS`,
+and after a commit, or a run with nothing new, the partitions whose window has closed get it
+(etl.markers).
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from etl.errors import EtlError, MissingBatchFiles, RejectedRatioExceeded, State
 from etl.fs import filesystem_for
 from etl.hive import HiveRegistrar
 from etl.kafka_source import KafkaMetadata
+from etl.markers import SuccessMarkers
 from etl.naming import is_temp_name, partition_dir
 from etl.warehouse import Warehouse
 from etl.partition_writer import WriterSpec
@@ -71,6 +76,9 @@ class Job:
         self._spark_factory = spark_factory
         self._registrar: HiveRegistrar | None = None
         self.dimensions = DimensionLoader(config.dimensions, writer.schema, lambda: self.registrar.spark)
+        # The clock that partitions a batch is the one that closes its window.
+        self.markers = SuccessMarkers(config, store, self.fs, self.warehouse,
+                                      [c.name for c in writer.schema.partition_columns], clock=utc_now)
 
     @property
     def registrar(self) -> HiveRegistrar:
@@ -96,7 +104,9 @@ class Job:
             return self._complete(batch, version, resumed=True)
         batch = self._plan()
         if batch is None:
+            self.markers.write_due()  # no new data, yet a window may have closed since the last batch
             return None
+        batch = self.markers.on_plan(batch)
         self._ensure_tables()  # before the plan is stored: a refused schema change leaves nothing behind
         loaded = self.dimensions.load_all() if batch.file_ranges else {}
         batch = replace(batch, dimensions={name: d.snapshot.to_json() for name, d in loaded.items()})
@@ -155,6 +165,7 @@ class Job:
         if batch.state is BatchState.REGISTERED:
             batch = self.store.commit(batch, version)
             faults.checkpoint("state:COMMITTED")
+        self.markers.write_due()  # only now: a marker never waits on, nor holds back, a batch's data
         self.store.prune_batches()
         return self._summary(batch, resumed, time.monotonic() - started)
 

@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass
 
 from etl.config import Config
 from etl.kafka_source import KafkaMetadata
+from etl.markers import marker_status, render_marker_status
 from etl.zk_store import ZkStateStore
 
 
@@ -36,6 +37,7 @@ def collect_status(config: Config, store: ZkStateStore, kafka: KafkaMetadata) ->
         "last_batch": None if last is None else {**last[0].header_json(), "files": len(last[0].file_ranges)},
         "lock": None if holder is None else holder.describe(),
         "events": store.events(),
+        "markers": marker_status(config.hive.success_markers, None if last is None else last[0]),
     }
 
 
@@ -62,6 +64,7 @@ def render_status(status: dict) -> str:
                          f"the current version (use_current) at {change['at']} by {change['by']}")
     for event in status["events"]:
         lines.append(f"event: {_describe_event(event)}")
+    lines += render_marker_status(status["markers"])
     return "\n".join(lines)
 
 
