@@ -35,6 +35,13 @@ HIVE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 # Settings the ETL owns; a pass-through value for them would break offset control.
 KAFKA_RESERVED = ("enable.auto.commit", "group.id", "auto.offset.reset", "enable.partition.eof")
+# librdkafka settings that are secrets. Each may be read instead from the file named by
+# `<key>_file`, an ETL key (librdkafka has no such keys), so that the INI need not hold it.
+KAFKA_SECRET_KEYS = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "sasl.oauthbearer.client.secret")
+KAFKA_OWN_KEYS = ("topics", "fetch_timeout_seconds", "metadata_timeout_seconds",
+                  *(f"{key}_file" for key in KAFKA_SECRET_KEYS))
+ZOOKEEPER_AUTHS = ("none", "digest")
+ZOOKEEPER_ONLY_DIGEST_KEYS = ("digest_user", "digest_password_file")
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,14 @@ class DimensionConfig:
         return self.join_key is not None
 
 
+class KafkaSettings(dict):
+    """librdkafka settings, as librdkafka takes them. The repr masks the secrets, because the
+    config travels inside every Spark task and may end up in a log line or a traceback."""
+
+    def __repr__(self) -> str:
+        return repr({key: "***" if key in KAFKA_SECRET_KEYS else value for key, value in self.items()})
+
+
 @dataclass(frozen=True)
 class KafkaConfig:
     topics: tuple[str, ...]
@@ -88,6 +103,13 @@ class ZooKeeperConfig:
     hosts: str
     root: str = "/etl"
     session_timeout_seconds: float = 10.0
+    # none: the job's znodes are open to anyone (ZooKeeper's default). digest: the client
+    # authenticates as digest_user, and every znode the job creates is readable and writable
+    # by that user only (etl.zk_acl).
+    auth: str = "none"
+    digest_user: str | None = None
+    digest_password: str | None = field(default=None, repr=False)  # read from digest_password_file
+    digest_password_file: Path | None = None  # named in messages, never the password itself
 
 
 @dataclass(frozen=True)
@@ -299,19 +321,78 @@ def _topics(raw: str) -> tuple[str, ...]:
 
 
 def _kafka(s: _Section) -> KafkaConfig:
-    own = {"topics", "fetch_timeout_seconds", "metadata_timeout_seconds"}
-    client = {k: v for k, v in s.values.items() if k not in own}
+    client = KafkaSettings({k: v for k, v in s.values.items() if k not in KAFKA_OWN_KEYS})
     if "bootstrap.servers" not in client:
         raise s.fail("bootstrap.servers", "is required")
     for key in KAFKA_RESERVED:
         if key in client:
             raise s.fail(key, "is set by the ETL itself (offsets live in ZooKeeper); remove it")
+    for key in KAFKA_SECRET_KEYS:
+        secret = _secret_file(s, f"{key}_file")
+        if secret is not None and key in client:
+            raise s.fail(f"{key}_file", f"set either {key} or {key}_file, not both")
+        if secret is not None:
+            client[key] = secret
+    _check_with_librdkafka(s, client)
     return KafkaConfig(
         topics=s.get("topics", convert=_topics, required=True),
         client=client,
         fetch_timeout_seconds=s.positive("fetch_timeout_seconds", 30.0, float),
         metadata_timeout_seconds=s.positive("metadata_timeout_seconds", 10.0, float),
     )
+
+
+def _secret_file(s: _Section, key: str) -> str | None:
+    """The secret held by the file that `key` names (relative to the config's folder), or None
+    when the key is not set. The file holds the secret alone; a trailing line break is dropped."""
+    path = s.get(key, None, lambda raw: _resolve(s.path.parent, raw))
+    if path is None:
+        return None
+    try:
+        secret = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise s.fail(key, f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    secret = secret.removesuffix("\n").removesuffix("\r")
+    if not secret or "\n" in secret:
+        raise s.fail(key, f"{path} must hold the secret alone, on one line")
+    return secret
+
+
+def _check_with_librdkafka(s: _Section, client: Mapping[str, str]) -> None:
+    """Let librdkafka judge its own settings at start-up, so that a typo or a bad value exits 2
+    naming the key. It alone knows its hundreds of keys and their ranges, and building a client
+    is the way to ask it; without bootstrap.servers that client never connects anywhere."""
+    from confluent_kafka import Consumer, KafkaException
+    settings = {key: value for key, value in client.items() if key != "bootstrap.servers"}
+    try:
+        Consumer({**settings, "group.id": "etl-config-check", "log_level": 0}).close()
+    except KafkaException as exc:
+        raise _librdkafka_refused(s, client, exc.args[0].str()) from exc
+
+
+def _librdkafka_refused(s: _Section, client: Mapping[str, str], reason: str) -> ConfigError:
+    reason = reason.removeprefix("Failed to create consumer: ").strip()
+    for key in KAFKA_SECRET_KEYS:
+        if client.get(key):
+            reason = reason.replace(client[key], "***")
+    key = _named_key(reason, client)
+    if reason.startswith("No such configuration property"):
+        reason += f"; the keys the ETL reads itself are {', '.join(KAFKA_OWN_KEYS)}, and every other key goes to librdkafka"
+    if key is None:
+        return ConfigError(f"{s.path}: [{s.name}]: librdkafka refuses these settings: {reason}")
+    if key.endswith(".location") and not os.path.exists(client[key]):  # OpenSSL would only say "BIO lib"
+        reason = f"{client[key]} does not exist ({reason})"
+    return s.fail(key, f"librdkafka refuses it: {reason}")
+
+
+def _named_key(reason: str, client: Mapping[str, str]) -> str | None:
+    """The configured key a librdkafka message is about: one it quotes, else the first it names."""
+    quoted = [key for key in re.findall(r'"([^"]+)"', reason) if key in client]
+    if quoted:
+        return quoted[0]
+    found = [(match.start(), key) for key in client
+             for match in [re.search(rf"(?<![\w.]){re.escape(key)}(?![\w.])", reason)] if match]
+    return min(found)[1] if found else None
 
 
 def _zk_root(raw: str) -> str:
@@ -325,9 +406,32 @@ def _zookeeper(s: _Section) -> ZooKeeperConfig:
         hosts=s.get("hosts", required=True),
         root=s.get("root", "/etl", _zk_root),
         session_timeout_seconds=s.positive("session_timeout_seconds", 10.0, float),
+        **_zookeeper_auth(s),
     )
     s.reject_unknown()
     return zk
+
+
+def _zookeeper_auth(s: _Section) -> dict:
+    auth = s.choice("auth", ZOOKEEPER_AUTHS, "none")
+    if auth == "none":
+        for key in ZOOKEEPER_ONLY_DIGEST_KEYS:
+            if s.get(key) is not None:
+                raise s.fail(key, "applies only to auth = digest; set auth = digest, or remove it")
+        return {"auth": auth}
+    user = s.get("digest_user", convert=_digest_user, required=True)
+    password_file = s.get("digest_password_file", None, lambda raw: _resolve(s.path.parent, raw))
+    if password_file is None:
+        raise s.fail("digest_password_file", "is required with auth = digest: name a file that holds "
+                                             "the password alone (the INI holds no password)")
+    return {"auth": auth, "digest_user": user, "digest_password": _secret_file(s, "digest_password_file"),
+            "digest_password_file": password_file}
+
+
+def _digest_user(raw: str) -> str:
+    if ":" in raw or any(c.isspace() for c in raw):
+        raise ValueError("a digest user name has no ':' and no spaces (ZooKeeper reads user:password)")
+    return raw
 
 
 def _warehouse_url(raw: str) -> str:

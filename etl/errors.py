@@ -27,6 +27,11 @@ class SchemaError(ConfigError):
     """A warehouse_schema DDL file cannot be used."""
 
 
+class ZooKeeperAccessDenied(ConfigError):
+    """ZooKeeper refused the [zookeeper] credentials, or the job's znodes are not protected the
+    way [zookeeper] auth says. Nothing was touched."""
+
+
 class TopicNotFound(EtlError):
     """A configured topic does not exist on the brokers."""
 

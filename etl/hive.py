@@ -33,7 +33,9 @@ from etl.schema_evolution import plan_evolution
 from etl.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
-REJECTED_DDL = Path(__file__).resolve().parent.parent / "warehouse_schema" / "rejected.sql"
+# Package data (setup.cfg), not in warehouse_schema/: a regular install, such as the archive that
+# scripts/pack-env ships to a cluster, has the package and nothing else of the repository.
+REJECTED_DDL = Path(__file__).resolve().parent / "rejected.sql"
 CASCADED_PROPERTY = "etl.cascaded_columns"
 
 

@@ -152,7 +152,7 @@ def data_arrow_schema(schema: TableSchema) -> pa.Schema:
 
 
 def rejected_arrow_schema() -> pa.Schema:
-    """The file schema of the <table>_rejected companion table (warehouse_schema/rejected.sql)."""
+    """The file schema of the <table>_rejected companion table (etl/rejected.sql)."""
     return _arrow_schema_of(REJECTED_COLUMNS)
 
 

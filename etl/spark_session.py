@@ -10,10 +10,9 @@ from etl.config import Config
 def build_spark(config: Config):
     # Executors must run this interpreter, or they will not find the etl package.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    submitted = SparkConf()  # holds what spark-submit was given; it wins over the config file
+    submitted = _submitted_conf()  # what spark-submit was given: it wins over the config file
     builder = SparkSession.builder.appName(f"etl-{config.job.name}").config("spark.ui.showConsoleProgress", "false")
     for key, value in config.spark.items():
         if key == "spark.master" and submitted.contains("spark.master"):
@@ -27,3 +26,17 @@ def build_spark(config: Config):
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _submitted_conf():
+    """The settings spark-submit was given (--master, --conf ...), or none under `etl run`.
+
+    Under spark-submit the JVM is already up (it passes PYSPARK_GATEWAY_PORT), but SparkConf()
+    reads it only once pyspark is connected to it; before that it is empty, and the job would
+    run on local[*] whatever --master said. Under `etl run` nothing is connected yet, and must
+    not be: the JVM is launched later, with the [spark] settings (driver memory, JVM options)."""
+    from pyspark import SparkConf, SparkContext
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return SparkConf(loadDefaults=False)
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; launches nothing
+    return SparkConf()

@@ -4,6 +4,7 @@ Every znode path is built in ZkPaths. Every write that changes the job's state r
 transaction fenced by the lock: it checks that this run's ephemeral lock node still exists
 and that nobody has taken the lock since (the `owner` node's version). A run whose session
 expired therefore cannot commit, even after kazoo reconnects it with a new session.
+Who else may read or change these znodes is decided by etl.zk_acl ([zookeeper] auth).
 """
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ import uuid
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError,
+from kazoo.exceptions import (ConnectionLoss, NoAuthError, NodeExistsError, NoNodeError, OperationTimeoutError,
                               RolledBackError, SessionExpiredError)
 from kazoo.handlers.threading import KazooTimeoutError
 
+from etl import zk_acl
 from etl.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import EtlError, LockLost, StateConflict
@@ -88,7 +90,9 @@ class ZkStateStore:
     def __init__(self, config: ZooKeeperConfig, job_name: str, retry: RetryConfig):
         self.config, self.retry = config, retry
         self.paths = ZkPaths(config.root, job_name)
-        self.client = KazooClient(hosts=config.hosts, timeout=config.session_timeout_seconds)
+        # With [zookeeper] auth = digest this authenticates, and gives every znode it creates the job's ACL.
+        self.client = KazooClient(hosts=config.hosts, timeout=config.session_timeout_seconds,
+                                  **zk_acl.client_options(config))
         self.me = this_run()
         self._owner_version: int | None = None
         self._session_lost = threading.Event()
@@ -109,8 +113,22 @@ class ZkStateStore:
                 f"cannot connect to ZooKeeper at {self.config.hosts} within "
                 f"{self.config.session_timeout_seconds}s; check [zookeeper] hosts and that it is running") from exc
         self.client.add_listener(self._on_state)
-        for path in (self.paths.offsets, self.paths.batches, self.paths.events):
-            self._read(lambda p=path: self.client.ensure_path(p), f"create {path}")
+        try:
+            self._ensure_job_nodes()
+        except BaseException:
+            self.close()  # a refused run must not leave a live session (and its threads) behind
+            raise
+
+    def _ensure_job_nodes(self) -> None:
+        """Create the job's nodes if missing, and check that this client may use them as
+        [zookeeper] auth says, before anything else is read or written."""
+        try:
+            for path in (self.paths.offsets, self.paths.batches, self.paths.events):
+                self._read(lambda p=path: self.client.ensure_path(p), f"create {path}")
+            acls, _ = self._read(lambda: self.client.get_acls(self.paths.job), "read the job's ACL")
+        except NoAuthError as exc:
+            raise zk_acl.access_denied(self.config, self.paths.job) from exc
+        zk_acl.check_job_node(self.config, self.paths.job, acls)
 
     def close(self) -> None:
         self.client.remove_listener(self._on_state)  # stopping reports LOST, which is expected here

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from etl.errors import SchemaError
+from etl.hive import REJECTED_DDL
 from etl.schema import (
     Column,
     TableSchema,
@@ -67,7 +68,7 @@ def test_access_log_template():
 
 
 def test_rejected_template_matches_the_rejected_arrow_schema():
-    schema = load_table_schema(SCHEMAS / "rejected.sql")
+    schema = load_table_schema(REJECTED_DDL)
     assert arrow_schema(schema) == rejected_arrow_schema()
     assert rejected_arrow_schema().names == [
         "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "kafka_key", "raw_value", "error"
@@ -240,7 +241,7 @@ def test_render_ddl_fills_the_placeholders():
 
 
 def test_render_ddl_of_the_rejected_table():
-    ddl = render_ddl(SCHEMAS / "rejected.sql", "analytics", "events_rejected", "/w/events_rejected")
+    ddl = render_ddl(REJECTED_DDL, "analytics", "events_rejected", "/w/events_rejected")
     assert "analytics.events_rejected (" in ddl
 
 
