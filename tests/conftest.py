@@ -1,8 +1,9 @@
 """Fixtures against the REAL local services started by scripts/local-stack (no mocks).
 
-ZooKeeper, the Tansu Kafka broker and the Hive metastore are shared by all tests; every
-test gets its own ZooKeeper root, topics and Hive table name, so tests never see each
-other's state. Ports follow the script: ETL_ZK_PORT, ETL_KAFKA_PORT, ETL_METASTORE_PORT.
+ZooKeeper, the Tansu Kafka broker, the Hive metastore and the Spark Thrift Server (the
+analysts' JDBC endpoint on that metastore) are shared by all tests; every test gets its own
+ZooKeeper root, topics and Hive table name, so tests never see each other's state. Ports
+follow the script: ETL_ZK_PORT, ETL_KAFKA_PORT, ETL_METASTORE_PORT, ETL_THRIFT_PORT.
 """
 from __future__ import annotations
 
@@ -42,12 +43,13 @@ class Stack:
     zk_hosts: str  # 127.0.0.1:2181
     kafka_bootstrap: str  # 127.0.0.1:9092
     metastore_uri: str  # thrift://127.0.0.1:9083
+    thrift_url: str  # jdbc:hive2://127.0.0.1:10000/default, the Spark Thrift Server (HiveServer2)
 
 
-def _ports() -> tuple[int, int, int]:
+def _ports() -> tuple[int, int, int, int]:
     env = os.environ
     return (int(env.get("ETL_ZK_PORT", 2181)), int(env.get("ETL_KAFKA_PORT", 9092)),
-            int(env.get("ETL_METASTORE_PORT", 9083)))
+            int(env.get("ETL_METASTORE_PORT", 9083)), int(env.get("ETL_THRIFT_PORT", 10000)))
 
 
 def _port_open(port: int) -> bool:
@@ -74,8 +76,9 @@ def _sanitize(name: str, allowed: str, max_len: int) -> str:
 
 @pytest.fixture(scope="session")
 def stack() -> Stack:
-    zk_port, kafka_port, metastore_port = _ports()
-    if not (_zk_ok(zk_port) and _port_open(kafka_port) and _port_open(metastore_port)):
+    zk_port, kafka_port, metastore_port, thrift_port = _ports()
+    if not (_zk_ok(zk_port) and _port_open(kafka_port) and _port_open(metastore_port)
+            and _port_open(thrift_port)):  # the Thrift Server listens only once it can answer
         result = subprocess.run([str(ROOT / "scripts" / "local-stack"), "up"],
                                 capture_output=True, text=True)
         if result.returncode != 0:
@@ -84,7 +87,16 @@ def stack() -> Stack:
         zk_hosts=f"127.0.0.1:{zk_port}",
         kafka_bootstrap=f"127.0.0.1:{kafka_port}",
         metastore_uri=f"thrift://127.0.0.1:{metastore_port}",
+        thrift_url=f"jdbc:hive2://127.0.0.1:{thrift_port}/default",
     )
+
+
+@pytest.fixture(scope="session")
+def thrift_url(stack) -> str:
+    """The JDBC URL of the analysts' endpoint, the Spark Thrift Server (HiveServer2 protocol):
+    jdbc:hive2://127.0.0.1:$ETL_THRIFT_PORT/default. Query it with scripts/beeline, or with
+    the Hive JDBC driver through the `spark` fixture's JVM (see test_analysts_endpoint.py)."""
+    return stack.thrift_url
 
 
 @pytest.fixture(scope="session")
