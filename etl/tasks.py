@@ -26,6 +26,10 @@ from etl.fs import filesystem_for
 from etl.kafka_source import read_range
 from etl.naming import temp_name
 from etl.partition_writer import UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
+from etl.prefetch import prefetched
+
+# Kafka is read this many chunks ahead of decoding and writing (a chunk: <= 10,000 records).
+READ_AHEAD_CHUNKS = 2
 
 
 @dataclass(frozen=True)
@@ -66,8 +70,9 @@ def _write_and_publish(fs, task: RangeTask, main_final: str, tables) -> RangeRes
     rejected_final = posixpath.join(task.rejected_dir, r.file_name)
     rejected_temp = posixpath.join(task.rejected_dir, temp_name(r.file_name))
     with PartitionWriter(fs, task.writer, r.topic, r.partition, main_temp, rejected_temp, tables) as writer:
-        for chunk in read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
-                                with_keys=task.writer.key_column is not None):
+        chunks = read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
+                            with_keys=task.writer.key_column is not None)
+        for chunk in prefetched(chunks, READ_AHEAD_CHUNKS, name=f"read {r.topic}[{r.partition}]"):
             writer.write(chunk)
             faults.checkpoint(f"writing:{r.partition}")
         counts = writer.close()
