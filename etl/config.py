@@ -33,6 +33,7 @@ WEBHDFS_ONLY_KEYS = ("user", "auth", "kerberos_principal", "timeout_seconds")
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 HIVE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+HIDDEN_FILE_PREFIXES = ("_", ".")
 # Settings the ETL owns; a pass-through value for them would break offset control.
 KAFKA_RESERVED = ("enable.auto.commit", "group.id", "auto.offset.reset", "enable.partition.eof")
 # librdkafka settings that are secrets. Each may be read instead from the file named by
@@ -315,6 +316,10 @@ def _topics(raw: str) -> tuple[str, ...]:
     for topic in topics:
         if not TOPIC_RE.match(topic):
             raise ValueError(f"{topic!r} is not a valid Kafka topic name")
+        if topic[0] in HIDDEN_FILE_PREFIXES:
+            raise ValueError(f"topic {topic!r} starts with {topic[0]!r}: its files are named after it, and Hive "
+                             f"and Spark skip files whose names start with '_' or '.', so its rows would never "
+                             f"be seen; this ETL cannot load such a topic")
     if len(set(topics)) != len(topics):
         raise ValueError("a topic is listed twice")
     return topics

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 EXTENSION = ".parquet"
 TEMP_PREFIX = "_tmp."
-_FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<start>\d{20})\+(?P<end>\d{20})\.parquet$")
+# A topic may not start with '_' or '.' (the config refuses it: Hive would hide its files),
+# so a temp name can never parse as a committed one.
+_FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9-][A-Za-z0-9._-]*)\+(?P<partition>\d+)\+(?P<start>\d{20})\+(?P<end>\d{20})\.parquet$")
 
 
 @dataclass(frozen=True, order=True)

@@ -67,3 +67,23 @@ def test_missing_required_key_and_section_and_schema(tmp_path, schema_path):
         load_config(write(tmp_path, BASE.format(schema="nope.sql")))
     with pytest.raises(ConfigError, match="does not exist; pass --config"):
         load_config(tmp_path / "absent.ini")
+
+
+@pytest.mark.parametrize("topics, message", [
+    ("a, _audit", r"\[kafka\] topics: .*topic '_audit' starts with '_'.*Hive and Spark skip files"),
+    (".hidden", r"\[kafka\] topics: .*topic '.hidden' starts with '.'"),
+    ("a, b c", r"\[kafka\] topics: .*'b c' is not a valid Kafka topic name"),
+    ("a, a", r"\[kafka\] topics: .*a topic is listed twice"),
+])
+def test_topics_whose_files_hive_would_hide_or_kafka_would_refuse_are_named(tmp_path, schema_path, topics, message):
+    text = BASE.format(schema=schema_path).replace("topics = a, b.c", f"topics = {topics}")
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, text))
+
+
+def test_a_temp_name_never_parses_as_a_committed_file():
+    from etl.naming import final_name, parse_final_name, temp_name
+
+    final = final_name("clicks", 3, 10, 20)
+    assert parse_final_name(final) is not None
+    assert parse_final_name(temp_name(final)) is None
