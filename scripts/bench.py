@@ -1401,7 +1401,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also profile one range in this process (reader, decoder, whole task under cProfile)")
     parser.add_argument("--py-spy", action="store_true",
                         help="also run one more full batch with py-spy sampling the Spark Python workers "
-                             "(needs: .venv/bin/python -m pip install py-spy==0.4.3)")
+                             "(py-spy is in the dev extra that scripts/setup installs)")
     parser.add_argument("--no-fixed-cost", action="store_true", help="skip the no-data run and Spark start-up timing")
     parser.add_argument("--load-threshold", type=float, default=1.0, help="measure when the 1-minute load is below this")
     parser.add_argument("--max-wait", type=float, default=1200.0,
