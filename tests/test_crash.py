@@ -121,7 +121,10 @@ def test_sigkill_at_every_state_transition_then_recovery_is_exactly_once(
         assert temp_files_of(warehouse_dir, topic, 1), "the dead attempt's temp file of partition 1 should remain"
         assert state.committed == {}
     elif point == "renamed:1":
-        assert 1 in published and len(published) < 4, published  # k of n files
+        # Usually k of n files. All n is possible too: partition 1's task may run last, and a
+        # worker of another partition, in its own process group, can finish its rename in the
+        # moment before it notices that the driver is gone. The batch is still PLANNED either way.
+        assert 1 in published, published
         assert state.committed == {}
     else:
         assert published == {0, 1, 2, 3}
