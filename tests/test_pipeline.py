@@ -180,8 +180,8 @@ def test_sigkill_mid_batch_then_rerun_leaves_exactly_n_rows(
     killed = run_etl(config, fault=fault)
     assert killed.returncode == -9, killed.stderr[-2000:]
     files_after_kill = [f for f in data_files(warehouse_dir, hive_table_name) if not f.name.startswith("_")]
-    if fault == "renamed:1":
-        assert 1 <= len(files_after_kill) < 4
+    if fault == "renamed:1":  # usually k of 4; all 4 when partition 1's task ran last (tests/test_crash.py)
+        assert 1 <= len(files_after_kill) <= 4
     else:
         assert files_after_kill == []
     locked_out = run_etl(config)  # the dead run's lock outlives it until its session expires
