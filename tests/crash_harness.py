@@ -43,7 +43,8 @@ import pyarrow.parquet as pq
 
 from etl.config import load_config  # noqa: F401  (re-exported for the tests)
 from kafka_helpers import produce as _produce
-from pipeline_helpers import ETL, event, expected_offsets, table_offsets  # noqa: F401  (re-exported)
+from pipeline_helpers import (ETL, event, expected_offsets, lock_znode, table_offsets,  # noqa: F401  (re-exported)
+                              wait_for_lock_release)
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS_SCHEMA = REPO / "warehouse_schema" / "events.sql"
@@ -410,24 +411,6 @@ def job_state(config: Path | str) -> JobState:
     batch = last[0] if last else None
     return JobState(batch.batch_id if batch else None, batch.state.value if batch else None, batch, committed,
                     lock_held)
-
-
-def lock_znode(config: Path | str) -> str:
-    from etl.config import load_config
-    from etl.zk_store import ZkPaths
-    cfg = load_config(config)
-    return ZkPaths(cfg.zookeeper.root, cfg.job.name).lock
-
-
-def wait_for_lock_release(zk, config: Path | str, timeout: float = 60) -> float:
-    """Until a dead run's ephemeral lock is gone (its session expired); returns the seconds."""
-    lock = lock_znode(config)
-    started = time.monotonic()
-    while zk.exists(lock):
-        if time.monotonic() - started > timeout:
-            raise TimeoutError(f"lock {lock} still held after {timeout}s")
-        time.sleep(0.1)
-    return time.monotonic() - started
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,17 +47,21 @@ def expected_offsets(topic: str, counts: dict[int, int], start: int = 0) -> Coun
     return Counter({(topic, p, o): 1 for p, n in counts.items() for o in range(start, n)})
 
 
-def wait_for_lock_release(zk, config: Path, timeout: float = 30) -> float:
-    """Wait until a killed run's ephemeral lock is gone (its session expired); return seconds."""
-    import time
-
+def lock_znode(config: Path | str) -> str:
     from etl.config import load_config
     from etl.zk_store import ZkPaths
     loaded = load_config(config)
-    lock = ZkPaths(loaded.zookeeper.root, loaded.job.name).lock
+    return ZkPaths(loaded.zookeeper.root, loaded.job.name).lock
+
+
+def wait_for_lock_release(zk, config: Path | str, timeout: float = 60) -> float:
+    """Wait until a killed run's ephemeral lock is gone (its session expired); return seconds."""
+    import time
+
+    lock = lock_znode(config)
     started = time.monotonic()
     while zk.exists(lock):
         if time.monotonic() - started > timeout:
             raise TimeoutError(f"lock {lock} still held after {timeout}s")
-        time.sleep(0.2)
+        time.sleep(0.1)
     return time.monotonic() - started
