@@ -59,6 +59,11 @@ class OffsetRange:
         return cls(topic, int(partition), int(start), int(end), None if expected is None else int(expected))
 
 
+class BatchKind(str, Enum):
+    LOAD = "LOAD"  # new offsets: the commit moves each range's offset from `expected` to `end`
+    REPAIR = "REPAIR"  # committed offsets whose files were lost: rewritten, the offsets stay where they are
+
+
 @dataclass(frozen=True)
 class SkippedRange:
     """Offsets that will never be loaded because Kafka no longer held them (or a topic was
@@ -70,8 +75,11 @@ class SkippedRange:
     restart_at: int
     low: int
     high: int
+    recreated: str = ""  # why the topic is taken for another incarnation (etl.identity), if it is
 
     def describe(self) -> str:
+        if self.recreated:
+            return f"{self.recreated}; restarting at {self.restart_at}"
         if self.committed < self.low:
             return (f"{self.topic}[{self.partition}]: offsets [{self.committed}, {self.low}) were deleted "
                     f"from Kafka before they were loaded; restarting at {self.restart_at}")
@@ -99,6 +107,12 @@ class Batch:
     unmatched: dict | None = None  # name -> rows whose key found no match; None until WRITTEN
     # Pins replaced under on_dimension_change = use_current: {dimension, pinned, current, at, by}
     dimension_changes: tuple[dict, ...] = ()
+    kind: BatchKind = BatchKind.LOAD
+    # What the plan writes to, checked when a batch is resumed (etl.binding.Target json).
+    target: dict = field(default_factory=dict)
+    topic_ids: dict = field(default_factory=dict)  # topic -> id the broker reported at plan time
+    # "topic:partition" -> fingerprint of the last record written (etl.identity), set at WRITTEN
+    last_records: dict = field(default_factory=dict)
 
     @property
     def file_ranges(self) -> tuple[OffsetRange, ...]:
@@ -117,7 +131,7 @@ class Batch:
 
     def amended(self, **changes) -> "Batch":
         """The same batch in the same state with changed bookkeeping (never its ranges)."""
-        if "ranges" in changes or "state" in changes or "partition_values" in changes:
+        if {"ranges", "state", "partition_values", "kind", "target"} & set(changes):
             raise StateConflict(f"batch {self.batch_id}: its ranges, state and partition are fixed when planned")
         return replace(self, updated_at=utc_now_iso(), **changes)
 
@@ -128,7 +142,8 @@ class Batch:
             "planned_by": self.planned_by, "rows": self.rows, "rejected": self.rejected,
             "updated_at": self.updated_at, "range_count": len(self.ranges), "extra": self.extra,
             "dimensions": self.dimensions, "unmatched": self.unmatched,
-            "dimension_changes": list(self.dimension_changes),
+            "dimension_changes": list(self.dimension_changes), "kind": self.kind.value,
+            "target": self.target, "topic_ids": self.topic_ids, "last_records": self.last_records,
         }
 
     @classmethod
@@ -142,6 +157,8 @@ class Batch:
             rejected=header.get("rejected"), updated_at=header.get("updated_at", ""),
             extra=header.get("extra", {}), dimensions=header.get("dimensions", {}),
             unmatched=header.get("unmatched"), dimension_changes=tuple(header.get("dimension_changes", [])),
+            kind=BatchKind(header.get("kind", BatchKind.LOAD.value)), target=header.get("target", {}),
+            topic_ids=header.get("topic_ids", {}), last_records=header.get("last_records", {}),
         )
 
 

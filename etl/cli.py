@@ -53,12 +53,23 @@ def _parser() -> argparse.ArgumentParser:
     recover = commands.add_parser("recover", help="explain the state a crash left, then complete it")
     recover.add_argument("--config", required=True)
     recover.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
+    recover.add_argument("--accept-loss", action="store_true",
+                         help="record committed ranges that no file covers and Kafka no longer holds as lost")
     recover.set_defaults(command=cmd_recover)
     reset = commands.add_parser("reset-offsets", help="move committed offsets, on the record")
     reset.add_argument("--config", required=True)
     reset.add_argument("--to", nargs="+", required=True, metavar="earliest|latest|TOPIC:PARTITION=OFFSET")
     reset.add_argument("--yes", action="store_true", help="apply; without it only show the changes")
+    reset.add_argument("--move-aside", action="store_true",
+                       help="backwards: move the committed files at and after the new offsets out of the table, "
+                            "so that reloading them is exactly once (without it a backwards reset is refused)")
     reset.set_defaults(command=cmd_reset)
+    bind = commands.add_parser("bind", help="move the job to the table and folders its config names now")
+    bind.add_argument("--config", required=True)
+    bind.add_argument("--yes", action="store_true", help="apply; without it only show the change")
+    bind.add_argument("--data-moved", action="store_true",
+                      help="the loaded files were moved to the new folders too: verify checks them there")
+    bind.set_defaults(command=cmd_bind)
     return parser
 
 
@@ -102,12 +113,17 @@ def cmd_verify(config: Config, args) -> int:
 
 def cmd_recover(config: Config, args) -> int:
     from etl.recovery import recover
-    return recover(config, dry_run=args.dry_run)
+    return recover(config, dry_run=args.dry_run, accept_loss=args.accept_loss)
 
 
 def cmd_reset(config: Config, args) -> int:
     from etl.reset import reset_offsets
-    return reset_offsets(config, args.to, yes=args.yes)
+    return reset_offsets(config, args.to, yes=args.yes, move_aside=args.move_aside)
+
+
+def cmd_bind(config: Config, args) -> int:
+    from etl.binding import bind
+    return bind(config, yes=args.yes, data_moved=args.data_moved)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from etl import faults, pins
-from etl.batch import Batch, BatchState, hive_partition_values, utc_now, utc_now_iso
+from etl import binding, faults, identity, pins
+from etl.batch import Batch, BatchKind, BatchState, OffsetRange, hive_partition_values, utc_now, utc_now_iso
 from etl.config import Config
 from etl.dimensions import DimensionLoader, LoadedDimension, describe_change, to_ipc
 from etl.errors import EtlError, MissingBatchFiles, RejectedRatioExceeded, StateConflict
@@ -73,6 +73,7 @@ class Job:
         self.config, self.store, self.kafka, self.writer = config, store, kafka, writer
         self.fs = filesystem_for(config.warehouse)
         self.warehouse = Warehouse.of(config)
+        self.target = binding.Target.of(config, self.warehouse)
         self._spark_factory = spark_factory
         self._registrar: HiveRegistrar | None = None
         self.dimensions = DimensionLoader(config.dimensions, writer.schema, lambda: self.registrar.spark)
@@ -85,7 +86,8 @@ class Job:
         """Spark, and with it the Hive client, starts only when a batch needs it: a run with
         nothing to do costs a few ZooKeeper and Kafka calls. Tables are ensured once."""
         if self._registrar is None:
-            self._registrar = HiveRegistrar(self._spark_factory(), self.config.hive, self.warehouse)
+            self._registrar = HiveRegistrar(self._spark_factory(), self.config.hive, self.warehouse,
+                                            owner=self.store.paths.job)
             self._registrar.ensure_tables()
         return self._registrar
 
@@ -97,6 +99,9 @@ class Job:
         self.store.assert_lock_held()
         opened = self.store.open_batch()
         if opened:
+            binding.check_plan(opened[0], self.target, self.config)
+        self._check_binding()
+        if opened:
             batch, version = opened
             log.warning("resuming batch %d, left in state %s by %s", batch.batch_id, batch.state.value,
                         batch.planned_by)
@@ -106,13 +111,42 @@ class Job:
         if batch is None:
             self.markers.write_due()  # no new data, yet a window may have closed since the last batch
             return None
-        batch = self.markers.on_plan(batch)
+        return self._start(batch)
+
+    def repair(self, ranges: list[OffsetRange]) -> BatchSummary:
+        """Rewrite committed ranges whose files were lost, as a REPAIR batch: planned, written and
+        registered like any batch (so a crash is resumed the same way), committed without moving
+        an offset. Each range's `expected` is its partition's committed offset."""
+        self.store.assert_lock_held()
+        self._check_binding()
+        planned_at = utc_now()
+        batch = Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
+                      planned_at=planned_at.isoformat(timespec="seconds"),
+                      partition_values=hive_partition_values(planned_at), ranges=tuple(ranges),
+                      planned_by=self.store.me.describe(), updated_at=utc_now_iso(), kind=BatchKind.REPAIR)
+        self._refuse_foreign_files(batch)
+        return self._start(batch)
+
+    def _check_binding(self) -> None:
+        """The job writes where it always wrote (etl.binding); its first run records where."""
+        bound = self.store.binding()
+        if bound is None:
+            self._ensure_tables()  # a table another job owns is refused before this job binds or plans
+            self.store.bind_first(self.target)
+            log.info("job %s bound to %s", self.config.job.name, self.target.describe())
+        else:
+            binding.check_bound(bound, self.target, self.config)
+
+    def _start(self, batch: Batch) -> BatchSummary:
+        """Store a new plan (with its dimension pins, marker ledger and the table it writes to)
+        and walk it to COMMITTED."""
+        batch = replace(self.markers.on_plan(batch), target=self.target.to_json())
         self._ensure_tables()  # before the plan is stored: a refused schema change leaves nothing behind
         loaded = self.dimensions.load_all() if batch.file_ranges else {}
         batch = replace(batch, dimensions={name: d.snapshot.to_json() for name, d in loaded.items()})
         version = self.store.write_plan(batch)
-        log.info("batch %d PLANNED: %d ranges, %d offsets, Hive partition %s", batch.batch_id,
-                 len(batch.file_ranges), batch.record_count, batch.partition_values)
+        log.info("batch %d %s PLANNED: %d ranges, %d offsets, Hive partition %s", batch.batch_id,
+                 batch.kind.value, len(batch.file_ranges), batch.record_count, batch.partition_values)
         faults.checkpoint("state:PLANNED")
         return self._complete(batch, version, resumed=False, loaded=loaded)
 
@@ -121,7 +155,10 @@ class Job:
         partitions = self.kafka.partitions(self.config.kafka.topics)
         marks = self.kafka.watermarks(partitions)
         committed = self.store.committed_offsets()
-        positions = [PartitionPosition(t, p, _value(committed.get((t, p))), *marks[(t, p)]) for t, p in partitions]
+        topic_ids = self.kafka.topic_ids(self.config.kafka.topics)
+        recreated = self._recreated(committed, marks, topic_ids)
+        positions = [PartitionPosition(t, p, _value(committed.get((t, p))), *marks[(t, p)], recreated.get((t, p), ""))
+                     for t, p in partitions]
         plan = plan_ranges(positions, self.config.job)
         for skipped in plan.skipped:
             log.error("SKIPPING LOST OFFSETS: %s", skipped.describe())
@@ -132,9 +169,36 @@ class Job:
         batch = Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
                       planned_at=planned_at.isoformat(timespec="seconds"),
                       partition_values=hive_partition_values(planned_at), ranges=plan.ranges,
-                      skipped=plan.skipped, planned_by=self.store.me.describe(), updated_at=utc_now_iso())
+                      skipped=plan.skipped, planned_by=self.store.me.describe(), updated_at=utc_now_iso(),
+                      topic_ids={t: i for t, i in topic_ids.items() if i})
         self._refuse_foreign_files(batch)
         return batch
+
+    def _recreated(self, committed, marks, topic_ids: dict[str, str | None]) -> dict[tuple[str, int], str]:
+        """Partitions whose committed offset belongs to an earlier incarnation of their topic.
+
+        The topic id decides where the broker reports one. The fingerprint of the last loaded
+        record is checked for the partitions with something to read (a recreated partition
+        with nothing to read costs nothing yet, and is checked when records arrive)."""
+        stored_ids = self.store.topic_ids()
+        reasons = {}
+        for (topic, partition) in marks:
+            reason = identity.topic_id_changed(topic, stored_ids.get(topic), topic_ids.get(topic))
+            if reason and (topic, partition) in committed:
+                reasons[(topic, partition)] = reason
+        wanted = {tp: c.last.offset for tp, c in committed.items()
+                  if tp in marks and tp not in reasons and c.last is not None
+                  and marks[tp][0] <= c.last.offset < min(c.value, marks[tp][1]) and marks[tp][1] > c.value}
+        for (topic, partition), found in self.kafka.records_at(wanted).items():
+            stored = committed[(topic, partition)].last
+            reason = identity.record_changed(topic, partition, stored, found)
+            if reason:
+                reasons[(topic, partition)] = reason
+            elif found is None or found.offset != stored.offset:
+                log.warning("%s[%d]: the last loaded record (offset %d) is gone from the log (compacted?); "
+                            "the record check cannot tell whether the topic was recreated", topic, partition,
+                            stored.offset)
+        return reasons
 
     def _next_batch_id(self) -> int:
         ids = self.store.batch_ids()
@@ -180,8 +244,10 @@ class Job:
         self._check_rejected_ratio(batch, rows, rejected)
         unmatched = {d.name: sum(r.unmatched.get(d.name, 0) for r in results)
                      for d in self.config.dimensions if d.joined}
+        last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record.to_json()
+                        for r in results if r.last_record is not None}
         return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
-                                  unmatched=unmatched or None)
+                                  unmatched=unmatched or None, last_records=last_records)
 
     def _run_tasks(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> list[RangeResult]:
         main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)

@@ -25,9 +25,11 @@ import hashlib
 import logging
 from pathlib import Path
 
+from etl.binding import OWNER_PROPERTY, check_owner
 from etl.config import HiveConfig
 from etl.errors import HiveError
 from etl.naming import partition_dir
+from etl.sql import quote_identifier, quote_literal
 from etl.schema import Column, load_table_schema, normalise_hive_type, render_ddl
 from etl.schema_evolution import plan_evolution
 from etl.warehouse import Warehouse
@@ -40,8 +42,10 @@ CASCADED_PROPERTY = "etl.cascaded_columns"
 
 
 class HiveRegistrar:
-    def __init__(self, spark, hive: HiveConfig, warehouse: Warehouse):
-        self.spark, self.hive, self.warehouse = spark, hive, warehouse
+    def __init__(self, spark, hive: HiveConfig, warehouse: Warehouse, owner: str | None = None):
+        """`owner`: the job's ZooKeeper path, recorded in (and checked against) each table's
+        etl.owner property (etl.binding); None only for read-only uses."""
+        self.spark, self.hive, self.warehouse, self.owner = spark, hive, warehouse, owner
 
     def ensure_tables(self) -> None:
         """Create the database, the table and its rejected companion if they are missing."""
@@ -54,12 +58,22 @@ class HiveRegistrar:
     def _ensure(self, table: str, ddl_file: Path, location: str) -> None:
         columns = load_table_schema(ddl_file).columns
         if self._table_exists(table):
+            self._claim(table)  # before any change: a table another job owns is not touched
             self._evolve(table, ddl_file, columns)
             return
         log.info("creating Hive table %s.%s from %s", self.hive.database, table, ddl_file)
         ddl = render_ddl(ddl_file, self.hive.database, table, self.warehouse.hive_uri(location))
         self._sql(ddl, f"create table {table}")
+        self._claim(table)
         self._mark_cascaded(table, columns)  # no partition yet: nothing to cascade to
+
+    def _claim(self, table: str) -> None:
+        if self.owner is None:
+            return
+        owner = self._property(table, OWNER_PROPERTY)
+        check_owner(self.hive.database, table, owner, self.owner)
+        if owner is None:
+            self._set_property(table, OWNER_PROPERTY, self.owner)
 
     # -- schema evolution -----------------------------------------------------------------
     def _evolve(self, table: str, ddl_file: Path, columns: tuple[Column, ...]) -> None:
@@ -100,6 +114,10 @@ class HiveRegistrar:
     def _mark_cascaded(self, table: str, columns: tuple[Column, ...]) -> None:
         self._sql(f"ALTER TABLE `{self.hive.database}`.`{table}` SET TBLPROPERTIES "
                   f"('{CASCADED_PROPERTY}'='{columns_fingerprint(columns)}')", f"set a property of {table}")
+
+    def _set_property(self, table: str, key: str, value: str) -> None:
+        self._sql(f"ALTER TABLE {quote_identifier(self.hive.database)}.{quote_identifier(table)} SET TBLPROPERTIES "
+                  f"({quote_literal(key)}={quote_literal(value)})", f"set a property of {table}")
 
     def _property(self, table: str, key: str) -> str | None:
         rows = self.spark.sql(f"SHOW TBLPROPERTIES `{self.hive.database}`.`{table}`").collect()

@@ -9,11 +9,12 @@ import logging
 import time
 from typing import Iterator
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from etl.config import KafkaConfig, RetryConfig
 from etl.errors import KafkaReadError, KafkaUnavailable, OffsetOutOfRange, TopicNotFound
+from etl.identity import RecordFingerprint, fingerprint
 from etl.partition_writer import RawChunk
 from etl.retry import retry_idempotent
 
@@ -25,6 +26,7 @@ RETRYABLE_KAFKA_CODES = frozenset({
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.NETWORK_EXCEPTION,
 })
 CONSUME_BATCH = 10_000
+NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # the all-zero UUID a broker without topic ids reports
 
 
 def consumer_settings(config: KafkaConfig, group: str) -> dict:
@@ -81,6 +83,49 @@ class KafkaMetadata:
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
         except KafkaException as exc:
             raise _as_unavailable(exc, "list offsets") from exc
+
+    def topic_ids(self, topics) -> dict[str, str | None]:
+        """Each topic's id, or None where the broker reports none (before Kafka 2.8)."""
+        if not topics:
+            return {}
+        futures = self.admin.describe_topics(TopicCollection(sorted(topics)),
+                                             request_timeout=self.config.metadata_timeout_seconds)
+        ids = {}
+        for topic, future in futures.items():
+            try:
+                topic_id = future.result().topic_id
+            except KafkaException as exc:
+                log.info("topic %s: the broker reports no topic id (%s); identity rests on record fingerprints",
+                         topic, exc)
+                topic_id = None
+            ids[topic] = None if topic_id is None or str(topic_id) == NO_TOPIC_ID else str(topic_id)
+        return ids
+
+    def records_at(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], RecordFingerprint | None]:
+        """The fingerprint of the record each partition holds at the given offset (or of the
+        next one, when that offset was compacted away); None where the log holds none."""
+        found: dict[tuple[str, int], RecordFingerprint | None] = {}
+        if not wanted:
+            return found
+        self.consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in wanted.items()])
+        try:
+            deadline = time.monotonic() + self.config.fetch_timeout_seconds
+            while len(found) < len(wanted) and time.monotonic() < deadline:
+                for message in self.consumer.consume(num_messages=len(wanted), timeout=1.0):
+                    key = (message.topic(), message.partition())
+                    if key in found or key not in wanted:
+                        continue
+                    if message.error() is None:
+                        found[key] = fingerprint(message.offset(), message.timestamp()[1], message.value())
+                    elif message.error().code() == KafkaError._PARTITION_EOF:
+                        found[key] = None
+        finally:
+            self.consumer.unassign()
+        missing = sorted(set(wanted) - set(found))
+        if missing:
+            raise KafkaUnavailable(f"Kafka served no record at the last committed offset of {missing[:5]} within "
+                                   f"{self.config.fetch_timeout_seconds}s; is the broker up?")
+        return found
 
     def _retry(self, fn, what: str):
         return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}", fn)

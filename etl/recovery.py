@@ -1,17 +1,23 @@
-"""`etl recover`: say what state a crash left the job in, then put it right.
+"""`etl recover`: say what state a crash or a mistake left the job in, then put it right.
 
 It completes an open batch with exactly its recorded ranges (missing files rewritten,
-partition registered, offsets committed) and deletes temp files, but only while holding the
-job lock, so it never touches what a live run is doing. What it must not fix silently (a
-file outside every plan, overlaps, gaps, a plan whose records Kafka no longer holds) it
-reports with what the operator can do, and exits non-zero without changing anything.
+partition registered, offsets committed), deletes temp files, moves files whose Parquet footer
+cannot be read out of the table (etl.aside), and rewrites every committed range that no file
+covers (a file deleted by hand, or moved out as broken) from Kafka, as a REPAIR batch, while
+Kafka still holds it. All of it only while holding the job lock, so it never touches what a live
+run is doing. What it must not fix silently (a file outside every plan, overlaps, offsets Kafka
+no longer holds) it reports with what the operator can do, and exits non-zero without changing
+anything. A gap Kafka no longer holds can be recorded as lost with --accept-loss, after which
+`etl verify` accepts it.
 """
 from __future__ import annotations
 
+import getpass
 import logging
 from dataclasses import dataclass
 
-from etl.batch import Batch, BatchState
+from etl.aside import aside_path, aside_root, move_aside
+from etl.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.config import Config
 from etl.driver import Job
 from etl.warehouse import Warehouse
@@ -20,7 +26,9 @@ from etl.fs import filesystem_for
 from etl.inventory import Inventory, take_inventory
 from etl.kafka_source import KafkaMetadata
 from etl.naming import partition_path
-from etl.verify import Problem, check_ranges
+from etl.reset import finish_pending_reset
+from etl.verify import Problem, Span, check_ranges, walk_partitions
+from etl.verify_deep import unreadable_files
 from etl.zk_store import ZkStateStore
 
 log = logging.getLogger(__name__)
@@ -38,13 +46,19 @@ class Assessment:
     problems: list[Problem]
     actions: list[str]
     open_batch: Batch | None
+    moving: list[str]  # files to move out of the table before their ranges are rewritten
+    rewrite: list[Span]  # committed ranges no file covers, that Kafka still holds
+    lost: list[Span]  # committed ranges no file covers, that Kafka no longer holds (with --accept-loss)
 
 
-def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory: Inventory) -> Assessment:
+def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory: Inventory, fs,
+           accept_loss: bool = False) -> Assessment:
     opened = store.open_batch()
     batch = opened[0] if opened else None
-    committed = store.committed_offsets()
-    problems = check_ranges(inventory, committed, batch, store.events())
+    committed, events = store.committed_offsets(), store.events()
+    moving = _files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch)
+    staying = _without(inventory, set(moving))
+    problems = [p for p in check_ranges(staying, committed, batch, events) if p.kind != "gap"]
     lines, actions = [], []
     if batch is None:
         last = store.last_batch()
@@ -55,9 +69,70 @@ def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory:
         lines += _describe_open(batch, missing)
         problems += _lost_from_kafka(batch, missing, kafka)
         actions += _open_batch_actions(batch, missing)
+    if store.pending_reset() is not None:
+        actions.insert(0, "finish the offset reset that a dead `etl reset-offsets` left half done")
     if inventory.temps:
         actions.append(f"delete {len(inventory.temps)} temp files left by dead attempts")
-    return Assessment(lines, problems, actions, batch)
+    if moving:
+        actions.append(f"move {len(moving)} files out of the table (unreadable, or the rejected companion of a "
+                       f"range to rewrite): {', '.join(moving[:3])}")
+    gaps = [gap for walk in walk_partitions(staying, committed, batch, events) for gap in walk.gaps]
+    rewrite, lost = _split_by_kafka(gaps, kafka) if gaps else ([], [])
+    if rewrite:
+        actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka: "
+                       f"{', '.join(_describe(s) for s in rewrite[:5])}")
+    if lost and accept_loss:
+        actions.append(f"record {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
+    elif lost:
+        problems += [_lost(s) for s in lost]
+    return Assessment(lines, problems, actions, batch, moving, rewrite, lost)
+
+
+def _files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | None) -> list[str]:
+    """Unreadable files, with their main or rejected companion (a range is rewritten whole, both
+    files), and rejected files whose main file is gone (their range is rewritten, rejected rows
+    included, so the old ones must leave the table) unless an open batch is still writing them."""
+    planned = {(r.topic, r.partition, r.start, r.end) for r in batch.file_ranges} if batch else set()
+    main = {(f.partition_path, f.range): f.path for f in inventory.files}
+    rejected = {(f.partition_path, f.range): f.path for f in inventory.rejected}
+    moving = set(unreadable)
+    for key, path in rejected.items():
+        r = key[1]
+        if key not in main and (r.topic, r.partition, r.start, r.end) not in planned:
+            moving.add(path)
+    for key in set(main) | set(rejected):
+        if main.get(key) in unreadable or rejected.get(key) in unreadable:
+            moving.update(p for p in (main.get(key), rejected.get(key)) if p)
+    return sorted(moving)
+
+
+def _without(inventory: Inventory, paths: set[str]) -> Inventory:
+    return Inventory([f for f in inventory.files if f.path not in paths],
+                     [f for f in inventory.rejected if f.path not in paths], inventory.temps)
+
+
+def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata) -> tuple[list[Span], list[Span]]:
+    """Each gap split at the earliest offset Kafka still holds: what can be rewritten, what is lost."""
+    marks = kafka.watermarks(sorted({(g.topic, g.partition) for g in gaps}))
+    rewrite, lost = [], []
+    for g in gaps:
+        low = marks[(g.topic, g.partition)][0]
+        if g.lo < low:
+            lost.append(Span(g.topic, g.partition, g.lo, min(low, g.hi), None))
+        if g.hi > low:
+            rewrite.append(Span(g.topic, g.partition, max(g.lo, low), g.hi, None))
+    return rewrite, lost
+
+
+def _describe(span: Span) -> str:
+    return f"{span.topic}[{span.partition}] [{span.lo}, {span.hi})"
+
+
+def _lost(span: Span) -> Problem:
+    return Problem("lost", _describe(span), "committed offsets that no file covers, and Kafka no longer holds "
+                   "them (retention or a recreated topic)",
+                   "restore the files from a backup if there is one; otherwise record the loss with "
+                   "`etl recover --accept-loss`, after which `etl verify` accepts the gap")
 
 
 def _missing_files(batch: Batch, inventory: Inventory) -> list:
@@ -98,7 +173,7 @@ def _lost_from_kafka(batch: Batch, missing: list, kafka: KafkaMetadata) -> list[
             for r in missing if r.start < marks[(r.topic, r.partition)][0]]
 
 
-def recover(config: Config, dry_run: bool, out=print) -> int:
+def recover(config: Config, dry_run: bool, accept_loss: bool = False, out=print) -> int:
     fs = filesystem_for(config.warehouse)
     warehouse = Warehouse.of(config)
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
@@ -110,11 +185,11 @@ def recover(config: Config, dry_run: bool, out=print) -> int:
         kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
         try:
             inventory = take_inventory(fs, warehouse.table_root, warehouse.rejected_root)
-            found = assess(config, store, kafka, inventory)
+            found = assess(config, store, kafka, inventory, fs, accept_loss)
             _report(found, out)
             if found.problems or dry_run or not found.actions:
                 return EXIT_BATCH_FAILED if found.problems else EXIT_OK
-            return _repair(config, store, kafka, fs, inventory, found, out)
+            return _repair(config, store, kafka, fs, warehouse, inventory, found, out)
         finally:
             kafka.close()
 
@@ -134,20 +209,54 @@ def _report(found: Assessment, out) -> None:
         out("nothing to repair")
 
 
-def _repair(config, store, kafka, fs, inventory: Inventory, found: Assessment, out) -> int:
+def _repair(config, store, kafka, fs, warehouse: Warehouse, inventory: Inventory, found: Assessment, out) -> int:
     if store.acquire_lock() is not None:
         out("another run took the lock meanwhile; nothing was changed")
         return EXIT_OK
     try:
+        finish_pending_reset(store, fs, out)
         for path in inventory.temps:
             fs.delete(path)
-        if found.open_batch is not None:
+        if found.moving:
+            _move_out(store, fs, warehouse, config.job.name, found.moving, out)
+        job = None
+        if found.open_batch is not None or found.rewrite:
             from etl.runner import writer_spec
             from etl.spark_session import build_spark
             job = Job(config, store, kafka, writer_spec(config), lambda: build_spark(config))
-            summary = job.run_once()
-            out(f"done: {summary.describe()}")
+        if found.open_batch is not None:
+            out(f"done: {job.run_once().describe()}")
+        if found.lost:
+            _record_losses(store, found.lost, out)
+        if found.rewrite:
+            out(f"done: {job.repair(_repair_ranges(store, found.rewrite, config.job.max_records_per_partition)).describe()}")
         out(f"done: deleted {len(inventory.temps)} temp files" if inventory.temps else "done")
     finally:
         store.release_lock()
     return EXIT_OK
+
+
+def _move_out(store, fs, warehouse: Warehouse, job_name: str, paths: list[str], out) -> None:
+    at = utc_now_iso()
+    root = aside_root(warehouse.fs_root, job_name, at)
+    moves = [(path, aside_path(warehouse.fs_root, root, path)) for path in paths]
+    move_aside(fs, moves)
+    store.record_event({"kind": "moved_aside", "at": at, "user": getpass.getuser(), "by": "etl recover",
+                        "moves": [list(m) for m in moves]})
+    out(f"done: moved {len(moves)} files out of the table, to {root}")
+
+
+def _record_losses(store, lost: list[Span], out) -> None:
+    at, user = utc_now_iso(), getpass.getuser()
+    for span in lost:
+        store.record_event({"kind": "accepted_loss", "at": at, "user": user, "topic": span.topic,
+                            "partition": span.partition, "committed": span.lo, "restart_at": span.hi})
+    out(f"done: recorded {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
+
+
+def _repair_ranges(store, spans: list[Span], cap: int) -> list[OffsetRange]:
+    """The gaps as ranges of a REPAIR batch, at most `cap` offsets each; each expects its
+    partition's committed offset not to move until the repair commits."""
+    committed = store.committed_offsets()
+    return [OffsetRange(s.topic, s.partition, lo, min(lo + cap, s.hi), committed[(s.topic, s.partition)].value)
+            for s in spans for lo in range(s.lo, s.hi, cap)]

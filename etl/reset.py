@@ -3,16 +3,28 @@
 Refused while a run holds the lock or a batch is open (the open plan would no longer match
 the offsets). Every reset is stored in ZooKeeper as an event with time, user, old and new
 offsets; `etl status` lists them and `etl verify` accepts the gaps they explain.
+
+Backwards never duplicates. A reset to an offset inside a committed file is refused (a file
+is loaded whole). A reset backwards over committed files is refused, unless --move-aside moves
+those files (and their rejected companions) out of the table in the same recorded operation:
+the plan is written to ZooKeeper first, then the files are moved, then the offsets move in one
+fenced transaction with the event. A run that dies in between is finished by the next
+`reset-offsets`, `recover` or `run`. A reset also accepts the topic as it is now: the topic ids
+are stored anew and the last-record fingerprints dropped (etl.identity).
 """
 from __future__ import annotations
 
 import getpass
 import re
 
+from etl.aside import aside_path, aside_root, move_aside
 from etl.batch import utc_now_iso
 from etl.config import Config
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError
+from etl.fs import filesystem_for
+from etl.inventory import Inventory, take_inventory
 from etl.kafka_source import KafkaMetadata
+from etl.warehouse import Warehouse
 from etl.zk_store import ZkStateStore
 
 _EXPLICIT = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+):(?P<partition>\d+)=(?P<offset>\d+)$")
@@ -49,7 +61,7 @@ def plan_changes(config: Config, store: ZkStateStore, kafka: KafkaMetadata, targ
     return changes
 
 
-def reset_offsets(config: Config, to: list[str], yes: bool, out=print) -> int:
+def reset_offsets(config: Config, to: list[str], yes: bool, move_aside: bool = False, out=print) -> int:
     targets = parse_targets(to)
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         holder = store.acquire_lock()
@@ -57,12 +69,13 @@ def reset_offsets(config: Config, to: list[str], yes: bool, out=print) -> int:
             out(f"refused: a run holds the job lock ({holder.describe()}); try again when it has finished")
             return EXIT_BATCH_FAILED
         try:
-            return _reset_locked(config, store, targets, yes, out)
+            finish_pending_reset(store, filesystem_for(config.warehouse), out)
+            return _reset_locked(config, store, targets, yes, move_aside, out)
         finally:
             store.release_lock()
 
 
-def _reset_locked(config, store, targets, yes, out) -> int:
+def _reset_locked(config, store, targets, yes, move_aside, out) -> int:
     opened = store.open_batch()
     if opened:
         out(f"refused: batch {opened[0].batch_id} is open ({opened[0].state.value}); run `etl recover` first")
@@ -70,17 +83,69 @@ def _reset_locked(config, store, targets, yes, out) -> int:
     kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
     try:
         changes = plan_changes(config, store, kafka, targets)
+        topic_ids = kafka.topic_ids(sorted({c["topic"] for c in changes}))
     finally:
         kafka.close()
+    warehouse, fs = Warehouse.of(config), filesystem_for(config.warehouse)
+    inventory = take_inventory(fs, warehouse.table_root, warehouse.rejected_root)
+    refusals, moving = _backwards(changes, inventory, move_aside)
     for c in changes:
-        backwards = c["old"] is not None and c["new"] < c["old"]
-        note = "  (BACKWARDS: offsets already loaded will be loaded again; move their files out first)" \
-            if backwards else ""
-        out(f"{c['topic']}[{c['partition']}]: {c['old']} -> {c['new']}{note}")
+        out(f"{c['topic']}[{c['partition']}]: {c['old']} -> {c['new']}"
+            f"{'  (backwards)' if c['old'] is not None and c['new'] < c['old'] else ''}")
+    for refusal in refusals:
+        out(f"refused: {refusal}")
+    if refusals:
+        out("nothing changed")
+        return EXIT_USAGE
+    at = utc_now_iso()
+    root = aside_root(warehouse.fs_root, config.job.name, at)
+    moves = [(path, aside_path(warehouse.fs_root, root, path)) for path in moving]
+    for source, target in moves:
+        out(f"move out of the table: {source} -> {target}")
     if not yes:
         out("nothing changed: pass --yes to apply")
         return EXIT_USAGE
-    store.reset_offsets(changes, {"kind": "reset", "at": utc_now_iso(), "user": getpass.getuser(),
-                                  "changes": changes})
-    out(f"reset {len(changes)} offsets; recorded in ZooKeeper")
+    event = {"kind": "reset", "at": at, "user": getpass.getuser(), "changes": changes,
+             "moved_aside": [list(m) for m in moves]}
+    store.write_pending_reset({"changes": changes, "event": event, "topic_ids": topic_ids})
+    finish_pending_reset(store, fs, out)
     return EXIT_OK
+
+
+def _backwards(changes: list[dict], inventory: Inventory, move_aside: bool) -> tuple[list[str], list[str]]:
+    """What a backwards reset must refuse, and the files it moves out of the table: every
+    committed file (and its rejected companion) at or after the new offset, so that the
+    offsets are loaded again exactly once. An offset inside a file is always refused."""
+    refusals, moving = [], []
+    files = inventory.files + inventory.rejected
+    for c in changes:
+        if c["old"] is None or c["new"] >= c["old"]:
+            continue
+        mine = [f for f in files if (f.range.topic, f.range.partition) == (c["topic"], c["partition"])]
+        inside = [f for f in mine if f.range.start < c["new"] < f.range.end]
+        after = [f.path for f in mine if f.range.start >= c["new"]]
+        where = f"{c['topic']}[{c['partition']}] -> {c['new']}"
+        if inside:
+            refusals.append(f"{where} is inside {inside[0].path}, which holds offsets [{inside[0].range.start}, "
+                            f"{inside[0].range.end}): reset to {inside[0].range.start} or {inside[0].range.end} "
+                            f"instead (a file is loaded or reloaded whole)")
+        elif after and not move_aside:
+            refusals.append(f"{where} is backwards over {len(after)} committed files (e.g. {after[0]}): loading "
+                            f"them again would put their records in the table twice. Pass --move-aside to move "
+                            f"them out of the table (kept under _etl_moved_aside) in the same operation")
+        moving += after
+    return refusals, sorted(moving)
+
+
+def finish_pending_reset(store, fs, out=print) -> None:
+    """Complete a reset that was recorded but not finished (its run died between moving its files
+    and committing its offsets): the moves are idempotent, the offsets move from the recorded old
+    values, and the event is written with them."""
+    pending = store.pending_reset()
+    if pending is None:
+        return
+    moves = [tuple(m) for m in pending["event"]["moved_aside"]]
+    move_aside(fs, moves)
+    store.finish_reset(pending["changes"], pending["event"], pending["topic_ids"])
+    out(f"reset {len(pending['changes'])} offsets and moved {len(moves)} files out of the table; recorded in "
+        f"ZooKeeper")

@@ -10,8 +10,10 @@ from etl.dimensions import DimensionLoader
 from etl.driver import Job
 from etl.enrichment import check_against_schema, enriched_columns
 from etl.errors import EXIT_OK
+from etl.fs import filesystem_for
 from etl.kafka_source import KafkaMetadata
 from etl.partition_writer import WriterSpec
+from etl.reset import finish_pending_reset
 from etl.schema import load_table_schema
 from etl.transform import load_transform
 from etl.zk_store import ZkStateStore
@@ -53,6 +55,7 @@ def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batc
 
 
 def _run_locked(config, store, spec, loop, interval, max_batches) -> None:
+    finish_pending_reset(store, filesystem_for(config.warehouse), log.warning)  # a reset that died half-way
     kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
     try:
         kafka.partitions(config.kafka.topics)  # a missing topic fails before Spark starts

@@ -79,5 +79,11 @@ def _describe_event(event: dict) -> str:
                 f"(Kafka held [{event['low']}, {event['high']}])")
     if event.get("kind") == "reset":
         moves = ", ".join(f"{c['topic']}[{c['partition']}] {c['old']} -> {c['new']}" for c in event["changes"])
-        return f"offsets reset at {event['at']} by {event['user']}: {moves}"
+        aside = f"; {len(event['moved_aside'])} files moved out of the table" if event.get("moved_aside") else ""
+        return f"offsets reset at {event['at']} by {event['user']}: {moves}{aside}"
+    if event.get("kind") == "accepted_loss":
+        return (f"{event['topic']}[{event['partition']}] offsets [{event['committed']}, {event['restart_at']}) "
+                f"recorded as lost at {event['at']} by {event['user']} (etl recover --accept-loss)")
+    if event.get("kind") == "moved_aside":
+        return f"{len(event['moves'])} files moved out of the table at {event['at']} by {event['user']} ({event['by']})"
     return str(event)

@@ -23,6 +23,7 @@ from etl.commit import publish
 from etl.config import KafkaConfig, WarehouseConfig
 from etl.dimensions import from_ipc
 from etl.fs import filesystem_for
+from etl.identity import RecordFingerprint, fingerprint
 from etl.kafka_source import read_range
 from etl.naming import temp_name
 from etl.partition_writer import UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
@@ -50,6 +51,9 @@ class RangeResult:
     rows: int
     rejected: int
     unmatched: Mapping[str, int] = field(default_factory=dict)  # per joined dimension: rows with no match
+    # The range's last record, the witness of the topic's identity (etl.identity); None on a
+    # replay (the file was there: nothing was read) or when the range held no record.
+    last_record: RecordFingerprint | None = None
 
 
 def run_range_task(task: RangeTask, lookups: Mapping[str, object] | None = None) -> RangeResult:
@@ -72,14 +76,17 @@ def _write_and_publish(fs, task: RangeTask, main_final: str, tables) -> RangeRes
     with PartitionWriter(fs, task.writer, r.topic, r.partition, main_temp, rejected_temp, tables) as writer:
         chunks = read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
                             with_keys=task.writer.key_column is not None)
+        last = None
         for chunk in prefetched(chunks, READ_AHEAD_CHUNKS, name=f"read {r.topic}[{r.partition}]"):
             writer.write(chunk)
+            last = chunk
             faults.checkpoint(f"writing:{r.partition}")
         counts = writer.close()
     if counts.rejected:
         publish(fs, rejected_temp, rejected_final)
     published = publish(fs, main_temp, main_final)
-    return RangeResult(r, published, counts.rows, counts.rejected, counts.unmatched)
+    witness = fingerprint(last.offsets[-1], last.timestamps_ms[-1], last.values[-1]) if last else None
+    return RangeResult(r, published, counts.rows, counts.rejected, counts.unmatched, witness)
 
 
 def _replayed(fs, task: RangeTask, main_final: str) -> RangeResult:

@@ -9,10 +9,12 @@ every committed offset is in the table, in the rejected table, or absent from Ka
 """
 from __future__ import annotations
 
+import posixpath
 from dataclasses import asdict, dataclass
 
 from etl.batch import Batch
 from etl.inventory import Inventory, WarehouseFile
+from etl.naming import partition_path
 from etl.zk_store import CommittedOffset
 
 MAX_LISTED = 20
@@ -33,10 +35,11 @@ class Problem:
 
 
 def explained_jumps(events: list[dict]) -> set[tuple[str, int, int, int]]:
-    """(topic, partition, from, to) moves of the committed offset that ZooKeeper recorded."""
+    """(topic, partition, from, to) moves of the committed offset that ZooKeeper recorded, and
+    gaps an operator accepted as lost (`etl recover --accept-loss`)."""
     jumps = set()
     for event in events:
-        if event.get("kind") == "skipped":
+        if event.get("kind") in ("skipped", "accepted_loss"):
             jumps.add((event["topic"], event["partition"], event["committed"], event["restart_at"]))
         elif event.get("kind") == "reset":
             for change in event["changes"]:
@@ -45,54 +48,103 @@ def explained_jumps(events: list[dict]) -> set[tuple[str, int, int, int]]:
     return jumps
 
 
+@dataclass(frozen=True)
+class Span:
+    """Offsets [lo, hi) of one Kafka partition that must be in the table: a committed file's
+    range, or a gap (file None) that no file covers and no record explains."""
+
+    topic: str
+    partition: int
+    lo: int
+    hi: int
+    file: WarehouseFile | None
+
+
 def check_ranges(inventory: Inventory, committed: dict[tuple[str, int], CommittedOffset],
                  open_batch: Batch | None, events: list[dict]) -> list[Problem]:
-    jumps = explained_jumps(events)
-    planned = {(r.topic, r.partition, r.start, r.end) for r in open_batch.file_ranges} if open_batch else set()
     problems = []
-    for key, files in sorted(inventory.by_partition().items()):
-        offset = committed.get(key)
-        problems += _check_partition(key, files, None if offset is None else offset.value, planned, jumps)
-    problems += _check_rejected(inventory, planned)
+    for walk in walk_partitions(inventory, committed, open_batch, events):
+        problems += walk.problems
+    problems += _check_rejected(inventory, _planned(open_batch))
     return problems
 
 
-def _check_partition(key, files: list[WarehouseFile], committed: int | None, planned, jumps) -> list[Problem]:
+@dataclass(frozen=True)
+class PartitionWalk:
+    spans: list[Span]
+    problems: list[Problem]
+
+    @property
+    def gaps(self) -> list[Span]:
+        return [s for s in self.spans if s.file is None]
+
+
+def walk_partitions(inventory: Inventory, committed: dict[tuple[str, int], CommittedOffset],
+                    open_batch: Batch | None, events: list[dict]) -> list[PartitionWalk]:
+    """Every Kafka partition with a committed offset or a file, walked from where the job started
+    reading it (ZooKeeper's record, not the first file found) to its committed offset."""
+    jumps, planned, by_partition = explained_jumps(events), _planned(open_batch), inventory.by_partition()
+    return [_walk(key, by_partition.get(key, []), committed.get(key), planned, jumps)
+            for key in sorted(set(by_partition) | set(committed))]
+
+
+def _planned(open_batch: Batch | None) -> set:
+    return {(r.topic, r.partition, r.start, r.end) for r in open_batch.file_ranges} if open_batch else set()
+
+
+def _walk(key, files: list[WarehouseFile], offset: CommittedOffset | None, planned, jumps) -> PartitionWalk:
     topic, partition = key
     where = f"{topic}[{partition}]"
-    problems, previous = [], None
-    for f in files:
+    committed = None if offset is None else offset.value
+    loaded = [f for f in files if committed is not None and f.range.end <= committed]
+    problems = [_uncovered(where, f, committed) for f in files if f not in loaded
+                and (f.range.topic, f.range.partition, f.range.start, f.range.end) not in planned]
+    if committed is None:
+        return PartitionWalk([], problems)
+    # A job state written before origins were recorded: start at the first file, as before.
+    origin = offset.origin if offset.origin is not None else (loaded[0].range.start if loaded else committed)
+    spans, cursor, previous = [], origin, None
+    for f in loaded:
         r = f.range
-        if committed is None or r.end > committed:
-            if (r.topic, r.partition, r.start, r.end) not in planned:
-                problems.append(_uncovered(where, f, committed))
-            continue
-        if previous is not None:
-            problems += _between(where, previous, f, jumps)
-        previous = f
-    if previous is not None and committed is not None and previous.range.end != committed \
-            and (topic, partition, previous.range.end, committed) not in jumps:
-        problems.append(Problem("gap", where, f"the last committed file ends at {previous.range.end} but the "
-                                f"committed offset is {committed}: offsets [{previous.range.end}, {committed}) "
-                                f"are in no file", _GAP_ACTION))
-    return problems
+        if r.start < cursor:
+            problems.append(_overlap(where, previous, f, cursor) if previous else _before_origin(where, f, origin))
+        elif r.start > cursor and (topic, partition, cursor, r.start) not in jumps:
+            spans.append(Span(topic, partition, cursor, r.start, None))
+            problems.append(_gap(where, cursor, r.start, previous, f))
+        spans.append(Span(topic, partition, r.start, r.end, f))
+        cursor, previous = max(cursor, r.end), f
+    if cursor < committed and (topic, partition, cursor, committed) not in jumps:
+        spans.append(Span(topic, partition, cursor, committed, None))
+        problems.append(_gap(where, cursor, committed, previous, None))
+    return PartitionWalk(spans, problems)
 
 
-def _between(where: str, previous: WarehouseFile, current: WarehouseFile, jumps) -> list[Problem]:
-    a, b = previous.range, current.range
-    if b.start < a.end:
-        return [Problem("overlap", where, f"{previous.path} and {current.path} both cover offsets "
-                        f"[{b.start}, {min(a.end, b.end)}): those records are in the table twice",
-                        "move the file that should not be there (usually the later copy from a manual "
-                        "reset or a restored backup) out of the warehouse, then run `etl verify` again")]
-    if b.start > a.end and (a.topic, a.partition, a.end, b.start) not in jumps:
-        return [Problem("gap", where, f"no file covers offsets [{a.end}, {b.start}) between {previous.path} "
-                        f"and {current.path}, and ZooKeeper records no skip or reset there", _GAP_ACTION)]
-    return []
+def _gap(where: str, lo: int, hi: int, before: WarehouseFile | None, after: WarehouseFile | None) -> Problem:
+    around = (f"between {before.path} and {after.path}" if before and after else
+              f"after {before.path}, up to the committed offset" if before else
+              f"before {after.path}, from where the job started reading" if after else
+              "from where the job started reading up to the committed offset: the partition has no file at all")
+    return Problem("gap", where, f"no file covers offsets [{lo}, {hi}) {around}, and ZooKeeper records no skip or "
+                   f"reset there", _GAP_ACTION)
 
 
-_GAP_ACTION = ("a file was deleted or moved by hand: restore it from backup; if it is gone, reload the "
-               "offsets with `etl reset-offsets` (see the README, 'When a run crashed')")
+def _overlap(where: str, previous: WarehouseFile, current: WarehouseFile, cursor: int) -> Problem:
+    return Problem("overlap", where, f"{previous.path} and {current.path} both cover offsets "
+                   f"[{current.range.start}, {min(cursor, current.range.end)}): those records are in the table twice",
+                   "move the file that should not be there (usually the later copy from a manual reset or a "
+                   "restored backup) out of the warehouse, then run `etl verify` again")
+
+
+def _before_origin(where: str, f: WarehouseFile, origin: int) -> Problem:
+    return Problem("uncovered_file", where, f"{f.path} covers offsets [{f.range.start}, {f.range.end}), before "
+                   f"offset {origin} where this job started reading the partition",
+                   "it was not written by this job (another job writing to the same table, a copied file?): move "
+                   "it out of the warehouse after checking where it came from")
+
+
+_GAP_ACTION = ("a file was deleted or moved by hand: run `etl recover`, which rewrites the range from Kafka while "
+               "Kafka still holds it; otherwise restore the file from a backup, or record the loss with "
+               "`etl recover --accept-loss`")
 
 
 def _uncovered(where: str, f: WarehouseFile, committed: int | None) -> Problem:
@@ -121,91 +173,27 @@ def check_temps(inventory: Inventory, lock_held_by: str | None) -> list[Problem]
                     "run `etl recover`, which deletes them (they are never part of the table)")]
 
 
-def check_registered(inventory: Inventory, registered: set[str], open_batch: Batch | None) -> list[Problem]:
-    open_path = "/".join(f"{k}={v}" for k, v in open_batch.partition_values.items()) if open_batch else None
-    missing = sorted({f.partition_path for f in inventory.files if f.partition_path not in registered
+def check_registered(inventory: Inventory, locations: dict[str, str], expected: dict[str, str],
+                     open_batch: Batch | None) -> list[Problem]:
+    """Every folder with committed files is a partition of the table, registered at that folder.
+
+    `locations`: partition path -> the location the metastore holds; `expected`: partition path ->
+    the location this job writes to. A partition registered elsewhere (after [warehouse] url
+    changed, or by hand) hides the files the job writes: analysts would never see them."""
+    from etl.hive import same_location
+    open_path = partition_path(open_batch.partition_values) if open_batch else None
+    missing = sorted({f.partition_path for f in inventory.files if f.partition_path not in locations
                       and f.partition_path != open_path})
-    return [Problem("unregistered_partition", path, "holds committed files but is not a partition of the Hive "
-                    "table, so analysts do not see them",
-                    "run `etl recover` (it registers the partitions of the open batch) or ALTER TABLE ... ADD "
-                    "PARTITION for this directory") for path in missing]
-
-
-def check_deep(spark, database: str, tables: tuple[str, str], inventory: Inventory,
-               committed: dict[tuple[str, int], CommittedOffset], events: list[dict],
-               offsets_in_kafka) -> list[Problem]:
-    """Read the table and its rejected companion through Hive. `offsets_in_kafka(topic,
-    partition, start, end)` returns the offsets Kafka holds in [start, end), or None if
-    Kafka no longer holds that range at all."""
-    union = _lineage_union(spark, database, tables)
-    union.createOrReplaceTempView("etl_verify_rows")
-    problems = _duplicates(spark)
-    ranges = _committed_ranges(inventory, committed, explained_jumps(events))
-    if not ranges:
-        return problems
-    spark.createDataFrame(ranges, "t string, p int, lo long, hi long").createOrReplaceTempView("etl_verify_ranges")
-    found = {(r.t, r.p, r.lo): r.n for r in spark.sql(
-        "SELECT r.t, r.p, r.lo, count(DISTINCT v.o) AS n FROM etl_verify_ranges r LEFT JOIN etl_verify_rows v "
-        "ON v.t = r.t AND v.p = r.p AND v.o >= r.lo AND v.o < r.hi GROUP BY r.t, r.p, r.lo").collect()}
-    for t, p, lo, hi in ranges:
-        if found.get((t, p, lo), 0) < hi - lo:
-            problems += _missing(spark, t, p, lo, hi, offsets_in_kafka)
-    return problems
-
-
-def _lineage_union(spark, database: str, tables: tuple[str, str]):
-    frames = []
-    for table in tables:
-        spark.sql(f"REFRESH TABLE `{database}`.`{table}`")
-        frames.append(spark.sql(f"SELECT kafka_topic AS t, kafka_partition AS p, kafka_offset AS o "
-                                f"FROM `{database}`.`{table}`"))
-    return frames[0].unionAll(frames[1])
-
-
-def _duplicates(spark) -> list[Problem]:
-    rows = spark.sql("SELECT t, p, o, count(*) AS n FROM etl_verify_rows GROUP BY t, p, o HAVING count(*) > 1 "
-                     f"ORDER BY t, p, o LIMIT {MAX_LISTED}").collect()
-    return [Problem("duplicate_offset", f"{r.t}[{r.p}] offset {r.o}", f"appears {r.n} times in the table and its "
-                    f"rejected table", "run `etl verify` (without --deep) to find the overlapping files")
-            for r in rows]
-
-
-def _committed_ranges(inventory: Inventory, committed, jumps) -> list[tuple[str, int, int, int]]:
-    """Every committed offset range a row must exist for: the files' ranges, plus the gaps
-    between them (and up to the committed offset) that no recorded skip or reset explains."""
-    ranges = []
-    for (topic, partition), files in inventory.by_partition().items():
-        if (topic, partition) not in committed:
-            continue
-        upto, cursor = committed[(topic, partition)].value, None
-        for f in (f for f in files if f.range.end <= upto):
-            if cursor is not None and f.range.start > cursor and (topic, partition, cursor, f.range.start) not in jumps:
-                ranges.append((topic, partition, cursor, f.range.start))
-            ranges.append((topic, partition, f.range.start, f.range.end))
-            cursor = f.range.end
-        if cursor is not None and cursor < upto and (topic, partition, cursor, upto) not in jumps:
-            ranges.append((topic, partition, cursor, upto))
-    return ranges
-
-
-def _missing(spark, t: str, p: int, lo: int, hi: int, offsets_in_kafka) -> list[Problem]:
-    spark.range(lo, hi).createOrReplaceTempView("etl_verify_expected")
-    absent = [r.id for r in spark.sql(
-        f"SELECT e.id FROM etl_verify_expected e LEFT ANTI JOIN (SELECT o FROM etl_verify_rows "
-        f"WHERE t = '{t}' AND p = {p}) v ON v.o = e.id ORDER BY e.id").collect()]
-    in_kafka = offsets_in_kafka(t, p, absent[0], absent[-1] + 1)
-    where = f"{t}[{p}] offsets [{lo}, {hi})"
-    if in_kafka is None:
-        return [Problem("unverifiable", where, f"{len(absent)} offsets are not in the table (first {absent[0]}) "
-                        f"and Kafka no longer holds them, so compaction cannot be told from loss",
-                        "compare the file's row count with the producer's records if this matters")]
-    lost = sorted(set(absent) & set(in_kafka))
-    if not lost:
-        return []  # compacted away or transaction markers: never records
-    return [Problem("missing_offset", where, f"{len(lost)} offsets Kafka still holds are in neither the table "
-                    f"nor the rejected table, e.g. {lost[:5]}",
-                    "the file's content does not match its name: move the file out and reload its range "
-                    "(`etl reset-offsets` to its start), then run `etl verify --deep` again")]
+    problems = [Problem("unregistered_partition", path, "holds committed files but is not a partition of the Hive "
+                        "table, so analysts do not see them",
+                        "run `etl recover` (it registers the partitions of the open batch) or ALTER TABLE ... ADD "
+                        "PARTITION for this directory") for path in missing]
+    return problems + [
+        Problem("wrong_location", path, f"the Hive partition points to {location}, but this job writes its files "
+                f"to {expected[path]}: analysts do not see them",
+                "if [warehouse] url was changed by mistake, change it back; otherwise point the partition at the "
+                "job's folder: ALTER TABLE ... PARTITION (...) SET LOCATION '<the job's folder>'")
+        for path, location in sorted(locations.items()) if path in expected and not same_location(location, expected[path])]
 
 
 @dataclass(frozen=True)
@@ -233,14 +221,14 @@ class VerifyReport:
 
 def run_verify(config, deep: bool) -> VerifyReport:
     from etl.fs import filesystem_for
+    from etl.hive import partition_locations
     from etl.inventory import take_inventory
-    from etl.kafka_source import KafkaMetadata
     from etl.spark_session import build_spark
     from etl.warehouse import Warehouse
     from etl.zk_store import ZkStateStore
 
-    warehouse = Warehouse.of(config)
-    inventory = take_inventory(filesystem_for(config.warehouse), warehouse.table_root, warehouse.rejected_root)
+    warehouse, fs = Warehouse.of(config), filesystem_for(config.warehouse)
+    inventory = take_inventory(fs, warehouse.table_root, warehouse.rejected_root)
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         committed, opened, events = store.committed_offsets(), store.open_batch(), store.events()
         holder = store.lock_holder()
@@ -248,27 +236,25 @@ def run_verify(config, deep: bool) -> VerifyReport:
     problems = check_ranges(inventory, committed, open_batch, events)
     problems += check_temps(inventory, holder.describe() if holder else None)
     spark = build_spark(config)
-    problems += check_registered(inventory, registered_partitions(spark, config.hive), open_batch)
+    for table, root in ((config.hive.table, warehouse.table_root), (config.hive.rejected_table, warehouse.rejected_root)):
+        locations = partition_locations(spark, config.hive.database, table)
+        expected = {path: warehouse.hive_uri(posixpath.join(root, path)) for path in locations}
+        problems += check_registered(inventory if table == config.hive.table else Inventory(), locations, expected,
+                                     open_batch)
     if deep:
-        kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
-        try:
-            problems += check_deep(spark, config.hive.database, (config.hive.table, config.hive.rejected_table),
-                                   inventory, committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))
-        finally:
-            kafka.close()
-    return VerifyReport(problems, len(inventory.by_partition()), len(inventory.files), deep)
+        problems += _deep(config, spark, fs, inventory, committed, events)
+    return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.files), deep)
 
 
-def registered_partitions(spark, hive) -> set[str]:
-    rows = spark.sql(f"SHOW PARTITIONS `{hive.database}`.`{hive.table}`").collect()
-    return {row[0] for row in rows}
-
-
-def offsets_in_kafka(config, kafka, topic: str, partition: int, start: int, end: int) -> list[int] | None:
-    from etl.kafka_source import read_range
-    low, high = kafka.watermarks([(topic, partition)])[(topic, partition)]
-    if start < low:
-        return None
-    end = min(end, high)
-    return [o for chunk in read_range(config.kafka, f"etl-{config.job.name}-verify", topic, partition, start, end,
-                                      with_keys=False) for o in chunk.offsets] if end > start else []
+def _deep(config, spark, fs, inventory: Inventory, committed, events) -> list[Problem]:
+    from etl.kafka_source import KafkaMetadata
+    from etl.verify_deep import check_deep, check_readable, offsets_in_kafka
+    broken = check_readable(fs, inventory)
+    if broken:
+        return broken  # one broken file fails every read of the table: name them, read no rows
+    kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+    try:
+        return check_deep(spark, config.hive.database, (config.hive.table, config.hive.rejected_table), inventory,
+                          committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))
+    finally:
+        kafka.close()

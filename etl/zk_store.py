@@ -23,9 +23,11 @@ from kazoo.exceptions import (ConnectionLoss, NoAuthError, NodeExistsError, NoNo
 from kazoo.handlers.threading import KazooTimeoutError
 
 from etl import zk_acl
-from etl.batch import Batch, BatchState, OffsetRange, utc_now_iso
+from etl.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now_iso
+from etl.binding import Target
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import EtlError, LockLost, StateConflict
+from etl.identity import RecordFingerprint
 from etl.retry import retry_idempotent
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,12 @@ class ZkPaths:
         self.offsets = f"{self.job}/offsets"
         self.batches = f"{self.job}/batches"
         self.events = f"{self.job}/events"
+        self.binding = f"{self.job}/binding"  # the table and folders the job writes (etl.binding)
+        self.pending_reset = f"{self.job}/pending-reset"  # a reset with files to move (etl.reset)
+
+    def topic(self, topic: str) -> str:
+        """Holds the topic's id (etl.identity) once known; its children hold the offsets."""
+        return f"{self.offsets}/{topic}"
 
     def offset(self, topic: str, partition: int) -> str:
         return f"{self.offsets}/{topic}/{partition}"
@@ -73,8 +81,25 @@ class LockHolder:
 
 @dataclass(frozen=True)
 class CommittedOffset:
+    """A partition's committed offset, as stored in its znode, with what verify and the
+    topic-identity check need: where the job started reading the partition (`origin`: the files
+    must cover [origin, value) but for recorded skips and resets) and the last record loaded."""
+
     value: int
     version: int
+    origin: int | None = None  # None: committed by a version that did not record it
+    last: RecordFingerprint | None = None
+
+    def to_bytes(self) -> bytes:
+        return _dump({"offset": self.value, "origin": self.origin,
+                      "last": None if self.last is None else self.last.to_json()})
+
+    @classmethod
+    def parse(cls, data: bytes, version: int) -> "CommittedOffset":
+        raw = json.loads(data)
+        if isinstance(raw, int):  # the first format: the offset alone
+            return cls(raw, version)
+        return cls(int(raw["offset"]), version, raw.get("origin"), RecordFingerprint.from_json(raw.get("last")))
 
 
 def this_run() -> LockHolder:
@@ -210,8 +235,20 @@ class ZkStateStore:
         offsets = {}
         for key, async_result in reads.items():
             data, stat = async_result.get()
-            offsets[key] = CommittedOffset(int(data), stat.version)
+            offsets[key] = CommittedOffset.parse(data, stat.version)
         return offsets
+
+    def topic_ids(self) -> dict[str, str]:
+        """The topic ids stored at commit, for topics whose broker reported one."""
+        return self._read(self._topic_ids, "read topic ids")
+
+    def _topic_ids(self) -> dict[str, str]:
+        ids = {}
+        for topic in self.client.get_children(self.paths.offsets):
+            data, _ = self.client.get(self.paths.topic(topic))
+            if data:
+                ids[topic] = json.loads(data)["topic_id"]
+        return ids
 
     # -- batches --------------------------------------------------------------------------
     def batch_ids(self) -> list[int]:
@@ -272,21 +309,22 @@ class ZkStateStore:
 
     def commit(self, batch: Batch, version: int) -> Batch:
         """Move every range's offset from its expected value to its end and mark the batch
-        COMMITTED, all in one transaction that aborts if anything moved underneath."""
+        COMMITTED, all in one transaction that aborts if anything moved underneath. A REPAIR
+        batch moves no offset: it only checks that none moved since it was planned."""
         committed = batch.advanced(BatchState.COMMITTED)
         self.assert_lock_held()  # a fenced-out run must hear that, not a misleading offset mismatch
         current = self.committed_offsets()
         _check_expected(batch, current)
+        stored_ids = self.topic_ids()
         for topic in {r.topic for r in batch.ranges}:
-            self._read(lambda t=topic: self.client.ensure_path(f"{self.paths.offsets}/{t}"), "create topic node")
+            self._read(lambda t=topic: self.client.ensure_path(self.paths.topic(t)), "create topic node")
         txn = self.client.transaction()
         self._fence(txn)
         for r in batch.ranges:
-            path, value = self.paths.offset(r.topic, r.partition), str(r.end).encode()
-            if r.expected is None:
-                txn.create(path, value)
-            else:
-                txn.set_data(path, value, version=current[(r.topic, r.partition)].version)
+            self._commit_range(txn, batch, r, current.get((r.topic, r.partition)))
+        for topic, topic_id in sorted(batch.topic_ids.items()):
+            if topic_id and stored_ids.get(topic) != topic_id and batch.kind is BatchKind.LOAD:
+                txn.set_data(self.paths.topic(topic), _dump({"topic_id": topic_id}))
         txn.set_data(self.paths.batch(batch.batch_id), _dump(committed.header_json()), version=version)
         try:
             self._commit_fenced(txn, f"commit batch {batch.batch_id}")
@@ -298,23 +336,99 @@ class ZkStateStore:
                 raise
         return committed
 
-    def reset_offsets(self, changes: list[dict], event: dict) -> None:
-        """Set committed offsets by hand, recording the event, in one fenced transaction.
-        Each change is {topic, partition, old, new}; `old` is checked by version."""
+    def _commit_range(self, txn, batch: Batch, r: OffsetRange, found: CommittedOffset | None) -> None:
+        path = self.paths.offset(r.topic, r.partition)
+        if batch.kind is BatchKind.REPAIR:
+            txn.check(path, found.version)
+            return
+        last = RecordFingerprint.from_json(batch.last_records.get(f"{r.topic}:{r.partition}"))
+        if found is None:
+            txn.create(path, CommittedOffset(r.end, 0, origin=r.start, last=last).to_bytes())
+            return
+        skipped = any(s.topic == r.topic and s.partition == r.partition for s in batch.skipped)
+        # After a skip the old record is no witness of the new log; else keep it when the range read none.
+        kept = last or (None if skipped else found.last)
+        txn.set_data(path, CommittedOffset(r.end, 0, found.origin, kept).to_bytes(), version=found.version)
+
+    def pending_reset(self) -> dict | None:
+        try:
+            data, _ = self._read(lambda: self.client.get(self.paths.pending_reset), "read a pending reset")
+        except NoNodeError:
+            return None
+        return json.loads(data)
+
+    def write_pending_reset(self, pending: dict) -> None:
+        """Record a reset before any file moves (fenced), so that a crash leaves it findable."""
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.create(self.paths.pending_reset, _dump(pending))
+        self._commit_fenced(txn, "record the reset's plan")
+
+    def finish_reset(self, changes: list[dict], event: dict, topic_ids: dict[str, str | None]) -> None:
+        """Set committed offsets by hand, recording the event and the topics' ids as they are now,
+        in one fenced transaction. Each change is {topic, partition, old, new}; `old` is checked
+        against ZooKeeper, and by version."""
         current = self.committed_offsets()
+        for change in changes:
+            found = current.get((change["topic"], change["partition"]))
+            if (None if found is None else found.value) != change["old"]:
+                raise StateConflict(f"cannot reset {change['topic']}[{change['partition']}]: its committed offset "
+                                    f"is {None if found is None else found.value}, not {change['old']} as planned")
         for topic in {c["topic"] for c in changes}:
-            self._read(lambda t=topic: self.client.ensure_path(f"{self.paths.offsets}/{t}"), "create topic node")
+            self._read(lambda t=topic: self.client.ensure_path(self.paths.topic(t)), "create topic node")
         txn = self.client.transaction()
         self._fence(txn)
         for change in changes:
-            path, value = self.paths.offset(change["topic"], change["partition"]), str(change["new"]).encode()
+            path = self.paths.offset(change["topic"], change["partition"])
             found = current.get((change["topic"], change["partition"]))
-            if found is None:
-                txn.create(path, value)
-            else:
-                txn.set_data(path, value, version=found.version)
+            if found is None:  # the job starts reading this partition at the new offset
+                txn.create(path, CommittedOffset(change["new"], 0, origin=change["new"]).to_bytes())
+            else:  # the last record loaded is no witness once the position moved by hand
+                txn.set_data(path, CommittedOffset(change["new"], 0, found.origin).to_bytes(), version=found.version)
+        for topic, topic_id in sorted(topic_ids.items()):
+            txn.set_data(self.paths.topic(topic), _dump({"topic_id": topic_id}) if topic_id else b"")
         txn.create(f"{self.paths.events}/event-", _dump(event), sequence=True)
+        if self.pending_reset() is not None:
+            txn.delete(self.paths.pending_reset)
         self._commit_fenced(txn, "reset offsets")
+
+    # -- binding --------------------------------------------------------------------------
+    def binding(self) -> Target | None:
+        try:
+            data, _ = self._read(lambda: self.client.get(self.paths.binding), "read the job's binding")
+        except NoNodeError:
+            return None
+        return Target.from_json(json.loads(data))
+
+    def bind_first(self, target: Target) -> None:
+        """Record the table of a job's first run (fenced: only the lock holder binds)."""
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.create(self.paths.binding, _dump(target.to_json()))
+        self._commit_fenced(txn, "record the job's table")
+
+    def rebind(self, target: Target, reset_origins: bool, event: dict) -> None:
+        """Bind the job to another table, in one fenced transaction with its event. With
+        reset_origins, every partition's origin moves to its committed offset: the new table
+        holds what is loaded from now on."""
+        txn = self.client.transaction()
+        self._fence(txn)
+        if self.binding() is None:
+            txn.create(self.paths.binding, _dump(target.to_json()))
+        else:
+            txn.set_data(self.paths.binding, _dump(target.to_json()))
+        for (topic, partition), found in (self.committed_offsets() if reset_origins else {}).items():
+            moved = CommittedOffset(found.value, 0, found.value, found.last)
+            txn.set_data(self.paths.offset(topic, partition), moved.to_bytes(), version=found.version)
+        txn.create(f"{self.paths.events}/event-", _dump(event), sequence=True)
+        self._commit_fenced(txn, "bind the job to another table")
+
+    def record_event(self, event: dict) -> None:
+        """Append an operator's action to the job's events, fenced by the lock."""
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.create(f"{self.paths.events}/event-", _dump(event), sequence=True)
+        self._commit_fenced(txn, f"record a {event.get('kind')} event")
 
     def prune_batches(self) -> None:
         """Keep the newest committed batches only; they serve status and recovery reports."""

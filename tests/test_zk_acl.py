@@ -16,6 +16,7 @@ from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 from etl.batch import Batch, BatchState, OffsetRange, SkippedRange
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import EXIT_USAGE, ZooKeeperAccessDenied
+from etl.binding import Target
 from etl.zk_store import ZkPaths, ZkStateStore
 from pipeline_helpers import etl_command, events_by_partition, expected_offsets, run_etl, table_offsets
 
@@ -79,7 +80,10 @@ def _make_state(config: ZooKeeperConfig) -> ZkPaths:
     written, version = store.advance(planned, version, BatchState.WRITTEN, rows=22, rejected=0)
     registered, version = store.advance(written, version, BatchState.REGISTERED)
     store.commit(registered, version)
-    store.reset_offsets([{"topic": "t", "partition": 0, "old": 10, "new": 4}], {"kind": "reset", "by": "test"})
+    changes = [{"topic": "t", "partition": 0, "old": 10, "new": 4}]
+    store.write_pending_reset({"changes": changes, "event": {"kind": "reset"}, "topic_ids": {}})
+    store.finish_reset(changes, {"kind": "reset", "by": "test"}, {"t": "AaIFnTSZfgCuWxfsrPJLjg"})
+    store.bind_first(Target("db", "t", "file:///w/db.db/t", "file:///w/db.db/t_rejected"))
     return store
 
 
