@@ -156,7 +156,7 @@ class Job:
         marks = self.kafka.watermarks(partitions)
         committed = self.store.committed_offsets()
         topic_ids = self.kafka.topic_ids(self.config.kafka.topics)
-        recreated = self._recreated(committed, marks, topic_ids)
+        recreated = identity.recreated_partitions(self.store, self.kafka, committed, marks, topic_ids)
         positions = [PartitionPosition(t, p, _value(committed.get((t, p))), *marks[(t, p)], recreated.get((t, p), ""))
                      for t, p in partitions]
         plan = plan_ranges(positions, self.config.job)
@@ -173,32 +173,6 @@ class Job:
                       topic_ids={t: i for t, i in topic_ids.items() if i})
         self._refuse_foreign_files(batch)
         return batch
-
-    def _recreated(self, committed, marks, topic_ids: dict[str, str | None]) -> dict[tuple[str, int], str]:
-        """Partitions whose committed offset belongs to an earlier incarnation of their topic.
-
-        The topic id decides where the broker reports one. The fingerprint of the last loaded
-        record is checked for the partitions with something to read (a recreated partition
-        with nothing to read costs nothing yet, and is checked when records arrive)."""
-        stored_ids = self.store.topic_ids()
-        reasons = {}
-        for (topic, partition) in marks:
-            reason = identity.topic_id_changed(topic, stored_ids.get(topic), topic_ids.get(topic))
-            if reason and (topic, partition) in committed:
-                reasons[(topic, partition)] = reason
-        wanted = {tp: c.last.offset for tp, c in committed.items()
-                  if tp in marks and tp not in reasons and c.last is not None
-                  and marks[tp][0] <= c.last.offset < min(c.value, marks[tp][1]) and marks[tp][1] > c.value}
-        for (topic, partition), found in self.kafka.records_at(wanted).items():
-            stored = committed[(topic, partition)].last
-            reason = identity.record_changed(topic, partition, stored, found)
-            if reason:
-                reasons[(topic, partition)] = reason
-            elif found is None or found.offset != stored.offset:
-                log.warning("%s[%d]: the last loaded record (offset %d) is gone from the log (compacted?); "
-                            "the record check cannot tell whether the topic was recreated", topic, partition,
-                            stored.offset)
-        return reasons
 
     def _next_batch_id(self) -> int:
         ids = self.store.batch_ids()

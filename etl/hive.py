@@ -22,6 +22,7 @@ by the next one.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import logging
 from pathlib import Path
 
@@ -70,7 +71,7 @@ class HiveRegistrar:
     def _claim(self, table: str) -> None:
         if self.owner is None:
             return
-        owner = self._property(table, OWNER_PROPERTY)
+        owner = self._raw_property(table, OWNER_PROPERTY)
         check_owner(self.hive.database, table, owner, self.owner)
         if owner is None:
             self._set_property(table, OWNER_PROPERTY, self.owner)
@@ -119,6 +120,14 @@ class HiveRegistrar:
         self._sql(f"ALTER TABLE {quote_identifier(self.hive.database)}.{quote_identifier(table)} SET TBLPROPERTIES "
                   f"({quote_literal(key)}={quote_literal(value)})", f"set a property of {table}")
 
+    def _raw_property(self, table: str, key: str) -> str | None:
+        """A table property as stored: SHOW TBLPROPERTIES redacts values that look secret (a job
+        path with 'url' or 'token' in it), the catalog does not."""
+        def read(catalog):
+            found = catalog.getTable(self.hive.database, table).properties().get(key)
+            return found.get() if found.isDefined() else None
+        return self._catalog_call(f"read the properties of {table}", read)
+
     def _property(self, table: str, key: str) -> str | None:
         rows = self.spark.sql(f"SHOW TBLPROPERTIES `{self.hive.database}`.`{table}`").collect()
         return next((row[1] for row in rows if row[0] == key), None)
@@ -165,3 +174,31 @@ def columns_fingerprint(columns: tuple[Column, ...]) -> str:
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def partition_locations(spark, database: str, table: str) -> dict[str, str]:
+    """Each partition of the table (`dt=2026-11-21/hour=10`) and the location the metastore holds
+    for it, in one metastore call. A missing table has none."""
+    if not spark.catalog.tableExists(f"{quote_identifier(database)}.{quote_identifier(table)}"):
+        return {}
+    catalog = spark._jsparkSession.sharedState().externalCatalog()
+    columns = catalog.getTable(database, table).partitionColumnNames()
+    names = [columns.apply(i) for i in range(columns.size())]
+    partitions = catalog.listPartitions(database, table, spark._jvm.scala.Option.empty())
+    found = {}
+    for index in range(partitions.size()):
+        partition = partitions.apply(index)
+        found["/".join(f"{name}={partition.spec().apply(name)}" for name in names)] = partition.location().toString()
+    return found
+
+
+def same_location(a: str, b: str) -> bool:
+    """Whether two location URIs name the same folder: the metastore writes file:/x for
+    file:///x, and may add or drop a trailing slash."""
+    return _normalised(a) == _normalised(b)
+
+
+def _normalised(uri: str) -> str:
+    from urllib.parse import urlsplit
+    parts = urlsplit(uri.rstrip("/"))
+    return f"{parts.scheme}://{parts.netloc}{posixpath.normpath(parts.path or '/')}"

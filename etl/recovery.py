@@ -23,6 +23,7 @@ from etl.driver import Job
 from etl.warehouse import Warehouse
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK
 from etl.fs import filesystem_for
+from etl.identity import recreated_partitions
 from etl.inventory import Inventory, take_inventory
 from etl.kafka_source import KafkaMetadata
 from etl.naming import partition_path
@@ -77,7 +78,7 @@ def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory:
         actions.append(f"move {len(moving)} files out of the table (unreadable, or the rejected companion of a "
                        f"range to rewrite): {', '.join(moving[:3])}")
     gaps = [gap for walk in walk_partitions(staying, committed, batch, events) for gap in walk.gaps]
-    rewrite, lost = _split_by_kafka(gaps, kafka) if gaps else ([], [])
+    rewrite, lost = _split_by_kafka(gaps, kafka, store, committed) if gaps else ([], [])
     if rewrite:
         actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka: "
                        f"{', '.join(_describe(s) for s in rewrite[:5])}")
@@ -111,12 +112,15 @@ def _without(inventory: Inventory, paths: set[str]) -> Inventory:
                      [f for f in inventory.rejected if f.path not in paths], inventory.temps)
 
 
-def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata) -> tuple[list[Span], list[Span]]:
-    """Each gap split at the earliest offset Kafka still holds: what can be rewritten, what is lost."""
+def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store, committed) -> tuple[list[Span], list[Span]]:
+    """Each gap split at the earliest offset Kafka still holds: what can be rewritten, what is lost.
+    A recreated topic holds none of the committed records any more, whatever its offsets say."""
     marks = kafka.watermarks(sorted({(g.topic, g.partition) for g in gaps}))
+    recreated = recreated_partitions(store, kafka, committed, marks, kafka.topic_ids(sorted({t for t, _ in marks})),
+                                     with_new_data_only=False)
     rewrite, lost = [], []
     for g in gaps:
-        low = marks[(g.topic, g.partition)][0]
+        low = g.hi if (g.topic, g.partition) in recreated else marks[(g.topic, g.partition)][0]
         if g.lo < low:
             lost.append(Span(g.topic, g.partition, g.lo, min(low, g.hi), None))
         if g.hi > low:

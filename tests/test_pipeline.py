@@ -131,7 +131,7 @@ def test_a_recreated_topic_triggers_the_out_of_range_policy(
     assert sum(table_offsets(spark, DB, hive_table_name).values()) == 35
 
 
-def recreate_topic(admin, topic):
+def recreate_topic(admin, topic, partitions=1):
     import time
 
     from confluent_kafka.admin import NewTopic
@@ -140,7 +140,7 @@ def recreate_topic(admin, topic):
     deadline = time.time() + 20
     while True:
         try:
-            for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+            for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
                 future.result()
             return
         except Exception:
