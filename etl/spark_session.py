@@ -6,6 +6,8 @@ import sys
 
 from etl.config import Config
 
+LOOPBACK = "127.0.0.1"
+
 
 def build_spark(config: Config):
     # Executors must run this interpreter, or they will not find the etl package.
@@ -20,12 +22,26 @@ def build_spark(config: Config):
         builder = builder.config(key, value)
     if not submitted.contains("spark.master") and "spark.master" not in config.spark:
         builder = builder.master("local[*]")
+    master = submitted.get("spark.master", None) or config.spark.get("spark.master", "local[*]")
+    if master.startswith("local"):
+        builder = _loopback_only(builder, submitted, config.spark)
     builder = builder.config("spark.sql.warehouse.dir", config.warehouse.hive_root)  # Hive's view of it
     if config.hive.metastore != "embedded":
         builder = builder.config("spark.hadoop.hive.metastore.uris", config.hive.metastore)
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _loopback_only(builder, submitted, settings: dict[str, str]):
+    """A local master needs no network: its driver listens on loopback only, not on the
+    host's address (Spark's default), unless the [spark] settings or spark-submit say
+    otherwise. The web UI follows SPARK_LOCAL_IP, read when the JVM starts (under `etl run`)."""
+    for key in ("spark.driver.bindAddress", "spark.driver.host"):
+        if key not in settings and not submitted.contains(key):
+            builder = builder.config(key, LOOPBACK)
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    return builder
 
 
 def _submitted_conf():

@@ -112,6 +112,8 @@ def spark(stack):
         SparkSession.builder.master("local[2]")
         .appName("etl-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.hadoop.hive.metastore.uris", stack.metastore_uri)
         .config("spark.sql.warehouse.dir", f"file://{HIVE_WAREHOUSE}")

@@ -929,6 +929,7 @@ import json, os, sys
 from pyspark.sql import SparkSession
 uri, warehouse, db = sys.argv[1:4]
 spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
          .config("spark.hadoop.hive.metastore.uris", uri).config("spark.sql.warehouse.dir", warehouse)
          .enableHiveSupport().getOrCreate())
 out = {}
