@@ -36,6 +36,8 @@ TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 HIDDEN_FILE_PREFIXES = ("_", ".")
 # Settings the ETL owns; a pass-through value for them would break offset control.
 KAFKA_RESERVED = ("enable.auto.commit", "group.id", "auto.offset.reset", "enable.partition.eof")
+# spark.authenticate.secret, spark.ssl.keyPassword, spark.hadoop.fs.s3a.secret.key ...
+_SPARK_SECRET_RE = re.compile(r"(^|\.)secret(\.|$)|password[^.]*$|secret$", re.I)
 # librdkafka settings that are secrets. Each may be read instead from the file named by
 # `<key>_file`, an ETL key (librdkafka has no such keys), so that the INI need not hold it.
 KAFKA_SECRET_KEYS = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "sasl.oauthbearer.client.secret")
@@ -229,7 +231,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
         warehouse=replace(_warehouse(_Section(parser, "warehouse", path)), retry=retry),
         hive=_hive(_Section(parser, "hive", path)),
         retry=retry,
-        spark=dict(parser["spark"]) if parser.has_section("spark") else {},
+        spark=_spark(_Section(parser, "spark", path, required=False)),
         dimensions=_dimensions(parser, path, job),
     )
 
@@ -267,8 +269,8 @@ class _Section:
 
     def positive(self, key: str, default, convert=int):
         value = self.get(key, default, convert)
-        if value <= 0:
-            raise self.fail(key, f"must be greater than 0, got {value}")
+        if not math.isfinite(value) or value <= 0:  # nan <= 0 is False: nan would pass a plain check
+            raise self.fail(key, f"must be greater than 0 (and finite), got {value}")
         return value
 
     def reject_unknown(self) -> None:
@@ -283,6 +285,20 @@ def _matching(regex: re.Pattern, what: str) -> Callable[[str], str]:
             raise ValueError(f"not a valid {what}")
         return raw
     return convert
+
+
+def _hive_name(what: str) -> Callable[[str], str]:
+    matching = _matching(HIVE_NAME_RE, what)
+    return lambda raw: matching(raw).lower()
+
+
+def _plain_location(raw: str) -> None:
+    """Locations reach SQL (CREATE DATABASE ... LOCATION, ADD PARTITION ... LOCATION) as
+    literals: refused here, before any statement runs, rather than trusted to quoting alone."""
+    bad = sorted({c for c in raw if c in "'\\\"`" or ord(c) < 32 or ord(c) == 127})
+    if bad:
+        raise ValueError(f"must not contain {', '.join(repr(c) for c in bad)}: a location is written into Hive "
+                         "statements; percent-encode such characters or choose another folder")
 
 
 def _ratio(raw: str) -> float:
@@ -320,6 +336,8 @@ def _topics(raw: str) -> tuple[str, ...]:
             raise ValueError(f"topic {topic!r} starts with {topic[0]!r}: its files are named after it, and Hive "
                              f"and Spark skip files whose names start with '_' or '.', so its rows would never "
                              f"be seen; this ETL cannot load such a topic")
+    if not topics:
+        raise ValueError("names no topic; list one or more, separated by commas")
     if len(set(topics)) != len(topics):
         raise ValueError("a topic is listed twice")
     return topics
@@ -400,9 +418,24 @@ def _named_key(reason: str, client: Mapping[str, str]) -> str | None:
     return min(found)[1] if found else None
 
 
+def _spark(s: _Section) -> dict[str, str]:
+    """The [spark] settings, as Spark takes them. PySpark passes each one on its JVM's command
+    line, where `ps` shows it to every user of the machine: secrets are refused here."""
+    for key in s.values:
+        if _SPARK_SECRET_RE.search(key) and not key.endswith(".file"):
+            instead = ("set spark.authenticate.secret.file to a file only the job's user can read"
+                       if key == "spark.authenticate.secret" else
+                       "set it in spark-defaults.conf (in SPARK_CONF_DIR), readable only by the job's user")
+            raise s.fail(key, f"is a secret, and Spark would show it in `ps` (every [spark] setting is on its "
+                              f"JVM's command line); {instead}")
+    return dict(s.values)
+
+
 def _zk_root(raw: str) -> str:
     if not raw.startswith("/") or raw.endswith("/") and raw != "/" or "//" in raw:
         raise ValueError("must be an absolute znode path like /etl")
+    if any(part in (".", "..") for part in raw.split("/")) or "\0" in raw:
+        raise ValueError("ZooKeeper paths have no '.' or '..' components; write the absolute path, like /etl")
     return raw.rstrip("/") or "/"
 
 
@@ -440,6 +473,7 @@ def _digest_user(raw: str) -> str:
 
 
 def _warehouse_url(raw: str) -> str:
+    _plain_location(raw)
     url = raw.rstrip("/")
     parts = urlsplit(url)
     if parts.scheme == "file":
@@ -468,6 +502,7 @@ def _webhdfs_address(parts) -> None:
 
 
 def _hive_location(raw: str) -> str:
+    _plain_location(raw)
     parts = urlsplit(raw)
     if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*$", parts.scheme) or not raw.startswith(f"{parts.scheme}://"):
         raise ValueError("must be a URI such as hdfs://nameservice1/warehouse or file:///absolute/path")
@@ -530,8 +565,10 @@ def _hive(s: _Section) -> HiveConfig:
         raise s.fail("schema", f"file {schema} does not exist")
     hive = HiveConfig(
         metastore=s.get("metastore", "embedded", _metastore),
-        database=s.get("database", convert=_matching(HIVE_NAME_RE, "Hive database name"), required=True),
-        table=s.get("table", convert=_matching(HIVE_NAME_RE, "Hive table name"), required=True),
+        # Hive folds names to lower case, so Events and events are one table: folded here, so that
+        # they also name one folder and one binding.
+        database=s.get("database", convert=_hive_name("Hive database name"), required=True),
+        table=s.get("table", convert=_hive_name("Hive table name"), required=True),
         schema_file=schema,
         format=s.choice("format", ("parquet",), "parquet"),
         success_markers=_success_markers(s),

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 # scripts/pack-env ships to a cluster, has the package and nothing else of the repository.
 REJECTED_DDL = Path(__file__).resolve().parent / "rejected.sql"
 CASCADED_PROPERTY = "etl.cascaded_columns"
+NOTHING_CHANGED = "No offset was committed; the next run tries again"
+BATCH_STAYS_OPEN = "The batch stays open; the next run registers it again"
 
 
 class HiveRegistrar:
@@ -52,7 +54,8 @@ class HiveRegistrar:
         """Create the database, the table and its rejected companion if they are missing."""
         db = self.hive.database
         location = self.warehouse.hive_uri(self.warehouse.database_root)
-        self._sql(f"CREATE DATABASE IF NOT EXISTS `{db}` LOCATION '{location}'", f"create database {db}")
+        self._sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(db)} LOCATION {quote_literal(location)}",
+                  f"create database {db}")
         self._ensure(self.hive.table, self.hive.schema_file, self.warehouse.table_root)
         self._ensure(self.hive.rejected_table, REJECTED_DDL, self.warehouse.rejected_root)
 
@@ -82,15 +85,15 @@ class HiveRegistrar:
                                    columns)
         if evolution.is_needed:
             log.warning("schema evolution: %s", evolution.describe())
-            added = ", ".join(f"`{c.name}` {c.hive_type}" for c in evolution.added)
-            self._sql(f"ALTER TABLE `{self.hive.database}`.`{table}` ADD COLUMNS ({added})",
+            added = ", ".join(f"{quote_identifier(c.name)} {c.hive_type}" for c in evolution.added)
+            self._sql(f"ALTER TABLE {self._qualified(table)} ADD COLUMNS ({added})",
                       f"add columns to {table}")
-        if self._property(table, CASCADED_PROPERTY) != columns_fingerprint(columns):
+        if self._raw_property(table, CASCADED_PROPERTY) != columns_fingerprint(columns):
             self._cascade(table)
             self._mark_cascaded(table, columns)
 
     def _hive_columns(self, table: str) -> tuple[Column, ...]:
-        name = f"`{self.hive.database}`.`{table}`"
+        name = self._qualified(table)
         try:
             listed = self.spark.catalog.listColumns(name)
         except Exception as exc:
@@ -110,14 +113,13 @@ class HiveRegistrar:
         if count:
             log.warning("schema evolution: %d partitions of %s.%s now have the table's columns (CASCADE)", count,
                         self.hive.database, table)
-        self.spark.catalog.refreshTable(f"`{self.hive.database}`.`{table}`")
+        self.spark.catalog.refreshTable(self._qualified(table))
 
     def _mark_cascaded(self, table: str, columns: tuple[Column, ...]) -> None:
-        self._sql(f"ALTER TABLE `{self.hive.database}`.`{table}` SET TBLPROPERTIES "
-                  f"('{CASCADED_PROPERTY}'='{columns_fingerprint(columns)}')", f"set a property of {table}")
+        self._set_property(table, CASCADED_PROPERTY, columns_fingerprint(columns))
 
     def _set_property(self, table: str, key: str, value: str) -> None:
-        self._sql(f"ALTER TABLE {quote_identifier(self.hive.database)}.{quote_identifier(table)} SET TBLPROPERTIES "
+        self._sql(f"ALTER TABLE {self._qualified(table)} SET TBLPROPERTIES "
                   f"({quote_literal(key)}={quote_literal(value)})", f"set a property of {table}")
 
     def _raw_property(self, table: str, key: str) -> str | None:
@@ -128,21 +130,17 @@ class HiveRegistrar:
             return found.get() if found.isDefined() else None
         return self._catalog_call(f"read the properties of {table}", read)
 
-    def _property(self, table: str, key: str) -> str | None:
-        rows = self.spark.sql(f"SHOW TBLPROPERTIES `{self.hive.database}`.`{table}`").collect()
-        return next((row[1] for row in rows if row[0] == key), None)
-
     def _catalog_call(self, what: str, call):
         catalog = self.spark._jsparkSession.sharedState().externalCatalog()
         try:
             return call(catalog)
         except Exception as exc:
             raise HiveError(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
-                            f"Nothing was written; the next run tries again") from exc
+                            f"{NOTHING_CHANGED}") from exc
 
     def _table_exists(self, table: str) -> bool:
         try:
-            return self.spark.catalog.tableExists(f"`{self.hive.database}`.`{table}`")
+            return self.spark.catalog.tableExists(self._qualified(table))
         except Exception as exc:
             raise HiveError(f"cannot reach the Hive metastore ({self.hive.metastore}) to look up "
                             f"{self.hive.database}.{table}: {_first_line(exc)}") from exc
@@ -153,17 +151,37 @@ class HiveRegistrar:
             self._add(self.hive.rejected_table, self.warehouse.rejected_root, partition_values)
 
     def _add(self, table: str, root: str, values: dict[str, str]) -> None:
-        spec = ", ".join(f"{k}='{v}'" for k, v in values.items())
+        spec = ", ".join(f"{quote_identifier(k)}={quote_literal(v)}" for k, v in values.items())
         location = self.warehouse.hive_uri(partition_dir(root, values))
-        self._sql(f"ALTER TABLE `{self.hive.database}`.`{table}` ADD IF NOT EXISTS PARTITION ({spec}) "
-                  f"LOCATION '{location}'", f"add partition ({spec}) to {table}")
+        self._sql(f"ALTER TABLE {self._qualified(table)} ADD IF NOT EXISTS PARTITION ({spec}) "
+                  f"LOCATION {quote_literal(location)}", f"add partition ({spec}) to {table}", BATCH_STAYS_OPEN)
+        self._check_location(table, values, location)
 
-    def _sql(self, statement: str, what: str) -> None:
+    def _check_location(self, table: str, values: dict[str, str], location: str) -> None:
+        """ADD IF NOT EXISTS keeps a partition that exists with another location (an earlier
+        warehouse url, a folder moved by hand): its new files would be committed and never shown."""
+        def read(catalog):
+            spec = self.spark._jvm.PythonUtils.toScalaMap(values)
+            return catalog.getPartition(self.hive.database, table, spec).location().toString()
+        registered = self._catalog_call(f"read the location of a partition of {table}", read)
+        if not same_location(registered, location):
+            name = "/".join(f"{k}={v}" for k, v in values.items())
+            raise HiveError(f"partition {name} of {self.hive.database}.{table} is registered at {registered}, "
+                            f"but this job writes it to {location}: queries would not show the batch's rows. "
+                            f"Move the partition's files to one folder and point the partition at it (ALTER "
+                            f"TABLE ... PARTITION (...) SET LOCATION '...'); the batch stays open and the next "
+                            f"run registers it again")
+
+    def _qualified(self, table: str) -> str:
+        return f"{quote_identifier(self.hive.database)}.{quote_identifier(table)}"
+
+    def _sql(self, statement: str, what: str, then: str = NOTHING_CHANGED) -> None:
+        """Runs one statement; `then` tells the operator where a failure leaves the job."""
         try:
             self.spark.sql(statement)
         except Exception as exc:
             raise HiveError(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
-                            f"The batch stays open; the next run registers it again") from exc
+                            f"{then}") from exc
 
 
 def columns_fingerprint(columns: tuple[Column, ...]) -> str:

@@ -51,11 +51,40 @@ def test_valid_config_parses_into_typed_objects(tmp_path, schema_path):
     ("kafka", "enable.auto.commit = true", r"\[kafka\] enable.auto.commit: is set by the ETL itself"),
     ("hive", "metastore = mysql://x", r"\[hive\] metastore: 'mysql://x' is not valid"),
     ("warehouse", "url2 = x", r"\[warehouse\] url2: unknown key"),
+    # nan passes `value <= 0`; an infinite fetch timeout hangs a stalled run while it holds the lock.
+    ("kafka", "fetch_timeout_seconds = nan", r"\[kafka\] fetch_timeout_seconds: must be greater than 0"),
+    ("kafka", "fetch_timeout_seconds = inf", r"\[kafka\] fetch_timeout_seconds: must be greater than 0"),
+    ("zookeeper", "session_timeout_seconds = nan", r"\[zookeeper\] session_timeout_seconds: must be greater than 0"),
+    ("zookeeper", "root = /etl/../x", r"\[zookeeper\] root: .*no '.' or '..' components"),
+    ("spark", "spark.authenticate.secret = s3cr3t", r"\[spark\] spark.authenticate.secret: is a secret, and Spark "
+                                                    r"would show it in `ps`.*spark.authenticate.secret.file"),
+    ("spark", "spark.ssl.keyPassword = pw", r"\[spark\] spark.ssl.keyPassword: is a secret"),
+    ("warehouse", "hive_location = file:///w' COMMENT 'x", r"\[warehouse\] hive_location: .*must not contain \"'\""),
 ])
 def test_bad_key_is_named(tmp_path, schema_path, section, line, message):
-    text = BASE.format(schema=schema_path).replace(f"[{section}]\n", f"[{section}]\n{line}\n")
+    text = BASE.format(schema=schema_path)
+    text = text.replace(f"[{section}]\n", f"[{section}]\n{line}\n") if f"[{section}]" in text else \
+        f"{text}[{section}]\n{line}\n"
     with pytest.raises(ConfigError, match=message):
         load_config(write(tmp_path, text))
+
+
+def test_secret_files_and_plain_spark_settings_are_kept(tmp_path, schema_path):
+    text = BASE.format(schema=schema_path) + "[spark]\nspark.authenticate.secret.file = /etc/etl/secret\n"
+    assert load_config(write(tmp_path, text)).spark == {"spark.authenticate.secret.file": "/etc/etl/secret"}
+
+
+@pytest.mark.parametrize("url", ["file:///tmp/w' COMMENT 'x", "file:///tmp/w\\x", "file:///tmp/w\tx"])
+def test_a_warehouse_url_that_would_break_a_sql_literal_is_refused(tmp_path, schema_path, url):
+    text = BASE.format(schema=schema_path).replace("url = file:///tmp/w", f"url = {url}")
+    with pytest.raises(ConfigError, match=r"\[warehouse\] url: .*must not contain"):
+        load_config(write(tmp_path, text))
+
+
+def test_hive_names_are_folded_to_lower_case_as_hive_does(tmp_path, schema_path):
+    text = BASE.format(schema=schema_path).replace("database = db", "database = Sales").replace("table = t", "table = Events")
+    config = load_config(write(tmp_path, text))
+    assert (config.hive.database, config.hive.table) == ("sales", "events")
 
 
 def test_missing_required_key_and_section_and_schema(tmp_path, schema_path):
@@ -74,6 +103,7 @@ def test_missing_required_key_and_section_and_schema(tmp_path, schema_path):
     (".hidden", r"\[kafka\] topics: .*topic '.hidden' starts with '.'"),
     ("a, b c", r"\[kafka\] topics: .*'b c' is not a valid Kafka topic name"),
     ("a, a", r"\[kafka\] topics: .*a topic is listed twice"),
+    (",", r"\[kafka\] topics: .*names no topic"),
 ])
 def test_topics_whose_files_hive_would_hide_or_kafka_would_refuse_are_named(tmp_path, schema_path, topics, message):
     text = BASE.format(schema=schema_path).replace("topics = a, b.c", f"topics = {topics}")
