@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from etl.errors import ConfigError, SchemaError
+from etl.hive_values import float_overflow, out_of_range, outside_reason, shown, too_large_for_float
 from etl.schema import Column, TableSchema, data_arrow_schema
 
 EMPTY_MESSAGE = "empty message"
@@ -35,6 +36,14 @@ _LINE_END_RE = r"\r?\n$"
 _JSON_OBJECT_START_RE = r"^[ \t\r\n]*\{"
 _JSON_KINDS = {"[": "array", '"': "string", "t": "boolean", "f": "boolean", "n": "null"}
 _ZONED_RE = r"(?:Z|[+-]\d{2}:?\d{2})$"
+# RapidJSON, under pyarrow's reader, accepts NaN, Inf and Infinity (signed) as numbers; JSON does
+# not. A literal is one outside any string: after the complete strings and other characters
+# from the start, in a value's place. Screened for with a plain substring search first.
+_NON_JSON_HINT_RE = r"NaN|Inf"
+_NON_JSON_LITERAL_RE = r'^(?:[^"\\]|"(?:[^"\\]|\\.)*")*[\[:,][ \t\r\n]*-?(?:NaN|Inf)'
+_NON_JSON_FIELD_RE = re.compile(
+    rb'^(?:[^"\\]|"(?:[^"\\]|\\.)*")*?(?:"((?:[^"\\]|\\.)*)"[ \t\r\n]*:|[\[:,])[ \t\r\n]*(-?(?:NaN|Inf(?:inity)?))',
+    re.S)
 _MAX_BLOCK_SIZE = 2**31 - 1
 
 
@@ -171,6 +180,8 @@ class JsonDecoder(Decoder):
             array, failed = _convert_column(read_values, field.type)
             for row in failed:
                 bad.setdefault(row, _value_reason(column, read_values, row))
+            for row, reason in _unreadable(column, read_values, array):
+                bad.setdefault(row, reason)
             arrays.append(array)
         table = pa.Table.from_arrays(arrays, schema=self.output_schema)
         if bad:
@@ -279,21 +290,24 @@ class AccessLogDecoder(Decoder):
         matched = fields.is_valid()
         time_text = pc.if_else(matched, fields.field("log_time").cast(pa.string()), pa.scalar(None, pa.string()))
         # The cast's ISO parser refuses 2017-02-30; pc.strptime would roll it over to March 2.
-        bad_time = failing_positions(time_text, _as_log_time)
+        times, bad_time = _converted_where_possible(time_text, _as_log_time)
+        unreadable = out_of_range(times)
         message = _without_line_end(fields.field("message"))
         bad_utf8 = invalid_utf8_positions(message)
-        good_mask = pc.and_(matched, _mask_without(len(values), bad_time + bad_utf8))
+        good_mask = pc.and_(matched, _mask_without(len(values), bad_time + unreadable + bad_utf8))
         columns = {
-            "log_time": _as_log_time(time_text.filter(good_mask)),
+            "log_time": times.filter(good_mask),
             "level": fields.field("level").filter(good_mask).cast(pa.string()),
             "message": message.filter(good_mask).cast(pa.string()),
         }
         table = pa.Table.from_arrays([columns[f.name] for f in self.output_schema], schema=self.output_schema)
         good = pc.indices_nonzero(good_mask).cast(pa.int64())
-        return Decoded(table, good, _access_log_errors(values, matched, good_mask, time_text, set(bad_utf8)))
+        errors = _access_log_errors(values, matched, good_mask, time_text, set(bad_utf8), set(unreadable))
+        return Decoded(table, good, errors)
 
 
-def _access_log_errors(values, matched, good_mask, time_text, bad_utf8: set[int]) -> list[tuple[int, str]]:
+def _access_log_errors(values, matched, good_mask, time_text, bad_utf8: set[int],
+                       unreadable: set[int]) -> list[tuple[int, str]]:
     def reason(index: int) -> str:
         if not values[index]:
             return EMPTY_MESSAGE
@@ -301,6 +315,8 @@ def _access_log_errors(values, matched, good_mask, time_text, bad_utf8: set[int]
             return f"line does not match '{ACCESS_LOG_FORMAT}'"
         if index in bad_utf8:
             return "message is not valid UTF-8"
+        if index in unreadable:
+            return outside_reason(f"log time {time_text[index].as_py()!r}", pa.timestamp("ms"))
         return f"invalid date or time {time_text[index].as_py()!r}"
 
     return [(index, reason(index)) for index in pc.indices_nonzero(pc.invert(good_mask)).to_pylist()]
@@ -405,9 +421,12 @@ class _JsonLines:
 
 
 def _json_read_field(field: pa.Field) -> pa.Field:
-    """How the JSON reader reads a column: dates and timestamps as text, converted afterwards."""
+    """How the JSON reader reads a column: dates and timestamps as text, floats as doubles,
+    converted afterwards (a double too large for float would silently become infinite)."""
     if field.type == pa.date32() or pa.types.is_timestamp(field.type):
         return field.with_type(pa.string())
+    if field.type == pa.float32():
+        return field.with_type(pa.float64())
     return field
 
 
@@ -432,7 +451,23 @@ def _convert_column(values: pa.Array, final_type: pa.DataType) -> tuple[pa.Array
         return _converted_where_possible(values, _as_date)
     if pa.types.is_timestamp(final_type):
         return _timestamps_from_text(values)
+    if final_type == pa.float32():
+        return values.cast(pa.float32()), []  # overflow is found by _unreadable, with its own reason
     return values, []
+
+
+def _unreadable(column: Column, read_values: pa.Array, array: pa.Array) -> list[tuple[int, str]]:
+    """(row, reason) of the values that converted but would not be read back as sent."""
+    if array.type == pa.float32():
+        return [(row, too_large_for_float(f"field '{column.name}': {read_values[row].as_py()!r}"))
+                for row in float_overflow(read_values, array)]
+    return [(row, outside_reason(f"field '{column.name}': {_as_sent(read_values[row])}", array.type))
+            for row in out_of_range(array)]
+
+
+def _as_sent(value: pa.Scalar) -> str:
+    """A value as the message had it: dates and timestamps are still the text read."""
+    return repr(value.as_py()) if pa.types.is_string(value.type) else shown(value)
 
 
 def _converted_where_possible(values: pa.Array, convert: Callable[[pa.Array], pa.Array]):
@@ -485,12 +520,34 @@ def _json_object_candidates(values: Sequence[bytes | None]) -> tuple[Sequence[in
     Screening matters for correctness, not only speed: pyarrow reads a top-level `null`
     as an all-NULL row (or crashes when it comes first), which would misalign the rows.
     """
-    starts_ok = pc.match_substring_regex(pa.array(values, pa.binary()), _JSON_OBJECT_START_RE)
-    if starts_ok.null_count == 0 and pc.all(starts_ok).as_py():
+    binary = pa.array(values, pa.binary())
+    starts_ok = pc.match_substring_regex(binary, _JSON_OBJECT_START_RE)
+    literals = _non_json_literal_positions(binary)
+    if starts_ok.null_count == 0 and pc.all(starts_ok).as_py() and not literals:
         return range(len(values)), []
-    flags = starts_ok.to_pylist()
-    errors = [(i, _not_an_object_reason(values[i])) for i, ok in enumerate(flags) if not ok]
+    flags = pc.and_kleene(starts_ok, _mask_without(len(values), literals)).to_pylist()
+    errors = [(i, _not_an_object_reason(values[i]) if not starts_ok[i].as_py() else _non_json_literal_reason(values[i]))
+              for i, ok in enumerate(flags) if not ok]
     return [i for i, ok in enumerate(flags) if ok], errors
+
+
+def _non_json_literal_positions(binary: pa.BinaryArray) -> list[int]:
+    """Positions of the messages using NaN or Infinity as a value, which RapidJSON accepts."""
+    hinted = pc.match_substring_regex(binary, _NON_JSON_HINT_RE)
+    if not pc.any(hinted).as_py():
+        return []
+    positions = pc.indices_nonzero(hinted)
+    found = pc.match_substring_regex(binary.take(positions), _NON_JSON_LITERAL_RE)
+    return positions.filter(found).to_pylist()
+
+
+def _non_json_literal_reason(value: bytes) -> str:
+    match = _NON_JSON_FIELD_RE.search(value)
+    literal = match[2].decode() if match else "NaN or Infinity"
+    text = f"{literal} is not valid JSON (JSON has no NaN or Infinity); send null"
+    if match and match[1] is not None:
+        return f"field '{match[1].decode('utf-8', 'replace')}': {text}"
+    return f"invalid JSON: {text}"
 
 
 def _not_an_object_reason(value: bytes | None) -> str:

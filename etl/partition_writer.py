@@ -9,8 +9,12 @@ INT64 timestamps.
 
 Each decoded chunk is then enriched from the batch's dimensions (etl.enrichment) and passed
 through the job's transform (etl.transform), both vectorised; rows the transform rejects go to
-the rejected file with their raw message. How many rows found no match in each dimension is
-stored in the main file's footer (key etl.unmatched), so that a replay can count them again.
+the rejected file with their raw message. So do records whose values Hive or Spark could not
+read back (etl.hive_values): a Kafka timestamp beyond year 9999, checked before decoding is
+used, and, just before the main file, any out-of-range value in any column, wherever it came
+from (decoder, dimension, transform). One such row would make every query of the table fail.
+How many rows found no match in each dimension is stored in the main file's footer (key
+etl.unmatched), so that a replay can count them again.
 
 Both files are written under the temp names the caller chose; publishing them is the
 commit protocol's job, not this module's.
@@ -32,6 +36,7 @@ from etl.config import DimensionConfig
 from etl.decoders import Decoded, Decoder, arange, invalid_utf8_positions
 from etl.enrichment import enrich
 from etl.errors import ConfigError, EtlError, KafkaReadError, WarehouseError
+from etl.hive_values import TIMESTAMP_MAX_MS, outside_reason, unreadable_rows
 from etl.schema import LINEAGE_COLUMNS, TableSchema, arrow_schema, rejected_arrow_schema
 from etl.transform import TransformStep
 
@@ -156,14 +161,17 @@ class PartitionWriter:
         if not len(chunk):
             return
         offsets = pa.array(chunk.offsets, pa.int64())
+        millis = pa.array(chunk.timestamps_ms, pa.int64())
         self._check_chunk(chunk, offsets)
-        decoded = self._reject_bad_keys(chunk, self._spec.decoder.decode(chunk.values))
+        decoded = self._spec.decoder.decode(chunk.values)
         self._check_decoded(chunk, decoded)
-        rows = self._enriched(self._rows(chunk, offsets, decoded))
+        decoded = _reject_late_timestamps(millis, self._reject_bad_keys(chunk, decoded))
+        rows = self._enriched(self._rows(chunk, offsets, millis, decoded))
         rows, errors = self._transformed(chunk, rows, decoded)
+        rows, errors = self._readable(rows, offsets, errors)
         self._main.append(rows)
         if errors:
-            self._rejected.append(self._rejected_rows(chunk, offsets, errors))
+            self._rejected.append(self._rejected_rows(chunk, offsets, millis, errors))
         self._records += len(chunk)
         self._first_offset = chunk.offsets[0] if self._first_offset is None else self._first_offset
         self._last_offset = chunk.offsets[-1]
@@ -204,6 +212,21 @@ class PartitionWriter:
         reason = f"rejected by transform {self._spec.transform}: "
         moved = [(decoded.good[position].as_py(), reason + text) for position, text in result.rejected]
         return result.kept, sorted(decoded.errors + moved)
+
+    def _readable(self, rows: pa.Table, offsets: pa.Int64Array, errors: list) -> tuple[pa.Table, list]:
+        """Rows Hive and Spark can read back, and the rejected records plus the others.
+
+        The decoders reject such values themselves; this is the one check on what is really
+        written, so that values from dimensions or the transform cannot slip through.
+        """
+        bad = unreadable_rows(rows)
+        if not bad:
+            return rows, errors
+        positions = pa.array([position for position, _reason in bad], pa.int64())
+        indices = pc.index_in(pc.take(rows.column("kafka_offset"), positions), value_set=offsets).to_pylist()
+        origin = f"after transform {self._spec.transform}: " if self._spec.transform else ""
+        moved = [(index, origin + reason) for index, (_position, reason) in zip(indices, bad)]
+        return rows.filter(_mask_without(rows.num_rows, positions)), sorted(errors + moved)
 
     def _finish(self) -> WriteCounts:
         if self._unmatched:
@@ -257,23 +280,19 @@ class PartitionWriter:
         if self._spec.key_column is None or self._key_type() != pa.string() or not len(decoded.good):
             return decoded
         bad = invalid_utf8_positions(pc.take(pa.array(chunk.keys, pa.binary()), decoded.good))
-        if not bad:
-            return decoded
-        keep = pc.invert(pc.is_in(arange(len(decoded.good)), value_set=pa.array(bad, pa.int64())))
-        moved = [(decoded.good[position].as_py(), KEY_NOT_UTF8) for position in bad]
-        return Decoded(decoded.table.filter(keep), decoded.good.filter(keep), sorted(decoded.errors + moved))
+        return _moved_to_errors(decoded, [(position, KEY_NOT_UTF8) for position in bad])
 
     def _key_type(self) -> pa.DataType:
         return self._main.schema.field(self._spec.key_column).type
 
-    def _rows(self, chunk: RawChunk, offsets: pa.Int64Array, decoded: Decoded) -> pa.Table:
+    def _rows(self, chunk: RawChunk, offsets: pa.Int64Array, millis: pa.Int64Array, decoded: Decoded) -> pa.Table:
         """The decoded data columns plus lineage and key, in the file's column order."""
         all_good = len(decoded.good) == len(chunk)
 
         def of_good_records(array: pa.Array) -> pa.Array:
             return array if all_good else pc.take(array, decoded.good)
 
-        filled = self._lineage(len(decoded.good), of_good_records(_timestamps(chunk)))
+        filled = self._lineage(len(decoded.good), of_good_records(_timestamps(millis)))
         filled["kafka_offset"] = of_good_records(offsets)
         if self._spec.key_column:
             filled[self._spec.key_column] = of_good_records(pa.array(chunk.keys, pa.binary())).cast(self._key_type())
@@ -288,9 +307,11 @@ class PartitionWriter:
 
         return pa.Table.from_arrays([column(f) for f in schema], schema=schema)
 
-    def _rejected_rows(self, chunk: RawChunk, offsets: pa.Int64Array, errors: list[tuple[int, str]]) -> pa.Table:
+    def _rejected_rows(self, chunk: RawChunk, offsets: pa.Int64Array, millis: pa.Int64Array,
+                       errors: list[tuple[int, str]]) -> pa.Table:
         indices = pa.array([index for index, _reason in errors], pa.int64())
-        filled = self._lineage(len(errors), pc.take(_timestamps(chunk), indices))
+        filled = self._lineage(len(errors), pc.take(_timestamps(millis), indices))
+        filled["kafka_timestamp_ms"] = pc.take(millis, indices)  # as Kafka gave it, even where NULL above
         filled["kafka_offset"] = pc.take(offsets, indices)
         filled["kafka_key"] = _keys_at(chunk, indices)
         filled["raw_value"] = pa.array([chunk.values[index] for index, _reason in errors], pa.binary())
@@ -305,11 +326,39 @@ class PartitionWriter:
         }
 
 
-def _timestamps(chunk: RawChunk) -> pa.Array:
-    """Record timestamps; NULL where Kafka has none (it reports -1 rather than a time)."""
-    millis = pa.array(chunk.timestamps_ms, pa.int64())
-    known = pc.if_else(pc.less(millis, 0), pa.scalar(None, pa.int64()), millis)
-    return known.cast(pa.timestamp("ms"))
+def _timestamps(millis: pa.Int64Array) -> pa.Array:
+    """Record timestamps; NULL where Kafka has none (it reports -1 rather than a time), and where
+    Hive could not read it back (only rejected records keep such a time, in kafka_timestamp_ms)."""
+    unknown = pc.or_(pc.less(millis, 0), pc.greater(millis, TIMESTAMP_MAX_MS))
+    return pc.if_else(unknown, pa.scalar(None, pa.int64()), millis).cast(pa.timestamp("ms"))
+
+
+def _reject_late_timestamps(millis: pa.Int64Array, decoded: Decoded) -> Decoded:
+    """Moves the records whose Kafka timestamp Hive cannot read back to the rejected records.
+
+    Rejected, not NULLed: a NULL kafka_timestamp would silently change what the row means
+    (tables may be partitioned by event time). Earlier times are negative: Kafka's "none".
+    """
+    late = pc.greater(pc.take(millis, decoded.good), TIMESTAMP_MAX_MS)
+    if not pc.any(late).as_py():
+        return decoded
+    positions = pc.indices_nonzero(late).to_pylist()
+    reasons = [f"{outside_reason(f'kafka record timestamp {millis[i].as_py()} ms', pa.timestamp('ms'))}; "
+               f"kafka_timestamp_ms keeps it" for i in pc.take(decoded.good, positions).to_pylist()]
+    return _moved_to_errors(decoded, list(zip(positions, reasons)))
+
+
+def _moved_to_errors(decoded: Decoded, moved: list[tuple[int, str]]) -> Decoded:
+    """`decoded` less the rows at the given positions, which become errors with their reasons."""
+    if not moved:
+        return decoded
+    keep = _mask_without(len(decoded.good), [position for position, _reason in moved])
+    errors = [(decoded.good[position].as_py(), reason) for position, reason in moved]
+    return Decoded(decoded.table.filter(keep), decoded.good.filter(keep), sorted(decoded.errors + errors))
+
+
+def _mask_without(length: int, positions) -> pa.BooleanArray:
+    return pc.invert(pc.is_in(arange(length), value_set=pa.array(positions, pa.int64())))
 
 
 def _keys_at(chunk: RawChunk, indices: pa.Array) -> pa.Array:

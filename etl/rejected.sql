@@ -8,7 +8,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS ${database}.${table} (
   kafka_timestamp timestamp,
   kafka_key binary COMMENT 'NULL when the record had no key',
   raw_value binary COMMENT 'the message exactly as read from Kafka',
-  error string COMMENT 'why the record was rejected'
+  error string COMMENT 'why the record was rejected',
+  kafka_timestamp_ms bigint COMMENT 'the record timestamp as Kafka gave it, in ms since 1970 (-1: none); kafka_timestamp is NULL where Hive could not read it back'
 )
 PARTITIONED BY (dt string, hour string)
 STORED AS PARQUET

@@ -33,6 +33,8 @@ REJECTED_COLUMNS = LINEAGE_COLUMNS + (
     Column("kafka_key", "binary"),
     Column("raw_value", "binary"),
     Column("error", "string"),
+    # Last, so that schema evolution can add it to rejected tables created before it.
+    Column("kafka_timestamp_ms", "bigint"),
 )
 KEY_COLUMN_TYPES = ("string", "binary")
 PLACEHOLDERS = ("database", "table", "location")

@@ -6,12 +6,16 @@ The contract (README, "Custom transforms"):
     key; a column nobody filled yet is NULL), one row per decoded record, in offset order;
   - `lookups` maps each [dimension] name to its Arrow table, as loaded for this batch;
   - it returns a pyarrow.Table with every DDL column (in any order; types are cast to the
-    DDL's without loss) and optionally a string column `_reject_reason`: a row where it is
-    not NULL goes to <table>_rejected with its raw message and that reason;
+    DDL's without loss, and a double beyond a float column's range fails like any lossy cast)
+    and optionally a string column `_reject_reason`: a row where it is not NULL goes to
+    <table>_rejected with its raw message and that reason;
   - it returns exactly the rows it received: the same kafka_offset values, each once (in any
     order), and the lineage and key columns unchanged. A transform that drops, duplicates or
     invents a row fails the batch (TransformError): a record is never lost silently;
   - it is deterministic: a replay after a crash must produce the same rows.
+A row holding a value Hive or Spark cannot read back (etl.hive_values: a timestamp or date out
+of range, a decimal beyond its precision), wherever it came from, goes to <table>_rejected with
+the column and value named: it is checked just before the rows are written (etl.partition_writer).
 A transform that raises fails its task: the task's temp files are deleted, nothing of its
 range is published, and the batch stays PLANNED for the next run.
 """
@@ -26,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl.errors import ConfigError, TransformError
+from etl.hive_values import float_overflow, too_large_for_float
 
 REJECT_COLUMN = "_reject_reason"
 _SHOWN = 5  # offsets named in an error message
@@ -119,10 +124,16 @@ class TransformStep:
 
     def _cast(self, values: pa.ChunkedArray, field: pa.Field, where: str) -> pa.ChunkedArray:
         try:
-            return values.cast(field.type, safe=True)
+            cast = values.cast(field.type, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise self._fail(where, f"returned column {field.name!r} as {values.type}, which does not fit "
                                     f"{field.type}: {exc}") from exc
+        # A safe cast still turns a double beyond float's range into infinity: as lossy as any other.
+        overflow = float_overflow(values, cast) if field.type == pa.float32() and values.type != cast.type else []
+        if overflow:
+            raise self._fail(where, f"returned column {field.name!r} as {values.type}, which does not fit "
+                                    f"{field.type}: {too_large_for_float(repr(values[overflow[0]].as_py()))}")
+        return cast
 
     def _aligned(self, out: pa.Table, rows: pa.Table, where: str) -> pa.Table:
         """`out` in the input's offset order; refuses lost, duplicated or invented rows and

@@ -414,3 +414,111 @@ def test_arange_and_invalid_utf8_positions():
     values = pa.array([b"a", b"\xff", None, b"ok", b"\xc3", b"\xc3\xa9"], pa.binary())
     assert invalid_utf8_positions(values) == [1, 4]
     assert invalid_utf8_positions(pa.array([], pa.binary())) == []
+
+
+# --- values Hive or Spark cannot read back (issue 9) -------------------------------------
+TS_RANGE = "0001-01-02 00:00:00 .. 9999-12-30 23:59:59.999 UTC"
+DATE_RANGE = "0001-01-01 .. 9999-12-31"
+
+
+@pytest.fixture()
+def ranged_decoder(tmp_path):
+    """A JSON decoder over the column types whose values can fall outside what Hive reads back."""
+    path = tmp_path / "ranged.sql"
+    path.write_text(
+        "CREATE TABLE ${database}.${table} (id int, ts timestamp, day date, price decimal(10,2), f float, "
+        f"d double, {LINEAGE_SQL}) PARTITIONED BY (dt string, hour string) LOCATION '${{location}}'"
+    )
+    return make_decoder("json", load_table_schema(path))
+
+
+def test_timestamps_outside_what_hive_and_spark_read_back_are_rejected(ranged_decoder):
+    texts = ["2017-07-30 14:09:08", "0000-06-01 00:00:00", "0001-01-01 23:59:59.999", "0001-01-02 00:00:00",
+             "9999-12-30 23:59:59.999", "9999-12-31 00:00:00", "9999-12-30T23:00:00-05:00", "2017-07-30T14:09:08Z"]
+    decoded = ranged_decoder.decode([json.dumps({"id": i, "ts": t}).encode() for i, t in enumerate(texts)])
+    assert_consistent(decoded, len(texts))
+    assert reasons(decoded) == {
+        i: f"field 'ts': {texts[i]!r} is outside the range Hive and Spark read back ({TS_RANGE})" for i in (1, 2, 5, 6)
+    }
+    assert decoded.table.column("id").to_pylist() == [0, 3, 4, 7]
+    assert decoded.table.column("ts").to_pylist()[1:3] == [datetime(1, 1, 2), datetime(9999, 12, 30, 23, 59, 59, 999000)]
+
+
+def test_dates_outside_what_hive_and_spark_read_back_are_rejected(ranged_decoder):
+    texts = ["0000-12-31", "0001-01-01", "2017-07-30", "9999-12-31"]
+    decoded = ranged_decoder.decode([json.dumps({"id": i, "day": t}).encode() for i, t in enumerate(texts)])
+    assert reasons(decoded) == {0: f"field 'day': '0000-12-31' is outside the range Hive and Spark read back "
+                                   f"({DATE_RANGE})"}
+    assert decoded.table.column("day").to_pylist() == [date(1, 1, 1), date(2017, 7, 30), date(9999, 12, 31)]
+
+
+def test_decimals_that_do_not_fit_their_precision_are_rejected(ranged_decoder):
+    # pyarrow's reader checks the digits as written, not after scaling: 123456789 (9 digits) passed
+    # into decimal(10,2), and Parquet silently stored 123456789.00 as another number.
+    values = [b'{"id": 0, "price": 99999999.99}', b'{"id": 1, "price": 123456789.5}', b'{"id": 2, "price": -1e8}',
+              b'{"id": 3, "price": "-99999999.99"}', b'{"id": 4, "price": 1e40}', b'{"id": 5, "price": 123456789}',
+              b'{"id": 6, "price": 123456789.12}']
+    decoded = ranged_decoder.decode(values)
+    assert_consistent(decoded, len(values))
+    holds = "does not fit decimal(10,2), which holds -99999999.99 .. 99999999.99"
+    assert reasons(decoded) == {
+        1: f"field 'price': 123456789.50 {holds}",
+        2: f"field 'price': -100000000.00 {holds}",
+        4: "field 'price': expected decimal(10,2): The string '1e40' cannot be represented as decimal128",
+        5: f"field 'price': 123456789.00 {holds}",
+        6: "field 'price': expected decimal(10,2): 123456789.12 requires precision 11",
+    }
+    assert decoded.table.column("price").to_pylist() == [Decimal("99999999.99"), Decimal("-99999999.99")]
+
+
+def test_numbers_that_overflow_a_float_column_are_rejected(ranged_decoder):
+    values = [b'{"id": 0, "f": 1e39}', b'{"id": 1, "f": 3.4028235e38}', b'{"id": 2, "f": -1e39}',
+              b'{"id": 3, "f": 1e-50}', b'{"id": 4, "f": 1.5, "d": 1e300}', b'{"id": 5, "f": null}']
+    decoded = ranged_decoder.decode(values)
+    assert_consistent(decoded, len(values))
+    too_large = "is too large for float (largest magnitude 3.4028235e+38); declare the column as double"
+    assert reasons(decoded) == {0: f"field 'f': 1e+39 {too_large}", 2: f"field 'f': -1e+39 {too_large}"}
+    assert decoded.table.column("id").to_pylist() == [1, 3, 4, 5]
+    assert decoded.table.column("f").to_pylist() == [pytest.approx(3.4028235e38), 0.0, 1.5, None]
+    assert decoded.table.column("d").to_pylist() == [None, None, 1e300, None]
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "-NaN", "Inf", "-Inf"])
+def test_nan_and_infinity_literals_are_not_json_and_are_rejected(ranged_decoder, literal):
+    values = [
+        f'{{"id": 0, "d": {literal}}}'.encode(),
+        f'{{"id": 1, "f": {literal}, "d": 1.5}}'.encode(),
+        f'{{"id": 2, "unknown": [1,\r\n {literal}]}}'.encode(),
+        b'{"id": 3, "d": 2.5, "note": "NaN, Infinity and Inf inside a string are text: [1, NaN]"}',
+        f'{{"id": 4, "s": "a \\" quote", "d":{literal}}}'.encode(),
+        b'{"id": 5, "d": -0.0}',
+    ]
+    decoded = ranged_decoder.decode(values)
+    assert_consistent(decoded, len(values))
+    not_json = f"{literal} is not valid JSON (JSON has no NaN or Infinity); send null"
+    assert reasons(decoded) == {0: f"field 'd': {not_json}", 1: f"field 'f': {not_json}",
+                                2: f"invalid JSON: {not_json}", 4: f"field 'd': {not_json}"}
+    assert decoded.table.column("d").to_pylist() == [2.5, -0.0]
+
+
+def test_bad_values_mixed_into_a_large_chunk_stay_aligned(ranged_decoder):
+    bad = [b'{"ts": "0000-01-01 00:00:00"}', b'{"day": "0000-01-01"}', b'{"f": 1e39}', b'{"d": NaN}',
+           b'{"price": 1e12}']
+    values = [bad[(i // 101) % len(bad)] if i % 101 == 0 else json.dumps({"id": i, "f": i / 8}).encode()
+              for i in range(10_000)]
+    decoded = ranged_decoder.decode(values)
+    assert_consistent(decoded, 10_000)
+    assert [index for index, _reason in decoded.errors] == list(range(0, 10_000, 101))
+    assert decoded.table.column("id").to_pylist() == [i for i in range(10_000) if i % 101]
+
+
+def test_access_log_times_outside_what_hive_and_spark_read_back_are_rejected(access_log_decoder):
+    values = [b"0000-01-01 00:00:00 ERROR year zero", b"0001-01-01 12:00:00 INFO first day",
+              b"0001-01-02 00:00:00 INFO ok", b"9999-12-30 23:59:59 INFO ok too", b"9999-12-31 00:00:00 WARN last day"]
+    decoded = access_log_decoder.decode(values)
+    assert_consistent(decoded, len(values))
+    outside = f"is outside the range Hive and Spark read back ({TS_RANGE})"
+    assert reasons(decoded) == {0: f"log time '0000-01-01 00:00:00' {outside}",
+                                1: f"log time '0001-01-01 12:00:00' {outside}",
+                                4: f"log time '9999-12-31 00:00:00' {outside}"}
+    assert decoded.table.column("message").to_pylist() == ["ok", "ok too"]

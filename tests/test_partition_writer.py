@@ -122,13 +122,15 @@ def test_rejected_records_go_to_the_rejected_file_byte_for_byte(tmp_path):
     assert bad.to_pylist() == [
         {"kafka_topic": "events", "kafka_partition": 3, "kafka_offset": 11,
          "kafka_timestamp": datetime(2017, 7, 30, 14, 9, 8, 123000), "kafka_key": b"k1",
-         "raw_value": b'{"event_id": "ten"}', "error": "field 'event_id': expected bigint, got string"},
+         "raw_value": b'{"event_id": "ten"}', "error": "field 'event_id': expected bigint, got string",
+         "kafka_timestamp_ms": T0},
         {"kafka_topic": "events", "kafka_partition": 3, "kafka_offset": 12,
          "kafka_timestamp": datetime(2017, 7, 30, 14, 9, 8, 123000), "kafka_key": None,
-         "raw_value": None, "error": "empty message"},
+         "raw_value": None, "error": "empty message", "kafka_timestamp_ms": T0},
         {"kafka_topic": "events", "kafka_partition": 3, "kafka_offset": 14,
          "kafka_timestamp": datetime(2017, 7, 30, 14, 9, 8, 123000), "kafka_key": b"\xfe",
-         "raw_value": b"\xff\x00garbage", "error": "invalid JSON: expected a JSON object"},
+         "raw_value": b"\xff\x00garbage", "error": "invalid JSON: expected a JSON object",
+         "kafka_timestamp_ms": T0},
     ]
     good = read(main)
     assert good.column("kafka_offset").to_pylist() == [10, 13]
@@ -154,6 +156,45 @@ def test_string_key_column_rejects_keys_that_are_not_utf8(tmp_path):
     assert read(rejected).select(["kafka_offset", "kafka_key", "error"]).to_pylist() == [
         {"kafka_offset": 1, "kafka_key": b"\xc3", "error": KEY_NOT_UTF8}
     ]
+
+
+Y242869 = 7_602_051_355_200_000  # 242869-06-01 12:00:00 UTC: a producer bug seen in production
+LAST_MS = 253_402_214_399_999  # 9999-12-30 23:59:59.999 UTC, the last timestamp every reader shows
+
+
+def test_a_kafka_timestamp_hive_cannot_read_back_rejects_the_record_and_keeps_the_raw_ms(tmp_path):
+    writer, main, rejected = open_writer(tmp_path)
+    values = [event(0), event(1), event(2), event(3), event(4), b"garbage"]
+    with writer:
+        writer.write(RawChunk([0, 1, 2, 3, 4, 5], [T0, Y242869, LAST_MS, LAST_MS + 1, -1, Y242869], None, values))
+    counts = writer.close()
+    assert (counts.rows, counts.rejected) == (3, 3)
+    good = read(main)
+    assert good.column("kafka_offset").to_pylist() == [0, 2, 4]
+    assert good.column("kafka_timestamp").to_pylist() == [
+        datetime(2017, 7, 30, 14, 9, 8, 123000), datetime(9999, 12, 30, 23, 59, 59, 999000), None]
+    outside = ("ms is outside the range Hive and Spark read back (0001-01-02 00:00:00 .. 9999-12-30 23:59:59.999 "
+               "UTC); kafka_timestamp_ms keeps it")
+    # The rejected table stays readable too: kafka_timestamp is NULL there, the raw value is in kafka_timestamp_ms.
+    assert read(rejected).select(["kafka_offset", "kafka_timestamp", "kafka_timestamp_ms", "error"]).to_pylist() == [
+        {"kafka_offset": 1, "kafka_timestamp": None, "kafka_timestamp_ms": Y242869,
+         "error": f"kafka record timestamp {Y242869} {outside}"},
+        {"kafka_offset": 3, "kafka_timestamp": None, "kafka_timestamp_ms": LAST_MS + 1,
+         "error": f"kafka record timestamp {LAST_MS + 1} {outside}"},
+        {"kafka_offset": 5, "kafka_timestamp": None, "kafka_timestamp_ms": Y242869,
+         "error": "invalid JSON: expected a JSON object"},
+    ]
+
+
+def test_a_kafka_timestamp_out_of_range_and_a_bad_key_give_one_rejected_row(tmp_path):
+    spec = spec_for(keyed_schema(tmp_path, "string"), key_column="msg_key")
+    writer, main, rejected = open_writer(tmp_path, spec)
+    with writer:
+        writer.write(RawChunk([0, 1, 2], [T0, Y242869, Y242869], [b"k0", b"\xc3", b"k2"], [event(i) for i in range(3)]))
+    assert read(main).column("kafka_offset").to_pylist() == [0]
+    bad = read(rejected).select(["kafka_offset", "error"]).to_pylist()
+    assert [row["kafka_offset"] for row in bad] == [1, 2]
+    assert bad[0]["error"] == KEY_NOT_UTF8 and bad[1]["error"].startswith(f"kafka record timestamp {Y242869} ms")
 
 
 def test_configured_key_column_needs_keys_in_the_chunk(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 
 from etl.errors import SchemaError
 from etl.hive import REJECTED_DDL
+from etl.schema_evolution import plan_evolution
 from etl.schema import (
     Column,
     TableSchema,
@@ -71,8 +72,18 @@ def test_rejected_template_matches_the_rejected_arrow_schema():
     schema = load_table_schema(REJECTED_DDL)
     assert arrow_schema(schema) == rejected_arrow_schema()
     assert rejected_arrow_schema().names == [
-        "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "kafka_key", "raw_value", "error"
+        "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "kafka_key", "raw_value", "error",
+        "kafka_timestamp_ms",
     ]
+    assert rejected_arrow_schema().field("kafka_timestamp_ms").type == pa.int64()
+
+
+def test_a_rejected_table_of_an_earlier_version_evolves_by_adding_kafka_timestamp_ms():
+    # Existing <table>_rejected tables were created without kafka_timestamp_ms: the registrar's
+    # schema evolution (which runs on the rejected table too) must be able to add it at the end.
+    earlier = tuple(c for c in load_table_schema(REJECTED_DDL).columns if c.name != "kafka_timestamp_ms")
+    evolution = plan_evolution("db.t_rejected", str(REJECTED_DDL), earlier, load_table_schema(REJECTED_DDL).columns)
+    assert evolution.added == (Column("kafka_timestamp_ms", "bigint"),)
 
 
 def test_decimal_comments_and_quoted_text_do_not_confuse_the_parser(tmp_path):

@@ -7,6 +7,7 @@ fails the batch cleanly on the real stack: nothing published, no temp file, resu
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 import textwrap
 import uuid
 from pathlib import Path
@@ -81,6 +82,32 @@ def three_args(a, b, c):
 NOT_CALLABLE = 42
 
 
+# Transforms whose values Hive or Spark cannot read back (over PRICED_SQL's columns).
+def _odd(table):
+    return pc.equal(pc.bit_wise_and(table.column("event_id"), 1), 1)
+
+
+def far_future_ts(table):
+    year_10000 = pa.scalar(253_402_300_800_000, pa.timestamp("ms"))  # 10000-01-01 00:00:00 UTC
+    return table.set_column(table.schema.get_field_index("ts"), "ts",
+                            pc.if_else(_odd(table), year_10000, table.column("ts")))
+
+
+def unscaled_price(table):
+    # A decimal(10,2) array holding 10^10: what cast(safe=False) or a careless kernel gives.
+    too_big = pa.array([Decimal("10000000000.00")] * table.num_rows, pa.decimal128(20, 2))
+    too_big = too_big.cast(pa.decimal128(10, 2), safe=False)
+    return table.set_column(table.schema.get_field_index("price"), "price",
+                            pc.if_else(_odd(table), too_big, table.column("price")))
+
+
+def huge_ratio(table):
+    return table.set_column(table.schema.get_field_index("ratio"), "ratio",
+                            pa.array([1e39] * table.num_rows, pa.float64()))
+
+
+
+
 def spec_with(transform: str) -> WriterSpec:
     schema = load_table_schema(EVENTS)
     return WriterSpec(schema, make_decoder("json", schema), None, 1000, "snappy", transform=transform)
@@ -129,6 +156,46 @@ def test_a_transform_that_breaks_the_contract_fails_and_leaves_no_file(tmp_path,
         write(tmp_path, transform)
     assert "the batch stays PLANNED" in str(error.value)
     assert list(tmp_path.iterdir()) == []  # both temp files aborted
+
+
+PRICED_SQL = ("CREATE TABLE ${database}.${table} (event_id bigint, user_id string, action string, "
+              "price decimal(10,2), ratio float, ts timestamp, kafka_topic string, kafka_partition int, "
+              "kafka_offset bigint, kafka_timestamp timestamp) PARTITIONED BY (dt string, hour string) "
+              "LOCATION '${location}'")
+
+
+def write_priced(tmp_path: Path, transform: str):
+    ddl = tmp_path / "priced.sql"
+    ddl.write_text(PRICED_SQL)
+    schema = load_table_schema(ddl)
+    spec = WriterSpec(schema, make_decoder("json", schema), None, 1000, "snappy", transform=f"test_transform:{transform}")
+    main, rejected = str(tmp_path / "_tmp.main"), str(tmp_path / "_tmp.rejected")
+    values = [json.dumps({"event_id": i, "price": "1.50", "ts": "2017-07-30 14:09:08"}).encode() for i in range(4)]
+    with PartitionWriter(LocalFileSystem(), spec, "t", 2, main, rejected) as w:
+        w.write(RawChunk(list(range(100, 104)), [0] * 4, None, values))
+    return w.close(), main, rejected
+
+
+@pytest.mark.parametrize("transform, reason", [
+    ("far_future_ts", "column 'ts': 10000-01-01 00:00:00.000 is outside the range Hive and Spark read back "
+                      "(0001-01-02 00:00:00 .. 9999-12-30 23:59:59.999 UTC)"),
+    ("unscaled_price", "column 'price': 10000000000.00 does not fit decimal(10,2), which holds "
+                       "-99999999.99 .. 99999999.99"),
+])
+def test_values_a_transform_returns_that_hive_cannot_read_back_go_to_the_rejected_file(tmp_path, transform, reason):
+    counts, main, rejected = write_priced(tmp_path, transform)
+    assert (counts.rows, counts.rejected) == (2, 2)
+    assert pq.read_table(main).column("kafka_offset").to_pylist() == [100, 102]
+    bad = pq.read_table(rejected).to_pylist()
+    assert [r["kafka_offset"] for r in bad] == [101, 103]
+    assert bad[0]["error"] == f"after transform test_transform:{transform}: {reason}"
+
+
+def test_a_transform_returning_a_double_beyond_a_float_column_fails_like_any_lossy_cast(tmp_path):
+    with pytest.raises(TransformError, match=r"returned column 'ratio' as double, which does not fit float: 1e\+39 "
+                                             r"is too large for float"):
+        write_priced(tmp_path, "huge_ratio")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["priced.sql"]
 
 
 def test_a_transform_is_checked_at_start_up():

@@ -47,7 +47,7 @@ def test_a_deleted_file_is_a_gap_and_deep_finds_its_records_still_in_kafka(
     middle.unlink()
     report = run_verify(load_config(config), deep=True)
     assert kinds(report) == ["gap", "missing_offset"]
-    assert "[20, 40)" in report.render() and "restore it from backup" in report.render()
+    assert "[20, 40)" in report.render() and "run `etl recover`, which rewrites the range from Kafka" in report.render()
     assert etl_command(config, "verify").returncode == 1
 
 

@@ -1,0 +1,102 @@
+"""Which values Hive and Spark read back, so that one bad value never makes a table unreadable.
+
+Arrow and Parquet store far more than the readers can show. Measured on the local stack
+(Spark 4 Thrift Server with Hive's JDBC driver, and PySpark), a single such value fails or
+corrupts every `SELECT *` of its table:
+  - a timestamp after year 9999 ("Unrecognized column type: TIMESTAMP_TYPE" over JDBC, "year
+    10000 is out of range" in PySpark); one in year 0 is shown as year 1, silently wrong;
+  - the readers show timestamps in the session time zone, which shifts the edges: 9999-12-31
+    23:00 UTC is year 10000 in Asia/Tokyo and fails there, 0001-01-01 00:00 UTC is year 0 in
+    America/Los_Angeles (its LMT offset, -7:52). PySpark also refuses any time in the first
+    day of year 1 (its local-time conversion). So timestamps keep one day inside Hive's and
+    Spark's 0001-01-01 .. 9999-12-31, which every zone (offsets up to 16 h) and client reads;
+  - dates have no zone: 0001-01-01 .. 9999-12-31 read back everywhere; year 0 does not;
+  - a decimal beyond its declared precision (an Arrow decimal128(10,2) can hold 10^10) is
+    written by Parquet as another number.
+A float32 column cannot hold a double beyond 3.4e38: the cast makes it infinite, silently.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+TIMESTAMP_MIN_MS = -62_135_510_400_000  # 0001-01-02 00:00:00 UTC
+TIMESTAMP_MAX_MS = 253_402_214_399_999  # 9999-12-30 23:59:59.999 UTC
+DATE_MIN_DAYS = -719_162  # 0001-01-01
+DATE_MAX_DAYS = 2_932_896  # 9999-12-31
+TIMESTAMP_RANGE = "0001-01-02 00:00:00 .. 9999-12-30 23:59:59.999 UTC"
+DATE_RANGE = "0001-01-01 .. 9999-12-31"
+FLOAT_MAX = "3.4028235e+38"
+
+
+def out_of_range(values: pa.Array | pa.ChunkedArray) -> list[int]:
+    """Positions of the values Hive or Spark cannot read back; [] for types without limits.
+    A column without any costs three vectorised calls."""
+    bounds = _bounds(values.type)
+    if bounds is None or not len(values):
+        return []
+    low, high = bounds
+    outside = pc.or_(pc.less(values, low), pc.greater(values, high))
+    if not pc.any(outside).as_py():
+        return []
+    return pc.indices_nonzero(outside).to_pylist()
+
+
+def outside_reason(subject: str, arrow_type: pa.DataType) -> str:
+    """Why a value of arrow_type is refused; `subject` names the value, e.g. "field 'ts': '0000-06-01'"."""
+    if pa.types.is_decimal(arrow_type):
+        largest = _largest_decimal(arrow_type)
+        return (f"{subject} does not fit decimal({arrow_type.precision},{arrow_type.scale}), which holds "
+                f"{-largest} .. {largest}")
+    shown = TIMESTAMP_RANGE if pa.types.is_timestamp(arrow_type) else DATE_RANGE
+    return f"{subject} is outside the range Hive and Spark read back ({shown})"
+
+
+def unreadable_rows(table: pa.Table) -> list[tuple[int, str]]:
+    """(row, reason) of the rows holding a value Hive or Spark cannot read back, ascending;
+    the first such column names the reason. The last check before rows are written."""
+    found: dict[int, str] = {}
+    for field in table.schema:
+        column = table.column(field.name)
+        for row in out_of_range(column):
+            found.setdefault(row, outside_reason(f"column '{field.name}': {shown(column[row])}", field.type))
+    return sorted(found.items())
+
+
+def float_overflow(doubles: pa.Array | pa.ChunkedArray, floats: pa.Array | pa.ChunkedArray) -> list[int]:
+    """Positions where a finite double became infinite as float32: too large for the column."""
+    lost = pc.and_(pc.is_finite(doubles), pc.invert(pc.is_finite(floats)))
+    if not pc.any(lost).as_py():
+        return []
+    return pc.indices_nonzero(lost).to_pylist()
+
+
+def too_large_for_float(subject: str) -> str:
+    return f"{subject} is too large for float (largest magnitude {FLOAT_MAX}); declare the column as double"
+
+
+def shown(value: pa.Scalar) -> str:
+    """A value as Arrow writes it; Arrow cannot format years beyond its calendar, so those as a number."""
+    text = value.cast(pa.string()).as_py()
+    if text.startswith("<value out of range"):
+        unit = "ms" if pa.types.is_timestamp(value.type) else "days"
+        return f"{value.cast(pa.int64()).as_py()} {unit} after 1970-01-01"
+    return text
+
+
+def _bounds(arrow_type: pa.DataType) -> tuple[pa.Scalar, pa.Scalar] | None:
+    if arrow_type == pa.timestamp("ms"):
+        return pa.scalar(TIMESTAMP_MIN_MS, arrow_type), pa.scalar(TIMESTAMP_MAX_MS, arrow_type)
+    if arrow_type == pa.date32():
+        return (pa.scalar(DATE_MIN_DAYS, pa.int32()).cast(arrow_type),
+                pa.scalar(DATE_MAX_DAYS, pa.int32()).cast(arrow_type))
+    if pa.types.is_decimal(arrow_type):
+        largest = _largest_decimal(arrow_type)
+        return pa.scalar(-largest, arrow_type), pa.scalar(largest, arrow_type)
+    return None
+
+
+def _largest_decimal(arrow_type: pa.DataType) -> Decimal:
+    return Decimal(10 ** arrow_type.precision - 1).scaleb(-arrow_type.scale)
