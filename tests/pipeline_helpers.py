@@ -21,6 +21,19 @@ def events_by_partition(partitions: int, per_partition: int, first_id: int = 0) 
     return {p: [event(first_id + p * per_partition + i) for i in range(per_partition)] for p in range(partitions)}
 
 
+def loaded_job(new_topic, produce, write_config, partitions=2, per_partition=50, **sections) -> tuple[str, Path]:
+    """A new topic with `per_partition` events in each partition, loaded by one run of the job
+    that write_config(**sections) describes: (topic, config path)."""
+    from etl.config import load_config
+    from etl.runner import run_job
+
+    topic = new_topic(partitions=partitions)
+    produce(topic, events_by_partition(partitions, per_partition))
+    config = write_config(kafka={"topics": topic}, **sections)
+    assert run_job(load_config(config)) == 0
+    return topic, config
+
+
 def run_etl(config: Path, *args: str, fault: str | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
     """`etl run` in its own process group (so a fault point can SIGKILL the whole job)."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}

@@ -20,6 +20,7 @@ from collections import Counter
 from confluent_kafka import Producer
 
 from pipeline_helpers import run_etl, table_offsets
+from test_analysts_endpoint import JdbcReader
 
 DB = "etl_test"
 T0 = 1_700_000_000_000  # 2023-11-14 22:13:20 UTC
@@ -78,16 +79,10 @@ def produce_with_timestamps(bootstrap: str, topic: str, partitions: int) -> dict
 
 def jdbc_select_all(jvm, url: str, table: str) -> list[tuple]:
     """SELECT * through the Thrift Server with Hive's JDBC driver (beeline's), every value as text."""
-    jvm.java.lang.Class.forName("org.apache.hive.jdbc.HiveDriver")
-    connection = jvm.java.sql.DriverManager.getConnection(url, "", "")
+    reader = JdbcReader(jvm, url)
+    connection = reader.connect()
     try:
-        statement = connection.createStatement()
-        result = statement.executeQuery(f"SELECT * FROM `{DB}`.`{table}`")
-        width = result.getMetaData().getColumnCount()
-        rows = []
-        while result.next():
-            rows.append(tuple(result.getString(i + 1) for i in range(width)))
-        return rows
+        return reader.query(connection, f"SELECT * FROM `{DB}`.`{table}`")
     finally:
         connection.close()
 

@@ -3,6 +3,7 @@ job, and what `run`, `verify` and `recover` make of it. Each test reproduces one
 used to break with `run` and `verify` both exiting 0."""
 from __future__ import annotations
 
+import functools
 import json
 
 from etl.config import load_config
@@ -10,20 +11,15 @@ from etl.recovery import recover
 from etl.runner import run_job
 from etl.verify import run_verify
 from etl.zk_store import ZkPaths, ZkStateStore
-from pipeline_helpers import (etl_command, events_by_partition, expected_offsets, run_etl, table_offsets,
-                              wait_for_lock_release)
+from pipeline_helpers import (etl_command, events_by_partition, expected_offsets, loaded_job, run_etl,
+                              table_offsets, wait_for_lock_release)
 from test_pipeline import recreate_topic
 
 DB = "etl_test"
 
 
-def loaded(new_topic, produce, write_config, partitions=2, per_partition=60, **sections):
-    topic = new_topic(partitions=partitions)
-    produce(topic, events_by_partition(partitions, per_partition))
-    config = write_config(kafka={"topics": topic}, **sections)
-    assert run_job(load_config(config)) == 0
-    return topic, config
-
+# Each test starts from a loaded job: 2 partitions of 60 events (fewer where said).
+loaded = functools.partial(loaded_job, per_partition=60)
 
 def table_files(warehouse_dir, table, partition=None):
     files = sorted((warehouse_dir / f"{DB}.db" / table).rglob("*.parquet"))

@@ -11,18 +11,10 @@ from etl.reset import reset_offsets
 from etl.runner import run_job
 from etl.verify import run_verify
 from etl.zk_store import ZkStateStore
-from pipeline_helpers import (etl_command, events_by_partition, expected_offsets, run_etl, table_offsets,
-                              wait_for_lock_release)
+from pipeline_helpers import (etl_command, events_by_partition, expected_offsets, loaded_job, run_etl,
+                              table_offsets, wait_for_lock_release)
 
 DB = "etl_test"
-
-
-def loaded_job(new_topic, produce, write_config, partitions=2, per_partition=50, **sections):
-    topic = new_topic(partitions=partitions)
-    produce(topic, events_by_partition(partitions, per_partition))
-    config = write_config(kafka={"topics": topic}, **sections)
-    assert run_job(load_config(config)) == 0
-    return topic, config
 
 
 def kinds(report):
@@ -125,7 +117,7 @@ def test_reset_offsets_is_refused_while_locked_or_open_and_recorded_when_applied
     assert out == [f"{topic}[0]: 50 -> 55", "nothing changed: pass --yes to apply"]
     assert reset_offsets(cfg, [f"{topic}:0=55"], yes=True, out=out.append) == 0
     status = etl_command(config, "status")
-    assert f"offsets reset at" in status.stdout and f"{topic}[0] 50 -> 55" in status.stdout
+    assert "offsets reset at" in status.stdout and f"{topic}[0] 50 -> 55" in status.stdout
     assert run_job(cfg) == 0
     assert run_verify(cfg, deep=False).ok  # the recorded reset explains the gap [50, 55)
     offsets = table_offsets(spark, DB, cfg.hive.table)
