@@ -114,7 +114,8 @@ def _bind_locked(config, store, current: Target, yes: bool, data_moved: bool, ou
     _claim_new_table(config, store.paths.job)
     store.rebind(current, reset_origins=not data_moved,
                  event={"kind": "bind", "at": utc_now_iso(), "user": getpass.getuser(),
-                        "from": bound.to_json() if bound else None, "to": current.to_json(), "data_moved": data_moved})
+                        "from": bound.to_json() if bound else None, "to": current.to_json(),
+                        "data_moved": data_moved})
     out("bound; recorded in ZooKeeper")
     return EXIT_OK
 

@@ -185,7 +185,7 @@ class JsonDecoder(Decoder):
             arrays.append(array)
         table = pa.Table.from_arrays(arrays, schema=self.output_schema)
         if bad:
-            table = table.filter(_mask_without(table.num_rows, list(bad)))
+            table = table.filter(mask_without(table.num_rows, list(bad)))
         return _Parsed(table, sorted(bad.items()))
 
     def _split(self, lines: _JsonLines, part: _Range, failure: _ParseFailure, tables, errors) -> list[_Range]:
@@ -294,7 +294,7 @@ class AccessLogDecoder(Decoder):
         unreadable = out_of_range(times)
         message = _without_line_end(fields.field("message"))
         bad_utf8 = invalid_utf8_positions(message)
-        good_mask = pc.and_(matched, _mask_without(len(values), bad_time + unreadable + bad_utf8))
+        good_mask = pc.and_(matched, mask_without(len(values), bad_time + unreadable + bad_utf8))
         columns = {
             "log_time": times.filter(good_mask),
             "level": fields.field("level").filter(good_mask).cast(pa.string()),
@@ -345,13 +345,13 @@ def _as_log_time(text: pa.Array) -> pa.Array:
     return text.cast(pa.timestamp("ms"))
 
 
-def _mask_without(length: int, positions: list[int]) -> pa.BooleanArray:
+def mask_without(length: int, positions: list[int]) -> pa.BooleanArray:
     """True everywhere except at `positions`."""
     return pc.invert(pc.is_in(arange(length), value_set=pa.array(positions, pa.int64())))
 
 
 def _with_nulls_at(values: pa.Array, positions: list[int]) -> pa.Array:
-    return pc.if_else(_mask_without(len(values), positions), values, pa.scalar(None, values.type))
+    return pc.if_else(mask_without(len(values), positions), values, pa.scalar(None, values.type))
 
 
 # --- JSON helpers ----------------------------------------------------------------------------
@@ -525,8 +525,8 @@ def _json_object_candidates(values: Sequence[bytes | None]) -> tuple[Sequence[in
     literals = _non_json_literal_positions(binary)
     if starts_ok.null_count == 0 and pc.all(starts_ok).as_py() and not literals:
         return range(len(values)), []
-    flags = pc.and_kleene(starts_ok, _mask_without(len(values), literals)).to_pylist()
-    errors = [(i, _not_an_object_reason(values[i]) if not starts_ok[i].as_py() else _non_json_literal_reason(values[i]))
+    flags = pc.and_kleene(starts_ok, mask_without(len(values), literals)).to_pylist()
+    errors = [(i, _non_json_literal_reason(values[i]) if starts_ok[i].as_py() else _not_an_object_reason(values[i]))
               for i, ok in enumerate(flags) if not ok]
     return [i for i, ok in enumerate(flags) if ok], errors
 
@@ -584,7 +584,7 @@ def _blamed_row(message: str, rows: int) -> int | None:
 
 def _good_indices(candidates: Sequence[int], bad_positions: list[int]) -> pa.Int64Array:
     """The candidates but those at bad_positions: what the parsed tables hold, in order."""
-    positions = pc.indices_nonzero(_mask_without(len(candidates), bad_positions)).cast(pa.int64())
+    positions = pc.indices_nonzero(mask_without(len(candidates), bad_positions)).cast(pa.int64())
     return positions if isinstance(candidates, range) else pc.take(pa.array(candidates, pa.int64()), positions)
 
 

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl.config import DimensionConfig
-from etl.decoders import Decoded, Decoder, arange, invalid_utf8_positions
+from etl.decoders import Decoded, Decoder, invalid_utf8_positions, mask_without
 from etl.enrichment import enrich
 from etl.errors import ConfigError, EtlError, KafkaReadError, WarehouseError
 from etl.hive_values import TIMESTAMP_MAX_MS, outside_reason, unreadable_rows
@@ -226,7 +226,7 @@ class PartitionWriter:
         indices = pc.index_in(pc.take(rows.column("kafka_offset"), positions), value_set=offsets).to_pylist()
         origin = f"after transform {self._spec.transform}: " if self._spec.transform else ""
         moved = [(index, origin + reason) for index, (_position, reason) in zip(indices, bad)]
-        return rows.filter(_mask_without(rows.num_rows, positions)), sorted(errors + moved)
+        return rows.filter(mask_without(rows.num_rows, positions)), sorted(errors + moved)
 
     def _finish(self) -> WriteCounts:
         if self._unmatched:
@@ -352,13 +352,9 @@ def _moved_to_errors(decoded: Decoded, moved: list[tuple[int, str]]) -> Decoded:
     """`decoded` less the rows at the given positions, which become errors with their reasons."""
     if not moved:
         return decoded
-    keep = _mask_without(len(decoded.good), [position for position, _reason in moved])
+    keep = mask_without(len(decoded.good), [position for position, _reason in moved])
     errors = [(decoded.good[position].as_py(), reason) for position, reason in moved]
     return Decoded(decoded.table.filter(keep), decoded.good.filter(keep), sorted(decoded.errors + errors))
-
-
-def _mask_without(length: int, positions) -> pa.BooleanArray:
-    return pc.invert(pc.is_in(arange(length), value_set=pa.array(positions, pa.int64())))
 
 
 def _keys_at(chunk: RawChunk, indices: pa.Array) -> pa.Array:

@@ -233,7 +233,8 @@ def _repair(config, store, kafka, fs, warehouse: Warehouse, inventory: Inventory
         if found.lost:
             _record_losses(store, found.lost, out)
         if found.rewrite:
-            out(f"done: {job.repair(_repair_ranges(store, found.rewrite, config.job.max_records_per_partition)).describe()}")
+            ranges = _repair_ranges(store, found.rewrite, config.job.max_records_per_partition)
+            out(f"done: {job.repair(ranges).describe()}")
         out(f"done: deleted {len(inventory.temps)} temp files" if inventory.temps else "done")
     finally:
         store.release_lock()

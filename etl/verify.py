@@ -1,11 +1,15 @@
 """`etl verify`: the warehouse checked against ZooKeeper, partition by partition.
 
-In the spirit of Secor's LogFileVerifier: for every Kafka partition the committed files'
-ranges must be contiguous up to the committed offset and never overlap; every file must be
-in a registered Hive partition; no temp file may be left. A gap is accepted only where
-ZooKeeper records why (a skip of lost offsets, or an operator's reset). `--deep` reads the
-table through Hive and proves that no (topic, partition, offset) appears twice and that
-every committed offset is in the table, in the rejected table, or absent from Kafka.
+In the spirit of Secor's LogFileVerifier, with no blind spot: every Kafka partition with a
+committed offset in ZooKeeper is walked, whether or not any file of it is found, and its
+files must tile [origin, committed), where the origin is the first offset the job planned
+for it (recorded with the offset). So a deleted first file, or a partition whose files are
+all gone, is a gap. A gap is accepted only where ZooKeeper records why: a skip of lost
+offsets, an operator's reset, or a loss the operator accepted. Files never overlap; every
+file is in a registered Hive partition whose location is the folder the job writes; no temp
+file is left. `--deep` (etl.verify_deep) reads every file and both tables through Hive and
+proves that no (topic, partition, offset) appears twice and that every committed offset is
+in the table, in the rejected table, or absent from Kafka.
 """
 from __future__ import annotations
 

@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
 
 from etl import cli
 from etl.config import load_config
