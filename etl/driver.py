@@ -323,6 +323,10 @@ def task_failure(batch: Batch, exc: Exception) -> EtlError:
     """Turn a failed Spark job into one clear error: the task's own Python error if found."""
     text = str(exc)
     found = _PY_ERROR.findall(text)
+    # The ETL's own error, where the task raised one: Spark may also quote other errors after it
+    # (a wrapper's "[PYTHON_EXCEPTION] ... Traceback" line, a sibling task's), which name nothing.
+    own = [match for match in found if match[0].startswith("etl.errors.")]
+    found = own or found
     cause = f"{found[-1][0]}: {found[-1][1]}" if found else text.strip().splitlines()[0]
     return EtlError(f"batch {batch.batch_id}: a task failed: {cause}. The batch stays PLANNED; files already "
                     f"published are kept and the next run writes the rest")

@@ -77,3 +77,21 @@ def test_a_metastore_down_at_start_is_not_reported_as_a_batch_problem(new_topic,
     assert result.returncode == 1, result.stderr[-2000:]
     assert "metastore thrift://127.0.0.1:9" in result.stderr, result.stderr[-2000:]
     assert "batch" not in result.stderr.split("metastore thrift://127.0.0.1:9", 1)[1], result.stderr[-2000:]
+
+
+def test_a_failed_task_is_reported_by_the_etl_error_it_raised_not_by_a_later_wrapper_line():
+    # Seen once in the broker-stop crash test: Spark quoted the task's Python error, then a
+    # "PythonException: [PYTHON_EXCEPTION] ... Traceback" line, and the message named that.
+    from etl.batch import Batch, BatchState
+    from etl.driver import task_failure
+
+    text = ("An error occurred while calling o1.collect.\n"
+            "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+            "  File \"tasks.py\", line 1, in run\n"
+            "etl.errors.KafkaReadError: t[0]: no progress for 5.0s at offset 12; is the broker up?\n"
+            "PythonException: [PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback "
+            "(most recent call last): ... SQLSTATE: 38000)\n")
+    batch = Batch(batch_id=3, state=BatchState.PLANNED, planned_at="", partition_values={}, ranges=())
+    message = str(task_failure(batch, RuntimeError(text)))
+    assert "etl.errors.KafkaReadError: t[0]: no progress for 5.0s at offset 12; is the broker up?" in message
+    assert "Traceback" not in message
