@@ -398,7 +398,10 @@ def test_leaving_a_with_block_by_an_exception_aborts_the_upload(webhdfs):
             f.write(b"partial")
             raise RuntimeError("the writer failed")
     assert f.closed
-    webhdfs.server.wait_idle()  # the DataNode side may create the partial file after the client gave up
+    # The DataNode side may create the partial file after the client gave up: the upload had
+    # opened its connection, which the server may accept only now. Wait for it, then for idle.
+    webhdfs.server.wait_for_request("CREATE", "datanode")
+    webhdfs.server.wait_idle()
     webhdfs.fs.delete(path)  # what the partition writer does; the partial file may or may not be there
     assert webhdfs.fs.list_dir(webhdfs.root) == []
 

@@ -30,6 +30,7 @@ import posixpath
 import shutil
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -134,6 +135,15 @@ class WebHdfsTestServer:
         with self._idle:
             if not self._idle.wait_for(lambda: self._in_flight == 0, timeout):
                 raise TimeoutError(f"webhdfs test server still busy with {self._in_flight} request(s)")
+
+    def wait_for_request(self, op: str, phase: str, timeout: float = 10.0) -> None:
+        """Wait until a request has reached the server: a connection the client opened is
+        handled only once accepted, which may be after the client has moved on."""
+        deadline = time.monotonic() + timeout
+        while self.count(op, phase) == 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"webhdfs test server never saw {op} ({phase})")
+            time.sleep(0.01)
 
     def request_started(self) -> None:
         with self._idle:
