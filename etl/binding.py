@@ -9,15 +9,14 @@ writing the same table would load every record twice. So:
   binding), and every later run, and every resumed batch, must name the same ones;
 - the table records its owner in the table property `etl.owner`: the job's ZooKeeper path. A
   table owned by another job is refused before anything is created or altered;
-- a job is moved on purpose with `etl bind --config NEW.ini --yes`, which updates both sides.
+- a job is moved on purpose with `etl bind --config NEW.ini --yes` (etl.rebind), which updates
+  both sides.
 """
 from __future__ import annotations
 
-import getpass
 from dataclasses import asdict, dataclass
 
-from etl.batch import utc_now_iso
-from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError
+from etl.errors import ConfigError
 
 OWNER_PROPERTY = "etl.owner"
 
@@ -78,51 +77,3 @@ def check_owner(database: str, table: str, owner: str | None, me: str) -> None:
         raise BindingMismatch(f"table {database}.{table} is loaded by another job ({owner}; table "
                               f"property {OWNER_PROPERTY}); this job is {me}. Two jobs loading one table would "
                               f"load their records twice. Nothing was touched: give this job its own table")
-
-
-def bind(config, yes: bool, data_moved: bool, out=print) -> int:
-    """`etl bind`: move the job to the table and folders its config names now."""
-    from etl.warehouse import Warehouse
-    from etl.zk_store import ZkStateStore
-    current = Target.of(config, Warehouse.of(config))
-    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
-        if store.acquire_lock() is not None:
-            out("refused: a run holds the job lock; try again when it has finished")
-            return EXIT_BATCH_FAILED
-        try:
-            return _bind_locked(config, store, current, yes, data_moved, out)
-        finally:
-            store.release_lock()
-
-
-def _bind_locked(config, store, current: Target, yes: bool, data_moved: bool, out) -> int:
-    opened = store.open_batch()
-    if opened:
-        out(f"refused: batch {opened[0].batch_id} is open; finish it with the old config (`etl recover`) first")
-        return EXIT_BATCH_FAILED
-    bound = store.binding()
-    if bound == current:
-        out(f"job {config.job.name} is already bound to {current.describe()}; nothing to do")
-        return EXIT_OK
-    out(f"job {config.job.name}: {bound.describe() if bound else 'not bound yet'} -> {current.describe()}")
-    out("the files already loaded " + ("were moved there by you: `etl verify` checks them at the new place" if
-                                        data_moved else "stay where they are; `etl verify` checks the new table from "
-                                        "the offsets committed now"))
-    if not yes:
-        out("nothing changed: pass --yes to apply")
-        return EXIT_USAGE
-    _claim_new_table(config, store.paths.job)
-    store.rebind(current, reset_origins=not data_moved,
-                 event={"kind": "bind", "at": utc_now_iso(), "user": getpass.getuser(),
-                        "from": bound.to_json() if bound else None, "to": current.to_json(),
-                        "data_moved": data_moved})
-    out("bound; recorded in ZooKeeper")
-    return EXIT_OK
-
-
-def _claim_new_table(config, me: str) -> None:
-    """Create (or evolve) the new table and take its ownership before ZooKeeper points at it."""
-    from etl.hive import HiveRegistrar
-    from etl.spark_session import build_spark
-    from etl.warehouse import Warehouse
-    HiveRegistrar(build_spark(config), config.hive, Warehouse.of(config), owner=me).ensure_tables()

@@ -122,7 +122,7 @@ def cmd_reset(config: Config, args) -> int:
 
 
 def cmd_bind(config: Config, args) -> int:
-    from etl.binding import bind
+    from etl.rebind import bind
     return bind(config, yes=args.yes, data_moved=args.data_moved)
 
 

@@ -53,10 +53,6 @@ class Decoded:
     good: pa.Int64Array  # indices into the input of table's rows, ascending
     errors: list[tuple[int, str]]  # (index into the input, reason), ascending
 
-    @property
-    def rejected_indices(self) -> list[int]:
-        return [index for index, _reason in self.errors]
-
 
 class Decoder(ABC):
     """Decodes message values into rows of `schema.data_columns`."""

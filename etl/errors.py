@@ -90,5 +90,4 @@ class InjectedFault(EtlError):
 
 # Failures that say nothing about the data and may succeed when tried again. Only
 # idempotent operations are ever retried (see etl.retry).
-RETRYABLE_KAFKA_ERRORS = (KafkaUnavailable,)
 RETRYABLE_OS_ERRORS = (ConnectionError, TimeoutError)

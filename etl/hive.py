@@ -22,7 +22,6 @@ by the next one.
 from __future__ import annotations
 
 import hashlib
-import posixpath
 import logging
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from etl.naming import partition_dir
 from etl.sql import quote_identifier, quote_literal
 from etl.schema import Column, load_table_schema, normalise_hive_type, render_ddl
 from etl.schema_evolution import plan_evolution
-from etl.warehouse import Warehouse
+from etl.warehouse import Warehouse, same_location
 
 log = logging.getLogger(__name__)
 # Package data (setup.cfg), not in warehouse_schema/: a regular install, such as the archive that
@@ -208,15 +207,3 @@ def partition_locations(spark, database: str, table: str) -> dict[str, str]:
         partition = partitions.apply(index)
         found["/".join(f"{name}={partition.spec().apply(name)}" for name in names)] = partition.location().toString()
     return found
-
-
-def same_location(a: str, b: str) -> bool:
-    """Whether two location URIs name the same folder: the metastore writes file:/x for
-    file:///x, and may add or drop a trailing slash."""
-    return _normalised(a) == _normalised(b)
-
-
-def _normalised(uri: str) -> str:
-    from urllib.parse import urlsplit
-    parts = urlsplit(uri.rstrip("/"))
-    return f"{parts.scheme}://{parts.netloc}{posixpath.normpath(parts.path or '/')}"

@@ -48,10 +48,6 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(TEMP_PREFIX)
 
 
-def final_of_temp(name: str) -> str:
-    return name[len(TEMP_PREFIX):].split(".", 1)[1]
-
-
 def table_location(warehouse_root: str, database: str, table: str) -> str:
     return posixpath.join(warehouse_root, f"{database}.db", table)
 

@@ -110,10 +110,6 @@ class WriteCounts:
     last_offset: int | None
     unmatched: Mapping[str, int] = field(default_factory=dict)  # per joined dimension: rows with no match
 
-    @property
-    def rejected_file_written(self) -> bool:
-        return self.rejected > 0
-
 
 class PartitionWriter:
     """Writes the chunks of one partition's offset range to main_path (and rejected_path).

@@ -28,7 +28,7 @@ from etl.inventory import Inventory, take_inventory
 from etl.kafka_source import KafkaMetadata
 from etl.naming import partition_path
 from etl.reset import finish_pending_reset
-from etl.verify import Problem, Span, check_ranges, walk_partitions
+from etl.coverage import Problem, Span, check_ranges, walk_partitions
 from etl.verify_deep import unreadable_files
 from etl.zk_store import ZkStateStore
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from etl.inventory import Inventory
 from etl.sql import quote_identifier, quote_literal
-from etl.verify import MAX_LISTED, PartitionWalk, Problem, walk_partitions
+from etl.coverage import MAX_LISTED, PartitionWalk, Problem, walk_partitions
 from etl.zk_store import CommittedOffset
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from etl.config import Config
 from etl.naming import table_location
@@ -33,3 +34,14 @@ class Warehouse:
         """The Hive LOCATION of a folder given as a warehouse filesystem path."""
         relative = posixpath.relpath(fs_path, self.fs_root)
         return self.hive_root if relative == "." else f"{self.hive_root}/{relative}"
+
+
+def same_location(a: str, b: str) -> bool:
+    """Whether two location URIs name the same folder: the metastore writes file:/x for
+    file:///x, and may add or drop a trailing slash."""
+    return _normalised(a) == _normalised(b)
+
+
+def _normalised(uri: str) -> str:
+    parts = urlsplit(uri.rstrip("/"))
+    return f"{parts.scheme}://{parts.netloc}{posixpath.normpath(parts.path or '/')}"
