@@ -107,15 +107,30 @@ def _walk(key, files: list[WarehouseFile], offset: CommittedOffset | None, plann
         r = f.range
         if r.start < cursor:
             problems.append(_overlap(where, previous, f, cursor) if previous else _before_origin(where, f, origin))
-        elif r.start > cursor and (topic, partition, cursor, r.start) not in jumps:
-            spans.append(Span(topic, partition, cursor, r.start, None))
-            problems.append(_gap(where, cursor, r.start, previous, f))
+        for lo, hi in _unexplained(topic, partition, cursor, r.start, jumps):
+            spans.append(Span(topic, partition, lo, hi, None))
+            problems.append(_gap(where, lo, hi, previous, f))
         spans.append(Span(topic, partition, r.start, r.end, f))
         cursor, previous = max(cursor, r.end), f
-    if cursor < committed and (topic, partition, cursor, committed) not in jumps:
-        spans.append(Span(topic, partition, cursor, committed, None))
-        problems.append(_gap(where, cursor, committed, previous, None))
+    for lo, hi in _unexplained(topic, partition, cursor, committed, jumps):
+        spans.append(Span(topic, partition, lo, hi, None))
+        problems.append(_gap(where, lo, hi, previous, None))
     return PartitionWalk(spans, problems)
+
+
+def _unexplained(topic: str, partition: int, lo: int, hi: int, jumps) -> list[tuple[int, int]]:
+    """The parts of [lo, hi) that no recorded jump of the committed offset skipped. A jump covers
+    its own offsets only: a gap that also holds deleted files' offsets is partly unexplained."""
+    pieces = []
+    for start, end in sorted((a, b) for t, p, a, b in jumps if (t, p) == (topic, partition) and a < b):
+        if end <= lo or start >= hi:
+            continue
+        if start > lo:
+            pieces.append((lo, start))
+        lo = max(lo, end)
+    if lo < hi:
+        pieces.append((lo, hi))
+    return pieces
 
 
 def _gap(where: str, lo: int, hi: int, before: WarehouseFile | None, after: WarehouseFile | None) -> Problem:

@@ -182,6 +182,26 @@ def test_a_backwards_reset_is_refused_inside_a_file_and_over_files_unless_moved_
     assert run_verify(load_config(config), deep=True).ok
 
 
+def test_a_gap_that_a_forward_reset_partly_explains_is_rewritten_only_where_it_is_not(
+        spark, new_topic, produce, write_config, hive_table_name, warehouse_dir):
+    # Found by the campaign (seed 194747721): a partition's files deleted, then a forward reset
+    # over one record. The gap [0, 61) was compared with the reset's jump [60, 61) as a whole, so
+    # recover rewrote [0, 61) and loaded the record the operator had chosen to skip.
+    topic, config = loaded(new_topic, produce, write_config)
+    for f in table_files(warehouse_dir, hive_table_name, 0):
+        f.unlink()
+    produce(topic, events_by_partition(2, 10, first_id=1000))
+    reset = etl_command(config, "reset-offsets", "--to", f"{topic}:0=61", "--yes")
+    assert reset.returncode == 0, reset.stdout + reset.stderr[-2000:]
+    report = run_verify(load_config(config), deep=False)
+    assert kinds(report) == ["gap"] and "[0, 60)" in report.render(), report.render()
+    assert recover(load_config(config), dry_run=False, out=print) == 0
+    assert run_job(load_config(config)) == 0
+    assert table_offsets(spark, DB, hive_table_name) == (
+        expected_offsets(topic, {0: 60, 1: 70}) + expected_offsets(topic, {0: 70}, start=61))
+    assert run_verify(load_config(config), deep=True).ok
+
+
 def test_a_reset_killed_after_moving_files_is_finished_by_the_next_run(
         spark, new_topic, produce, write_config, hive_table_name, warehouse_dir):
     topic, config = loaded(new_topic, produce, write_config, job={"max_records_per_partition": "20"})
