@@ -13,8 +13,8 @@ import sys
 from etl import faults
 from etl.config import Config, load_config
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EtlError
-from etl.kafka_source import KafkaMetadata
-from etl.zk_store import ZkStateStore
+from etl.source.kafka import KafkaMetadata
+from etl.state.store import ZkStateStore
 
 log = logging.getLogger("etl")
 
@@ -88,12 +88,12 @@ def _positive_float(raw: str) -> float:
 
 
 def cmd_run(config: Config, args) -> int:
-    from etl.runner import run_job
+    from etl.job.runner import run_job
     return run_job(config, loop=args.loop, interval=args.interval, max_batches=args.max_batches)
 
 
 def cmd_status(config: Config, args) -> int:
-    from etl.status import collect_status, render_status
+    from etl.ops.status import collect_status, render_status
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
         try:
@@ -105,24 +105,24 @@ def cmd_status(config: Config, args) -> int:
 
 
 def cmd_verify(config: Config, args) -> int:
-    from etl.verify import run_verify
+    from etl.ops.verify import run_verify
     report = run_verify(config, deep=args.deep)
     print(json.dumps(report.to_json(), indent=2) if args.json else report.render())
     return EXIT_OK if report.ok else EXIT_BATCH_FAILED
 
 
 def cmd_recover(config: Config, args) -> int:
-    from etl.recovery import recover
+    from etl.ops.recovery import recover
     return recover(config, dry_run=args.dry_run, accept_loss=args.accept_loss)
 
 
 def cmd_reset(config: Config, args) -> int:
-    from etl.reset import reset_offsets
+    from etl.ops.reset import reset_offsets
     return reset_offsets(config, args.to, yes=args.yes, move_aside=args.move_aside)
 
 
 def cmd_bind(config: Config, args) -> int:
-    from etl.rebind import bind
+    from etl.ops.rebind import bind
     return bind(config, yes=args.yes, data_moved=args.data_moved)
 
 

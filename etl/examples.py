@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from etl.transform import REJECT_COLUMN
+from etl.rows.transform import REJECT_COLUMN
 
 IP_RANGES = "ip_ranges"  # the dimension's name: columns ip_from, ip_to (integers, inclusive), country
 _IPV4_RE = r"^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$"

@@ -15,8 +15,8 @@ same offset ranges, in one Spark session (local[P], one task per Kafka partition
 repeated --repeat times and interleaved so that a burst of foreign load hits them alike:
 
   drain       Spark tasks that consume the ranges with confluent-kafka and count (the floor)
-  drain+chunk the same through etl.kafka_source.read_range (the ETL's reader, no decoding)
-  full batch  the real job (etl.runner.run_job) on a fresh ZooKeeper root and a fresh Hive
+  drain+chunk the same through etl.source.kafka.read_range (the ETL's reader, no decoding)
+  full batch  the real job (etl.job.runner.run_job) on a fresh ZooKeeper root and a fresh Hive
               table: plan, tasks (read, decode, write, rename), check, register, commit
   row-by-row  per-record json.loads in the tasks, spark.createDataFrame(rdd), DataFrame writer
 
@@ -475,12 +475,12 @@ class PhaseTimer:
     run (etl/ itself is not changed). The tasks run on executors and are timed as a whole."""
 
     TARGETS = (
-        ("etl.zk_store", "ZkStateStore", ("connect", "acquire_lock", "release_lock", "open_batch", "batch_ids",
+        ("etl.state.store", "ZkStateStore", ("connect", "acquire_lock", "release_lock", "open_batch", "batch_ids",
                                           "committed_offsets", "write_plan", "advance", "commit", "prune_batches")),
-        ("etl.kafka_source", "KafkaMetadata", ("__init__", "partitions", "watermarks")),
-        ("etl.driver", "Job", ("_plan", "_run_tasks", "_check_files", "_sweep_temp_files")),
-        ("etl.hive", "HiveRegistrar", ("ensure_tables", "add_partition")),
-        ("etl.spark_session", None, ("build_spark",)),
+        ("etl.source.kafka", "KafkaMetadata", ("__init__", "partitions", "watermarks")),
+        ("etl.job.driver", "Job", ("_plan", "_run_tasks", "_check_files", "_sweep_temp_files")),
+        ("etl.hive.registrar", "HiveRegistrar", ("ensure_tables", "add_partition")),
+        ("etl.hive.spark", None, ("build_spark",)),
     )
 
     def __init__(self):
@@ -564,8 +564,8 @@ class PhaseTimer:
 
 
 def run_job_timed(config, max_batches: int | None = 1) -> tuple[dict, str]:
-    """etl.runner.run_job in this process, timed phase by phase; returns (phases, its stdout)."""
-    from etl.runner import run_job
+    """etl.job.runner.run_job in this process, timed phase by phase; returns (phases, its stdout)."""
+    from etl.job.runner import run_job
     timer = PhaseTimer()
     out = io.StringIO()
     with timer.installed(), contextlib.redirect_stdout(out):
@@ -588,7 +588,7 @@ def zk_client(stack: Stack):
 
 def job_state(config) -> tuple[dict, object]:
     """Committed offsets {(topic, partition): value} and the last batch, read from ZooKeeper."""
-    from etl.zk_store import ZkStateStore
+    from etl.state.store import ZkStateStore
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         offsets = {k: v.value for k, v in store.committed_offsets().items()}
         last = store.last_batch()
@@ -630,7 +630,7 @@ def consume_range(settings: dict, topic: str, partition: int, start: int, end: i
     Asks for at most the records left in the range: librdkafka's consume(n, timeout) returns
     only when it has n messages or the timeout passed, so asking for more than are left
     makes the last call of every range wait the whole timeout (1 s) for records that are not
-    in the range. etl.kafka_source.read_range asks for 10,000 every time."""
+    in the range. etl.source.kafka.read_range asks for 10,000 every time."""
     from confluent_kafka import KafkaError
     consumer = consumer_for(settings, topic, partition, start)
     position, deadline = start, time.monotonic() + timeout
@@ -668,9 +668,9 @@ def drain_task(spec) -> tuple[int, int]:
 
 
 def drain_read_range_task(spec) -> tuple[int, int]:
-    """The same range through etl.kafka_source.read_range: consume + RawChunk lists, no decoding."""
+    """The same range through etl.source.kafka.read_range: consume + RawChunk lists, no decoding."""
     kafka_config, topic, partition, start, end = spec
-    from etl.kafka_source import read_range
+    from etl.source.kafka import read_range
     count = size = 0
     for chunk in read_range(kafka_config, "etl-bench", topic, partition, start, end, with_keys=False):
         count += len(chunk)
@@ -723,7 +723,7 @@ def warm_task(_index):
     """Start the Python workers and import what the ETL's tasks import, outside any timing."""
     import confluent_kafka  # noqa: F401
     import pyarrow.parquet  # noqa: F401
-    import etl.tasks  # noqa: F401
+    import etl.job.tasks  # noqa: F401
     return os.getpid()
 
 
@@ -777,7 +777,7 @@ class Bench:
         if self.spark is not None:
             return
         from etl.config import load_config
-        from etl.spark_session import build_spark
+        from etl.hive.spark import build_spark
         config = load_config(self.ini("session", ["unused"], "json", 1))
         started = time.monotonic()
         self.spark = build_spark(config)
@@ -972,7 +972,7 @@ class Bench:
             cli_said = next((line for line in done.stderr.splitlines() if "nothing to do" in line), "")
         for rep in range(1, 6):
             started = time.monotonic()
-            subprocess.run([sys.executable, "-c", "import etl.cli, etl.runner, etl.driver"], check=True, env=env)
+            subprocess.run([sys.executable, "-c", "import etl.cli, etl.job.runner, etl.job.driver"], check=True, env=env)
             imports.append(time.monotonic() - started)
         startup = []
         for rep in range(1, min(3, self.args.repeat) + 1):
@@ -1061,7 +1061,7 @@ class Bench:
         self.report["partition_scaling"] = out
 
     def znode_sizes(self, config, batch_id: int) -> dict:
-        from etl.zk_store import ZkPaths
+        from etl.state.store import ZkPaths
         paths = ZkPaths(config.zookeeper.root, config.job.name)
         client = zk_client(self.stack)
         try:
@@ -1085,10 +1085,10 @@ class Bench:
                 "offset_znodes": offsets, "commit_request_bytes_estimate": txn}
 
     def zk_only_scaling(self, n: int, label: str) -> dict:
-        """No topic: plan, store, advance and commit a batch of n ranges with etl.zk_store directly."""
-        from etl.batch import Batch, BatchState, OffsetRange, hive_partition_values, utc_now, utc_now_iso
+        """No topic: plan, store, advance and commit a batch of n ranges with etl.state.store directly."""
+        from etl.model.batch import Batch, BatchState, OffsetRange, hive_partition_values, utc_now, utc_now_iso
         from etl.config import load_config
-        from etl.zk_store import ZkStateStore
+        from etl.state.store import ZkStateStore
         config = load_config(self.ini(label, ["zk-only"], self.args.decoder, 1000))
         k = self.args.scaling_records
         results = []
@@ -1126,14 +1126,14 @@ class Bench:
     # -- 5b: profile ---------------------------------------------------------------------------
     def profile(self) -> None:
         """One range, in this process: the reader alone, reader + decode, and the whole task
-        (etl.tasks.run_range_task) under cProfile."""
+        (etl.job.tasks.run_range_task) under cProfile."""
         import cProfile
         import pstats
         from etl.config import load_config
-        from etl.kafka_source import read_range
-        from etl.runner import writer_spec
-        from etl.tasks import RangeTask, run_range_task
-        from etl.batch import OffsetRange
+        from etl.source.kafka import read_range
+        from etl.job.runner import writer_spec
+        from etl.job.tasks import RangeTask, run_range_task
+        from etl.model.batch import OffsetRange
         data = self.report.get("data")
         if data is None:
             topic = self.new_topic(1, "profile")
@@ -1189,7 +1189,7 @@ class Bench:
 
 def summarize_stacks(files: list[Path]) -> dict:
     """Self and inclusive sample counts per function, from py-spy's collapsed stacks, counting
-    only stacks inside the ETL's task (etl.tasks.run_range_task): the worker's idle time is not
+    only stacks inside the ETL's task (etl.job.tasks.run_range_task): the worker's idle time is not
     the task's."""
     own: dict[str, int] = {}
     inclusive: dict[str, int] = {}
@@ -1221,7 +1221,7 @@ SPARK_STARTUP_SNIPPET = r"""
 import json, sys, time
 t0 = time.monotonic()
 from etl.config import load_config
-from etl.spark_session import build_spark
+from etl.hive.spark import build_spark
 config = load_config(sys.argv[1])
 t1 = time.monotonic()
 spark = build_spark(config)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from etl.config import load_config
-from etl.spark_session import build_spark
+from etl.hive.spark import build_spark
 
 
 def main() -> int:

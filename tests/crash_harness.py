@@ -373,7 +373,7 @@ def recover_or_run(config: Path | str, drain: bool = True, timeout: float = 600)
 class JobState:
     last_batch_id: int | None
     last_state: str | None  # PLANNED | WRITTEN | REGISTERED | COMMITTED, None before the first batch
-    last_batch: object | None  # etl.batch.Batch
+    last_batch: object | None  # etl.model.batch.Batch
     committed: dict  # (topic, partition) -> offset
     lock_held: bool
 
@@ -386,12 +386,12 @@ class JobState:
 
 
 def job_state(config: Path | str) -> JobState:
-    """The job's state in ZooKeeper, read through etl.zk_store with the config's values, on a
+    """The job's state in ZooKeeper, read through etl.state.store with the config's values, on a
     session of its own that never takes the lock and never creates a node."""
     from kazoo.exceptions import NoNodeError
 
     from etl.config import load_config
-    from etl.zk_store import ZkStateStore
+    from etl.state.store import ZkStateStore
     cfg = load_config(config)
     store = ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry)
     store.client.start(timeout=30)
@@ -964,7 +964,7 @@ def read_tables_via(metastore_uri: str, warehouse_url: str, database: str, table
 # ---------------------------------------------------------------------------------------------
 def _race_worker(task, barrier, results, index: int, env: dict) -> None:
     os.environ.update(env)
-    from etl.tasks import run_range_task
+    from etl.job.tasks import run_range_task
     barrier.wait(120)
     try:
         result = run_range_task(task)
@@ -982,7 +982,7 @@ class RaceOutcome:
 
 
 def race_range_task(task, attempts: int, env: dict | None = None, timeout: float = 300) -> RaceOutcome:
-    """Run `etl.tasks.run_range_task(task)` in `attempts` spawned processes released at the
+    """Run `etl.job.tasks.run_range_task(task)` in `attempts` spawned processes released at the
     same instant by a barrier, while watching how many temp files of the range exist at once."""
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(attempts), ctx.Queue()
@@ -1015,18 +1015,18 @@ def race_range_task(task, attempts: int, env: dict | None = None, timeout: float
 
 def range_task_for(config: Path | str, topic: str, partition: int, start: int, end: int, expected: int | None,
                    partition_values: dict[str, str]):
-    """The RangeTask exactly as etl.driver.Job._run_tasks builds it for one planned range
+    """The RangeTask exactly as etl.job.driver.Job._run_tasks builds it for one planned range
     (field by field, so that it follows the driver when RangeTask gains or renames a field)."""
     import dataclasses
 
-    from etl.batch import OffsetRange
-    from etl.naming import partition_dir
-    from etl.runner import writer_spec
-    from etl.tasks import RangeTask
+    from etl.model.batch import OffsetRange
+    from etl.model.naming import partition_dir
+    from etl.job.runner import writer_spec
+    from etl.job.tasks import RangeTask
     try:
-        from etl.warehouse import Warehouse
+        from etl.sink.warehouse import Warehouse
     except ImportError:  # older layout
-        from etl.driver import Warehouse
+        from etl.job.driver import Warehouse
     cfg = load_config(config)
     warehouse = Warehouse.of(cfg)
     values = {

@@ -25,7 +25,7 @@ def loaded_job(new_topic, produce, write_config, partitions=2, per_partition=50,
     """A new topic with `per_partition` events in each partition, loaded by one run of the job
     that write_config(**sections) describes: (topic, config path)."""
     from etl.config import load_config
-    from etl.runner import run_job
+    from etl.job.runner import run_job
 
     topic = new_topic(partitions=partitions)
     produce(topic, events_by_partition(partitions, per_partition))
@@ -62,7 +62,7 @@ def expected_offsets(topic: str, counts: dict[int, int], start: int = 0) -> Coun
 
 def lock_znode(config: Path | str) -> str:
     from etl.config import load_config
-    from etl.zk_store import ZkPaths
+    from etl.state.store import ZkPaths
     loaded = load_config(config)
     return ZkPaths(loaded.zookeeper.root, loaded.job.name).lock
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from etl.naming import FileRange, parse_final_name
+from etl.model.naming import FileRange, parse_final_name
 from pipeline_helpers import event, run_etl
 
 DB = "etl_test"

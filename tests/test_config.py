@@ -112,7 +112,7 @@ def test_topics_whose_files_hive_would_hide_or_kafka_would_refuse_are_named(tmp_
 
 
 def test_a_temp_name_never_parses_as_a_committed_file():
-    from etl.naming import final_name, parse_final_name, temp_name
+    from etl.model.naming import final_name, parse_final_name, temp_name
 
     final = final_name("clicks", 3, 10, 20)
     assert parse_final_name(final) is not None

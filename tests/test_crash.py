@@ -384,10 +384,10 @@ def test_commit_after_session_expiry_says_the_lock_was_lost(stack, zk_root):
     password closes it, as ZooKeeper's own tests do."""
     from kazoo.client import KazooClient
 
-    from etl.batch import Batch, BatchState, OffsetRange
+    from etl.model.batch import Batch, BatchState, OffsetRange
     from etl.config import RetryConfig, ZooKeeperConfig
     from etl.errors import LockLost
-    from etl.zk_store import ZkStateStore
+    from etl.state.store import ZkStateStore
     zk_config = ZooKeeperConfig(hosts=stack.zk_hosts, root=zk_root, session_timeout_seconds=4)
     retry = RetryConfig(attempts=3, initial_wait_seconds=0.2, max_wait_seconds=1)
     zombie = ZkStateStore(zk_config, "job", retry)

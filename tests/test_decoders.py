@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from etl.decoders import EMPTY_MESSAGE, Decoded, arange, invalid_utf8_positions, make_decoder
+from etl.rows.decoders import EMPTY_MESSAGE, Decoded, arange, invalid_utf8_positions, make_decoder
 from etl.errors import ConfigError, SchemaError
-from etl.schema import data_arrow_schema, load_table_schema
+from etl.model.schema import data_arrow_schema, load_table_schema
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "warehouse_schema"
 LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp"

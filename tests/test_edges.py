@@ -7,9 +7,9 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 from etl.config import load_config
-from etl.hive import partition_locations
-from etl.sql import quote_identifier, quote_literal
-from etl.verify import run_verify
+from etl.hive.registrar import partition_locations
+from etl.hive.sql import quote_identifier, quote_literal
+from etl.ops.verify import run_verify
 from pipeline_helpers import events_by_partition, expected_offsets, run_etl, table_offsets
 
 DB = "etl_test"
@@ -82,8 +82,8 @@ def test_a_metastore_down_at_start_is_not_reported_as_a_batch_problem(new_topic,
 def test_a_failed_task_is_reported_by_the_etl_error_it_raised_not_by_a_later_wrapper_line():
     # Seen once in the broker-stop crash test: Spark quoted the task's Python error, then a
     # "PythonException: [PYTHON_EXCEPTION] ... Traceback" line, and the message named that.
-    from etl.batch import Batch, BatchState
-    from etl.driver import task_failure
+    from etl.model.batch import Batch, BatchState
+    from etl.job.driver import task_failure
 
     text = ("An error occurred while calling o1.collect.\n"
             "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"

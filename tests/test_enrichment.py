@@ -16,16 +16,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from etl import cli
-from etl.batch import BatchState
+from etl.model.batch import BatchState
 from etl.config import load_config
-from etl import pins
-from etl.batch import Batch
-from etl.dimensions import MAX_LISTED_FILES, DimensionLoader, FileStamp, Snapshot
+from etl.job import pins
+from etl.model.batch import Batch
+from etl.rows.dimensions import MAX_LISTED_FILES, DimensionLoader, FileStamp, Snapshot
 from etl.errors import ConfigError, DimensionChanged, DimensionError
-from etl.fs import LocalFileSystem
-from etl.partition_writer import PartitionWriter, RawChunk
-from etl.runner import run_job, writer_spec
-from etl.zk_store import ZkStateStore
+from etl.sink.fs import LocalFileSystem
+from etl.rows.pipeline import PartitionWriter, RawChunk
+from etl.job.runner import run_job, writer_spec
+from etl.state.store import ZkStateStore
 from pipeline_helpers import run_etl, wait_for_lock_release
 
 DB = "etl_test"

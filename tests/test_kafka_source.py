@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from etl import kafka_source
+from etl.source import kafka as kafka_source
 from etl.config import KafkaConfig
 from etl.errors import KafkaReadError
-from etl.kafka_source import read_range
+from etl.source.kafka import read_range
 
 
 def _config(stack, fetch_timeout_seconds: float = 30.0) -> KafkaConfig:

@@ -1,7 +1,7 @@
 """Finished-partition markers (`_SUCCESS`) on the real services.
 
 A batch's Hive partition is the hour its driver planned it in (UTC), so a test needs an hour
-that has closed: the driver's clock is frozen at a chosen instant (`etl.driver.utc_now`, the
+that has closed: the driver's clock is frozen at a chosen instant (`etl.job.driver.utc_now`, the
 clock that both partitions batches and closes windows), a few hours back, and later runs look
 at that hour from a later instant. Everything else is real: Kafka, ZooKeeper, Spark, the
 metastore and the warehouse folder.
@@ -13,14 +13,14 @@ import json
 
 import pytest
 
-import etl.driver
-from etl.batch import utc_now
+import etl.job.driver
+from etl.model.batch import utc_now
 from etl.config import load_config
 from etl.errors import ConfigError, InjectedFault
-from etl.markers import LEDGER_KEY, MARKER_NAME, Ledger, check_time_partitioned, window_of
-from etl.runner import run_job
-from etl.verify import run_verify
-from etl.zk_store import ZkStateStore
+from etl.sink.markers import LEDGER_KEY, MARKER_NAME, Ledger, check_time_partitioned, window_of
+from etl.job.runner import run_job
+from etl.ops.verify import run_verify
+from etl.state.store import ZkStateStore
 from pipeline_helpers import etl_command, events_by_partition, expected_offsets, table_offsets
 
 DB = "etl_test"
@@ -33,7 +33,7 @@ PARTITION = {"dt": T0.strftime("%Y-%m-%d"), "hour": T0.strftime("%H")}
 def run_at(monkeypatch, config, at: dt.datetime | None = None, fault: str | None = None) -> int:
     """`etl run` in this process, with the driver's clock frozen at `at` (None: the real clock),
     raising InjectedFault at the fault point `fault`."""
-    monkeypatch.setattr(etl.driver, "utc_now", utc_now if at is None else (lambda: at))
+    monkeypatch.setattr(etl.job.driver, "utc_now", utc_now if at is None else (lambda: at))
     if fault:
         monkeypatch.setenv("ETL_FAULT_POINT", fault)
         monkeypatch.setenv("ETL_FAULT_ACTION", "raise")

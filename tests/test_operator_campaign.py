@@ -25,7 +25,7 @@ from pathlib import Path
 
 from etl import cli
 from etl.config import load_config
-from etl.zk_store import ZkStateStore
+from etl.state.store import ZkStateStore
 from pipeline_helpers import event
 from test_pipeline import recreate_topic
 

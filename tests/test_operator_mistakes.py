@@ -7,10 +7,10 @@ import functools
 import json
 
 from etl.config import load_config
-from etl.recovery import recover
-from etl.runner import run_job
-from etl.verify import run_verify
-from etl.zk_store import ZkPaths, ZkStateStore
+from etl.ops.recovery import recover
+from etl.job.runner import run_job
+from etl.ops.verify import run_verify
+from etl.state.store import ZkPaths, ZkStateStore
 from pipeline_helpers import (etl_command, events_by_partition, expected_offsets, loaded_job, run_etl,
                               table_offsets, wait_for_lock_release)
 from test_pipeline import recreate_topic

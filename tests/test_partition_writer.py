@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from etl.decoders import make_decoder
+from etl.rows.decoders import make_decoder
 from etl.errors import ConfigError, EtlError, KafkaReadError
-from etl.fs import LocalFileSystem
-from etl.partition_writer import KEY_NOT_UTF8, PartitionWriter, RawChunk, WriteCounts, WriterSpec
-from etl.schema import arrow_schema, load_table_schema, rejected_arrow_schema
+from etl.sink.fs import LocalFileSystem
+from etl.rows.pipeline import KEY_NOT_UTF8, PartitionWriter, RawChunk, WriteCounts, WriterSpec
+from etl.model.schema import arrow_schema, load_table_schema, rejected_arrow_schema
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "warehouse_schema"
 LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp"

@@ -8,8 +8,8 @@ import pytest
 
 from etl.config import load_config
 from etl.errors import OffsetOutOfRange
-from etl.runner import run_job
-from etl.zk_store import ZkStateStore
+from etl.job.runner import run_job
+from etl.state.store import ZkStateStore
 from pipeline_helpers import (etl_command, event, events_by_partition, expected_offsets, run_etl, table_offsets,
                               wait_for_lock_release)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from etl.config import load_config
-from etl.runner import run_job
+from etl.job.runner import run_job
 from pipeline_helpers import events_by_partition, expected_offsets, table_offsets
 from webhdfs_server import WebHdfsTestServer
 

@@ -1,10 +1,10 @@
 """Offset planning rules, as pure functions."""
 import pytest
 
-from etl.batch import OffsetRange
+from etl.model.batch import OffsetRange
 from etl.config import JobConfig
 from etl.errors import OffsetOutOfRange
-from etl.planner import PartitionPosition, plan_ranges
+from etl.model.planner import PartitionPosition, plan_ranges
 
 JOB = JobConfig(name="t", max_records_per_partition=100)
 

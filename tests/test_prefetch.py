@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from etl.prefetch import prefetched
+from etl.source.prefetch import prefetched
 
 
 class Source:

@@ -7,9 +7,9 @@ import pyarrow as pa
 import pytest
 
 from etl.errors import SchemaError
-from etl.hive import REJECTED_DDL
-from etl.schema_evolution import plan_evolution
-from etl.schema import (
+from etl.hive.registrar import REJECTED_DDL
+from etl.hive.evolution import plan_evolution
+from etl.model.schema import (
     Column,
     TableSchema,
     arrow_schema,

@@ -14,10 +14,10 @@ import pytest
 from etl import cli
 from etl.config import load_config
 from etl.errors import EXIT_USAGE
-from etl.runner import run_job
-from etl.schema import LINEAGE_COLUMNS, Column
-from etl.schema_evolution import IncompatibleSchemaChange, plan_evolution
-from etl.zk_store import ZkStateStore
+from etl.job.runner import run_job
+from etl.model.schema import LINEAGE_COLUMNS, Column
+from etl.hive.evolution import IncompatibleSchemaChange, plan_evolution
+from etl.state.store import ZkStateStore
 
 DB = "etl_test"
 LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp"

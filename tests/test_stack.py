@@ -100,7 +100,7 @@ def test_every_service_of_the_local_stack_listens_on_loopback_only(stack):
 LIST_DRIVER_SOCKETS = """
 import os, sys
 from etl.config import load_config
-from etl.spark_session import build_spark
+from etl.hive.spark import build_spark
 spark = build_spark(load_config(sys.argv[1]))
 print(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid(), flush=True)
 sys.stdin.readline()

@@ -17,16 +17,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from etl.batch import BatchState
+from etl.model.batch import BatchState
 from etl.config import load_config
-from etl.decoders import make_decoder
+from etl.rows.decoders import make_decoder
 from etl.errors import ConfigError, EtlError, TransformError
-from etl.fs import LocalFileSystem
-from etl.partition_writer import PartitionWriter, RawChunk, WriterSpec
-from etl.runner import run_job
-from etl.schema import load_table_schema
-from etl.transform import load_transform
-from etl.zk_store import ZkStateStore
+from etl.sink.fs import LocalFileSystem
+from etl.rows.pipeline import PartitionWriter, RawChunk, WriterSpec
+from etl.job.runner import run_job
+from etl.model.schema import load_table_schema
+from etl.rows.transform import load_transform
+from etl.state.store import ZkStateStore
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "warehouse_schema" / "events.sql"
@@ -210,7 +210,7 @@ def test_a_transform_is_checked_at_start_up():
 
 
 def test_the_example_config_passes_the_start_up_checks():
-    from etl.runner import writer_spec
+    from etl.job.runner import writer_spec
     config = load_config(ROOT / "conf" / "web_requests.ini")
     spec = writer_spec(config)
     assert spec.transform == "etl.examples:minute_and_country"

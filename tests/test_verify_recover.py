@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import shutil
 
-from etl.batch import BatchState
+from etl.model.batch import BatchState
 from etl.config import load_config
-from etl.recovery import recover
-from etl.reset import reset_offsets
-from etl.runner import run_job
-from etl.verify import run_verify
-from etl.zk_store import ZkStateStore
+from etl.ops.recovery import recover
+from etl.ops.reset import reset_offsets
+from etl.job.runner import run_job
+from etl.ops.verify import run_verify
+from etl.state.store import ZkStateStore
 from pipeline_helpers import (etl_command, events_by_partition, expected_offsets, loaded_job, run_etl,
                               table_offsets, wait_for_lock_release)
 

@@ -13,11 +13,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError, NotEmptyError
 from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
-from etl.batch import Batch, BatchState, OffsetRange, SkippedRange
+from etl.model.batch import Batch, BatchState, OffsetRange, SkippedRange
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import EXIT_USAGE, ZooKeeperAccessDenied
-from etl.binding import Target
-from etl.zk_store import ZkPaths, ZkStateStore
+from etl.model.binding import Target
+from etl.state.store import ZkPaths, ZkStateStore
 from pipeline_helpers import etl_command, events_by_partition, expected_offsets, run_etl, table_offsets
 
 RETRY = RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)

@@ -1,0 +1,1 @@
+"""Hive: the Spark session (started here, once), tables and partitions, schema evolution."""

@@ -1,0 +1,209 @@
+"""The Hive registrar: creates the tables from warehouse_schema/, evolves them, adds partitions.
+
+Partitions are added only after every file of a batch is in place, with ADD IF NOT EXISTS,
+so registering is idempotent and a replay may run it again.
+
+Schema evolution (etl.hive.evolution decides, this module applies): columns added to the
+DDL are added to the table with ALTER TABLE ... ADD COLUMNS ... CASCADE semantics. Spark SQL
+refuses the CASCADE keyword (PARSE_SYNTAX_ERROR), and its ALTER TABLE ADD COLUMNS changes
+only the table: every existing partition keeps its old column list in the metastore, which
+Hive itself (unlike Spark, which reads partitions with the table's schema) uses to read the
+partition, so new files in an old partition would show NULL for the new column (Confluent's
+HDFS connector, #508/#438). So it is done in two steps:
+  1. Spark SQL ALTER TABLE ... ADD COLUMNS (...): the table (and Spark's own copy of its
+     schema in the table properties);
+  2. alterPartitions of Spark's external catalog (through py4j) with every partition as
+     listed: Spark rebuilds each Hive partition from the table, whose columns it now takes,
+     and sends them in one alter_partitions call to the metastore.
+Step 2 is done whenever the table property etl.cascaded_columns does not match the table's
+columns, and the property is set after it, so a run that dies between the steps is completed
+by the next one.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+
+from etl.model.binding import OWNER_PROPERTY, check_owner
+from etl.config import HiveConfig
+from etl.errors import HiveError
+from etl.model.naming import partition_dir
+from etl.hive.sql import quote_identifier, quote_literal
+from etl.model.schema import Column, load_table_schema, normalise_hive_type, render_ddl
+from etl.hive.evolution import plan_evolution
+from etl.sink.warehouse import Warehouse, same_location
+
+log = logging.getLogger(__name__)
+# Package data (setup.cfg), not in warehouse_schema/: a regular install, such as the archive that
+# scripts/pack-env ships to a cluster, has the package and nothing else of the repository.
+REJECTED_DDL = Path(__file__).resolve().parent / "rejected.sql"
+CASCADED_PROPERTY = "etl.cascaded_columns"
+NOTHING_CHANGED = "No offset was committed; the next run tries again"
+BATCH_STAYS_OPEN = "The batch stays open; the next run registers it again"
+
+
+class HiveRegistrar:
+    def __init__(self, spark, hive: HiveConfig, warehouse: Warehouse, owner: str | None = None):
+        """`owner`: the job's ZooKeeper path, recorded in (and checked against) each table's
+        etl.owner property (etl.model.binding); None only for read-only uses."""
+        self.spark, self.hive, self.warehouse, self.owner = spark, hive, warehouse, owner
+
+    def ensure_tables(self) -> None:
+        """Create the database, the table and its rejected companion if they are missing."""
+        db = self.hive.database
+        location = self.warehouse.hive_uri(self.warehouse.database_root)
+        self._sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(db)} LOCATION {quote_literal(location)}",
+                  f"create database {db}")
+        self._ensure(self.hive.table, self.hive.schema_file, self.warehouse.table_root)
+        self._ensure(self.hive.rejected_table, REJECTED_DDL, self.warehouse.rejected_root)
+
+    def _ensure(self, table: str, ddl_file: Path, location: str) -> None:
+        columns = load_table_schema(ddl_file).columns
+        if self._table_exists(table):
+            self._claim(table)  # before any change: a table another job owns is not touched
+            self._evolve(table, ddl_file, columns)
+            return
+        log.info("creating Hive table %s.%s from %s", self.hive.database, table, ddl_file)
+        ddl = render_ddl(ddl_file, self.hive.database, table, self.warehouse.hive_uri(location))
+        self._sql(ddl, f"create table {table}")
+        self._claim(table)
+        self._mark_cascaded(table, columns)  # no partition yet: nothing to cascade to
+
+    def _claim(self, table: str) -> None:
+        if self.owner is None:
+            return
+        owner = self._raw_property(table, OWNER_PROPERTY)
+        check_owner(self.hive.database, table, owner, self.owner)
+        if owner is None:
+            self._set_property(table, OWNER_PROPERTY, self.owner)
+
+    # -- schema evolution -----------------------------------------------------------------
+    def _evolve(self, table: str, ddl_file: Path, columns: tuple[Column, ...]) -> None:
+        evolution = plan_evolution(f"{self.hive.database}.{table}", str(ddl_file), self._hive_columns(table),
+                                   columns)
+        if evolution.is_needed:
+            log.warning("schema evolution: %s", evolution.describe())
+            added = ", ".join(f"{quote_identifier(c.name)} {c.hive_type}" for c in evolution.added)
+            self._sql(f"ALTER TABLE {self._qualified(table)} ADD COLUMNS ({added})",
+                      f"add columns to {table}")
+        if self._raw_property(table, CASCADED_PROPERTY) != columns_fingerprint(columns):
+            self._cascade(table)
+            self._mark_cascaded(table, columns)
+
+    def _hive_columns(self, table: str) -> tuple[Column, ...]:
+        name = self._qualified(table)
+        try:
+            listed = self.spark.catalog.listColumns(name)
+        except Exception as exc:
+            raise HiveError(f"cannot list the columns of {self.hive.database}.{table} (metastore "
+                            f"{self.hive.metastore}): {_first_line(exc)}") from exc
+        return tuple(Column(c.name.lower(), normalise_hive_type(c.dataType, name)) for c in listed
+                     if not c.isPartition)
+
+    def _cascade(self, table: str) -> None:
+        """Every existing partition takes the table's column list (Hive's CASCADE)."""
+        def alter(catalog):
+            partitions = catalog.listPartitions(self.hive.database, table, self.spark._jvm.scala.Option.empty())
+            if not partitions.isEmpty():
+                catalog.alterPartitions(self.hive.database, table, partitions)
+            return partitions.size()
+        count = self._catalog_call(f"update the partitions of {table} to its columns", alter)
+        if count:
+            log.warning("schema evolution: %d partitions of %s.%s now have the table's columns (CASCADE)", count,
+                        self.hive.database, table)
+        self.spark.catalog.refreshTable(self._qualified(table))
+
+    def _mark_cascaded(self, table: str, columns: tuple[Column, ...]) -> None:
+        self._set_property(table, CASCADED_PROPERTY, columns_fingerprint(columns))
+
+    def _set_property(self, table: str, key: str, value: str) -> None:
+        self._sql(f"ALTER TABLE {self._qualified(table)} SET TBLPROPERTIES "
+                  f"({quote_literal(key)}={quote_literal(value)})", f"set a property of {table}")
+
+    def _raw_property(self, table: str, key: str) -> str | None:
+        """A table property as stored: SHOW TBLPROPERTIES redacts values that look secret (a job
+        path with 'url' or 'token' in it), the catalog does not."""
+        def read(catalog):
+            found = catalog.getTable(self.hive.database, table).properties().get(key)
+            return found.get() if found.isDefined() else None
+        return self._catalog_call(f"read the properties of {table}", read)
+
+    def _catalog_call(self, what: str, call):
+        catalog = self.spark._jsparkSession.sharedState().externalCatalog()
+        try:
+            return call(catalog)
+        except Exception as exc:
+            raise HiveError(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
+                            f"{NOTHING_CHANGED}") from exc
+
+    def _table_exists(self, table: str) -> bool:
+        try:
+            return self.spark.catalog.tableExists(self._qualified(table))
+        except Exception as exc:
+            raise HiveError(f"cannot reach the Hive metastore ({self.hive.metastore}) to look up "
+                            f"{self.hive.database}.{table}: {_first_line(exc)}") from exc
+
+    def add_partition(self, partition_values: dict[str, str], with_rejected: bool) -> None:
+        self._add(self.hive.table, self.warehouse.table_root, partition_values)
+        if with_rejected:
+            self._add(self.hive.rejected_table, self.warehouse.rejected_root, partition_values)
+
+    def _add(self, table: str, root: str, values: dict[str, str]) -> None:
+        spec = ", ".join(f"{quote_identifier(k)}={quote_literal(v)}" for k, v in values.items())
+        location = self.warehouse.hive_uri(partition_dir(root, values))
+        self._sql(f"ALTER TABLE {self._qualified(table)} ADD IF NOT EXISTS PARTITION ({spec}) "
+                  f"LOCATION {quote_literal(location)}", f"add partition ({spec}) to {table}", BATCH_STAYS_OPEN)
+        self._check_location(table, values, location)
+
+    def _check_location(self, table: str, values: dict[str, str], location: str) -> None:
+        """ADD IF NOT EXISTS keeps a partition that exists with another location (an earlier
+        warehouse url, a folder moved by hand): its new files would be committed and never shown."""
+        def read(catalog):
+            spec = self.spark._jvm.PythonUtils.toScalaMap(values)
+            return catalog.getPartition(self.hive.database, table, spec).location().toString()
+        registered = self._catalog_call(f"read the location of a partition of {table}", read)
+        if not same_location(registered, location):
+            name = "/".join(f"{k}={v}" for k, v in values.items())
+            raise HiveError(f"partition {name} of {self.hive.database}.{table} is registered at {registered}, "
+                            f"but this job writes it to {location}: queries would not show the batch's rows. "
+                            f"Move the partition's files to one folder and point the partition at it (ALTER "
+                            f"TABLE ... PARTITION (...) SET LOCATION '...'); the batch stays open and the next "
+                            f"run registers it again")
+
+    def _qualified(self, table: str) -> str:
+        return f"{quote_identifier(self.hive.database)}.{quote_identifier(table)}"
+
+    def _sql(self, statement: str, what: str, then: str = NOTHING_CHANGED) -> None:
+        """Runs one statement; `then` tells the operator where a failure leaves the job."""
+        try:
+            self.spark.sql(statement)
+        except Exception as exc:
+            raise HiveError(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
+                            f"{then}") from exc
+
+
+def columns_fingerprint(columns: tuple[Column, ...]) -> str:
+    text = ",".join(f"{c.name.lower()} {c.hive_type}" for c in columns)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def partition_locations(spark, database: str, table: str) -> dict[str, str]:
+    """Each partition of the table (`dt=2026-11-21/hour=10`) and the location the metastore holds
+    for it, in one metastore call. A missing table has none."""
+    if not spark.catalog.tableExists(f"{quote_identifier(database)}.{quote_identifier(table)}"):
+        return {}
+    catalog = spark._jsparkSession.sharedState().externalCatalog()
+    columns = catalog.getTable(database, table).partitionColumnNames()
+    names = [columns.apply(i) for i in range(columns.size())]
+    partitions = catalog.listPartitions(database, table, spark._jvm.scala.Option.empty())
+    found = {}
+    for index in range(partitions.size()):
+        partition = partitions.apply(index)
+        found["/".join(f"{name}={partition.spec().apply(name)}" for name in names)] = partition.location().toString()
+    return found

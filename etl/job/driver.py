@@ -1,0 +1,339 @@
+"""The driver: resume the open batch, or plan a new one, and walk it to COMMITTED.
+
+    lock -> [resume open batch] -> plan -> PLANNED -> tasks write files -> check files
+         -> WRITTEN -> add Hive partition -> REGISTERED -> commit offsets -> COMMITTED
+
+Each step only moves forward from the state stored in ZooKeeper, so a run that died after
+any step is completed by the next one with exactly the recorded ranges (`_complete` falls
+through the states the way a recovery switch does).
+
+Before a batch is planned or resumed, the Hive tables are ensured (created, or evolved to the
+DDL). A new batch loads its dimensions once and pins their snapshots in the plan; a resumed
+batch with files still to write loads them again and compares with the pins
+([job] on_dimension_change decides what a change means). The tables go to the tasks as
+broadcasts.
+
+With [hive] success_markers on, each plan carries the list of partitions awaiting `_SUCCESS`,
+and after a commit, or a run with nothing new, the partitions whose window has closed get it
+(etl.sink.markers).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from etl import faults
+
+from etl.model import binding
+
+from etl.model import identity
+
+from etl.job import pins
+from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, hive_partition_values, utc_now, utc_now_iso
+from etl.config import Config
+from etl.rows.dimensions import DimensionLoader, LoadedDimension, describe_change, to_ipc
+from etl.errors import EtlError, MissingBatchFiles, RejectedRatioExceeded, StateConflict
+from etl.sink.fs import filesystem_for
+from etl.hive.registrar import HiveRegistrar
+from etl.source.kafka import KafkaMetadata
+from etl.sink.markers import SuccessMarkers
+from etl.model.naming import is_temp_name, partition_dir
+from etl.sink.warehouse import Warehouse
+from etl.rows.pipeline import WriterSpec
+from etl.model.planner import PartitionPosition, plan_ranges
+from etl.job.tasks import RangeResult, RangeTask, run_range_task
+from etl.state.store import ZkStateStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    batch_id: int
+    resumed: bool
+    files: int
+    records: int
+    rows: int
+    rejected: int
+    seconds: float
+    reached_cap: bool  # some partition had more data than max_records_per_partition
+    unmatched: dict = field(default_factory=dict)  # joined dimension -> rows whose key found no match
+    dimension_changes: int = 0  # pins replaced under on_dimension_change = use_current
+
+    def describe(self) -> str:
+        kind = "resumed" if self.resumed else "new"
+        unmatched = "".join(f", unmatched in {name}: {count}" for name, count in sorted(self.unmatched.items()))
+        changed = f", {self.dimension_changes} dimension(s) changed on resume (use_current)" \
+            if self.dimension_changes else ""
+        return (f"batch {self.batch_id} ({kind}) COMMITTED: {self.files} files, {self.rows} rows, "
+                f"{self.rejected} rejected{unmatched}{changed}, offsets covered {self.records}, {self.seconds:.1f}s")
+
+
+class Job:
+    def __init__(self, config: Config, store: ZkStateStore, kafka: KafkaMetadata, writer: WriterSpec,
+                 spark_factory: Callable[[], object]):
+        self.config, self.store, self.kafka, self.writer = config, store, kafka, writer
+        self.fs = filesystem_for(config.warehouse)
+        self.warehouse = Warehouse.of(config)
+        self.target = binding.Target.of(config, self.warehouse)
+        self._spark_factory = spark_factory
+        self._registrar: HiveRegistrar | None = None
+        self.dimensions = DimensionLoader(config.dimensions, writer.schema, lambda: self.registrar.spark)
+        # The clock that partitions a batch is the one that closes its window.
+        self.markers = SuccessMarkers(config, store, self.fs, self.warehouse,
+                                      [c.name for c in writer.schema.partition_columns], clock=utc_now)
+
+    @property
+    def registrar(self) -> HiveRegistrar:
+        """Spark, and with it the Hive client, starts only when a batch needs it: a run with
+        nothing to do costs a few ZooKeeper and Kafka calls. Tables are ensured once."""
+        if self._registrar is None:
+            self._registrar = HiveRegistrar(self._spark_factory(), self.config.hive, self.warehouse,
+                                            owner=self.store.paths.job)
+            self._registrar.ensure_tables()
+        return self._registrar
+
+    def _ensure_tables(self) -> HiveRegistrar:
+        return self.registrar  # the first use creates or evolves the tables
+
+    def run_once(self) -> BatchSummary | None:
+        """Complete the open batch if there is one, else plan and complete a new one."""
+        self.store.assert_lock_held()
+        opened = self.store.open_batch()
+        if opened:
+            binding.check_plan(opened[0], self.target, self.config)
+        self._check_binding()
+        if opened:
+            batch, version = opened
+            log.warning("resuming batch %d, left in state %s by %s", batch.batch_id, batch.state.value,
+                        batch.planned_by)
+            self._ensure_tables()  # a refused schema change stops the run here, before anything is done
+            return self._complete(batch, version, resumed=True)
+        batch = self._plan()
+        if batch is None:
+            self.markers.write_due()  # no new data, yet a window may have closed since the last batch
+            return None
+        return self._start(batch)
+
+    def repair(self, ranges: list[OffsetRange]) -> BatchSummary:
+        """Rewrite committed ranges whose files were lost, as a REPAIR batch: planned, written and
+        registered like any batch (so a crash is resumed the same way), committed without moving
+        an offset. Each range's `expected` is its partition's committed offset."""
+        self.store.assert_lock_held()
+        self._check_binding()
+        planned_at = utc_now()
+        batch = Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
+                      planned_at=planned_at.isoformat(timespec="seconds"),
+                      partition_values=hive_partition_values(planned_at), ranges=tuple(ranges),
+                      planned_by=self.store.me.describe(), updated_at=utc_now_iso(), kind=BatchKind.REPAIR)
+        self._refuse_foreign_files(batch)
+        return self._start(batch)
+
+    def _check_binding(self) -> None:
+        """The job writes where it always wrote (etl.model.binding); its first run records where."""
+        bound = self.store.binding()
+        if bound is None:
+            self._ensure_tables()  # a table another job owns is refused before this job binds or plans
+            self.store.bind_first(self.target)
+            log.info("job %s bound to %s", self.config.job.name, self.target.describe())
+        else:
+            binding.check_bound(bound, self.target, self.config)
+
+    def _start(self, batch: Batch) -> BatchSummary:
+        """Store a new plan (with its dimension pins, marker ledger and the table it writes to)
+        and walk it to COMMITTED."""
+        batch = replace(self.markers.on_plan(batch), target=self.target.to_json())
+        self._ensure_tables()  # before the plan is stored: a refused schema change leaves nothing behind
+        loaded = self.dimensions.load_all() if batch.file_ranges else {}
+        batch = replace(batch, dimensions={name: d.snapshot.to_json() for name, d in loaded.items()})
+        version = self.store.write_plan(batch)
+        log.info("batch %d %s PLANNED: %d ranges, %d offsets, Hive partition %s", batch.batch_id,
+                 batch.kind.value, len(batch.file_ranges), batch.record_count, batch.partition_values)
+        faults.checkpoint("state:PLANNED")
+        return self._complete(batch, version, resumed=False, loaded=loaded)
+
+    # -- planning -------------------------------------------------------------------------
+    def _plan(self) -> Batch | None:
+        partitions = self.kafka.partitions(self.config.kafka.topics)
+        marks = self.kafka.watermarks(partitions)
+        committed = self.store.committed_offsets()
+        topic_ids = self.kafka.topic_ids(self.config.kafka.topics)
+        recreated = identity.recreated_partitions(self.store, self.kafka, committed, marks, topic_ids)
+        positions = [PartitionPosition(t, p, _value(committed.get((t, p))), *marks[(t, p)], recreated.get((t, p), ""))
+                     for t, p in partitions]
+        plan = plan_ranges(positions, self.config.job)
+        for skipped in plan.skipped:
+            log.error("SKIPPING LOST OFFSETS: %s", skipped.describe())
+        if plan.is_empty:
+            log.info("nothing to do: no new records in %s", ", ".join(self.config.kafka.topics))
+            return None
+        planned_at = utc_now()
+        batch = Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
+                      planned_at=planned_at.isoformat(timespec="seconds"),
+                      partition_values=hive_partition_values(planned_at), ranges=plan.ranges,
+                      skipped=plan.skipped, planned_by=self.store.me.describe(), updated_at=utc_now_iso(),
+                      topic_ids={t: i for t, i in topic_ids.items() if i})
+        self._refuse_foreign_files(batch)
+        return batch
+
+    def _next_batch_id(self) -> int:
+        ids = self.store.batch_ids()
+        return ids[-1] + 1 if ids else 1
+
+    def _refuse_foreign_files(self, batch: Batch) -> None:
+        """A final file for a range that was never planned would be mistaken for a replay and
+        hide the new records (a recreated topic, a manual reset), so refuse before writing."""
+        target = partition_dir(self.warehouse.table_root, batch.partition_values)
+        present = set(self.fs.list_dir(target))
+        clashes = [r.file_name for r in batch.file_ranges if r.file_name in present]
+        if clashes:
+            raise StateConflict(f"{target} already holds {clashes[0]} (and {len(clashes) - 1} more), which the "
+                                f"new plan would write; it is not part of any open batch. Move it out of the "
+                                f"warehouse after checking where it came from, then run again")
+
+    # -- the state machine ----------------------------------------------------------------
+    def _complete(self, batch: Batch, version: int, resumed: bool,
+                  loaded: dict[str, LoadedDimension] | None = None) -> BatchSummary:
+        started = time.monotonic()
+        if batch.state is BatchState.PLANNED:
+            batch, version = self._write_files(batch, version, loaded)
+            faults.checkpoint("state:WRITTEN")
+        if batch.state is BatchState.WRITTEN:
+            self.registrar.add_partition(batch.partition_values, with_rejected=bool(batch.rejected))
+            batch, version = self.store.advance(batch, version, BatchState.REGISTERED)
+            faults.checkpoint("state:REGISTERED")
+        if batch.state is BatchState.REGISTERED:
+            batch = self.store.commit(batch, version)
+            faults.checkpoint("state:COMMITTED")
+        self.markers.write_due()  # only now: a marker never waits on, nor holds back, a batch's data
+        self.store.prune_batches()
+        return self._summary(batch, resumed, time.monotonic() - started)
+
+    def _write_files(self, batch: Batch, version: int,
+                     loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
+        if loaded is None and self.config.dimensions and self._missing_files(batch):
+            batch, version, loaded = self._resumed_dimensions(batch, version)
+        results = self._run_tasks(batch, loaded or {})
+        self._check_files(batch)
+        self._sweep_temp_files(batch)
+        rows, rejected = sum(r.rows for r in results), sum(r.rejected for r in results)
+        self._check_rejected_ratio(batch, rows, rejected)
+        unmatched = {d.name: sum(r.unmatched.get(d.name, 0) for r in results)
+                     for d in self.config.dimensions if d.joined}
+        last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record.to_json()
+                        for r in results if r.last_record is not None}
+        return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
+                                  unmatched=unmatched or None, last_records=last_records)
+
+    def _run_tasks(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> list[RangeResult]:
+        main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
+        rejected_dir = partition_dir(self.warehouse.rejected_root, batch.partition_values)
+        tasks = [RangeTask(r, main_dir, rejected_dir, self.config.warehouse, self.config.kafka,
+                           f"etl-{self.config.job.name}-reader", self.writer) for r in batch.file_ranges]
+        if not tasks:
+            return []
+        self.fs.makedirs(main_dir)
+        context = self.registrar.spark.sparkContext
+        # Each dimension is shipped once per executor, not once per task.
+        broadcasts = {name: context.broadcast(to_ipc(d.table)) for name, d in loaded.items()}
+        # One RDD partition per range: Spark task i reads exactly range i, as the direct stream does.
+        rdd = context.parallelize(tasks, len(tasks))
+        try:
+            return rdd.map(functools.partial(run_range_task, lookups=broadcasts)).collect()
+        except Exception as exc:
+            raise task_failure(batch, exc) from exc
+        finally:
+            for handle in broadcasts.values():
+                handle.destroy()
+
+    def _missing_files(self, batch: Batch) -> list[str]:
+        present = set(self.fs.list_dir(partition_dir(self.warehouse.table_root, batch.partition_values)))
+        return [r.file_name for r in batch.file_ranges if r.file_name not in present]
+
+    # -- dimensions of a resumed batch ------------------------------------------------------
+    def _resumed_dimensions(self, batch: Batch, version: int) -> tuple[Batch, int, dict[str, LoadedDimension]]:
+        """Load the dimensions again for the files still to write, and hold them to the pins."""
+        pinned = pins.pinned(batch)
+        current = {d.name: self.dimensions.snapshot(d) for d in self.config.dimensions}
+        changed = pins.changed(pinned, current)
+        use_current = self.config.job.on_dimension_change == "use_current"
+        if changed and not (use_current and all(current.get(name) for name in changed)):
+            raise pins.change_error(batch, changed, pinned, current)  # cheap: before anything is read
+        loaded = self.dimensions.load_all()
+        now = {name: d.snapshot for name, d in loaded.items()}
+        changed = pins.changed(pinned, now)  # again: a source may change while it is read
+        if changed and not use_current:
+            raise pins.change_error(batch, changed, pinned, now)
+        if changed:
+            for name in changed:
+                log.error("DIMENSION CHANGED since batch %d was planned, finishing it with the current version "
+                          "([job] on_dimension_change = use_current): %s: %s", batch.batch_id, name,
+                          describe_change(pinned.get(name), now.get(name)))
+            batch, version = self.store.amend(
+                batch, version, dimensions={name: s.to_json() for name, s in now.items()},
+                dimension_changes=batch.dimension_changes + pins.change_records(changed, pinned, now,
+                                                                                self.store.me.describe()))
+        return batch, version, loaded
+
+    def _check_files(self, batch: Batch) -> None:
+        main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
+        missing = self._missing_files(batch)
+        if missing:
+            raise MissingBatchFiles(f"batch {batch.batch_id}: {len(missing)} planned files are missing in "
+                                    f"{main_dir}, e.g. {missing[0]}; the batch stays PLANNED and the next run "
+                                    f"writes them")
+
+    def _sweep_temp_files(self, batch: Batch) -> None:
+        """Every planned file is published, so temp files left in the batch's directories
+        belong to dead attempts (a killed run, a failed or losing speculative task)."""
+        for root in (self.warehouse.table_root, self.warehouse.rejected_root):
+            folder = partition_dir(root, batch.partition_values)
+            stale = [name for name in self.fs.list_dir(folder) if is_temp_name(name)]
+            for name in stale:
+                self.fs.delete(f"{folder}/{name}")
+            if stale:
+                log.warning("removed %d temp files of dead attempts from %s", len(stale), folder)
+
+    def _check_rejected_ratio(self, batch: Batch, rows: int, rejected: int) -> None:
+        total = rows + rejected
+        limit = self.config.job.max_rejected_ratio
+        if total and rejected / total > limit:
+            raise RejectedRatioExceeded(
+                f"batch {batch.batch_id}: {rejected} of {total} records ({rejected / total:.1%}) could not be "
+                f"decoded, more than max_rejected_ratio={limit}. They are in table "
+                f"{self.config.hive.database}.{self.config.hive.rejected_table}, partition "
+                f"{batch.partition_values} (columns error, raw_value). Fix the producer or the decoder; to "
+                f"accept this batch as it is, raise [job] max_rejected_ratio and run again: the batch "
+                f"resumes with the same files and nothing is lost")
+
+    def _summary(self, batch: Batch, resumed: bool, seconds: float) -> BatchSummary:
+        cap = self.config.job.max_records_per_partition
+        return BatchSummary(batch.batch_id, resumed, len(batch.file_ranges), batch.record_count,
+                            batch.rows or 0, batch.rejected or 0, seconds,
+                            reached_cap=any(r.size >= cap for r in batch.ranges),
+                            unmatched=dict(batch.unmatched or {}), dimension_changes=len(batch.dimension_changes))
+
+
+def _value(committed) -> int | None:
+    return None if committed is None else committed.value
+
+
+_PY_ERROR = re.compile(r"^(etl\.errors\.\w+|\w*Error|\w*Exception): (.+)$", re.MULTILINE)
+
+
+def task_failure(batch: Batch, exc: Exception) -> EtlError:
+    """Turn a failed Spark job into one clear error: the task's own Python error if found."""
+    text = str(exc)
+    found = _PY_ERROR.findall(text)
+    # The ETL's own error, where the task raised one: Spark may also quote other errors after it
+    # (a wrapper's "[PYTHON_EXCEPTION] ... Traceback" line, a sibling task's), which name nothing.
+    own = [match for match in found if match[0].startswith("etl.errors.")]
+    found = own or found
+    cause = f"{found[-1][0]}: {found[-1][1]}" if found else text.strip().splitlines()[0]
+    return EtlError(f"batch {batch.batch_id}: a task failed: {cause}. The batch stays PLANNED; files already "
+                    f"published are kept and the next run writes the rest")
+

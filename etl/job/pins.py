@@ -1,0 +1,45 @@
+"""A batch's pinned dimension snapshots, and what a difference found on resume means.
+
+The plan pins the snapshot of every dimension the batch uses. A batch resumed with files
+still to write compares those pins with the sources as they are now: a dimension that
+changed, is gone, or was added to or removed from the config since. Under
+[job] on_dimension_change = fail that stops the run (DimensionChanged, exit 1, naming each
+dimension and both snapshots); under use_current the new snapshots replace the pins and the
+change is recorded in the batch, old and new, with who decided and when.
+"""
+from __future__ import annotations
+
+from etl.model.batch import Batch, utc_now_iso
+from etl.rows.dimensions import Snapshot, describe_change
+from etl.errors import DimensionChanged
+
+
+def pinned(batch: Batch) -> dict[str, Snapshot]:
+    return {name: Snapshot.from_json(raw) for name, raw in batch.dimensions.items()}
+
+
+def changed(pins: dict[str, Snapshot], current: dict[str, Snapshot | None]) -> list[str]:
+    """The dimensions whose snapshot now differs from the pin (None: gone or not configured)."""
+    return sorted(name for name in pins.keys() | current.keys() if pins.get(name) != current.get(name))
+
+
+def change_error(batch: Batch, names: list[str], pins: dict, current: dict) -> DimensionChanged:
+    details = "; ".join(f"dimension '{name}': {describe_change(pins.get(name), current.get(name))}" for name in names)
+    gone = [name for name in names if current.get(name) is None]
+    if gone:
+        advice = (f"Restore {', '.join(gone)} (a source that is gone cannot be used under any on_dimension_change) "
+                  f"and run again")
+    else:
+        advice = ("Either restore the pinned version and run again, or set [job] on_dimension_change = use_current "
+                  "to finish the batch with the current version (the change is recorded in the batch)")
+    return DimensionChanged(
+        f"batch {batch.batch_id} was planned with other reference data than there is now: {details}. Any of its "
+        f"files written before the crash used the pinned version; finishing it with another would mix two "
+        f"versions in one batch. {advice}. The batch stays {batch.state.value}; nothing was committed")
+
+
+def change_records(names: list[str], pins: dict, now: dict, by: str) -> tuple[dict, ...]:
+    """What the batch keeps about pins replaced under use_current."""
+    return tuple({"dimension": name, "pinned": pins[name].to_json() if name in pins else None,
+                  "current": now[name].to_json() if name in now else None, "at": utc_now_iso(), "by": by}
+                 for name in names)

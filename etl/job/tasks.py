@@ -1,0 +1,105 @@
+"""One Spark task: one Kafka partition-batch into one published Parquet file.
+
+Runs on an executor. The task owns exactly one planned range. It writes nothing when the
+range's final file already exists (a replay); otherwise it streams the range into temp
+files and publishes them, the rejected file first and the main file last, so that the main
+file's existence means the whole range is done.
+
+The batch's dimension tables reach the task as Spark broadcasts of Arrow IPC bytes (one copy
+per executor, fetched once), and are opened only when the task has a file to write.
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import pyarrow.parquet as pq
+
+from etl import faults
+from etl.model.batch import OffsetRange
+from etl.sink.commit import publish
+from etl.config import KafkaConfig, WarehouseConfig
+from etl.rows.dimensions import from_ipc
+from etl.sink.fs import filesystem_for
+from etl.model.identity import RecordFingerprint, fingerprint
+from etl.source.kafka import read_range
+from etl.model.naming import temp_name
+from etl.rows.pipeline import UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
+from etl.source.prefetch import prefetched
+
+# Kafka is read this many chunks ahead of decoding and writing (a chunk: <= 10,000 records).
+READ_AHEAD_CHUNKS = 2
+
+
+@dataclass(frozen=True)
+class RangeTask:
+    range: OffsetRange
+    main_dir: str
+    rejected_dir: str
+    warehouse: WarehouseConfig
+    kafka: KafkaConfig
+    consumer_group: str
+    writer: WriterSpec
+
+
+@dataclass(frozen=True)
+class RangeResult:
+    range: OffsetRange
+    published: bool  # False: the file was already there (replay or a racing attempt)
+    rows: int
+    rejected: int
+    unmatched: Mapping[str, int] = field(default_factory=dict)  # per joined dimension: rows with no match
+    # The range's last record, the witness of the topic's identity (etl.model.identity); None on a
+    # replay (the file was there: nothing was read) or when the range held no record.
+    last_record: RecordFingerprint | None = None
+
+
+def run_range_task(task: RangeTask, lookups: Mapping[str, object] | None = None) -> RangeResult:
+    """`lookups`: dimension name -> Spark broadcast of the table's Arrow IPC bytes."""
+    fs = filesystem_for(task.warehouse)
+    main_final = posixpath.join(task.main_dir, task.range.file_name)
+    if fs.exists(main_final):
+        return _replayed(fs, task, main_final)
+    tables = {name: from_ipc(handle.value) for name, handle in (lookups or {}).items()}
+    result = _write_and_publish(fs, task, main_final, tables)
+    faults.checkpoint(f"renamed:{task.range.partition}")
+    return result
+
+
+def _write_and_publish(fs, task: RangeTask, main_final: str, tables) -> RangeResult:
+    r = task.range
+    main_temp = posixpath.join(task.main_dir, temp_name(r.file_name))
+    rejected_final = posixpath.join(task.rejected_dir, r.file_name)
+    rejected_temp = posixpath.join(task.rejected_dir, temp_name(r.file_name))
+    with PartitionWriter(fs, task.writer, r.topic, r.partition, main_temp, rejected_temp, tables) as writer:
+        chunks = read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
+                            with_keys=task.writer.key_column is not None)
+        last = None
+        for chunk in prefetched(chunks, READ_AHEAD_CHUNKS, name=f"read {r.topic}[{r.partition}]"):
+            writer.write(chunk)
+            last = chunk
+            faults.checkpoint(f"writing:{r.partition}")
+        counts = writer.close()
+    if counts.rejected:
+        publish(fs, rejected_temp, rejected_final)
+    published = publish(fs, main_temp, main_final)
+    witness = fingerprint(last.offsets[-1], last.timestamps_ms[-1], last.values[-1]) if last else None
+    return RangeResult(r, published, counts.rows, counts.rejected, counts.unmatched, witness)
+
+
+def _replayed(fs, task: RangeTask, main_final: str) -> RangeResult:
+    rejected_final = posixpath.join(task.rejected_dir, task.range.file_name)
+    with fs.open_read(main_final) as handle:
+        footer = pq.ParquetFile(handle).metadata
+    unmatched = json.loads((footer.metadata or {}).get(UNMATCHED_METADATA_KEY, b"{}"))
+    return RangeResult(task.range, False, footer.num_rows, parquet_rows(fs, rejected_final), unmatched)
+
+
+def parquet_rows(fs, path: str) -> int:
+    """Row count from the footer alone; 0 when the file does not exist."""
+    if not fs.exists(path):
+        return 0
+    with fs.open_read(path) as handle:
+        return pq.ParquetFile(handle).metadata.num_rows

@@ -1,0 +1,177 @@
+"""The batch: its plan (the write-ahead log) and its state machine.
+
+PLANNED -> WRITTEN -> REGISTERED -> COMMITTED. A batch is planned once, stored in ZooKeeper
+before any file is written, and then only ever moved forward with exactly its recorded
+ranges, by the run that planned it or by the next run after a crash.
+
+The plan also pins the snapshot of every dimension (reference data) the batch enriches
+with, so that a resumed batch can tell whether its reference data changed meanwhile.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from etl.errors import StateConflict
+from etl.model.naming import final_name
+
+
+class BatchState(str, Enum):
+    PLANNED = "PLANNED"
+    WRITTEN = "WRITTEN"
+    REGISTERED = "REGISTERED"
+    COMMITTED = "COMMITTED"
+
+    @property
+    def next(self) -> "BatchState":
+        order = list(BatchState)
+        if self is BatchState.COMMITTED:
+            raise StateConflict("a COMMITTED batch has no next state")
+        return order[order.index(self) + 1]
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Offsets [start, end) of one partition. `expected` is what the committed offset must
+    still be when the batch commits; None means the partition has no committed offset yet."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    expected: int | None
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    @property
+    def file_name(self) -> str:
+        return final_name(self.topic, self.partition, self.start, self.end)
+
+    def to_json(self) -> list:
+        return [self.topic, self.partition, self.start, self.end, self.expected]
+
+    @classmethod
+    def from_json(cls, raw: list) -> "OffsetRange":
+        topic, partition, start, end, expected = raw
+        return cls(topic, int(partition), int(start), int(end), None if expected is None else int(expected))
+
+
+class BatchKind(str, Enum):
+    LOAD = "LOAD"  # new offsets: the commit moves each range's offset from `expected` to `end`
+    REPAIR = "REPAIR"  # committed offsets whose files were lost: rewritten, the offsets stay where they are
+
+
+@dataclass(frozen=True)
+class SkippedRange:
+    """Offsets that will never be loaded because Kafka no longer held them (or a topic was
+    recreated), recorded under on_offset_out_of_range = earliest."""
+
+    topic: str
+    partition: int
+    committed: int
+    restart_at: int
+    low: int
+    high: int
+    recreated: str = ""  # why the topic is taken for another incarnation (etl.model.identity), if it is
+
+    def describe(self) -> str:
+        if self.recreated:
+            return f"{self.recreated}; restarting at {self.restart_at}"
+        if self.committed < self.low:
+            return (f"{self.topic}[{self.partition}]: offsets [{self.committed}, {self.low}) were deleted "
+                    f"from Kafka before they were loaded; restarting at {self.restart_at}")
+        return (f"{self.topic}[{self.partition}]: committed offset {self.committed} is beyond the log end "
+                f"{self.high} (topic recreated?); restarting at {self.restart_at}")
+
+    def to_json(self) -> dict:
+        return self.__dict__.copy()
+
+
+@dataclass(frozen=True)
+class Batch:
+    batch_id: int
+    state: BatchState
+    planned_at: str
+    partition_values: dict[str, str]
+    ranges: tuple[OffsetRange, ...]
+    skipped: tuple[SkippedRange, ...] = ()
+    planned_by: str = ""
+    rows: int | None = None
+    rejected: int | None = None
+    updated_at: str = ""
+    extra: dict = field(default_factory=dict)
+    dimensions: dict = field(default_factory=dict)  # name -> pinned snapshot (etl.rows.dimensions.Snapshot json)
+    unmatched: dict | None = None  # name -> rows whose key found no match; None until WRITTEN
+    # Pins replaced under on_dimension_change = use_current: {dimension, pinned, current, at, by}
+    dimension_changes: tuple[dict, ...] = ()
+    kind: BatchKind = BatchKind.LOAD
+    # What the plan writes to, checked when a batch is resumed (etl.model.binding.Target json).
+    target: dict = field(default_factory=dict)
+    topic_ids: dict = field(default_factory=dict)  # topic -> id the broker reported at plan time
+    # "topic:partition" -> fingerprint of the last record written (etl.model.identity), set at WRITTEN
+    last_records: dict = field(default_factory=dict)
+
+    @property
+    def file_ranges(self) -> tuple[OffsetRange, ...]:
+        """The ranges that become files: zero-length ranges only record a new partition's
+        starting offset."""
+        return tuple(r for r in self.ranges if r.size > 0)
+
+    @property
+    def record_count(self) -> int:
+        return sum(r.size for r in self.ranges)
+
+    def advanced(self, to: BatchState, **changes) -> "Batch":
+        if to is not self.state.next:
+            raise StateConflict(f"batch {self.batch_id} is {self.state.value}; it cannot move to {to.value}")
+        return replace(self, state=to, updated_at=utc_now_iso(), **changes)
+
+    def amended(self, **changes) -> "Batch":
+        """The same batch in the same state with changed bookkeeping (never its ranges)."""
+        if {"ranges", "state", "partition_values", "kind", "target"} & set(changes):
+            raise StateConflict(f"batch {self.batch_id}: its ranges, state and partition are fixed when planned")
+        return replace(self, updated_at=utc_now_iso(), **changes)
+
+    def header_json(self) -> dict:
+        return {
+            "batch_id": self.batch_id, "state": self.state.value, "planned_at": self.planned_at,
+            "partition_values": self.partition_values, "skipped": [s.to_json() for s in self.skipped],
+            "planned_by": self.planned_by, "rows": self.rows, "rejected": self.rejected,
+            "updated_at": self.updated_at, "range_count": len(self.ranges), "extra": self.extra,
+            "dimensions": self.dimensions, "unmatched": self.unmatched,
+            "dimension_changes": list(self.dimension_changes), "kind": self.kind.value,
+            "target": self.target, "topic_ids": self.topic_ids, "last_records": self.last_records,
+        }
+
+    @classmethod
+    def from_json(cls, header: dict, ranges: list[list]) -> "Batch":
+        return cls(
+            batch_id=int(header["batch_id"]), state=BatchState(header["state"]),
+            planned_at=header["planned_at"], partition_values=dict(header["partition_values"]),
+            ranges=tuple(OffsetRange.from_json(r) for r in ranges),
+            skipped=tuple(SkippedRange(**s) for s in header.get("skipped", [])),
+            planned_by=header.get("planned_by", ""), rows=header.get("rows"),
+            rejected=header.get("rejected"), updated_at=header.get("updated_at", ""),
+            extra=header.get("extra", {}), dimensions=header.get("dimensions", {}),
+            unmatched=header.get("unmatched"), dimension_changes=tuple(header.get("dimension_changes", [])),
+            kind=BatchKind(header.get("kind", BatchKind.LOAD.value)), target=header.get("target", {}),
+            topic_ids=header.get("topic_ids", {}), last_records=header.get("last_records", {}),
+        )
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def utc_now_iso() -> str:
+    return utc_now().isoformat(timespec="seconds")
+
+
+def hive_partition_values(planned_at: dt.datetime) -> dict[str, str]:
+    """The batch's Hive partition, fixed at plan time (UTC) so that a replay lands in the
+    same directory and one partition-batch is always one file."""
+    utc = planned_at.astimezone(dt.timezone.utc)
+    return {"dt": utc.strftime("%Y-%m-%d"), "hour": utc.strftime("%H")}

@@ -1,0 +1,1 @@
+"""What the engineer on call runs: status, verify, recover, reset-offsets, bind."""

@@ -1,0 +1,57 @@
+"""`etl bind`: move a job, on purpose, to the table and folders its config names now
+(etl.model.binding says why a job is bound to one table). Both sides are updated: the new table is
+created or evolved and claimed (its etl.owner property), then the binding in ZooKeeper."""
+from __future__ import annotations
+
+import getpass
+
+from etl.model.batch import utc_now_iso
+from etl.model.binding import Target
+from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
+from etl.hive.registrar import HiveRegistrar
+from etl.hive.spark import build_spark
+from etl.sink.warehouse import Warehouse
+from etl.state.store import ZkStateStore
+
+
+def bind(config, yes: bool, data_moved: bool, out=print) -> int:
+    """`etl bind`: move the job to the table and folders its config names now."""
+    current = Target.of(config, Warehouse.of(config))
+    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
+        if store.acquire_lock() is not None:
+            out("refused: a run holds the job lock; try again when it has finished")
+            return EXIT_BATCH_FAILED
+        try:
+            return _bind_locked(config, store, current, yes, data_moved, out)
+        finally:
+            store.release_lock()
+
+
+def _bind_locked(config, store, current: Target, yes: bool, data_moved: bool, out) -> int:
+    opened = store.open_batch()
+    if opened:
+        out(f"refused: batch {opened[0].batch_id} is open; finish it with the old config (`etl recover`) first")
+        return EXIT_BATCH_FAILED
+    bound = store.binding()
+    if bound == current:
+        out(f"job {config.job.name} is already bound to {current.describe()}; nothing to do")
+        return EXIT_OK
+    out(f"job {config.job.name}: {bound.describe() if bound else 'not bound yet'} -> {current.describe()}")
+    out("the files already loaded " + ("were moved there by you: `etl verify` checks them at the new place" if
+                                        data_moved else "stay where they are; `etl verify` checks the new table from "
+                                        "the offsets committed now"))
+    if not yes:
+        out("nothing changed: pass --yes to apply")
+        return EXIT_USAGE
+    _claim_new_table(config, store.paths.job)
+    store.rebind(current, reset_origins=not data_moved,
+                 event={"kind": "bind", "at": utc_now_iso(), "user": getpass.getuser(),
+                        "from": bound.to_json() if bound else None, "to": current.to_json(),
+                        "data_moved": data_moved})
+    out("bound; recorded in ZooKeeper")
+    return EXIT_OK
+
+
+def _claim_new_table(config, me: str) -> None:
+    """Create (or evolve) the new table and take its ownership before ZooKeeper points at it."""
+    HiveRegistrar(build_spark(config), config.hive, Warehouse.of(config), owner=me).ensure_tables()

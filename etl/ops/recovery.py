@@ -1,0 +1,267 @@
+"""`etl recover`: say what state a crash or a mistake left the job in, then put it right.
+
+It completes an open batch with exactly its recorded ranges (missing files rewritten,
+partition registered, offsets committed), deletes temp files, moves files whose Parquet footer
+cannot be read out of the table (etl.ops.aside), and rewrites every committed range that no file
+covers (a file deleted by hand, or moved out as broken) from Kafka, as a REPAIR batch, while
+Kafka still holds it. All of it only while holding the job lock, so it never touches what a live
+run is doing. What it must not fix silently (a file outside every plan, overlaps, offsets Kafka
+no longer holds) it reports with what the operator can do, and exits non-zero without changing
+anything. A gap Kafka no longer holds can be recorded as lost with --accept-loss, after which
+`etl verify` accepts it.
+"""
+from __future__ import annotations
+
+import getpass
+import logging
+from dataclasses import dataclass
+
+from etl.ops.aside import aside_path, aside_root, move_aside
+from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
+from etl.config import Config
+from etl.job.driver import Job
+from etl.sink.warehouse import Warehouse
+from etl.errors import EXIT_BATCH_FAILED, EXIT_OK
+from etl.sink.fs import filesystem_for
+from etl.model.identity import recreated_partitions
+from etl.ops.inventory import Inventory, take_inventory
+from etl.source.kafka import KafkaMetadata
+from etl.model.naming import partition_path
+from etl.ops.reset import finish_pending_reset
+from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
+from etl.ops.verify_deep import unreadable_files
+from etl.state.store import ZkStateStore
+
+log = logging.getLogger(__name__)
+
+STATE_WORDS = {
+    BatchState.PLANNED: "its plan is stored, but not every file was confirmed written",
+    BatchState.WRITTEN: "all its files are written, but its Hive partition was not registered",
+    BatchState.REGISTERED: "its files are written and registered in Hive, but its offsets were not committed",
+}
+
+
+@dataclass(frozen=True)
+class Assessment:
+    lines: list[str]
+    problems: list[Problem]
+    actions: list[str]
+    open_batch: Batch | None
+    moving: list[str]  # files to move out of the table before their ranges are rewritten
+    rewrite: list[Span]  # committed ranges no file covers, that Kafka still holds
+    lost: list[Span]  # committed ranges no file covers, that Kafka no longer holds (with --accept-loss)
+
+
+def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory: Inventory, fs,
+           accept_loss: bool = False) -> Assessment:
+    opened = store.open_batch()
+    batch = opened[0] if opened else None
+    committed, events = store.committed_offsets(), store.events()
+    moving = _files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch)
+    staying = _without(inventory, set(moving))
+    problems = [p for p in check_ranges(staying, committed, batch, events) if p.kind != "gap"]
+    lines, actions = [], []
+    if batch is None:
+        last = store.last_batch()
+        lines.append("no open batch: " + (f"the last batch, {last[0].batch_id}, is COMMITTED" if last
+                                           else "the job has not run a batch yet"))
+    else:
+        missing = _missing_files(batch, inventory)
+        lines += _describe_open(batch, missing)
+        problems += _lost_from_kafka(batch, missing, kafka)
+        actions += _open_batch_actions(batch, missing)
+    if store.pending_reset() is not None:
+        actions.insert(0, "finish the offset reset that a dead `etl reset-offsets` left half done")
+    if inventory.temps:
+        actions.append(f"delete {len(inventory.temps)} temp files left by dead attempts")
+    if moving:
+        actions.append(f"move {len(moving)} files out of the table (unreadable, or the rejected companion of a "
+                       f"range to rewrite): {', '.join(moving[:3])}")
+    gaps = [gap for walk in walk_partitions(staying, committed, batch, events) for gap in walk.gaps]
+    rewrite, lost = _split_by_kafka(gaps, kafka, store, committed) if gaps else ([], [])
+    if rewrite:
+        actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka: "
+                       f"{', '.join(_describe(s) for s in rewrite[:5])}")
+    if lost and accept_loss:
+        actions.append(f"record {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
+    elif lost:
+        problems += [_lost(s) for s in lost]
+    return Assessment(lines, problems, actions, batch, moving, rewrite, lost)
+
+
+def _files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | None) -> list[str]:
+    """Unreadable files, with their main or rejected companion (a range is rewritten whole, both
+    files), and rejected files whose main file is gone (their range is rewritten, rejected rows
+    included, so the old ones must leave the table) unless an open batch is still writing them."""
+    planned = {(r.topic, r.partition, r.start, r.end) for r in batch.file_ranges} if batch else set()
+    main = {(f.partition_path, f.range): f.path for f in inventory.files}
+    rejected = {(f.partition_path, f.range): f.path for f in inventory.rejected}
+    moving = set(unreadable)
+    for key, path in rejected.items():
+        r = key[1]
+        if key not in main and (r.topic, r.partition, r.start, r.end) not in planned:
+            moving.add(path)
+    for key in set(main) | set(rejected):
+        if main.get(key) in unreadable or rejected.get(key) in unreadable:
+            moving.update(p for p in (main.get(key), rejected.get(key)) if p)
+    return sorted(moving)
+
+
+def _without(inventory: Inventory, paths: set[str]) -> Inventory:
+    return Inventory([f for f in inventory.files if f.path not in paths],
+                     [f for f in inventory.rejected if f.path not in paths], inventory.temps)
+
+
+def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store, committed) -> tuple[list[Span], list[Span]]:
+    """Each gap split at the earliest offset Kafka still holds: what can be rewritten, what is lost.
+    A recreated topic holds none of the committed records any more, whatever its offsets say."""
+    marks = kafka.watermarks(sorted({(g.topic, g.partition) for g in gaps}))
+    recreated = recreated_partitions(store, kafka, committed, marks, kafka.topic_ids(sorted({t for t, _ in marks})),
+                                     with_new_data_only=False)
+    rewrite, lost = [], []
+    for g in gaps:
+        low = g.hi if (g.topic, g.partition) in recreated else marks[(g.topic, g.partition)][0]
+        if g.lo < low:
+            lost.append(Span(g.topic, g.partition, g.lo, min(low, g.hi), None))
+        if g.hi > low:
+            rewrite.append(Span(g.topic, g.partition, max(g.lo, low), g.hi, None))
+    return rewrite, lost
+
+
+def _describe(span: Span) -> str:
+    return f"{span.topic}[{span.partition}] [{span.lo}, {span.hi})"
+
+
+def _lost(span: Span) -> Problem:
+    return Problem("lost", _describe(span), "committed offsets that no file covers, and Kafka no longer holds "
+                   "them (retention or a recreated topic)",
+                   "restore the files from a backup if there is one; otherwise record the loss with "
+                   "`etl recover --accept-loss`, after which `etl verify` accepts the gap")
+
+
+def _missing_files(batch: Batch, inventory: Inventory) -> list:
+    present = {(f.partition_path, f.range.topic, f.range.partition, f.range.start, f.range.end)
+               for f in inventory.files}
+    where = partition_path(batch.partition_values)
+    return [r for r in batch.file_ranges if (where, r.topic, r.partition, r.start, r.end) not in present]
+
+
+def _describe_open(batch: Batch, missing: list) -> list[str]:
+    done = len(batch.file_ranges) - len(missing)
+    return [f"batch {batch.batch_id} is open in state {batch.state.value}: {STATE_WORDS[batch.state]}.",
+            f"  planned {batch.planned_at} by {batch.planned_by}",
+            f"  {len(batch.file_ranges)} files planned in Hive partition {partition_path(batch.partition_values)}: "
+            f"{done} in place, {len(missing)} missing"]
+
+
+def _open_batch_actions(batch: Batch, missing: list) -> list[str]:
+    actions = []
+    if missing:
+        actions.append(f"rewrite {len(missing)} missing files of batch {batch.batch_id} from Kafka, exactly their "
+                       f"recorded ranges")
+    if batch.state in (BatchState.PLANNED, BatchState.WRITTEN):
+        actions.append(f"register Hive partition {partition_path(batch.partition_values)}")
+    actions.append(f"commit the offsets of batch {batch.batch_id} ({len(batch.ranges)} partitions)")
+    return actions
+
+
+def _lost_from_kafka(batch: Batch, missing: list, kafka: KafkaMetadata) -> list[Problem]:
+    if not missing:
+        return []
+    marks = kafka.watermarks(sorted({(r.topic, r.partition) for r in missing}))
+    return [Problem("plan_not_in_kafka", f"{r.topic}[{r.partition}]",
+                    f"batch {batch.batch_id} planned offsets [{r.start}, {r.end}) but its file is missing and Kafka "
+                    f"now holds only [{marks[(r.topic, r.partition)][0]}, {marks[(r.topic, r.partition)][1]})",
+                    "those records cannot be reloaded: restore the file from a backup if one exists; otherwise "
+                    "accept the loss with `etl reset-offsets` past the range after the batch is resolved")
+            for r in missing if r.start < marks[(r.topic, r.partition)][0]]
+
+
+def recover(config: Config, dry_run: bool, accept_loss: bool = False, out=print) -> int:
+    fs = filesystem_for(config.warehouse)
+    warehouse = Warehouse.of(config)
+    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
+        holder = store.lock_holder()
+        if holder is not None:
+            out(f"a run holds the job lock: {holder.describe()}. recover changes nothing while a run is live; "
+                f"if it died, its lock disappears within {config.zookeeper.session_timeout_seconds:g}s.")
+            return EXIT_OK
+        kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+        try:
+            inventory = take_inventory(fs, warehouse.table_root, warehouse.rejected_root)
+            found = assess(config, store, kafka, inventory, fs, accept_loss)
+            _report(found, out)
+            if found.problems or dry_run or not found.actions:
+                return EXIT_BATCH_FAILED if found.problems else EXIT_OK
+            return _repair(config, store, kafka, fs, warehouse, inventory, found, out)
+        finally:
+            kafka.close()
+
+
+def _report(found: Assessment, out) -> None:
+    for line in found.lines:
+        out(line)
+    for problem in found.problems:
+        out("PROBLEM " + problem.describe())
+    if found.problems:
+        out("nothing was changed: these need an operator's decision")
+    elif found.actions:
+        out("to do:")
+        for action in found.actions:
+            out(f"  - {action}")
+    else:
+        out("nothing to repair")
+
+
+def _repair(config, store, kafka, fs, warehouse: Warehouse, inventory: Inventory, found: Assessment, out) -> int:
+    if store.acquire_lock() is not None:
+        out("another run took the lock meanwhile; nothing was changed")
+        return EXIT_OK
+    try:
+        finish_pending_reset(store, fs, out)
+        for path in inventory.temps:
+            fs.delete(path)
+        if found.moving:
+            _move_out(store, fs, warehouse, config.job.name, found.moving, out)
+        job = None
+        if found.open_batch is not None or found.rewrite:
+            from etl.job.runner import writer_spec
+            from etl.hive.spark import build_spark
+            job = Job(config, store, kafka, writer_spec(config), lambda: build_spark(config))
+        if found.open_batch is not None:
+            out(f"done: {job.run_once().describe()}")
+        if found.lost:
+            _record_losses(store, found.lost, out)
+        if found.rewrite:
+            ranges = _repair_ranges(store, found.rewrite, config.job.max_records_per_partition)
+            out(f"done: {job.repair(ranges).describe()}")
+        out(f"done: deleted {len(inventory.temps)} temp files" if inventory.temps else "done")
+    finally:
+        store.release_lock()
+    return EXIT_OK
+
+
+def _move_out(store, fs, warehouse: Warehouse, job_name: str, paths: list[str], out) -> None:
+    at = utc_now_iso()
+    root = aside_root(warehouse.fs_root, job_name, at)
+    moves = [(path, aside_path(warehouse.fs_root, root, path)) for path in paths]
+    move_aside(fs, moves)
+    store.record_event({"kind": "moved_aside", "at": at, "user": getpass.getuser(), "by": "etl recover",
+                        "moves": [list(m) for m in moves]})
+    out(f"done: moved {len(moves)} files out of the table, to {root}")
+
+
+def _record_losses(store, lost: list[Span], out) -> None:
+    at, user = utc_now_iso(), getpass.getuser()
+    for span in lost:
+        store.record_event({"kind": "accepted_loss", "at": at, "user": user, "topic": span.topic,
+                            "partition": span.partition, "committed": span.lo, "restart_at": span.hi})
+    out(f"done: recorded {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
+
+
+def _repair_ranges(store, spans: list[Span], cap: int) -> list[OffsetRange]:
+    """The gaps as ranges of a REPAIR batch, at most `cap` offsets each; each expects its
+    partition's committed offset not to move until the repair commits."""
+    committed = store.committed_offsets()
+    return [OffsetRange(s.topic, s.partition, lo, min(lo + cap, s.hi), committed[(s.topic, s.partition)].value)
+            for s in spans for lo in range(s.lo, s.hi, cap)]

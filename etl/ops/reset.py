@@ -1,0 +1,151 @@
+"""`etl reset-offsets`: an operator moves committed offsets on purpose, on the record.
+
+Refused while a run holds the lock or a batch is open (the open plan would no longer match
+the offsets). Every reset is stored in ZooKeeper as an event with time, user, old and new
+offsets; `etl status` lists them and `etl verify` accepts the gaps they explain.
+
+Backwards never duplicates. A reset to an offset inside a committed file is refused (a file
+is loaded whole). A reset backwards over committed files is refused, unless --move-aside moves
+those files (and their rejected companions) out of the table in the same recorded operation:
+the plan is written to ZooKeeper first, then the files are moved, then the offsets move in one
+fenced transaction with the event. A run that dies in between is finished by the next
+`reset-offsets`, `recover` or `run`. A reset also accepts the topic as it is now: the topic ids
+are stored anew and the last-record fingerprints dropped (etl.model.identity).
+"""
+from __future__ import annotations
+
+import getpass
+import re
+
+from etl.ops.aside import aside_path, aside_root, move_aside
+from etl.model.batch import utc_now_iso
+from etl.config import Config
+from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError
+from etl.sink.fs import filesystem_for
+from etl.ops.inventory import Inventory, take_inventory
+from etl.source.kafka import KafkaMetadata
+from etl.sink.warehouse import Warehouse
+from etl.state.store import ZkStateStore
+
+_EXPLICIT = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+):(?P<partition>\d+)=(?P<offset>\d+)$")
+
+
+def parse_targets(to: list[str]) -> str | dict[tuple[str, int], int]:
+    if to in (["earliest"], ["latest"]):
+        return to[0]
+    targets = {}
+    for item in to:
+        match = _EXPLICIT.match(item)
+        if not match:
+            raise ConfigError(f"--to {item!r}: use earliest, latest, or TOPIC:PARTITION=OFFSET (repeatable)")
+        targets[(match["topic"], int(match["partition"]))] = int(match["offset"])
+    return targets
+
+
+def plan_changes(config: Config, store: ZkStateStore, kafka: KafkaMetadata, targets) -> list[dict]:
+    partitions = kafka.partitions(config.kafka.topics)
+    marks = kafka.watermarks(partitions)
+    committed = store.committed_offsets()
+    wanted = targets if isinstance(targets, dict) else {
+        tp: marks[tp][0 if targets == "earliest" else 1] for tp in partitions}
+    changes = []
+    for (topic, partition), new in sorted(wanted.items()):
+        if (topic, partition) not in marks:
+            raise ConfigError(f"{topic}[{partition}] is not a partition of the configured topics "
+                              f"{', '.join(config.kafka.topics)}")
+        low, high = marks[(topic, partition)]
+        if not low <= new <= high:
+            raise ConfigError(f"{topic}[{partition}]: offset {new} is outside what Kafka holds, [{low}, {high}]")
+        old = committed.get((topic, partition))
+        changes.append({"topic": topic, "partition": partition, "old": old.value if old else None, "new": new})
+    return changes
+
+
+def reset_offsets(config: Config, to: list[str], yes: bool, move_aside: bool = False, out=print) -> int:
+    targets = parse_targets(to)
+    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
+        holder = store.acquire_lock()
+        if holder is not None:
+            out(f"refused: a run holds the job lock ({holder.describe()}); try again when it has finished")
+            return EXIT_BATCH_FAILED
+        try:
+            finish_pending_reset(store, filesystem_for(config.warehouse), out)
+            return _reset_locked(config, store, targets, yes, move_aside, out)
+        finally:
+            store.release_lock()
+
+
+def _reset_locked(config, store, targets, yes, move_aside, out) -> int:
+    opened = store.open_batch()
+    if opened:
+        out(f"refused: batch {opened[0].batch_id} is open ({opened[0].state.value}); run `etl recover` first")
+        return EXIT_BATCH_FAILED
+    kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+    try:
+        changes = plan_changes(config, store, kafka, targets)
+        topic_ids = kafka.topic_ids(sorted({c["topic"] for c in changes}))
+    finally:
+        kafka.close()
+    warehouse, fs = Warehouse.of(config), filesystem_for(config.warehouse)
+    inventory = take_inventory(fs, warehouse.table_root, warehouse.rejected_root)
+    refusals, moving = _backwards(changes, inventory, move_aside)
+    for c in changes:
+        out(f"{c['topic']}[{c['partition']}]: {c['old']} -> {c['new']}"
+            f"{'  (backwards)' if c['old'] is not None and c['new'] < c['old'] else ''}")
+    for refusal in refusals:
+        out(f"refused: {refusal}")
+    if refusals:
+        out("nothing changed")
+        return EXIT_USAGE
+    at = utc_now_iso()
+    root = aside_root(warehouse.fs_root, config.job.name, at)
+    moves = [(path, aside_path(warehouse.fs_root, root, path)) for path in moving]
+    for source, target in moves:
+        out(f"move out of the table: {source} -> {target}")
+    if not yes:
+        out("nothing changed: pass --yes to apply")
+        return EXIT_USAGE
+    event = {"kind": "reset", "at": at, "user": getpass.getuser(), "changes": changes,
+             "moved_aside": [list(m) for m in moves]}
+    store.write_pending_reset({"changes": changes, "event": event, "topic_ids": topic_ids})
+    finish_pending_reset(store, fs, out)
+    return EXIT_OK
+
+
+def _backwards(changes: list[dict], inventory: Inventory, move_aside: bool) -> tuple[list[str], list[str]]:
+    """What a backwards reset must refuse, and the files it moves out of the table: every
+    committed file (and its rejected companion) at or after the new offset, so that the
+    offsets are loaded again exactly once. An offset inside a file is always refused."""
+    refusals, moving = [], []
+    files = inventory.files + inventory.rejected
+    for c in changes:
+        if c["old"] is None or c["new"] >= c["old"]:
+            continue
+        mine = [f for f in files if (f.range.topic, f.range.partition) == (c["topic"], c["partition"])]
+        inside = [f for f in mine if f.range.start < c["new"] < f.range.end]
+        after = [f.path for f in mine if f.range.start >= c["new"]]
+        where = f"{c['topic']}[{c['partition']}] -> {c['new']}"
+        if inside:
+            refusals.append(f"{where} is inside {inside[0].path}, which holds offsets [{inside[0].range.start}, "
+                            f"{inside[0].range.end}): reset to {inside[0].range.start} or {inside[0].range.end} "
+                            f"instead (a file is loaded or reloaded whole)")
+        elif after and not move_aside:
+            refusals.append(f"{where} is backwards over {len(after)} committed files (e.g. {after[0]}): loading "
+                            f"them again would put their records in the table twice. Pass --move-aside to move "
+                            f"them out of the table (kept under _etl_moved_aside) in the same operation")
+        moving += after
+    return refusals, sorted(moving)
+
+
+def finish_pending_reset(store, fs, out=print) -> None:
+    """Complete a reset that was recorded but not finished (its run died between moving its files
+    and committing its offsets): the moves are idempotent, the offsets move from the recorded old
+    values, and the event is written with them."""
+    pending = store.pending_reset()
+    if pending is None:
+        return
+    moves = [tuple(m) for m in pending["event"]["moved_aside"]]
+    move_aside(fs, moves)
+    store.finish_reset(pending["changes"], pending["event"], pending["topic_ids"])
+    out(f"reset {len(pending['changes'])} offsets and moved {len(moves)} files out of the table; recorded in "
+        f"ZooKeeper")

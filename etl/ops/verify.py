@@ -1,0 +1,83 @@
+"""`etl verify`: the warehouse checked against ZooKeeper, partition by partition.
+
+In the spirit of Secor's LogFileVerifier, with no blind spot: every Kafka partition with a
+committed offset in ZooKeeper is walked, whether or not any file of it is found, and its
+files must tile [origin, committed), where the origin is the first offset the job planned
+for it (recorded with the offset). So a deleted first file, or a partition whose files are
+all gone, is a gap. A gap is accepted only where ZooKeeper records why: a skip of lost
+offsets, an operator's reset, or a loss the operator accepted. Files never overlap; every
+file is in a registered Hive partition whose location is the folder the job writes; no temp
+file is left. `--deep` (etl.ops.verify_deep) reads every file and both tables through Hive and
+proves that no (topic, partition, offset) appears twice and that every committed offset is
+in the table, in the rejected table, or absent from Kafka. The checks are etl.ops.coverage's
+(shared with `etl recover`) and etl.ops.verify_deep's; this module gathers the state and runs them.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
+from etl.sink.fs import filesystem_for
+from etl.hive.registrar import partition_locations
+from etl.ops.inventory import Inventory, take_inventory
+from etl.source.kafka import KafkaMetadata
+from etl.hive.spark import build_spark
+from etl.ops.verify_deep import check_deep, check_readable, offsets_in_kafka
+from etl.sink.warehouse import Warehouse
+from etl.state.store import ZkStateStore
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    problems: list[Problem]
+    partitions: int
+    files: int
+    deep: bool
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def render(self) -> str:
+        head = (f"verified {self.partitions} partitions, {self.files} files"
+                f"{' and every row (--deep)' if self.deep else ''}: ")
+        if self.ok:
+            return head + "OK, ranges are contiguous, nothing overlaps, nothing is left over"
+        return head + f"{len(self.problems)} problems\n" + "\n".join(p.describe() for p in self.problems)
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "partitions": self.partitions, "files": self.files, "deep": self.deep,
+                "problems": [p.to_json() for p in self.problems]}
+
+
+def run_verify(config, deep: bool) -> VerifyReport:
+    warehouse, fs = Warehouse.of(config), filesystem_for(config.warehouse)
+    inventory = take_inventory(fs, warehouse.table_root, warehouse.rejected_root)
+    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
+        committed, opened, events = store.committed_offsets(), store.open_batch(), store.events()
+        holder = store.lock_holder()
+    open_batch = opened[0] if opened else None
+    problems = check_ranges(inventory, committed, open_batch, events)
+    problems += check_temps(inventory, holder.describe() if holder else None)
+    spark = build_spark(config)
+    for table, root in ((config.hive.table, warehouse.table_root), (config.hive.rejected_table, warehouse.rejected_root)):
+        locations = partition_locations(spark, config.hive.database, table)
+        expected = {path: warehouse.hive_uri(posixpath.join(root, path)) for path in locations}
+        problems += check_registered(inventory if table == config.hive.table else Inventory(), locations, expected,
+                                     open_batch)
+    if deep:
+        problems += _deep(config, spark, fs, inventory, committed, events)
+    return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.files), deep)
+
+
+def _deep(config, spark, fs, inventory: Inventory, committed, events) -> list[Problem]:
+    broken = check_readable(fs, inventory)
+    if broken:
+        return broken  # one broken file fails every read of the table: name them, read no rows
+    kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+    try:
+        return check_deep(spark, config.hive.database, (config.hive.table, config.hive.rejected_table), inventory,
+                          committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))
+    finally:
+        kafka.close()

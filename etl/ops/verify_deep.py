@@ -1,0 +1,123 @@
+"""`etl verify --deep`: every row read back through Hive, against ZooKeeper and Kafka.
+
+No (topic, partition, offset) may appear twice in the table and its rejected table together,
+and every offset the walk of etl.ops.verify says must be loaded is in one of them, or absent from
+Kafka too (compaction, transaction markers). Files whose Parquet footer cannot be read are
+named first: a single one makes every query of the table fail, so the rows are not read then.
+"""
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from etl.ops.inventory import Inventory
+from etl.hive.sql import quote_identifier, quote_literal
+from etl.ops.coverage import MAX_LISTED, PartitionWalk, Problem, walk_partitions
+from etl.state.store import CommittedOffset
+
+
+def check_readable(fs, inventory: Inventory) -> list[Problem]:
+    """Every committed file's footer, read alone: a truncated or overwritten file is named here
+    instead of failing the whole table read."""
+    return [Problem("corrupt_file", path, f"not a readable Parquet file ({reason}); every query of the table "
+                    f"fails on it", _CORRUPT_ACTION) for path, reason in unreadable_files(fs, inventory)]
+
+
+def unreadable_files(fs, inventory: Inventory) -> list[tuple[str, str]]:
+    """(path, why) of every committed file, main or rejected, whose Parquet footer cannot be read."""
+    found = []
+    for f in inventory.files + inventory.rejected:
+        try:
+            with fs.open_read(f.path) as handle:
+                pq.ParquetFile(handle).metadata
+        except Exception as exc:  # pyarrow says ArrowInvalid, OSError or worse for a broken file
+            found.append((f.path, _first_line(exc)))
+    return found
+
+
+_CORRUPT_ACTION = ("run `etl recover`: it moves the file out of the table (kept under the warehouse's "
+                   "_etl_moved_aside folder) and rewrites its range from Kafka while Kafka still holds it")
+
+
+def check_deep(spark, database: str, tables: tuple[str, str], inventory: Inventory,
+               committed: dict[tuple[str, int], CommittedOffset], events: list[dict],
+               offsets_in_kafka) -> list[Problem]:
+    """Read the table and its rejected companion through Hive. `offsets_in_kafka(topic,
+    partition, start, end)` returns the offsets Kafka holds in [start, end), or None if
+    Kafka no longer holds that range at all."""
+    try:
+        union = _lineage_union(spark, database, tables)
+        union.createOrReplaceTempView("etl_verify_rows")
+        problems = _duplicates(spark)
+    except Exception as exc:  # Spark's own error, through py4j: name it, never a raw traceback
+        return [Problem("unreadable_table", f"{database}.{tables[0]}", f"reading the table through Hive failed: "
+                        f"{_first_line(exc)}", "run `etl verify --deep` again; if it fails the same way, a file "
+                        "of the table is broken: `etl recover` names and replaces broken files")]
+    ranges = _committed_ranges(walk_partitions(inventory, committed, None, events))
+    if not ranges:
+        return problems
+    spark.createDataFrame(ranges, "t string, p int, lo long, hi long").createOrReplaceTempView("etl_verify_ranges")
+    found = {(r.t, r.p, r.lo): r.n for r in spark.sql(
+        "SELECT r.t, r.p, r.lo, count(DISTINCT v.o) AS n FROM etl_verify_ranges r LEFT JOIN etl_verify_rows v "
+        "ON v.t = r.t AND v.p = r.p AND v.o >= r.lo AND v.o < r.hi GROUP BY r.t, r.p, r.lo").collect()}
+    for t, p, lo, hi in ranges:
+        if found.get((t, p, lo), 0) < hi - lo:
+            problems += _missing(spark, t, p, lo, hi, offsets_in_kafka)
+    return problems
+
+
+def _lineage_union(spark, database: str, tables: tuple[str, str]):
+    frames = []
+    for table in tables:
+        name = f"{quote_identifier(database)}.{quote_identifier(table)}"
+        spark.sql(f"REFRESH TABLE {name}")
+        frames.append(spark.sql(f"SELECT kafka_topic AS t, kafka_partition AS p, kafka_offset AS o FROM {name}"))
+    return frames[0].unionAll(frames[1])
+
+
+def _duplicates(spark) -> list[Problem]:
+    rows = spark.sql("SELECT t, p, o, count(*) AS n FROM etl_verify_rows GROUP BY t, p, o HAVING count(*) > 1 "
+                     f"ORDER BY t, p, o LIMIT {MAX_LISTED}").collect()
+    return [Problem("duplicate_offset", f"{r.t}[{r.p}] offset {r.o}", f"appears {r.n} times in the table and its "
+                    f"rejected table", "run `etl verify` (without --deep) to find the overlapping files")
+            for r in rows]
+
+
+def _committed_ranges(walks: list[PartitionWalk]) -> list[tuple[str, int, int, int]]:
+    """Every committed offset range a row must exist for: the files' ranges, plus the gaps
+    between them (and up to the committed offset) that no recorded skip or reset explains."""
+    return [(s.topic, s.partition, s.lo, s.hi) for walk in walks for s in walk.spans]
+
+
+def _missing(spark, t: str, p: int, lo: int, hi: int, offsets_in_kafka) -> list[Problem]:
+    spark.range(lo, hi).createOrReplaceTempView("etl_verify_expected")
+    absent = [r.id for r in spark.sql(
+        f"SELECT e.id FROM etl_verify_expected e LEFT ANTI JOIN (SELECT o FROM etl_verify_rows "
+        f"WHERE t = {quote_literal(t)} AND p = {int(p)}) v ON v.o = e.id ORDER BY e.id").collect()]
+    in_kafka = offsets_in_kafka(t, p, absent[0], absent[-1] + 1)
+    where = f"{t}[{p}] offsets [{lo}, {hi})"
+    if in_kafka is None:
+        return [Problem("unverifiable", where, f"{len(absent)} offsets are not in the table (first {absent[0]}) "
+                        f"and Kafka no longer holds them, so compaction cannot be told from loss",
+                        "compare the file's row count with the producer's records if this matters")]
+    lost = sorted(set(absent) & set(in_kafka))
+    if not lost:
+        return []  # compacted away or transaction markers: never records
+    return [Problem("missing_offset", where, f"{len(lost)} offsets Kafka still holds are in neither the table "
+                    f"nor the rejected table, e.g. {lost[:5]}",
+                    "the file's content does not match its name: move the file out of the warehouse, then "
+                    "`etl recover` rewrites its range from Kafka; run `etl verify --deep` again")]
+
+
+def offsets_in_kafka(config, kafka, topic: str, partition: int, start: int, end: int) -> list[int] | None:
+    from etl.source.kafka import read_range
+    low, high = kafka.watermarks([(topic, partition)])[(topic, partition)]
+    if start < low:
+        return None
+    end = min(end, high)
+    return [o for chunk in read_range(config.kafka, f"etl-{config.job.name}-verify", topic, partition, start, end,
+                                      with_keys=False) for o in chunk.offsets] if end > start else []
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,246 @@
+"""Finished-partition markers: `_SUCCESS` in a Hive partition's folder once no more files can land there.
+
+Like Flink's success-file partition commit policy and Secor's finalizer. With [hive]
+success_markers = true, a partition gets its marker when both hold:
+  1. its time window has closed, plus [hive] success_marker_delay_seconds, by the driver's
+     wall clock (UTC);
+  2. every batch that touched it is COMMITTED.
+
+The window. A batch's Hive partition is fixed when the batch is planned: dt and hour of the
+planning time by the driver's clock, UTC (etl.model.batch.hive_partition_values). Partitions are
+processing-time windows, not event-time ones: dt=2026-11-21/hour=10 receives the batches
+planned in [10:00, 11:00) UTC and its window closes at 11:00. The window is read back from the
+partition values (dt and hour: one hour; dt alone: one day). A table partitioned without a
+time window cannot have markers: ConfigError at start-up.
+
+Why that suffices. Batches are planned one at a time under the job lock, each only once the
+one before is COMMITTED, and only a batch planned inside a window writes into it. Once the
+planning clock has passed a window's end and no batch is open, nothing more can land there,
+unless the planning clock goes back: another host whose clock is behind takes the lock, or a
+clock is stepped back. The delay must cover that skew. A batch planned into a partition that
+already has its marker is still written and committed in full (exactly once beats the
+marker); it is logged as LATE DATA, recorded, and counted by `etl status`, and the marker stays.
+
+When. Only while no batch is open: right after a batch commits, and on a run with no new
+data, so that a closed window gets its marker even when no further batch comes. Never before a
+batch's work: a marker never holds data back, and a marker that cannot be written fails the run
+only after the data is committed (the next run writes it).
+
+The ledger. The partitions still waiting for a marker are listed in the header of the job's
+newest batch in ZooKeeper (Batch.extra["markers"]). A new plan carries the newest batch's list
+forward plus its own partition, so the list is stored with the plan and committed by the same
+fenced transaction as the batch. A marker pass drops what it marked with one fenced update of
+that header. No warehouse listing, and no znode of its own; pruning always keeps the newest
+batch. (Deriving the list from the committed batch headers would not do: only the newest 50 are
+kept, fewer than an hour's worth with `--loop --interval 60`.) Batches planned while markers are
+off are not listed, so turning markers on covers the partitions planned from then on.
+
+Writing. Under a temp name (`_tmp.<uuid>._SUCCESS`, swept and reported like a data file's temp
+name), published with the same no-replace rename as the data files (etl.sink.commit.publish): a
+replay after a crash finds `_SUCCESS` in place and is done. The rejected table's partition gets
+its marker first, when that folder exists (an hour without a rejected record has none); the
+main table's last, so the main table's marker means both partitions are final. Hive and Spark
+skip names starting with `_`, and etl.ops.inventory takes neither name for a data file.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import posixpath
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence
+
+from etl.model.batch import Batch, BatchState
+from etl.sink.commit import publish
+from etl.config import Config, SuccessMarkerConfig
+from etl.errors import ConfigError, EtlError, WarehouseError
+from etl.model.naming import partition_dir, partition_path, temp_name
+
+log = logging.getLogger(__name__)
+
+MARKER_NAME = "_SUCCESS"
+LEDGER_KEY = "markers"  # the batch header's extra[...] that holds the ledger
+LATE_KEPT = 10  # late-data records kept in the ledger; the count covers all of them
+# Partition columns that carry a time window, and how long the window is.
+WINDOWS = {("dt",): dt.timedelta(days=1), ("dt", "hour"): dt.timedelta(hours=1)}
+
+PartitionKey = tuple[tuple[str, str], ...]  # partition values as a hashable, ordered tuple
+
+
+class MarkerError(EtlError):
+    """A `_SUCCESS` marker could not be written; the data it vouches for is committed."""
+
+
+@dataclass(frozen=True)
+class Window:
+    start: dt.datetime
+    end: dt.datetime
+
+
+def check_time_partitioned(config: Config, partition_columns: Sequence[str]) -> None:
+    """Refuse markers for a table whose partitions have no time window to close."""
+    if tuple(sorted(partition_columns)) not in WINDOWS:
+        found = ", ".join(partition_columns) or "nothing"
+        raise ConfigError(f"{config.path}: [hive] success_markers: {config.hive.schema_file} partitions by "
+                          f"({found}), which has no time window, so no partition ever closes; markers need "
+                          f"PARTITIONED BY (dt) or (dt, hour). Set success_markers = false")
+
+
+def window_of(values: Mapping[str, str]) -> Window:
+    """The time window of a partition, from its values (UTC): dt=YYYY-MM-DD[/hour=HH]."""
+    length = WINDOWS.get(tuple(sorted(values)))
+    if length is None:
+        raise MarkerError(f"partition {partition_path(values)} has no time window (expected dt or dt/hour)")
+    text = f"{values['dt']} {values.get('hour', '00')}"
+    try:
+        start = dt.datetime.strptime(text, "%Y-%m-%d %H").replace(tzinfo=dt.timezone.utc)
+    except ValueError as exc:
+        raise MarkerError(f"partition {partition_path(values)}: cannot read its time window: {exc}") from exc
+    return Window(start, start + length)
+
+
+def _key(values: Mapping[str, str]) -> PartitionKey:
+    return tuple((name, str(value)) for name, value in values.items())
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What the newest batch's header says about markers."""
+
+    unmarked: tuple[PartitionKey, ...] = ()  # planned (or committed) partitions without a marker yet
+    late_count: int = 0  # batches ever planned into a partition that already had its marker
+    late: tuple[dict, ...] = ()  # the newest LATE_KEPT of them: batch_id, partition, planned_at, planned_by
+
+    @classmethod
+    def of(cls, batch: Batch | None) -> "Ledger":
+        raw = (batch.extra.get(LEDGER_KEY) if batch is not None else None) or {}
+        return cls(tuple(_key(v) for v in raw.get("unmarked", [])), int(raw.get("late_count", 0)),
+                   tuple(raw.get("late", [])))
+
+    def to_json(self) -> dict:
+        return {"unmarked": [dict(k) for k in self.unmarked], "late_count": self.late_count,
+                "late": list(self.late)}
+
+    def adding(self, values: Mapping[str, str]) -> "Ledger":
+        keys = set(self.unmarked) | {_key(values)}
+        return replace(self, unmarked=tuple(sorted(keys, key=lambda k: window_of(dict(k)).start)))
+
+    def without(self, keys) -> "Ledger":
+        gone = set(keys)
+        return replace(self, unmarked=tuple(k for k in self.unmarked if k not in gone))
+
+    def with_late(self, record: dict) -> "Ledger":
+        return replace(self, late_count=self.late_count + 1, late=(self.late + (record,))[-LATE_KEPT:])
+
+
+class SuccessMarkers:
+    """The job's markers: carries the ledger into each plan and writes the markers that are due.
+    Every method does nothing when [hive] success_markers is off."""
+
+    def __init__(self, config: Config, store, fs, warehouse, partition_columns: Sequence[str],
+                 clock: Callable[[], dt.datetime]):
+        self.settings: SuccessMarkerConfig = config.hive.success_markers
+        if self.settings.enabled:
+            check_time_partitioned(config, partition_columns)
+        self.config, self.store, self.fs, self.warehouse, self.clock = config, store, fs, warehouse, clock
+
+    def on_plan(self, batch: Batch) -> Batch:
+        """The new batch, carrying the ledger forward with its own partition; a partition already
+        marked is late data: written all the same, and recorded."""
+        if not self.settings.enabled:
+            return batch
+        newest = self.store.last_batch()  # COMMITTED: a batch is planned only when none is open
+        ledger = Ledger.of(newest[0] if newest else None).adding(batch.partition_values)
+        if self.fs.exists(posixpath.join(partition_dir(self.warehouse.table_root, batch.partition_values),
+                                         MARKER_NAME)):
+            ledger = ledger.with_late(self._report_late(batch))
+        return replace(batch, extra={**batch.extra, LEDGER_KEY: ledger.to_json()})
+
+    def _report_late(self, batch: Batch) -> dict:
+        where = partition_path(batch.partition_values)
+        log.error("LATE DATA: batch %d is planned into Hive partition %s of %s.%s, whose %s marker is already "
+                  "written: its files are written and committed all the same (nothing is lost or doubled), but "
+                  "readers that trusted the marker miss them. This host's clock is behind the one that wrote the "
+                  "marker: raise [hive] success_marker_delay_seconds (now %gs) above the clock skew between the "
+                  "job's hosts", batch.batch_id, where, self.config.hive.database, self.config.hive.table,
+                  MARKER_NAME, self.settings.delay_seconds)
+        return {"batch_id": batch.batch_id, "partition": where, "planned_at": batch.planned_at,
+                "planned_by": batch.planned_by}
+
+    def write_due(self) -> list[str]:
+        """Mark every listed partition whose window closed, plus the delay, then drop them from
+        the ledger. Returns the partitions marked. Only while no batch is open: the driver calls
+        it after a commit and when there is nothing new, and an open batch may still add files
+        to any listed partition (a late plan), so then it does nothing."""
+        if not self.settings.enabled:
+            return []
+        newest = self.store.last_batch()
+        if newest is None or newest[0].state is not BatchState.COMMITTED:
+            return []
+        batch, version = newest
+        ledger = Ledger.of(batch)
+        due = self._due(ledger)
+        for key in due:
+            self._mark(dict(key))
+        if due:
+            self.store.amend(batch, version, extra={**batch.extra, LEDGER_KEY: ledger.without(due).to_json()})
+            log.info("%s written in %d partitions: %s", MARKER_NAME, len(due),
+                     ", ".join(partition_path(dict(k)) for k in due))
+        return [partition_path(dict(k)) for k in due]
+
+    def _due(self, ledger: Ledger) -> list[PartitionKey]:
+        cutoff = self.clock() - dt.timedelta(seconds=self.settings.delay_seconds)
+        return [k for k in ledger.unmarked if window_of(dict(k)).end <= cutoff]
+
+    def _mark(self, values: dict[str, str]) -> None:
+        rejected = partition_dir(self.warehouse.rejected_root, values)
+        if self.fs.exists(rejected):  # first: the main table's marker vouches for both
+            self._publish(rejected, values)
+        self._publish(partition_dir(self.warehouse.table_root, values), values)
+
+    def _publish(self, folder: str, values: dict[str, str]) -> None:
+        final = posixpath.join(folder, MARKER_NAME)
+        if self.fs.exists(final):
+            return  # a replay after a crash between the marker and the ledger update
+        temp = posixpath.join(folder, temp_name(MARKER_NAME))
+        try:
+            self._write(temp, values)
+            publish(self.fs, temp, final)  # False: it appeared meanwhile, which is as good
+        except WarehouseError as exc:
+            raise MarkerError(f"cannot write {final}: {exc}. The data in it is committed; the next run writes "
+                              f"the marker again") from exc
+
+    def _write(self, temp: str, values: dict[str, str]) -> None:
+        body = json.dumps({"job": self.config.job.name, "partition": partition_path(values),
+                           "window_end": window_of(values).end.isoformat(), "written_at": self.clock().isoformat(
+                               timespec="seconds"), "by": self.store.me.describe()}, sort_keys=True).encode()
+        try:
+            with self.fs.open_write(temp) as handle:
+                handle.write(body)
+        except BaseException:
+            self.fs.delete(temp)  # a partial temp file is never published; do not leave it behind either
+            raise
+
+
+def marker_status(settings: SuccessMarkerConfig, newest: Batch | None) -> dict:
+    """The markers part of `etl status`: what awaits a marker, and late data seen so far."""
+    ledger = Ledger.of(newest)
+    return {"enabled": settings.enabled, "delay_seconds": settings.delay_seconds,
+            "awaiting": [partition_path(dict(k)) for k in ledger.unmarked], "late_count": ledger.late_count,
+            "late": list(ledger.late)}
+
+
+def render_marker_status(status: dict) -> list[str]:
+    if not status["enabled"] and not status["late_count"]:
+        return []
+    awaiting = status["awaiting"]
+    listed = ", ".join(awaiting[:5]) + (f" and {len(awaiting) - 5} more" if len(awaiting) > 5 else "")
+    lines = [f"success markers: {'on' if status['enabled'] else 'off'} (delay {status['delay_seconds']:g}s); "
+             f"partitions awaiting {MARKER_NAME}: {len(awaiting)}" + (f" ({listed})" if awaiting else "")]
+    if status["late_count"]:
+        last = status["late"][-1]
+        lines.append(f"LATE DATA: batches written into a partition that already had its {MARKER_NAME}: "
+                     f"{status['late_count']}; the last: batch {last['batch_id']} into {last['partition']}, "
+                     f"planned {last['planned_at']} by {last['planned_by']}")
+    return lines

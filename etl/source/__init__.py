@@ -1,0 +1,1 @@
+"""Kafka in: metadata, and one partition's offset range read as RawChunks."""

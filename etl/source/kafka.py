@@ -1,0 +1,219 @@
+"""Everything the ETL asks of Kafka: partitions, watermarks, and reading one offset range.
+
+Offsets live in ZooKeeper, never in Kafka: the consumer never commits and has no reset
+policy, so a range that is no longer in the log is an error, not a silent jump.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from etl.config import KafkaConfig, RetryConfig
+from etl.errors import KafkaReadError, KafkaUnavailable, OffsetOutOfRange, TopicNotFound
+from etl.model.identity import RecordFingerprint, fingerprint
+from etl.rows.pipeline import RawChunk
+from etl.retry import retry_idempotent
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_KAFKA_CODES = frozenset({
+    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.REQUEST_TIMED_OUT, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.NETWORK_EXCEPTION,
+})
+CONSUME_BATCH = 10_000
+NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # the all-zero UUID a broker without topic ids reports
+
+
+def consumer_settings(config: KafkaConfig, group: str) -> dict:
+    return {
+        **config.client,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+        "enable.partition.eof": True,
+    }
+
+
+class KafkaMetadata:
+    """Driver-side questions: which partitions exist and what offsets they hold."""
+
+    def __init__(self, config: KafkaConfig, retry: RetryConfig, job_name: str):
+        self.config, self.retry = config, retry
+        self.admin = AdminClient(dict(config.client))
+        self.consumer = Consumer(consumer_settings(config, f"etl-{job_name}-planner"))
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    def partitions(self, topics: tuple[str, ...]) -> list[tuple[str, int]]:
+        return [tp for topic in topics for tp in self._retry(lambda t=topic: self._partitions(t), "list partitions")]
+
+    def _partitions(self, topic: str) -> list[tuple[str, int]]:
+        try:
+            metadata = self.consumer.list_topics(topic, timeout=self.config.metadata_timeout_seconds)
+        except KafkaException as exc:
+            raise _as_unavailable(exc, f"list partitions of {topic}") from exc
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART \
+                or found is not None and not found.partitions:
+            raise TopicNotFound(f"topic {topic!r} does not exist on {self.config.client['bootstrap.servers']}; "
+                                f"create it, or remove it from [kafka] topics")
+        if found.error is not None:
+            raise KafkaUnavailable(f"metadata for topic {topic!r}: {found.error}")
+        return [(topic, p) for p in sorted(found.partitions)]
+
+    def watermarks(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(earliest, latest) for every partition, asked in two batched requests."""
+        if not partitions:
+            return {}
+        low = self._retry(lambda: self._list_offsets(partitions, OffsetSpec.earliest()), "list earliest offsets")
+        high = self._retry(lambda: self._list_offsets(partitions, OffsetSpec.latest()), "list latest offsets")
+        return {tp: (low[tp], high[tp]) for tp in partitions}
+
+    def _list_offsets(self, partitions, spec) -> dict[tuple[str, int], int]:
+        request = {TopicPartition(t, p): spec for t, p in partitions}
+        futures = self.admin.list_offsets(request, request_timeout=self.config.metadata_timeout_seconds)
+        try:
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+        except KafkaException as exc:
+            raise _as_unavailable(exc, "list offsets") from exc
+
+    def topic_ids(self, topics) -> dict[str, str | None]:
+        """Each topic's id, or None where the broker reports none (before Kafka 2.8)."""
+        if not topics:
+            return {}
+        futures = self.admin.describe_topics(TopicCollection(sorted(topics)),
+                                             request_timeout=self.config.metadata_timeout_seconds)
+        ids = {}
+        for topic, future in futures.items():
+            try:
+                topic_id = future.result().topic_id
+            except KafkaException as exc:
+                log.info("topic %s: the broker reports no topic id (%s); identity rests on record fingerprints",
+                         topic, exc)
+                topic_id = None
+            ids[topic] = None if topic_id is None or str(topic_id) == NO_TOPIC_ID else str(topic_id)
+        return ids
+
+    def records_at(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], RecordFingerprint | None]:
+        """The fingerprint of the record each partition holds at the given offset (or of the
+        next one, when that offset was compacted away); None where the log holds none."""
+        found: dict[tuple[str, int], RecordFingerprint | None] = {}
+        if not wanted:
+            return found
+        self.consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in wanted.items()])
+        try:
+            deadline = time.monotonic() + self.config.fetch_timeout_seconds
+            while len(found) < len(wanted) and time.monotonic() < deadline:
+                for message in self.consumer.consume(num_messages=len(wanted), timeout=1.0):
+                    key = (message.topic(), message.partition())
+                    if key in found or key not in wanted:
+                        continue
+                    if message.error() is None:
+                        found[key] = fingerprint(message.offset(), message.timestamp()[1], message.value())
+                    elif message.error().code() == KafkaError._PARTITION_EOF:
+                        found[key] = None
+        finally:
+            self.consumer.unassign()
+        missing = sorted(set(wanted) - set(found))
+        if missing:
+            raise KafkaUnavailable(f"Kafka served no record at the last committed offset of {missing[:5]} within "
+                                   f"{self.config.fetch_timeout_seconds}s; is the broker up?")
+        return found
+
+    def _retry(self, fn, what: str):
+        return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}", fn)
+
+
+def _as_unavailable(exc: KafkaException, what: str) -> Exception:
+    error = exc.args[0] if exc.args else None
+    code = error.code() if isinstance(error, KafkaError) else None
+    if code in RETRYABLE_KAFKA_CODES:
+        return KafkaUnavailable(f"Kafka did not answer to {what}: {error}; check [kafka] bootstrap.servers "
+                                f"and that the brokers are up")
+    return KafkaReadError(f"Kafka refused to {what}: {error}")
+
+
+def read_range(config: KafkaConfig, group: str, topic: str, partition: int, start: int, end: int,
+               with_keys: bool) -> Iterator[RawChunk]:
+    """Yield the records of [start, end) in offset order, in chunks.
+
+    Offsets may have gaps (compaction, transaction markers), so the read ends when the
+    position reaches `end`, not after end - start records. It never waits forever: no
+    progress for fetch_timeout_seconds is an error, and the task fails.
+    """
+    consumer = Consumer(consumer_settings(config, group))
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        yield from _consume_until(consumer, config, topic, partition, start, end, with_keys)
+    finally:
+        consumer.close()
+
+
+def _consume_until(consumer, config, topic, partition, start, end, with_keys) -> Iterator[RawChunk]:
+    position, deadline = start, time.monotonic() + config.fetch_timeout_seconds
+    while position < end:
+        # Never ask for more than the range still needs: consume() waits out its timeout
+        # until it has num_messages, which would cost every range's last call a full second.
+        messages = consumer.consume(num_messages=min(CONSUME_BATCH, end - position), timeout=1.0)
+        records, log_ends = _records_of(messages, topic, partition, position, end)
+        if records and records[-1].offset() >= end:
+            records = [m for m in records if m.offset() < end]
+            position = end
+        if records:
+            yield _chunk(records, with_keys)
+            position = max(position, records[-1].offset() + 1)
+        if log_ends:
+            position = end  # the log ends at or past `end`: what was left of the range was a gap
+        if records or position >= end:
+            deadline = time.monotonic() + config.fetch_timeout_seconds
+        elif time.monotonic() > deadline:
+            raise KafkaReadError(f"{topic}[{partition}]: no progress for {config.fetch_timeout_seconds}s at "
+                                 f"offset {position} while reading [{start}, {end}); is the broker up? "
+                                 f"The batch stays open and the next run resumes it")
+
+
+def _records_of(messages: list, topic: str, partition: int, position: int, end: int) -> tuple[list, bool]:
+    """The records among `messages`, and whether an end-of-log event at or past `end` came.
+
+    Most calls return only records; events are looked at one by one only when there are some."""
+    if all(error is None for error in map(Message.error, messages)):
+        return messages, False
+    records = [m for m in messages if _is_record(m, topic, partition, position, end)]
+    return records, any(_is_eof_at_or_past(m, end) for m in messages)
+
+
+def _is_eof_at_or_past(message, end: int) -> bool:
+    error = message.error()
+    return error is not None and error.code() == KafkaError._PARTITION_EOF and message.offset() >= end
+
+
+def _is_record(message, topic: str, partition: int, position: int, end: int) -> bool:
+    error = message.error()
+    if error is None:
+        return True
+    if error.code() == KafkaError._PARTITION_EOF:
+        return False
+    if error.code() == KafkaError._AUTO_OFFSET_RESET or error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+        raise OffsetOutOfRange(f"{topic}[{partition}]: offset {position} of the planned range [.., {end}) "
+                               f"is no longer in Kafka ({error.str()}); the plan cannot be completed as "
+                               f"recorded. Run `etl recover` for the options")
+    if error.code() in RETRYABLE_KAFKA_CODES or not error.fatal():
+        log.warning("%s[%d]: transient consumer error: %s", topic, partition, error)
+        return False
+    raise KafkaReadError(f"{topic}[{partition}]: {error.str()}")
+
+
+def _chunk(messages: list, with_keys: bool) -> RawChunk:
+    return RawChunk(
+        offsets=list(map(Message.offset, messages)),
+        timestamps_ms=[timestamp for _, timestamp in map(Message.timestamp, messages)],
+        keys=list(map(Message.key, messages)) if with_keys else None,
+        values=list(map(Message.value, messages)),
+    )

@@ -1,0 +1,1 @@
+"""The job's state in ZooKeeper: the lock, batch plans, committed offsets, recorded events."""

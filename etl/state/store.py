@@ -1,0 +1,479 @@
+"""The job's state in ZooKeeper: lock, committed offsets, batch plans and events.
+
+Every znode path is built in ZkPaths. Every write that changes the job's state runs in a
+transaction fenced by the lock: it checks that this run's ephemeral lock node still exists
+and that nobody has taken the lock since (the `owner` node's version). A run whose session
+expired therefore cannot commit, even after kazoo reconnects it with a new session.
+Who else may read or change these znodes is decided by etl.state.acl ([zookeeper] auth).
+"""
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (ConnectionLoss, NoAuthError, NodeExistsError, NoNodeError, OperationTimeoutError,
+                              RolledBackError, SessionExpiredError)
+from kazoo.handlers.threading import KazooTimeoutError
+
+from etl.state import acl as zk_acl
+from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now_iso
+from etl.model.binding import Target
+from etl.config import RetryConfig, ZooKeeperConfig
+from etl.errors import EtlError, LockLost, StateConflict
+from etl.model.identity import RecordFingerprint
+from etl.retry import retry_idempotent
+
+log = logging.getLogger(__name__)
+
+# Failures of a read that say nothing about the data; reads are retried on these.
+RETRYABLE_ZK_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+RANGES_PER_CHUNK = 2000  # ~40 bytes a range: a chunk stays far below the 1 MB znode limit
+BATCHES_KEPT = 50
+
+
+class ZooKeeperUnavailable(EtlError):
+    """ZooKeeper could not be reached."""
+
+
+class ZkPaths:
+    def __init__(self, root: str, job: str):
+        self.job = f"{root.rstrip('/')}/{job}"
+        self.lock = f"{self.job}/lock"
+        self.owner = f"{self.job}/owner"
+        self.offsets = f"{self.job}/offsets"
+        self.batches = f"{self.job}/batches"
+        self.events = f"{self.job}/events"
+        self.binding = f"{self.job}/binding"  # the table and folders the job writes (etl.model.binding)
+        self.pending_reset = f"{self.job}/pending-reset"  # a reset with files to move (etl.ops.reset)
+
+    def topic(self, topic: str) -> str:
+        """Holds the topic's id (etl.model.identity) once known; its children hold the offsets."""
+        return f"{self.offsets}/{topic}"
+
+    def offset(self, topic: str, partition: int) -> str:
+        return f"{self.offsets}/{topic}/{partition}"
+
+    def batch(self, batch_id: int) -> str:
+        return f"{self.batches}/{batch_id:010d}"
+
+    def chunk(self, batch_id: int, index: int) -> str:
+        return f"{self.batch(batch_id)}/ranges-{index:05d}"
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    host: str
+    pid: int
+    user: str
+    since: str
+    run_id: str
+
+    def describe(self) -> str:
+        return f"run {self.run_id} (host {self.host}, pid {self.pid}, user {self.user}) since {self.since}"
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    """A partition's committed offset, as stored in its znode, with what verify and the
+    topic-identity check need: where the job started reading the partition (`origin`: the files
+    must cover [origin, value) but for recorded skips and resets) and the last record loaded."""
+
+    value: int
+    version: int
+    origin: int | None = None  # None: committed by a version that did not record it
+    last: RecordFingerprint | None = None
+
+    def to_bytes(self) -> bytes:
+        return _dump({"offset": self.value, "origin": self.origin,
+                      "last": None if self.last is None else self.last.to_json()})
+
+    @classmethod
+    def parse(cls, data: bytes, version: int) -> "CommittedOffset":
+        raw = json.loads(data)
+        if isinstance(raw, int):  # the first format: the offset alone
+            return cls(raw, version)
+        return cls(int(raw["offset"]), version, raw.get("origin"), RecordFingerprint.from_json(raw.get("last")))
+
+
+def this_run() -> LockHolder:
+    return LockHolder(host=socket.gethostname(), pid=os.getpid(), user=getpass.getuser(),
+                      since=utc_now_iso(), run_id=uuid.uuid4().hex[:12])
+
+
+def _dump(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+class ZkStateStore:
+    def __init__(self, config: ZooKeeperConfig, job_name: str, retry: RetryConfig):
+        self.config, self.retry = config, retry
+        self.paths = ZkPaths(config.root, job_name)
+        # With [zookeeper] auth = digest this authenticates, and gives every znode it creates the job's ACL.
+        self.client = KazooClient(hosts=config.hosts, timeout=config.session_timeout_seconds,
+                                  **zk_acl.client_options(config))
+        self.me = this_run()
+        self._owner_version: int | None = None
+        self._session_lost = threading.Event()
+
+    # -- connection -----------------------------------------------------------------------
+    def __enter__(self) -> "ZkStateStore":
+        self.connect()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def connect(self) -> None:
+        try:
+            self.client.start(timeout=self.config.session_timeout_seconds)
+        except KazooTimeoutError as exc:
+            raise ZooKeeperUnavailable(
+                f"cannot connect to ZooKeeper at {self.config.hosts} within "
+                f"{self.config.session_timeout_seconds}s; check [zookeeper] hosts and that it is running") from exc
+        self.client.add_listener(self._on_state)
+        try:
+            self._ensure_job_nodes()
+        except BaseException:
+            self.close()  # a refused run must not leave a live session (and its threads) behind
+            raise
+
+    def _ensure_job_nodes(self) -> None:
+        """Create the job's nodes if missing, and check that this client may use them as
+        [zookeeper] auth says, before anything else is read or written."""
+        try:
+            for path in (self.paths.offsets, self.paths.batches, self.paths.events):
+                self._read(lambda p=path: self.client.ensure_path(p), f"create {path}")
+            acls, _ = self._read(lambda: self.client.get_acls(self.paths.job), "read the job's ACL")
+        except NoAuthError as exc:
+            raise zk_acl.access_denied(self.config, self.paths.job) from exc
+        zk_acl.check_job_node(self.config, self.paths.job, acls)
+
+    def close(self) -> None:
+        self.client.remove_listener(self._on_state)  # stopping reports LOST, which is expected here
+        self.client.stop()
+        self.client.close()
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self._session_lost.set()
+            log.error("ZooKeeper session expired: this run has lost the job lock")
+
+    def _read(self, fn, what: str):
+        return retry_idempotent(self.retry, RETRYABLE_ZK_ERRORS, f"ZooKeeper {what}", fn)
+
+    # -- lock -----------------------------------------------------------------------------
+    def acquire_lock(self) -> LockHolder | None:
+        """Take the job lock. Returns None on success, or the holder when another run has it."""
+        self._read(lambda: self.client.ensure_path(self.paths.owner), "create owner node")
+        txn = self.client.transaction()
+        txn.create(self.paths.lock, _dump(self.me.__dict__), ephemeral=True)
+        txn.set_data(self.paths.owner, _dump(self.me.__dict__))
+        results = txn.commit()
+        if isinstance(results[0], NodeExistsError):
+            return self.lock_holder() or self.acquire_lock()
+        _raise_if_failed(results, "take the job lock")
+        self._owner_version = results[1].version
+        return None
+
+    def lock_holder(self) -> LockHolder | None:
+        try:
+            data, _ = self._read(lambda: self.client.get(self.paths.lock), "read lock")
+        except NoNodeError:
+            return None
+        return LockHolder(**json.loads(data))
+
+    def release_lock(self) -> None:
+        if self._owner_version is None:
+            return
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.delete(self.paths.lock)
+        results = txn.commit()
+        self._owner_version = None
+        if any(isinstance(r, Exception) for r in results):
+            log.warning("the job lock was already gone at release: %s", results)
+
+    def assert_lock_held(self) -> None:
+        if self._owner_version is None or self._session_lost.is_set():
+            raise LockLost("this run lost the job lock (its ZooKeeper session expired); it stops without "
+                           "committing. The next run resumes the open batch.")
+
+    def _fence(self, txn) -> None:
+        self.assert_lock_held()
+        txn.check(self.paths.lock, 0)
+        txn.check(self.paths.owner, self._owner_version)
+
+    def _commit_fenced(self, txn, what: str) -> list:
+        """Commit a transaction whose first two operations are the fence checks."""
+        try:
+            results = txn.commit()
+        except SessionExpiredError as exc:
+            raise LockLost(f"cannot {what}: this run's ZooKeeper session expired, so it no longer holds "
+                           f"the job lock; the next run resumes the open batch") from exc
+        if any(_failed(r) for r in results[:2]):
+            raise LockLost(f"cannot {what}: this run no longer holds the job lock "
+                           f"(session expired or another run took over); nothing was changed")
+        _raise_if_failed(results, what)
+        return results
+
+    # -- offsets --------------------------------------------------------------------------
+    def committed_offsets(self) -> dict[tuple[str, int], CommittedOffset]:
+        return self._read(self._committed_offsets, "read committed offsets")
+
+    def _committed_offsets(self) -> dict[tuple[str, int], CommittedOffset]:
+        reads = {}
+        for topic in self.client.get_children(self.paths.offsets):
+            for part in self.client.get_children(f"{self.paths.offsets}/{topic}"):
+                reads[(topic, int(part))] = self.client.get_async(self.paths.offset(topic, int(part)))
+        offsets = {}
+        for key, async_result in reads.items():
+            data, stat = async_result.get()
+            offsets[key] = CommittedOffset.parse(data, stat.version)
+        return offsets
+
+    def topic_ids(self) -> dict[str, str]:
+        """The topic ids stored at commit, for topics whose broker reported one."""
+        return self._read(self._topic_ids, "read topic ids")
+
+    def _topic_ids(self) -> dict[str, str]:
+        ids = {}
+        for topic in self.client.get_children(self.paths.offsets):
+            data, _ = self.client.get(self.paths.topic(topic))
+            if data:
+                ids[topic] = json.loads(data)["topic_id"]
+        return ids
+
+    # -- batches --------------------------------------------------------------------------
+    def batch_ids(self) -> list[int]:
+        children = self._read(lambda: self.client.get_children(self.paths.batches), "list batches")
+        return sorted(int(c) for c in children)
+
+    def last_batch(self) -> tuple[Batch, int] | None:
+        """The newest batch and its znode version, or None before the first batch."""
+        ids = self.batch_ids()
+        return self.read_batch(ids[-1]) if ids else None
+
+    def open_batch(self) -> tuple[Batch, int] | None:
+        last = self.last_batch()
+        return last if last and last[0].state is not BatchState.COMMITTED else None
+
+    def read_batch(self, batch_id: int) -> tuple[Batch, int]:
+        return self._read(lambda: self._read_batch(batch_id), f"read batch {batch_id}")
+
+    def _read_batch(self, batch_id: int) -> tuple[Batch, int]:
+        data, stat = self.client.get(self.paths.batch(batch_id))
+        header = json.loads(data)
+        ranges = []
+        for index in range(_chunk_count(header["range_count"])):
+            chunk, _ = self.client.get(self.paths.chunk(batch_id, index))
+            ranges.extend(json.loads(chunk))
+        return Batch.from_json(header, ranges), stat.version
+
+    def write_plan(self, batch: Batch) -> int:
+        """Store a PLANNED batch: header and range chunks in one fenced transaction."""
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.create(self.paths.batch(batch.batch_id), _dump(batch.header_json()))
+        for index, chunk in enumerate(_chunks(batch.ranges)):
+            txn.create(self.paths.chunk(batch.batch_id, index), _dump([r.to_json() for r in chunk]))
+        for skipped in batch.skipped:
+            txn.create(f"{self.paths.events}/event-", _dump({"kind": "skipped", "batch_id": batch.batch_id,
+                                                              "at": batch.planned_at, **skipped.to_json()}),
+                       sequence=True)
+        self._commit_fenced(txn, f"store the plan of batch {batch.batch_id}")
+        return 0  # a new znode's version
+
+    def advance(self, batch: Batch, version: int, to: BatchState, **changes) -> tuple[Batch, int]:
+        moved = batch.advanced(to, **changes)
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.set_data(self.paths.batch(batch.batch_id), _dump(moved.header_json()), version=version)
+        results = self._commit_fenced(txn, f"move batch {batch.batch_id} to {to.value}")
+        return moved, results[-1].version
+
+    def amend(self, batch: Batch, version: int, **changes) -> tuple[Batch, int]:
+        """Rewrite the header of a batch, state unchanged (fenced, and only over `version`)."""
+        amended = batch.amended(**changes)
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.set_data(self.paths.batch(batch.batch_id), _dump(amended.header_json()), version=version)
+        results = self._commit_fenced(txn, f"update batch {batch.batch_id}")
+        return amended, results[-1].version
+
+    def commit(self, batch: Batch, version: int) -> Batch:
+        """Move every range's offset from its expected value to its end and mark the batch
+        COMMITTED, all in one transaction that aborts if anything moved underneath. A REPAIR
+        batch moves no offset: it only checks that none moved since it was planned."""
+        committed = batch.advanced(BatchState.COMMITTED)
+        self.assert_lock_held()  # a fenced-out run must hear that, not a misleading offset mismatch
+        current = self.committed_offsets()
+        _check_expected(batch, current)
+        stored_ids = self.topic_ids()
+        for topic in {r.topic for r in batch.ranges}:
+            self._read(lambda t=topic: self.client.ensure_path(self.paths.topic(t)), "create topic node")
+        txn = self.client.transaction()
+        self._fence(txn)
+        for r in batch.ranges:
+            self._commit_range(txn, batch, r, current.get((r.topic, r.partition)))
+        for topic, topic_id in sorted(batch.topic_ids.items()):
+            if topic_id and stored_ids.get(topic) != topic_id and batch.kind is BatchKind.LOAD:
+                txn.set_data(self.paths.topic(topic), _dump({"topic_id": topic_id}))
+        txn.set_data(self.paths.batch(batch.batch_id), _dump(committed.header_json()), version=version)
+        try:
+            self._commit_fenced(txn, f"commit batch {batch.batch_id}")
+        except (ConnectionLoss, OperationTimeoutError, LockLost) as exc:
+            # After a lost connection or session the outcome is unknown: the transaction may
+            # have been applied before the answer was lost. The batch node says which.
+            unknown = not isinstance(exc, LockLost) or isinstance(exc.__cause__, SessionExpiredError)
+            if not unknown or self.read_batch(batch.batch_id)[0].state is not BatchState.COMMITTED:
+                raise
+        return committed
+
+    def _commit_range(self, txn, batch: Batch, r: OffsetRange, found: CommittedOffset | None) -> None:
+        path = self.paths.offset(r.topic, r.partition)
+        if batch.kind is BatchKind.REPAIR:
+            txn.check(path, found.version)
+            return
+        last = RecordFingerprint.from_json(batch.last_records.get(f"{r.topic}:{r.partition}"))
+        if found is None:
+            txn.create(path, CommittedOffset(r.end, 0, origin=r.start, last=last).to_bytes())
+            return
+        skipped = any(s.topic == r.topic and s.partition == r.partition for s in batch.skipped)
+        # After a skip the old record is no witness of the new log; else keep it when the range read none.
+        kept = last or (None if skipped else found.last)
+        txn.set_data(path, CommittedOffset(r.end, 0, found.origin, kept).to_bytes(), version=found.version)
+
+    def pending_reset(self) -> dict | None:
+        try:
+            data, _ = self._read(lambda: self.client.get(self.paths.pending_reset), "read a pending reset")
+        except NoNodeError:
+            return None
+        return json.loads(data)
+
+    def write_pending_reset(self, pending: dict) -> None:
+        """Record a reset before any file moves (fenced), so that a crash leaves it findable."""
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.create(self.paths.pending_reset, _dump(pending))
+        self._commit_fenced(txn, "record the reset's plan")
+
+    def finish_reset(self, changes: list[dict], event: dict, topic_ids: dict[str, str | None]) -> None:
+        """Set committed offsets by hand, recording the event and the topics' ids as they are now,
+        in one fenced transaction. Each change is {topic, partition, old, new}; `old` is checked
+        against ZooKeeper, and by version."""
+        current = self.committed_offsets()
+        for change in changes:
+            found = current.get((change["topic"], change["partition"]))
+            if (None if found is None else found.value) != change["old"]:
+                raise StateConflict(f"cannot reset {change['topic']}[{change['partition']}]: its committed offset "
+                                    f"is {None if found is None else found.value}, not {change['old']} as planned")
+        for topic in {c["topic"] for c in changes}:
+            self._read(lambda t=topic: self.client.ensure_path(self.paths.topic(t)), "create topic node")
+        txn = self.client.transaction()
+        self._fence(txn)
+        for change in changes:
+            path = self.paths.offset(change["topic"], change["partition"])
+            found = current.get((change["topic"], change["partition"]))
+            if found is None:  # the job starts reading this partition at the new offset
+                txn.create(path, CommittedOffset(change["new"], 0, origin=change["new"]).to_bytes())
+            else:  # the last record loaded is no witness once the position moved by hand
+                txn.set_data(path, CommittedOffset(change["new"], 0, found.origin).to_bytes(), version=found.version)
+        for topic, topic_id in sorted(topic_ids.items()):
+            txn.set_data(self.paths.topic(topic), _dump({"topic_id": topic_id}) if topic_id else b"")
+        txn.create(f"{self.paths.events}/event-", _dump(event), sequence=True)
+        if self.pending_reset() is not None:
+            txn.delete(self.paths.pending_reset)
+        self._commit_fenced(txn, "reset offsets")
+
+    # -- binding --------------------------------------------------------------------------
+    def binding(self) -> Target | None:
+        try:
+            data, _ = self._read(lambda: self.client.get(self.paths.binding), "read the job's binding")
+        except NoNodeError:
+            return None
+        return Target.from_json(json.loads(data))
+
+    def bind_first(self, target: Target) -> None:
+        """Record the table of a job's first run (fenced: only the lock holder binds)."""
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.create(self.paths.binding, _dump(target.to_json()))
+        self._commit_fenced(txn, "record the job's table")
+
+    def rebind(self, target: Target, reset_origins: bool, event: dict) -> None:
+        """Bind the job to another table, in one fenced transaction with its event. With
+        reset_origins, every partition's origin moves to its committed offset: the new table
+        holds what is loaded from now on."""
+        txn = self.client.transaction()
+        self._fence(txn)
+        if self.binding() is None:
+            txn.create(self.paths.binding, _dump(target.to_json()))
+        else:
+            txn.set_data(self.paths.binding, _dump(target.to_json()))
+        for (topic, partition), found in (self.committed_offsets() if reset_origins else {}).items():
+            moved = CommittedOffset(found.value, 0, found.value, found.last)
+            txn.set_data(self.paths.offset(topic, partition), moved.to_bytes(), version=found.version)
+        txn.create(f"{self.paths.events}/event-", _dump(event), sequence=True)
+        self._commit_fenced(txn, "bind the job to another table")
+
+    def record_event(self, event: dict) -> None:
+        """Append an operator's action to the job's events, fenced by the lock."""
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.create(f"{self.paths.events}/event-", _dump(event), sequence=True)
+        self._commit_fenced(txn, f"record a {event.get('kind')} event")
+
+    def prune_batches(self) -> None:
+        """Keep the newest committed batches only; they serve status and recovery reports."""
+        for batch_id in self.batch_ids()[:-BATCHES_KEPT]:
+            self._read(lambda b=batch_id: self.client.delete(self.paths.batch(b), recursive=True),
+                       f"delete old batch {batch_id}")
+
+    def events(self) -> list[dict]:
+        names = sorted(self._read(lambda: self.client.get_children(self.paths.events), "list events"))
+        return [json.loads(self._read(lambda n=n: self.client.get(f"{self.paths.events}/{n}"), "read event")[0])
+                for n in names]
+
+
+def _chunks(ranges: tuple[OffsetRange, ...]):
+    for start in range(0, len(ranges), RANGES_PER_CHUNK):
+        yield ranges[start:start + RANGES_PER_CHUNK]
+
+
+def _chunk_count(range_count: int) -> int:
+    return -(-range_count // RANGES_PER_CHUNK)
+
+
+def _check_expected(batch: Batch, current: dict[tuple[str, int], CommittedOffset]) -> None:
+    """Name every partition whose committed offset is not what the plan started from."""
+    mismatches = []
+    for r in batch.ranges:
+        found = current.get((r.topic, r.partition))
+        found_value = None if found is None else found.value
+        if found_value != r.expected:
+            mismatches.append(f"{r.topic}[{r.partition}]: plan expects {r.expected}, ZooKeeper has {found_value}")
+    if mismatches:
+        raise StateConflict(
+            f"batch {batch.batch_id} cannot commit: committed offsets moved since it was planned "
+            f"({'; '.join(mismatches[:10])}). Another writer or a manual reset changed them; run "
+            f"`etl status` and reconcile before running again.")
+
+
+def _failed(result) -> bool:
+    """A transaction result that is an error of its own, not a roll-back caused by another."""
+    return isinstance(result, Exception) and not isinstance(result, RolledBackError)
+
+
+def _raise_if_failed(results: list, what: str) -> None:
+    failures = [(i, r) for i, r in enumerate(results) if _failed(r)]
+    if failures:
+        index, error = failures[0]
+        raise StateConflict(f"cannot {what}: ZooKeeper refused operation {index} of the transaction "
+                            f"({type(error).__name__}); nothing was changed")
