@@ -47,7 +47,7 @@ REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 # What an executor must be able to import from the archive alone (the check after packing).
 IMPORT_CHECK = """
 import json, sys
-import etl, etl.job.tasks, etl.source.kafka, etl.rows.pipeline, kazoo, pyarrow, confluent_kafka, numpy, hdfs
+import etl, etl.job.tasks, etl.source.kafka, etl.job.partition_writer, kazoo, pyarrow, confluent_kafka, numpy, hdfs
 from etl.hive.registrar import REJECTED_DDL
 assert REJECTED_DDL.is_file(), f"package data missing: {REJECTED_DDL}"
 print(json.dumps({"etl": etl.__file__, "executable": sys.executable, "version": sys.version.split()[0]}))

@@ -48,6 +48,9 @@ def test_valid_config_parses_into_typed_objects(tmp_path, schema_path):
     ("job", "max_records_per_partition = -1", r"\[job\] max_records_per_partition: must be greater than 0"),
     ("job", "starting_offsets = newest", r"\[job\] starting_offsets: 'newest' is not one of earliest, latest"),
     ("job", "max_rejected_ratio = 2", r"\[job\] max_rejected_ratio: '2' is not valid: must be between 0 and 1"),
+    # The writer trusts these two (etl.job.partition_writer): they are checked here, once.
+    ("job", "compression = lz4", r"\[job\] compression: 'lz4' is not one of snappy, zstd, gzip, none"),
+    ("job", "row_group_size = 0", r"\[job\] row_group_size: must be greater than 0"),
     ("kafka", "enable.auto.commit = true", r"\[kafka\] enable.auto.commit: is set by the ETL itself"),
     ("hive", "metastore = mysql://x", r"\[hive\] metastore: 'mysql://x' is not valid"),
     ("warehouse", "url2 = x", r"\[warehouse\] url2: unknown key"),

@@ -83,7 +83,7 @@ def test_a_failed_task_is_reported_by_the_etl_error_it_raised_not_by_a_later_wra
     # Seen once in the broker-stop crash test: Spark quoted the task's Python error, then a
     # "PythonException: [PYTHON_EXCEPTION] ... Traceback" line, and the message named that.
     from etl.model.batch import Batch, BatchState
-    from etl.job.driver import task_failure
+    from etl.job.tasks import task_failure
 
     text = ("An error occurred while calling o1.collect.\n"
             "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"

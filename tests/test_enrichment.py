@@ -23,7 +23,8 @@ from etl.model.batch import Batch
 from etl.rows.dimensions import MAX_LISTED_FILES, DimensionLoader, FileStamp, Snapshot
 from etl.errors import ConfigError, DimensionChanged, DimensionError
 from etl.sink.fs import LocalFileSystem
-from etl.rows.pipeline import PartitionWriter, RawChunk
+from etl.job.partition_writer import PartitionWriter
+from etl.source.chunk import RawChunk
 from etl.job.runner import run_job, writer_spec
 from etl.state.store import ZkStateStore
 from pipeline_helpers import run_etl, wait_for_lock_release

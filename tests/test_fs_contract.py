@@ -25,7 +25,7 @@ from etl.config import RetryConfig, WarehouseConfig
 from etl.errors import ConfigError, WarehouseError
 from etl.sink.fs import LocalFileSystem, PathExists, PathNotFound, filesystem_for
 from etl.model.naming import final_name, temp_name
-from etl.sink.webhdfs import WebHdfsFileSystem
+from etl.sink.fs.webhdfs import WebHdfsFileSystem
 from webhdfs_server import WebHdfsTestServer
 
 FAST_RETRY = RetryConfig(attempts=3, initial_wait_seconds=0.05, max_wait_seconds=0.2)
@@ -263,7 +263,8 @@ def test_the_partition_writer_writes_and_publishes_through_the_backend(backend):
     from pipeline_helpers import event
 
     from etl.rows.decoders import make_decoder
-    from etl.rows.pipeline import PartitionWriter, RawChunk, WriterSpec
+    from etl.job.partition_writer import PartitionWriter, WriterSpec
+    from etl.source.chunk import RawChunk
     from etl.model.schema import load_table_schema
     from conftest import EVENTS_SCHEMA
 
@@ -419,7 +420,7 @@ def test_the_datanode_refuses_to_overwrite_and_that_maps_to_path_exists(webhdfs)
     """The race open_write's check cannot close: the file appears between the two CREATE steps."""
     import requests
 
-    from etl.sink.webhdfs import remote_error
+    from etl.sink.fs.webhdfs_client import remote_error
     path = webhdfs.path("raced")
     step1 = requests.put(f"{webhdfs.server.http_url}/webhdfs/v1{path}",
                          params={"op": "CREATE", "overwrite": "false", "user.name": "etl"}, allow_redirects=False)

@@ -17,7 +17,8 @@ import etl.job.driver
 from etl.model.batch import utc_now
 from etl.config import load_config
 from etl.errors import ConfigError, InjectedFault
-from etl.sink.markers import LEDGER_KEY, MARKER_NAME, Ledger, check_time_partitioned, window_of
+from etl.model.partitioning import PLANNING_TIME_HOURLY
+from etl.sink.markers import LEDGER_KEY, MARKER_NAME, Ledger, MarkerError, window_of
 from etl.job.runner import run_job
 from etl.ops.verify import run_verify
 from etl.state.store import ZkStateStore
@@ -168,10 +169,10 @@ def test_config_keys_and_time_windows(write_config):
         with pytest.raises(ConfigError, match=f"\\[hive\\] {key}: .*{why}"):
             load_config(write_config(**base, hive={key: value}))
 
-    with pytest.raises(ConfigError, match=r"success_markers: .* partitions by \(region\), which has no time window"):
-        check_time_partitioned(on, ["region"])
-    check_time_partitioned(on, ["dt", "hour"])
-    hourly = window_of({"dt": "2026-11-21", "hour": "23"})
+    # Only the hourly planning-time scheme exists (etl.model.partitioning): the DDL check refuses
+    # any other, so every table the job writes has windows to close.
+    hourly = window_of(PLANNING_TIME_HOURLY, {"dt": "2026-11-21", "hour": "23"})
     assert (hourly.start.isoformat(), hourly.end.isoformat()) == ("2026-11-21T23:00:00+00:00",
                                                                   "2026-11-22T00:00:00+00:00")
-    assert window_of({"dt": "2026-11-21"}).end.isoformat() == "2026-11-22T00:00:00+00:00"
+    with pytest.raises(MarkerError, match="dt=2026-11-21: cannot read its time window"):
+        window_of(PLANNING_TIME_HOURLY, {"dt": "2026-11-21"})

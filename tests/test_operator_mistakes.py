@@ -11,6 +11,7 @@ from etl.ops.recovery import recover
 from etl.job.runner import run_job
 from etl.ops.verify import run_verify
 from etl.state.store import ZkPaths, ZkStateStore
+from etl.model.events import OffsetChange, PendingReset, Reset
 from pipeline_helpers import (etl_command, events_by_partition, expected_offsets, loaded_job, run_etl,
                               table_offsets, wait_for_lock_release)
 from test_pipeline import recreate_topic
@@ -208,12 +209,10 @@ def test_a_reset_killed_after_moving_files_is_finished_by_the_next_run(
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:  # what a reset records before moving files
         assert store.acquire_lock() is None
-        changes = [{"topic": topic, "partition": 1, "old": 60, "new": 40}]
         victim = table_files(warehouse_dir, hive_table_name, 1)[-1]
         aside = warehouse_dir / "_etl_moved_aside" / "by-hand" / victim.name
-        event = {"kind": "reset", "at": "now", "user": "test", "changes": changes,
-                 "moved_aside": [[str(victim), str(aside)]]}
-        store.write_pending_reset({"changes": changes, "event": event, "topic_ids": {}})
+        event = Reset("now", "test", (OffsetChange(topic, 1, 60, 40),), ((str(victim), str(aside)),))
+        store.write_pending_reset(PendingReset(event, {}))
         store.release_lock()
     assert run_job(cfg) == 0
     assert aside.exists()  # moved out, then [40, 60) loaded again (into the same name: same hour)

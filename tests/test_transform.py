@@ -22,7 +22,8 @@ from etl.config import load_config
 from etl.rows.decoders import make_decoder
 from etl.errors import ConfigError, EtlError, TransformError
 from etl.sink.fs import LocalFileSystem
-from etl.rows.pipeline import PartitionWriter, RawChunk, WriterSpec
+from etl.job.partition_writer import PartitionWriter, WriterSpec
+from etl.source.chunk import RawChunk
 from etl.job.runner import run_job
 from etl.model.schema import load_table_schema
 from etl.rows.transform import load_transform

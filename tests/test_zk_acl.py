@@ -18,6 +18,7 @@ from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import EXIT_USAGE, ZooKeeperAccessDenied
 from etl.model.binding import Target
 from etl.state.store import ZkPaths, ZkStateStore
+from etl.model.events import OffsetChange, PendingReset, Reset
 from pipeline_helpers import etl_command, events_by_partition, expected_offsets, run_etl, table_offsets
 
 RETRY = RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)
@@ -80,9 +81,9 @@ def _make_state(config: ZooKeeperConfig) -> ZkPaths:
     written, version = store.advance(planned, version, BatchState.WRITTEN, rows=22, rejected=0)
     registered, version = store.advance(written, version, BatchState.REGISTERED)
     store.commit(registered, version)
-    changes = [{"topic": "t", "partition": 0, "old": 10, "new": 4}]
-    store.write_pending_reset({"changes": changes, "event": {"kind": "reset"}, "topic_ids": {}})
-    store.finish_reset(changes, {"kind": "reset", "by": "test"}, {"t": "AaIFnTSZfgCuWxfsrPJLjg"})
+    reset = Reset("2026-01-01T00:00:00+00:00", "test", (OffsetChange("t", 0, 10, 4),))
+    store.write_pending_reset(PendingReset(reset, {}))
+    store.finish_reset(reset, {"t": "AaIFnTSZfgCuWxfsrPJLjg"})
     store.bind_first(Target("db", "t", "file:///w/db.db/t", "file:///w/db.db/t_rejected"))
     return store
 

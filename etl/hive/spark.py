@@ -56,3 +56,20 @@ def _submitted_conf():
         return SparkConf(loadDefaults=False)
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM; launches nothing
     return SparkConf()
+
+
+class SparkStarter:
+    """The one SparkSession of a command, started where it is first asked for, explicitly.
+
+    A run with nothing to do never asks, and so costs a few ZooKeeper and Kafka calls rather
+    than a JVM. Whatever needs Spark (the Hive registrar, the tasks, the dimension loader) is
+    given this object, or its `session` method, and asks."""
+
+    def __init__(self, config: Config):
+        self._config = config
+        self._session = None
+
+    def session(self):
+        if self._session is None:
+            self._session = build_spark(self._config)
+        return self._session

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from etl import faults
 
@@ -33,19 +31,21 @@ from etl.model import binding
 from etl.model import identity
 
 from etl.job import pins
-from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, hive_partition_values, utc_now, utc_now_iso
+from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now, utc_now_iso
 from etl.config import Config
 from etl.rows.dimensions import DimensionLoader, LoadedDimension, describe_change, to_ipc
-from etl.errors import EtlError, MissingBatchFiles, RejectedRatioExceeded, StateConflict
+from etl.errors import MissingBatchFiles, RejectedRatioExceeded, StateConflict
 from etl.sink.fs import filesystem_for
 from etl.hive.registrar import HiveRegistrar
+from etl.hive.spark import SparkStarter
 from etl.source.kafka import KafkaMetadata
 from etl.sink.markers import SuccessMarkers
 from etl.model.naming import is_temp_name, partition_dir
 from etl.sink.warehouse import Warehouse
-from etl.rows.pipeline import WriterSpec
+from etl.job.partition_writer import WriterSpec
 from etl.model.planner import PartitionPosition, plan_ranges
-from etl.job.tasks import RangeResult, RangeTask, run_range_task
+from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
+from etl.job.tasks import RangeResult, RangeTask, run_range_task, task_failure
 from etl.state.store import ZkStateStore
 
 log = logging.getLogger(__name__)
@@ -75,35 +75,35 @@ class BatchSummary:
 
 class Job:
     def __init__(self, config: Config, store: ZkStateStore, kafka: KafkaMetadata, writer: WriterSpec,
-                 spark_factory: Callable[[], object]):
+                 spark: SparkStarter, observer: JobObserver = NO_OBSERVER):
         self.config, self.store, self.kafka, self.writer = config, store, kafka, writer
+        self.observer = observer
         self.fs = filesystem_for(config.warehouse)
         self.warehouse = Warehouse.of(config)
         self.target = binding.Target.of(config, self.warehouse)
-        self._spark_factory = spark_factory
+        self.spark = spark
         self._registrar: HiveRegistrar | None = None
-        self.dimensions = DimensionLoader(config.dimensions, writer.schema, lambda: self.registrar.spark)
+        self.dimensions = DimensionLoader(config.dimensions, writer.schema, spark.session)
         # The clock that partitions a batch is the one that closes its window.
-        self.markers = SuccessMarkers(config, store, self.fs, self.warehouse,
-                                      [c.name for c in writer.schema.partition_columns], clock=utc_now)
-
-    @property
-    def registrar(self) -> HiveRegistrar:
-        """Spark, and with it the Hive client, starts only when a batch needs it: a run with
-        nothing to do costs a few ZooKeeper and Kafka calls. Tables are ensured once."""
-        if self._registrar is None:
-            self._registrar = HiveRegistrar(self._spark_factory(), self.config.hive, self.warehouse,
-                                            owner=self.store.paths.job)
-            self._registrar.ensure_tables()
-        return self._registrar
+        self.partitioner = writer.schema.partitioner
+        self.markers = SuccessMarkers(config, store, self.fs, self.warehouse, self.partitioner, clock=utc_now)
 
     def _ensure_tables(self) -> HiveRegistrar:
-        return self.registrar  # the first use creates or evolves the tables
+        """Start Spark, and with it the Hive client, and create or evolve the tables: once, and
+        only when a batch needs them (etl.hive.spark)."""
+        if self._registrar is None:
+            with timed(self.observer, Phase.TABLES):
+                registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse,
+                                          owner=self.store.paths.job)
+                registrar.ensure_tables()
+            self._registrar = registrar
+        return self._registrar
 
     def run_once(self) -> BatchSummary | None:
         """Complete the open batch if there is one, else plan and complete a new one."""
         self.store.assert_lock_held()
-        opened = self.store.open_batch()
+        with timed(self.observer, Phase.PLAN):
+            opened = self.store.open_batch()
         if opened:
             binding.check_plan(opened[0], self.target, self.config)
         self._check_binding()
@@ -113,9 +113,11 @@ class Job:
                         batch.planned_by)
             self._ensure_tables()  # a refused schema change stops the run here, before anything is done
             return self._complete(batch, version, resumed=True)
-        batch = self._plan()
+        with timed(self.observer, Phase.PLAN):
+            batch = self._plan()
         if batch is None:
-            self.markers.write_due()  # no new data, yet a window may have closed since the last batch
+            with timed(self.observer, Phase.MARKERS):
+                self.markers.write_due()  # no new data, yet a window may have closed since the last batch
             return None
         return self._start(batch)
 
@@ -128,7 +130,7 @@ class Job:
         planned_at = utc_now()
         batch = Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
                       planned_at=planned_at.isoformat(timespec="seconds"),
-                      partition_values=hive_partition_values(planned_at), ranges=tuple(ranges),
+                      partition_values=self.partitioner.values_for_plan(planned_at), ranges=tuple(ranges),
                       planned_by=self.store.me.describe(), updated_at=utc_now_iso(), kind=BatchKind.REPAIR)
         self._refuse_foreign_files(batch)
         return self._start(batch)
@@ -148,9 +150,11 @@ class Job:
         and walk it to COMMITTED."""
         batch = replace(self.markers.on_plan(batch), target=self.target.to_json())
         self._ensure_tables()  # before the plan is stored: a refused schema change leaves nothing behind
-        loaded = self.dimensions.load_all() if batch.file_ranges else {}
+        with timed(self.observer, Phase.DIMENSIONS):
+            loaded = self.dimensions.load_all() if batch.file_ranges else {}
         batch = replace(batch, dimensions={name: d.snapshot.to_json() for name, d in loaded.items()})
-        version = self.store.write_plan(batch)
+        with timed(self.observer, Phase.PLAN):
+            version = self.store.write_plan(batch)
         log.info("batch %d %s PLANNED: %d ranges, %d offsets, Hive partition %s", batch.batch_id,
                  batch.kind.value, len(batch.file_ranges), batch.record_count, batch.partition_values)
         faults.checkpoint("state:PLANNED")
@@ -174,7 +178,7 @@ class Job:
         planned_at = utc_now()
         batch = Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
                       planned_at=planned_at.isoformat(timespec="seconds"),
-                      partition_values=hive_partition_values(planned_at), ranges=plan.ranges,
+                      partition_values=self.partitioner.values_for_plan(planned_at), ranges=plan.ranges,
                       skipped=plan.skipped, planned_by=self.store.me.describe(), updated_at=utc_now_iso(),
                       topic_ids={t: i for t, i in topic_ids.items() if i})
         self._refuse_foreign_files(batch)
@@ -203,21 +207,34 @@ class Job:
             batch, version = self._write_files(batch, version, loaded)
             faults.checkpoint("state:WRITTEN")
         if batch.state is BatchState.WRITTEN:
-            self.registrar.add_partition(batch.partition_values, with_rejected=bool(batch.rejected))
-            batch, version = self.store.advance(batch, version, BatchState.REGISTERED)
+            registrar = self._ensure_tables()
+            with timed(self.observer, Phase.REGISTER):
+                registrar.add_partition(batch.partition_values, with_rejected=bool(batch.rejected))
+                batch, version = self.store.advance(batch, version, BatchState.REGISTERED)
             faults.checkpoint("state:REGISTERED")
         if batch.state is BatchState.REGISTERED:
-            batch = self.store.commit(batch, version)
+            with timed(self.observer, Phase.COMMIT):
+                batch = self.store.commit(batch, version)
             faults.checkpoint("state:COMMITTED")
-        self.markers.write_due()  # only now: a marker never waits on, nor holds back, a batch's data
-        self.store.prune_batches()
+        with timed(self.observer, Phase.MARKERS):
+            self.markers.write_due()  # only now: a marker never waits on, nor holds back, a batch's data
+        with timed(self.observer, Phase.CLEANUP):
+            self.store.prune_batches()
         return self._summary(batch, resumed, time.monotonic() - started)
 
     def _write_files(self, batch: Batch, version: int,
                      loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
         if loaded is None and self.config.dimensions and self._missing_files(batch):
-            batch, version, loaded = self._resumed_dimensions(batch, version)
-        results = self._run_tasks(batch, loaded or {})
+            with timed(self.observer, Phase.DIMENSIONS):
+                batch, version, loaded = self._resumed_dimensions(batch, version)
+        if batch.file_ranges:
+            self._ensure_tables()  # Spark runs the tasks: started (and timed) before them
+        with timed(self.observer, Phase.TASKS):
+            results = self._run_tasks(batch, loaded or {})
+        with timed(self.observer, Phase.CHECK):
+            return self._written(batch, version, results)
+
+    def _written(self, batch: Batch, version: int, results: list[RangeResult]) -> tuple[Batch, int]:
         self._check_files(batch)
         self._sweep_temp_files(batch)
         rows, rejected = sum(r.rows for r in results), sum(r.rejected for r in results)
@@ -237,7 +254,7 @@ class Job:
         if not tasks:
             return []
         self.fs.makedirs(main_dir)
-        context = self.registrar.spark.sparkContext
+        context = self.spark.session().sparkContext
         # Each dimension is shipped once per executor, not once per task.
         broadcasts = {name: context.broadcast(to_ipc(d.table)) for name, d in loaded.items()}
         # One RDD partition per range: Spark task i reads exactly range i, as the direct stream does.
@@ -320,20 +337,3 @@ class Job:
 
 def _value(committed) -> int | None:
     return None if committed is None else committed.value
-
-
-_PY_ERROR = re.compile(r"^(etl\.errors\.\w+|\w*Error|\w*Exception): (.+)$", re.MULTILINE)
-
-
-def task_failure(batch: Batch, exc: Exception) -> EtlError:
-    """Turn a failed Spark job into one clear error: the task's own Python error if found."""
-    text = str(exc)
-    found = _PY_ERROR.findall(text)
-    # The ETL's own error, where the task raised one: Spark may also quote other errors after it
-    # (a wrapper's "[PYTHON_EXCEPTION] ... Traceback" line, a sibling task's), which name nothing.
-    own = [match for match in found if match[0].startswith("etl.errors.")]
-    found = own or found
-    cause = f"{found[-1][0]}: {found[-1][1]}" if found else text.strip().splitlines()[0]
-    return EtlError(f"batch {batch.batch_id}: a task failed: {cause}. The batch stays PLANNED; files already "
-                    f"published are kept and the next run writes the rest")
-

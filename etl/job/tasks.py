@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
 import pyarrow.parquet as pq
 
 from etl import faults
-from etl.model.batch import OffsetRange
+from etl.errors import EtlError
+from etl.model.batch import Batch, OffsetRange
 from etl.sink.commit import publish
 from etl.config import KafkaConfig, WarehouseConfig
 from etl.rows.dimensions import from_ipc
-from etl.sink.fs import filesystem_for
+from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.source.kafka import read_range
 from etl.model.naming import temp_name
-from etl.rows.pipeline import UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
+from etl.job.partition_writer import UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
 from etl.source.prefetch import prefetched
 
 # Kafka is read this many chunks ahead of decoding and writing (a chunk: <= 10,000 records).
@@ -68,7 +70,7 @@ def run_range_task(task: RangeTask, lookups: Mapping[str, object] | None = None)
     return result
 
 
-def _write_and_publish(fs, task: RangeTask, main_final: str, tables) -> RangeResult:
+def _write_and_publish(fs: WarehouseFileSystem, task: RangeTask, main_final: str, tables) -> RangeResult:
     r = task.range
     main_temp = posixpath.join(task.main_dir, temp_name(r.file_name))
     rejected_final = posixpath.join(task.rejected_dir, r.file_name)
@@ -89,7 +91,7 @@ def _write_and_publish(fs, task: RangeTask, main_final: str, tables) -> RangeRes
     return RangeResult(r, published, counts.rows, counts.rejected, counts.unmatched, witness)
 
 
-def _replayed(fs, task: RangeTask, main_final: str) -> RangeResult:
+def _replayed(fs: WarehouseFileSystem, task: RangeTask, main_final: str) -> RangeResult:
     rejected_final = posixpath.join(task.rejected_dir, task.range.file_name)
     with fs.open_read(main_final) as handle:
         footer = pq.ParquetFile(handle).metadata
@@ -97,9 +99,26 @@ def _replayed(fs, task: RangeTask, main_final: str) -> RangeResult:
     return RangeResult(task.range, False, footer.num_rows, parquet_rows(fs, rejected_final), unmatched)
 
 
-def parquet_rows(fs, path: str) -> int:
+def parquet_rows(fs: WarehouseFileSystem, path: str) -> int:
     """Row count from the footer alone; 0 when the file does not exist."""
     if not fs.exists(path):
         return 0
     with fs.open_read(path) as handle:
         return pq.ParquetFile(handle).metadata.num_rows
+
+
+_PY_ERROR = re.compile(r"^(etl\.errors\.\w+|\w*Error|\w*Exception): (.+)$", re.MULTILINE)
+
+
+def task_failure(batch: Batch, exc: Exception) -> EtlError:
+    """Turn a failed Spark job into one clear error: the task's own Python error if found."""
+    text = str(exc)
+    found = _PY_ERROR.findall(text)
+    # The ETL's own error, where the task raised one: Spark may also quote other errors after it
+    # (a wrapper's "[PYTHON_EXCEPTION] ... Traceback" line, a sibling task's), which name nothing.
+    own = [match for match in found if match[0].startswith("etl.errors.")]
+    found = own or found
+    cause = f"{found[-1][0]}: {found[-1][1]}" if found else text.strip().splitlines()[0]
+    return EtlError(f"batch {batch.batch_id}: a task failed: {cause}. The batch stays PLANNED; files already "
+                    f"published are kept and the next run writes the rest")
+

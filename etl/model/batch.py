@@ -168,10 +168,3 @@ def utc_now() -> dt.datetime:
 
 def utc_now_iso() -> str:
     return utc_now().isoformat(timespec="seconds")
-
-
-def hive_partition_values(planned_at: dt.datetime) -> dict[str, str]:
-    """The batch's Hive partition, fixed at plan time (UTC) so that a replay lands in the
-    same directory and one partition-batch is always one file."""
-    utc = planned_at.astimezone(dt.timezone.utc)
-    return {"dt": utc.strftime("%Y-%m-%d"), "hour": utc.strftime("%H")}

@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from etl.errors import SchemaError
+from etl.model.partitioning import Partitioner, partitioner_for
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,6 @@ LINEAGE_COLUMNS = (
     Column("kafka_offset", "bigint"),
     Column("kafka_timestamp", "timestamp"),
 )
-PARTITION_COLUMNS = (Column("dt", "string"), Column("hour", "string"))
 REJECTED_COLUMNS = LINEAGE_COLUMNS + (
     Column("kafka_key", "binary"),
     Column("raw_value", "binary"),
@@ -87,6 +87,11 @@ class TableSchema:
     @property
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
+
+    @property
+    def partitioner(self) -> Partitioner:
+        """The scheme of this table's partitions (checked when the DDL was loaded)."""
+        return partitioner_for("the table", [(c.name, c.hive_type) for c in self.partition_columns])
 
     def column(self, name: str) -> Column:
         for column in self.columns:
@@ -303,12 +308,7 @@ def _check_key_column(path: str | Path, columns: tuple[Column, ...], key_column:
 
 
 def _check_partitions(path: str | Path, partitions: tuple[Column, ...]) -> None:
-    if partitions != PARTITION_COLUMNS:
-        found = ", ".join(f"{c.name} {c.hive_type}" for c in partitions)
-        raise SchemaError(
-            f"{path}: PARTITIONED BY ({found}) is not supported; "
-            "the ETL writes hourly partitions: use 'PARTITIONED BY (dt string, hour string)'"
-        )
+    partitioner_for(str(path), [(c.name, c.hive_type) for c in partitions])  # a SchemaError if none fits
 
 
 def _check_placeholders(path: str | Path, template: str) -> None:

@@ -14,7 +14,8 @@ from etl.model.batch import Batch
 from etl.ops.inventory import Inventory, WarehouseFile
 from etl.model.naming import partition_path
 from etl.sink.warehouse import same_location
-from etl.state.store import CommittedOffset
+from etl.state.znodes import CommittedOffset
+from etl.model.events import Event, explained_jumps
 
 MAX_LISTED = 20
 
@@ -33,20 +34,6 @@ class Problem:
         return asdict(self)
 
 
-def explained_jumps(events: list[dict]) -> set[tuple[str, int, int, int]]:
-    """(topic, partition, from, to) moves of the committed offset that ZooKeeper recorded, and
-    gaps an operator accepted as lost (`etl recover --accept-loss`)."""
-    jumps = set()
-    for event in events:
-        if event.get("kind") in ("skipped", "accepted_loss"):
-            jumps.add((event["topic"], event["partition"], event["committed"], event["restart_at"]))
-        elif event.get("kind") == "reset":
-            for change in event["changes"]:
-                if change["old"] is not None:
-                    jumps.add((change["topic"], change["partition"], change["old"], change["new"]))
-    return jumps
-
-
 @dataclass(frozen=True)
 class Span:
     """Offsets [lo, hi) of one Kafka partition that must be in the table: a committed file's
@@ -60,7 +47,7 @@ class Span:
 
 
 def check_ranges(inventory: Inventory, committed: dict[tuple[str, int], CommittedOffset],
-                 open_batch: Batch | None, events: list[dict]) -> list[Problem]:
+                 open_batch: Batch | None, events: list[Event]) -> list[Problem]:
     problems = []
     for walk in walk_partitions(inventory, committed, open_batch, events):
         problems += walk.problems
@@ -79,7 +66,7 @@ class PartitionWalk:
 
 
 def walk_partitions(inventory: Inventory, committed: dict[tuple[str, int], CommittedOffset],
-                    open_batch: Batch | None, events: list[dict]) -> list[PartitionWalk]:
+                    open_batch: Batch | None, events: list[Event]) -> list[PartitionWalk]:
     """Every Kafka partition with a committed offset or a file, walked from where the job started
     reading it (ZooKeeper's record, not the first file found) to its committed offset."""
     jumps, planned, by_partition = explained_jumps(events), _planned(open_batch), inventory.by_partition()

@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from etl.model.naming import FileRange, is_temp_name, parse_final_name
+from etl.sink.fs import WarehouseFileSystem
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Inventory:
         return {key: sorted(files, key=lambda f: (f.range.start, f.range.end)) for key, files in grouped.items()}
 
 
-def take_inventory(fs, table_root: str, rejected_root: str) -> Inventory:
+def take_inventory(fs: WarehouseFileSystem, table_root: str, rejected_root: str) -> Inventory:
     inventory = Inventory()
     for root, target in ((table_root, inventory.files), (rejected_root, inventory.rejected)):
         for path in fs.walk_files(root):

@@ -7,6 +7,7 @@ import getpass
 
 from etl.model.batch import utc_now_iso
 from etl.model.binding import Target
+from etl.model.events import Bind
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import build_spark
@@ -45,9 +46,8 @@ def _bind_locked(config, store, current: Target, yes: bool, data_moved: bool, ou
         return EXIT_USAGE
     _claim_new_table(config, store.paths.job)
     store.rebind(current, reset_origins=not data_moved,
-                 event={"kind": "bind", "at": utc_now_iso(), "user": getpass.getuser(),
-                        "from": bound.to_json() if bound else None, "to": current.to_json(),
-                        "data_moved": data_moved})
+                 event=Bind(utc_now_iso(), getpass.getuser(), to=current.to_json(), data_moved=data_moved,
+                            previous=bound.to_json() if bound else None))
     out("bound; recorded in ZooKeeper")
     return EXIT_OK
 

@@ -2,7 +2,7 @@
 
 It completes an open batch with exactly its recorded ranges (missing files rewritten,
 partition registered, offsets committed), deletes temp files, moves files whose Parquet footer
-cannot be read out of the table (etl.ops.aside), and rewrites every committed range that no file
+cannot be read out of the table (etl.sink.aside), and rewrites every committed range that no file
 covers (a file deleted by hand, or moved out as broken) from Kafka, as a REPAIR batch, while
 Kafka still holds it. All of it only while holding the job lock, so it never touches what a live
 run is doing. What it must not fix silently (a file outside every plan, overlaps, offsets Kafka
@@ -16,18 +16,19 @@ import getpass
 import logging
 from dataclasses import dataclass
 
-from etl.ops.aside import aside_path, aside_root, move_aside
+from etl.sink.aside import aside_path, aside_root, move_aside
 from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.config import Config
-from etl.job.driver import Job
+from etl.job.assemble import assemble_job, writer_spec
+from etl.model.events import AcceptedLoss, MovedAside
 from etl.sink.warehouse import Warehouse
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK
-from etl.sink.fs import filesystem_for
+from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.model.identity import recreated_partitions
 from etl.ops.inventory import Inventory, take_inventory
 from etl.source.kafka import KafkaMetadata
 from etl.model.naming import partition_path
-from etl.ops.reset import finish_pending_reset
+from etl.job.pending_reset import finish_pending_reset
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
 from etl.ops.verify_deep import unreadable_files
 from etl.state.store import ZkStateStore
@@ -52,7 +53,7 @@ class Assessment:
     lost: list[Span]  # committed ranges no file covers, that Kafka no longer holds (with --accept-loss)
 
 
-def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory: Inventory, fs,
+def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory: Inventory, fs: WarehouseFileSystem,
            accept_loss: bool = False) -> Assessment:
     opened = store.open_batch()
     batch = opened[0] if opened else None
@@ -213,7 +214,8 @@ def _report(found: Assessment, out) -> None:
         out("nothing to repair")
 
 
-def _repair(config, store, kafka, fs, warehouse: Warehouse, inventory: Inventory, found: Assessment, out) -> int:
+def _repair(config, store, kafka, fs: WarehouseFileSystem, warehouse: Warehouse, inventory: Inventory,
+            found: Assessment, out) -> int:
     if store.acquire_lock() is not None:
         out("another run took the lock meanwhile; nothing was changed")
         return EXIT_OK
@@ -225,9 +227,7 @@ def _repair(config, store, kafka, fs, warehouse: Warehouse, inventory: Inventory
             _move_out(store, fs, warehouse, config.job.name, found.moving, out)
         job = None
         if found.open_batch is not None or found.rewrite:
-            from etl.job.runner import writer_spec
-            from etl.hive.spark import build_spark
-            job = Job(config, store, kafka, writer_spec(config), lambda: build_spark(config))
+            job = assemble_job(config, store, kafka, writer_spec(config))
         if found.open_batch is not None:
             out(f"done: {job.run_once().describe()}")
         if found.lost:
@@ -241,21 +241,19 @@ def _repair(config, store, kafka, fs, warehouse: Warehouse, inventory: Inventory
     return EXIT_OK
 
 
-def _move_out(store, fs, warehouse: Warehouse, job_name: str, paths: list[str], out) -> None:
+def _move_out(store, fs: WarehouseFileSystem, warehouse: Warehouse, job_name: str, paths: list[str], out) -> None:
     at = utc_now_iso()
     root = aside_root(warehouse.fs_root, job_name, at)
     moves = [(path, aside_path(warehouse.fs_root, root, path)) for path in paths]
     move_aside(fs, moves)
-    store.record_event({"kind": "moved_aside", "at": at, "user": getpass.getuser(), "by": "etl recover",
-                        "moves": [list(m) for m in moves]})
+    store.record_event(MovedAside(at, getpass.getuser(), "etl recover", tuple(moves)))
     out(f"done: moved {len(moves)} files out of the table, to {root}")
 
 
 def _record_losses(store, lost: list[Span], out) -> None:
     at, user = utc_now_iso(), getpass.getuser()
     for span in lost:
-        store.record_event({"kind": "accepted_loss", "at": at, "user": user, "topic": span.topic,
-                            "partition": span.partition, "committed": span.lo, "restart_at": span.hi})
+        store.record_event(AcceptedLoss(at, user, span.topic, span.partition, committed=span.lo, restart_at=span.hi))
     out(f"done: recorded {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
 
 

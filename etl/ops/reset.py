@@ -17,11 +17,13 @@ from __future__ import annotations
 import getpass
 import re
 
-from etl.ops.aside import aside_path, aside_root, move_aside
+from etl.sink.aside import aside_path, aside_root
 from etl.model.batch import utc_now_iso
+from etl.model.events import OffsetChange, PendingReset, Reset
 from etl.config import Config
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError
 from etl.sink.fs import filesystem_for
+from etl.job.pending_reset import finish_pending_reset
 from etl.ops.inventory import Inventory, take_inventory
 from etl.source.kafka import KafkaMetadata
 from etl.sink.warehouse import Warehouse
@@ -42,7 +44,7 @@ def parse_targets(to: list[str]) -> str | dict[tuple[str, int], int]:
     return targets
 
 
-def plan_changes(config: Config, store: ZkStateStore, kafka: KafkaMetadata, targets) -> list[dict]:
+def plan_changes(config: Config, store: ZkStateStore, kafka: KafkaMetadata, targets) -> list[OffsetChange]:
     partitions = kafka.partitions(config.kafka.topics)
     marks = kafka.watermarks(partitions)
     committed = store.committed_offsets()
@@ -57,7 +59,7 @@ def plan_changes(config: Config, store: ZkStateStore, kafka: KafkaMetadata, targ
         if not low <= new <= high:
             raise ConfigError(f"{topic}[{partition}]: offset {new} is outside what Kafka holds, [{low}, {high}]")
         old = committed.get((topic, partition))
-        changes.append({"topic": topic, "partition": partition, "old": old.value if old else None, "new": new})
+        changes.append(OffsetChange(topic, partition, old.value if old else None, new))
     return changes
 
 
@@ -83,15 +85,15 @@ def _reset_locked(config, store, targets, yes, move_aside, out) -> int:
     kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
     try:
         changes = plan_changes(config, store, kafka, targets)
-        topic_ids = kafka.topic_ids(sorted({c["topic"] for c in changes}))
+        topic_ids = kafka.topic_ids(sorted({c.topic for c in changes}))
     finally:
         kafka.close()
     warehouse, fs = Warehouse.of(config), filesystem_for(config.warehouse)
     inventory = take_inventory(fs, warehouse.table_root, warehouse.rejected_root)
     refusals, moving = _backwards(changes, inventory, move_aside)
     for c in changes:
-        out(f"{c['topic']}[{c['partition']}]: {c['old']} -> {c['new']}"
-            f"{'  (backwards)' if c['old'] is not None and c['new'] < c['old'] else ''}")
+        out(f"{c.topic}[{c.partition}]: {c.old} -> {c.new}"
+            f"{'  (backwards)' if c.old is not None and c.new < c.old else ''}")
     for refusal in refusals:
         out(f"refused: {refusal}")
     if refusals:
@@ -105,26 +107,25 @@ def _reset_locked(config, store, targets, yes, move_aside, out) -> int:
     if not yes:
         out("nothing changed: pass --yes to apply")
         return EXIT_USAGE
-    event = {"kind": "reset", "at": at, "user": getpass.getuser(), "changes": changes,
-             "moved_aside": [list(m) for m in moves]}
-    store.write_pending_reset({"changes": changes, "event": event, "topic_ids": topic_ids})
+    event = Reset(at, getpass.getuser(), tuple(changes), tuple(moves))
+    store.write_pending_reset(PendingReset(event, topic_ids))
     finish_pending_reset(store, fs, out)
     return EXIT_OK
 
 
-def _backwards(changes: list[dict], inventory: Inventory, move_aside: bool) -> tuple[list[str], list[str]]:
+def _backwards(changes: list[OffsetChange], inventory: Inventory, move_aside: bool) -> tuple[list[str], list[str]]:
     """What a backwards reset must refuse, and the files it moves out of the table: every
     committed file (and its rejected companion) at or after the new offset, so that the
     offsets are loaded again exactly once. An offset inside a file is always refused."""
     refusals, moving = [], []
     files = inventory.files + inventory.rejected
     for c in changes:
-        if c["old"] is None or c["new"] >= c["old"]:
+        if c.old is None or c.new >= c.old:
             continue
-        mine = [f for f in files if (f.range.topic, f.range.partition) == (c["topic"], c["partition"])]
-        inside = [f for f in mine if f.range.start < c["new"] < f.range.end]
-        after = [f.path for f in mine if f.range.start >= c["new"]]
-        where = f"{c['topic']}[{c['partition']}] -> {c['new']}"
+        mine = [f for f in files if (f.range.topic, f.range.partition) == (c.topic, c.partition)]
+        inside = [f for f in mine if f.range.start < c.new < f.range.end]
+        after = [f.path for f in mine if f.range.start >= c.new]
+        where = f"{c.topic}[{c.partition}] -> {c.new}"
         if inside:
             refusals.append(f"{where} is inside {inside[0].path}, which holds offsets [{inside[0].range.start}, "
                             f"{inside[0].range.end}): reset to {inside[0].range.start} or {inside[0].range.end} "
@@ -135,17 +136,3 @@ def _backwards(changes: list[dict], inventory: Inventory, move_aside: bool) -> t
                             f"them out of the table (kept under _etl_moved_aside) in the same operation")
         moving += after
     return refusals, sorted(moving)
-
-
-def finish_pending_reset(store, fs, out=print) -> None:
-    """Complete a reset that was recorded but not finished (its run died between moving its files
-    and committing its offsets): the moves are idempotent, the offsets move from the recorded old
-    values, and the event is written with them."""
-    pending = store.pending_reset()
-    if pending is None:
-        return
-    moves = [tuple(m) for m in pending["event"]["moved_aside"]]
-    move_aside(fs, moves)
-    store.finish_reset(pending["changes"], pending["event"], pending["topic_ids"])
-    out(f"reset {len(pending['changes'])} offsets and moved {len(moves)} files out of the table; recorded in "
-        f"ZooKeeper")

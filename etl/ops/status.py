@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from etl.config import Config
+from etl.model.events import from_json as parse_event, to_json as event_json
 from etl.source.kafka import KafkaMetadata
-from etl.sink.markers import marker_status, render_marker_status
+from etl.sink.markers import MARKER_NAME, marker_status
 from etl.state.store import ZkStateStore
 
 
@@ -36,7 +37,7 @@ def collect_status(config: Config, store: ZkStateStore, kafka: KafkaMetadata) ->
         "total_lag": sum(r.lag for r in rows),
         "last_batch": None if last is None else {**last[0].header_json(), "files": len(last[0].file_ranges)},
         "lock": None if holder is None else holder.describe(),
-        "events": store.events(),
+        "events": [event_json(event) for event in store.events()],
         "markers": marker_status(config.hive.success_markers, None if last is None else last[0]),
     }
 
@@ -63,7 +64,7 @@ def render_status(status: dict) -> str:
             lines.append(f"  dimension {change['dimension']} changed before the batch was resumed; finished with "
                          f"the current version (use_current) at {change['at']} by {change['by']}")
     for event in status["events"]:
-        lines.append(f"event: {_describe_event(event)}")
+        lines.append(f"event: {parse_event(event).describe()}")
     lines += render_marker_status(status["markers"])
     return "\n".join(lines)
 
@@ -72,18 +73,16 @@ def _count(value) -> str:
     return "-" if value is None else str(value)
 
 
-def _describe_event(event: dict) -> str:
-    if event.get("kind") == "skipped":
-        return (f"batch {event['batch_id']} at {event['at']}: skipped {event['topic']}[{event['partition']}] "
-                f"from committed {event['committed']} to {event['restart_at']} "
-                f"(Kafka held [{event['low']}, {event['high']}])")
-    if event.get("kind") == "reset":
-        moves = ", ".join(f"{c['topic']}[{c['partition']}] {c['old']} -> {c['new']}" for c in event["changes"])
-        aside = f"; {len(event['moved_aside'])} files moved out of the table" if event.get("moved_aside") else ""
-        return f"offsets reset at {event['at']} by {event['user']}: {moves}{aside}"
-    if event.get("kind") == "accepted_loss":
-        return (f"{event['topic']}[{event['partition']}] offsets [{event['committed']}, {event['restart_at']}) "
-                f"recorded as lost at {event['at']} by {event['user']} (etl recover --accept-loss)")
-    if event.get("kind") == "moved_aside":
-        return f"{len(event['moves'])} files moved out of the table at {event['at']} by {event['user']} ({event['by']})"
-    return str(event)
+def render_marker_status(status: dict) -> list[str]:
+    if not status["enabled"] and not status["late_count"]:
+        return []
+    awaiting = status["awaiting"]
+    listed = ", ".join(awaiting[:5]) + (f" and {len(awaiting) - 5} more" if len(awaiting) > 5 else "")
+    lines = [f"success markers: {'on' if status['enabled'] else 'off'} (delay {status['delay_seconds']:g}s); "
+             f"partitions awaiting {MARKER_NAME}: {len(awaiting)}" + (f" ({listed})" if awaiting else "")]
+    if status["late_count"]:
+        last = status["late"][-1]
+        lines.append(f"LATE DATA: batches written into a partition that already had its {MARKER_NAME}: "
+                     f"{status['late_count']}; the last: batch {last['batch_id']} into {last['partition']}, "
+                     f"planned {last['planned_at']} by {last['planned_by']}")
+    return lines

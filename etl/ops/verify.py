@@ -18,7 +18,7 @@ import posixpath
 from dataclasses import dataclass
 
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
-from etl.sink.fs import filesystem_for
+from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.hive.registrar import partition_locations
 from etl.ops.inventory import Inventory, take_inventory
 from etl.source.kafka import KafkaMetadata
@@ -71,7 +71,7 @@ def run_verify(config, deep: bool) -> VerifyReport:
     return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.files), deep)
 
 
-def _deep(config, spark, fs, inventory: Inventory, committed, events) -> list[Problem]:
+def _deep(config, spark, fs: WarehouseFileSystem, inventory: Inventory, committed, events) -> list[Problem]:
     broken = check_readable(fs, inventory)
     if broken:
         return broken  # one broken file fails every read of the table: name them, read no rows

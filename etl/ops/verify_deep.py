@@ -10,19 +10,21 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 
 from etl.ops.inventory import Inventory
+from etl.sink.fs import WarehouseFileSystem
 from etl.hive.sql import quote_identifier, quote_literal
 from etl.ops.coverage import MAX_LISTED, PartitionWalk, Problem, walk_partitions
-from etl.state.store import CommittedOffset
+from etl.state.znodes import CommittedOffset
+from etl.model.events import Event
 
 
-def check_readable(fs, inventory: Inventory) -> list[Problem]:
+def check_readable(fs: WarehouseFileSystem, inventory: Inventory) -> list[Problem]:
     """Every committed file's footer, read alone: a truncated or overwritten file is named here
     instead of failing the whole table read."""
     return [Problem("corrupt_file", path, f"not a readable Parquet file ({reason}); every query of the table "
                     f"fails on it", _CORRUPT_ACTION) for path, reason in unreadable_files(fs, inventory)]
 
 
-def unreadable_files(fs, inventory: Inventory) -> list[tuple[str, str]]:
+def unreadable_files(fs: WarehouseFileSystem, inventory: Inventory) -> list[tuple[str, str]]:
     """(path, why) of every committed file, main or rejected, whose Parquet footer cannot be read."""
     found = []
     for f in inventory.files + inventory.rejected:
@@ -39,7 +41,7 @@ _CORRUPT_ACTION = ("run `etl recover`: it moves the file out of the table (kept 
 
 
 def check_deep(spark, database: str, tables: tuple[str, str], inventory: Inventory,
-               committed: dict[tuple[str, int], CommittedOffset], events: list[dict],
+               committed: dict[tuple[str, int], CommittedOffset], events: list[Event],
                offsets_in_kafka) -> list[Problem]:
     """Read the table and its rejected companion through Hive. `offsets_in_kafka(topic,
     partition, start, end)` returns the offsets Kafka holds in [start, end), or None if

@@ -7,9 +7,10 @@ existing file has the same content, so the temp file is dropped and the range is
 from __future__ import annotations
 
 from etl.errors import WarehouseError
+from etl.sink.fs import WarehouseFileSystem
 
 
-def publish(fs, temp_path: str, final_path: str) -> bool:
+def publish(fs: WarehouseFileSystem, temp_path: str, final_path: str) -> bool:
     """True if this call created final_path, False if it was already there."""
     if fs.rename_no_replace(temp_path, final_path):
         return True

@@ -6,12 +6,11 @@ success_markers = true, a partition gets its marker when both hold:
      wall clock (UTC);
   2. every batch that touched it is COMMITTED.
 
-The window. A batch's Hive partition is fixed when the batch is planned: dt and hour of the
-planning time by the driver's clock, UTC (etl.model.batch.hive_partition_values). Partitions are
-processing-time windows, not event-time ones: dt=2026-11-21/hour=10 receives the batches
-planned in [10:00, 11:00) UTC and its window closes at 11:00. The window is read back from the
-partition values (dt and hour: one hour; dt alone: one day). A table partitioned without a
-time window cannot have markers: ConfigError at start-up.
+The window. The table's Partitioner (etl.model.partitioning) fixes a batch's Hive partition
+when the batch is planned, and gives each partition's time window. Today's one scheme is
+planning time: dt and hour of the planning time by the driver's clock, UTC, so that
+dt=2026-11-21/hour=10 receives the batches planned in [10:00, 11:00) UTC and its window
+closes at 11:00.
 
 Why that suffices. Batches are planned one at a time under the job lock, each only once the
 one before is COMMITTED, and only a batch planned inside a window writes into it. Once the
@@ -49,22 +48,22 @@ import json
 import logging
 import posixpath
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
 from etl.model.batch import Batch, BatchState
 from etl.sink.commit import publish
+from etl.sink.fs import WarehouseFileSystem
 from etl.config import Config, SuccessMarkerConfig
-from etl.errors import ConfigError, EtlError, WarehouseError
+from etl.errors import EtlError, WarehouseError
 from etl.model.naming import partition_dir, partition_path, temp_name
+from etl.model.partitioning import Partitioner, Window
+from etl.sink.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
 MARKER_NAME = "_SUCCESS"
 LEDGER_KEY = "markers"  # the batch header's extra[...] that holds the ledger
 LATE_KEPT = 10  # late-data records kept in the ledger; the count covers all of them
-# Partition columns that carry a time window, and how long the window is.
-WINDOWS = {("dt",): dt.timedelta(days=1), ("dt", "hour"): dt.timedelta(hours=1)}
-
 PartitionKey = tuple[tuple[str, str], ...]  # partition values as a hashable, ordered tuple
 
 
@@ -72,32 +71,12 @@ class MarkerError(EtlError):
     """A `_SUCCESS` marker could not be written; the data it vouches for is committed."""
 
 
-@dataclass(frozen=True)
-class Window:
-    start: dt.datetime
-    end: dt.datetime
-
-
-def check_time_partitioned(config: Config, partition_columns: Sequence[str]) -> None:
-    """Refuse markers for a table whose partitions have no time window to close."""
-    if tuple(sorted(partition_columns)) not in WINDOWS:
-        found = ", ".join(partition_columns) or "nothing"
-        raise ConfigError(f"{config.path}: [hive] success_markers: {config.hive.schema_file} partitions by "
-                          f"({found}), which has no time window, so no partition ever closes; markers need "
-                          f"PARTITIONED BY (dt) or (dt, hour). Set success_markers = false")
-
-
-def window_of(values: Mapping[str, str]) -> Window:
-    """The time window of a partition, from its values (UTC): dt=YYYY-MM-DD[/hour=HH]."""
-    length = WINDOWS.get(tuple(sorted(values)))
-    if length is None:
-        raise MarkerError(f"partition {partition_path(values)} has no time window (expected dt or dt/hour)")
-    text = f"{values['dt']} {values.get('hour', '00')}"
+def window_of(partitioner: Partitioner, values: Mapping[str, str]) -> Window:
+    """The partition's time window (etl.model.partitioning), or a MarkerError naming it."""
     try:
-        start = dt.datetime.strptime(text, "%Y-%m-%d %H").replace(tzinfo=dt.timezone.utc)
-    except ValueError as exc:
-        raise MarkerError(f"partition {partition_path(values)}: cannot read its time window: {exc}") from exc
-    return Window(start, start + length)
+        return partitioner.window(values)
+    except (KeyError, ValueError) as exc:
+        raise MarkerError(f"partition {partition_path(dict(values))}: cannot read its time window: {exc}") from exc
 
 
 def _key(values: Mapping[str, str]) -> PartitionKey:
@@ -122,9 +101,9 @@ class Ledger:
         return {"unmarked": [dict(k) for k in self.unmarked], "late_count": self.late_count,
                 "late": list(self.late)}
 
-    def adding(self, values: Mapping[str, str]) -> "Ledger":
+    def adding(self, values: Mapping[str, str], partitioner: Partitioner) -> "Ledger":
         keys = set(self.unmarked) | {_key(values)}
-        return replace(self, unmarked=tuple(sorted(keys, key=lambda k: window_of(dict(k)).start)))
+        return replace(self, unmarked=tuple(sorted(keys, key=lambda k: window_of(partitioner, dict(k)).start)))
 
     def without(self, keys) -> "Ledger":
         gone = set(keys)
@@ -138,12 +117,11 @@ class SuccessMarkers:
     """The job's markers: carries the ledger into each plan and writes the markers that are due.
     Every method does nothing when [hive] success_markers is off."""
 
-    def __init__(self, config: Config, store, fs, warehouse, partition_columns: Sequence[str],
-                 clock: Callable[[], dt.datetime]):
+    def __init__(self, config: Config, store, fs: WarehouseFileSystem, warehouse: Warehouse,
+                 partitioner: Partitioner, clock: Callable[[], dt.datetime]):
         self.settings: SuccessMarkerConfig = config.hive.success_markers
-        if self.settings.enabled:
-            check_time_partitioned(config, partition_columns)
         self.config, self.store, self.fs, self.warehouse, self.clock = config, store, fs, warehouse, clock
+        self.partitioner = partitioner
 
     def on_plan(self, batch: Batch) -> Batch:
         """The new batch, carrying the ledger forward with its own partition; a partition already
@@ -151,7 +129,7 @@ class SuccessMarkers:
         if not self.settings.enabled:
             return batch
         newest = self.store.last_batch()  # COMMITTED: a batch is planned only when none is open
-        ledger = Ledger.of(newest[0] if newest else None).adding(batch.partition_values)
+        ledger = Ledger.of(newest[0] if newest else None).adding(batch.partition_values, self.partitioner)
         if self.fs.exists(posixpath.join(partition_dir(self.warehouse.table_root, batch.partition_values),
                                          MARKER_NAME)):
             ledger = ledger.with_late(self._report_late(batch))
@@ -191,7 +169,7 @@ class SuccessMarkers:
 
     def _due(self, ledger: Ledger) -> list[PartitionKey]:
         cutoff = self.clock() - dt.timedelta(seconds=self.settings.delay_seconds)
-        return [k for k in ledger.unmarked if window_of(dict(k)).end <= cutoff]
+        return [k for k in ledger.unmarked if window_of(self.partitioner, dict(k)).end <= cutoff]
 
     def _mark(self, values: dict[str, str]) -> None:
         rejected = partition_dir(self.warehouse.rejected_root, values)
@@ -213,7 +191,7 @@ class SuccessMarkers:
 
     def _write(self, temp: str, values: dict[str, str]) -> None:
         body = json.dumps({"job": self.config.job.name, "partition": partition_path(values),
-                           "window_end": window_of(values).end.isoformat(), "written_at": self.clock().isoformat(
+                           "window_end": window_of(self.partitioner, values).end.isoformat(), "written_at": self.clock().isoformat(
                                timespec="seconds"), "by": self.store.me.describe()}, sort_keys=True).encode()
         try:
             with self.fs.open_write(temp) as handle:
@@ -229,18 +207,3 @@ def marker_status(settings: SuccessMarkerConfig, newest: Batch | None) -> dict:
     return {"enabled": settings.enabled, "delay_seconds": settings.delay_seconds,
             "awaiting": [partition_path(dict(k)) for k in ledger.unmarked], "late_count": ledger.late_count,
             "late": list(ledger.late)}
-
-
-def render_marker_status(status: dict) -> list[str]:
-    if not status["enabled"] and not status["late_count"]:
-        return []
-    awaiting = status["awaiting"]
-    listed = ", ".join(awaiting[:5]) + (f" and {len(awaiting) - 5} more" if len(awaiting) > 5 else "")
-    lines = [f"success markers: {'on' if status['enabled'] else 'off'} (delay {status['delay_seconds']:g}s); "
-             f"partitions awaiting {MARKER_NAME}: {len(awaiting)}" + (f" ({listed})" if awaiting else "")]
-    if status["late_count"]:
-        last = status["late"][-1]
-        lines.append(f"LATE DATA: batches written into a partition that already had its {MARKER_NAME}: "
-                     f"{status['late_count']}; the last: batch {last['batch_id']} into {last['partition']}, "
-                     f"planned {last['planned_at']} by {last['planned_by']}")
-    return lines

@@ -8,14 +8,9 @@ Who else may read or change these znodes is decided by etl.state.acl ([zookeeper
 """
 from __future__ import annotations
 
-import getpass
 import json
 import logging
-import os
-import socket
 import threading
-import uuid
-from dataclasses import dataclass
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (ConnectionLoss, NoAuthError, NodeExistsError, NoNodeError, OperationTimeoutError,
@@ -23,12 +18,15 @@ from kazoo.exceptions import (ConnectionLoss, NoAuthError, NodeExistsError, NoNo
 from kazoo.handlers.threading import KazooTimeoutError
 
 from etl.state import acl as zk_acl
-from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now_iso
-from etl.model.binding import Target
+from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange
+from etl.model.events import Skipped
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import EtlError, LockLost, StateConflict
 from etl.model.identity import RecordFingerprint
 from etl.retry import retry_idempotent
+from etl.state.paths import ZkPaths
+from etl.state.records import OperatorRecords
+from etl.state.znodes import CommittedOffset, LockHolder, dump, this_run
 
 log = logging.getLogger(__name__)
 
@@ -42,76 +40,7 @@ class ZooKeeperUnavailable(EtlError):
     """ZooKeeper could not be reached."""
 
 
-class ZkPaths:
-    def __init__(self, root: str, job: str):
-        self.job = f"{root.rstrip('/')}/{job}"
-        self.lock = f"{self.job}/lock"
-        self.owner = f"{self.job}/owner"
-        self.offsets = f"{self.job}/offsets"
-        self.batches = f"{self.job}/batches"
-        self.events = f"{self.job}/events"
-        self.binding = f"{self.job}/binding"  # the table and folders the job writes (etl.model.binding)
-        self.pending_reset = f"{self.job}/pending-reset"  # a reset with files to move (etl.ops.reset)
-
-    def topic(self, topic: str) -> str:
-        """Holds the topic's id (etl.model.identity) once known; its children hold the offsets."""
-        return f"{self.offsets}/{topic}"
-
-    def offset(self, topic: str, partition: int) -> str:
-        return f"{self.offsets}/{topic}/{partition}"
-
-    def batch(self, batch_id: int) -> str:
-        return f"{self.batches}/{batch_id:010d}"
-
-    def chunk(self, batch_id: int, index: int) -> str:
-        return f"{self.batch(batch_id)}/ranges-{index:05d}"
-
-
-@dataclass(frozen=True)
-class LockHolder:
-    host: str
-    pid: int
-    user: str
-    since: str
-    run_id: str
-
-    def describe(self) -> str:
-        return f"run {self.run_id} (host {self.host}, pid {self.pid}, user {self.user}) since {self.since}"
-
-
-@dataclass(frozen=True)
-class CommittedOffset:
-    """A partition's committed offset, as stored in its znode, with what verify and the
-    topic-identity check need: where the job started reading the partition (`origin`: the files
-    must cover [origin, value) but for recorded skips and resets) and the last record loaded."""
-
-    value: int
-    version: int
-    origin: int | None = None  # None: committed by a version that did not record it
-    last: RecordFingerprint | None = None
-
-    def to_bytes(self) -> bytes:
-        return _dump({"offset": self.value, "origin": self.origin,
-                      "last": None if self.last is None else self.last.to_json()})
-
-    @classmethod
-    def parse(cls, data: bytes, version: int) -> "CommittedOffset":
-        raw = json.loads(data)
-        if isinstance(raw, int):  # the first format: the offset alone
-            return cls(raw, version)
-        return cls(int(raw["offset"]), version, raw.get("origin"), RecordFingerprint.from_json(raw.get("last")))
-
-
-def this_run() -> LockHolder:
-    return LockHolder(host=socket.gethostname(), pid=os.getpid(), user=getpass.getuser(),
-                      since=utc_now_iso(), run_id=uuid.uuid4().hex[:12])
-
-
-def _dump(obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
-
-
-class ZkStateStore:
+class ZkStateStore(OperatorRecords):
     def __init__(self, config: ZooKeeperConfig, job_name: str, retry: RetryConfig):
         self.config, self.retry = config, retry
         self.paths = ZkPaths(config.root, job_name)
@@ -173,8 +102,8 @@ class ZkStateStore:
         """Take the job lock. Returns None on success, or the holder when another run has it."""
         self._read(lambda: self.client.ensure_path(self.paths.owner), "create owner node")
         txn = self.client.transaction()
-        txn.create(self.paths.lock, _dump(self.me.__dict__), ephemeral=True)
-        txn.set_data(self.paths.owner, _dump(self.me.__dict__))
+        txn.create(self.paths.lock, dump(self.me.__dict__), ephemeral=True)
+        txn.set_data(self.paths.owner, dump(self.me.__dict__))
         results = txn.commit()
         if isinstance(results[0], NodeExistsError):
             return self.lock_holder() or self.acquire_lock()
@@ -280,13 +209,11 @@ class ZkStateStore:
         """Store a PLANNED batch: header and range chunks in one fenced transaction."""
         txn = self.client.transaction()
         self._fence(txn)
-        txn.create(self.paths.batch(batch.batch_id), _dump(batch.header_json()))
+        txn.create(self.paths.batch(batch.batch_id), dump(batch.header_json()))
         for index, chunk in enumerate(_chunks(batch.ranges)):
-            txn.create(self.paths.chunk(batch.batch_id, index), _dump([r.to_json() for r in chunk]))
+            txn.create(self.paths.chunk(batch.batch_id, index), dump([r.to_json() for r in chunk]))
         for skipped in batch.skipped:
-            txn.create(f"{self.paths.events}/event-", _dump({"kind": "skipped", "batch_id": batch.batch_id,
-                                                              "at": batch.planned_at, **skipped.to_json()}),
-                       sequence=True)
+            self._append_event(txn, Skipped.of(batch.batch_id, batch.planned_at, skipped))
         self._commit_fenced(txn, f"store the plan of batch {batch.batch_id}")
         return 0  # a new znode's version
 
@@ -294,7 +221,7 @@ class ZkStateStore:
         moved = batch.advanced(to, **changes)
         txn = self.client.transaction()
         self._fence(txn)
-        txn.set_data(self.paths.batch(batch.batch_id), _dump(moved.header_json()), version=version)
+        txn.set_data(self.paths.batch(batch.batch_id), dump(moved.header_json()), version=version)
         results = self._commit_fenced(txn, f"move batch {batch.batch_id} to {to.value}")
         return moved, results[-1].version
 
@@ -303,7 +230,7 @@ class ZkStateStore:
         amended = batch.amended(**changes)
         txn = self.client.transaction()
         self._fence(txn)
-        txn.set_data(self.paths.batch(batch.batch_id), _dump(amended.header_json()), version=version)
+        txn.set_data(self.paths.batch(batch.batch_id), dump(amended.header_json()), version=version)
         results = self._commit_fenced(txn, f"update batch {batch.batch_id}")
         return amended, results[-1].version
 
@@ -324,8 +251,8 @@ class ZkStateStore:
             self._commit_range(txn, batch, r, current.get((r.topic, r.partition)))
         for topic, topic_id in sorted(batch.topic_ids.items()):
             if topic_id and stored_ids.get(topic) != topic_id and batch.kind is BatchKind.LOAD:
-                txn.set_data(self.paths.topic(topic), _dump({"topic_id": topic_id}))
-        txn.set_data(self.paths.batch(batch.batch_id), _dump(committed.header_json()), version=version)
+                txn.set_data(self.paths.topic(topic), dump({"topic_id": topic_id}))
+        txn.set_data(self.paths.batch(batch.batch_id), dump(committed.header_json()), version=version)
         try:
             self._commit_fenced(txn, f"commit batch {batch.batch_id}")
         except (ConnectionLoss, OperationTimeoutError, LockLost) as exc:
@@ -350,96 +277,12 @@ class ZkStateStore:
         kept = last or (None if skipped else found.last)
         txn.set_data(path, CommittedOffset(r.end, 0, found.origin, kept).to_bytes(), version=found.version)
 
-    def pending_reset(self) -> dict | None:
-        try:
-            data, _ = self._read(lambda: self.client.get(self.paths.pending_reset), "read a pending reset")
-        except NoNodeError:
-            return None
-        return json.loads(data)
-
-    def write_pending_reset(self, pending: dict) -> None:
-        """Record a reset before any file moves (fenced), so that a crash leaves it findable."""
-        txn = self.client.transaction()
-        self._fence(txn)
-        txn.create(self.paths.pending_reset, _dump(pending))
-        self._commit_fenced(txn, "record the reset's plan")
-
-    def finish_reset(self, changes: list[dict], event: dict, topic_ids: dict[str, str | None]) -> None:
-        """Set committed offsets by hand, recording the event and the topics' ids as they are now,
-        in one fenced transaction. Each change is {topic, partition, old, new}; `old` is checked
-        against ZooKeeper, and by version."""
-        current = self.committed_offsets()
-        for change in changes:
-            found = current.get((change["topic"], change["partition"]))
-            if (None if found is None else found.value) != change["old"]:
-                raise StateConflict(f"cannot reset {change['topic']}[{change['partition']}]: its committed offset "
-                                    f"is {None if found is None else found.value}, not {change['old']} as planned")
-        for topic in {c["topic"] for c in changes}:
-            self._read(lambda t=topic: self.client.ensure_path(self.paths.topic(t)), "create topic node")
-        txn = self.client.transaction()
-        self._fence(txn)
-        for change in changes:
-            path = self.paths.offset(change["topic"], change["partition"])
-            found = current.get((change["topic"], change["partition"]))
-            if found is None:  # the job starts reading this partition at the new offset
-                txn.create(path, CommittedOffset(change["new"], 0, origin=change["new"]).to_bytes())
-            else:  # the last record loaded is no witness once the position moved by hand
-                txn.set_data(path, CommittedOffset(change["new"], 0, found.origin).to_bytes(), version=found.version)
-        for topic, topic_id in sorted(topic_ids.items()):
-            txn.set_data(self.paths.topic(topic), _dump({"topic_id": topic_id}) if topic_id else b"")
-        txn.create(f"{self.paths.events}/event-", _dump(event), sequence=True)
-        if self.pending_reset() is not None:
-            txn.delete(self.paths.pending_reset)
-        self._commit_fenced(txn, "reset offsets")
-
-    # -- binding --------------------------------------------------------------------------
-    def binding(self) -> Target | None:
-        try:
-            data, _ = self._read(lambda: self.client.get(self.paths.binding), "read the job's binding")
-        except NoNodeError:
-            return None
-        return Target.from_json(json.loads(data))
-
-    def bind_first(self, target: Target) -> None:
-        """Record the table of a job's first run (fenced: only the lock holder binds)."""
-        txn = self.client.transaction()
-        self._fence(txn)
-        txn.create(self.paths.binding, _dump(target.to_json()))
-        self._commit_fenced(txn, "record the job's table")
-
-    def rebind(self, target: Target, reset_origins: bool, event: dict) -> None:
-        """Bind the job to another table, in one fenced transaction with its event. With
-        reset_origins, every partition's origin moves to its committed offset: the new table
-        holds what is loaded from now on."""
-        txn = self.client.transaction()
-        self._fence(txn)
-        if self.binding() is None:
-            txn.create(self.paths.binding, _dump(target.to_json()))
-        else:
-            txn.set_data(self.paths.binding, _dump(target.to_json()))
-        for (topic, partition), found in (self.committed_offsets() if reset_origins else {}).items():
-            moved = CommittedOffset(found.value, 0, found.value, found.last)
-            txn.set_data(self.paths.offset(topic, partition), moved.to_bytes(), version=found.version)
-        txn.create(f"{self.paths.events}/event-", _dump(event), sequence=True)
-        self._commit_fenced(txn, "bind the job to another table")
-
-    def record_event(self, event: dict) -> None:
-        """Append an operator's action to the job's events, fenced by the lock."""
-        txn = self.client.transaction()
-        self._fence(txn)
-        txn.create(f"{self.paths.events}/event-", _dump(event), sequence=True)
-        self._commit_fenced(txn, f"record a {event.get('kind')} event")
-
     def prune_batches(self) -> None:
         """Keep the newest committed batches only; they serve status and recovery reports."""
         for batch_id in self.batch_ids()[:-BATCHES_KEPT]:
             self._read(lambda b=batch_id: self.client.delete(self.paths.batch(b), recursive=True),
                        f"delete old batch {batch_id}")
 
-    def events(self) -> list[dict]:
-        names = sorted(self._read(lambda: self.client.get_children(self.paths.events), "list events"))
-        return [json.loads(self._read(lambda n=n: self.client.get(f"{self.paths.events}/{n}"), "read event")[0])
-                for n in names]
 
 
 def _chunks(ranges: tuple[OffsetRange, ...]):

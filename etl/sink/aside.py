@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 
 from etl.errors import WarehouseError
+from etl.sink.fs import WarehouseFileSystem
 
 ASIDE_FOLDER = "_etl_moved_aside"
 
@@ -26,7 +27,7 @@ def aside_path(fs_root: str, root: str, path: str) -> str:
     return posixpath.join(root, posixpath.relpath(path, fs_root))
 
 
-def move_aside(fs, moves: list[tuple[str, str]]) -> None:
+def move_aside(fs: WarehouseFileSystem, moves: list[tuple[str, str]]) -> None:
     """Carry out (source, target) moves; each one already done is skipped."""
     for source, target in moves:
         if not fs.exists(source):

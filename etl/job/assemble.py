@@ -1,0 +1,39 @@
+"""The one place a Job is built, for `etl run` and `etl recover` alike."""
+from __future__ import annotations
+
+from etl.config import Config
+from etl.hive.spark import SparkStarter
+from etl.job.driver import Job
+from etl.job.observer import NO_OBSERVER, JobObserver
+from etl.job.partition_writer import WriterSpec
+from etl.model.schema import load_table_schema
+from etl.rows.decoders import make_decoder
+from etl.rows.dimensions import DimensionLoader
+from etl.rows.enrichment import check_against_schema, enriched_columns
+from etl.rows.transform import load_transform
+from etl.source.kafka import KafkaMetadata
+from etl.state.store import ZkStateStore
+
+
+def writer_spec(config: Config) -> WriterSpec:
+    """Everything the tasks need to write, checked at start-up: the DDL, the decoder, the
+    dimensions against the DDL (and file sources' columns), the transform importable."""
+    schema = load_table_schema(config.hive.schema_file, config.job.key_column)
+    check_against_schema(config.dimensions, schema, config.path, config.hive.schema_file)
+    loader = DimensionLoader(config.dimensions, schema, spark=lambda: None)
+    for dimension in config.dimensions:
+        loader.check_source(dimension)
+    if config.job.transform:
+        load_transform(config.job.transform)
+    # Enriched columns are the dimensions' to fill: the decoder neither reads nor checks them.
+    decoder = make_decoder(config.job.decoder, schema.without_columns(enriched_columns(config.dimensions)))
+    return WriterSpec(schema=schema, decoder=decoder, key_column=config.job.key_column,
+                      row_group_size=config.job.row_group_size, compression=config.job.compression,
+                      dimensions=config.dimensions, transform=config.job.transform)
+
+
+def assemble_job(config: Config, store: ZkStateStore, kafka: KafkaMetadata, spec: WriterSpec,
+                 observer: JobObserver = NO_OBSERVER) -> Job:
+    """A Job over the caller's store (lock held) and Kafka client; Spark starts when a batch
+    first needs it. `spec` comes from writer_spec, called before anything was touched."""
+    return Job(config, store, kafka, spec, SparkStarter(config), observer)

@@ -1,0 +1,30 @@
+"""What the source yields: consecutive records of one partition, in offset order."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from etl.errors import KafkaReadError
+
+
+@dataclass(frozen=True)
+class RawChunk:
+    """Consecutive records of one partition, as the Kafka reader yields them, in offset order."""
+
+    offsets: list[int]
+    timestamps_ms: list[int]  # CreateTime or LogAppendTime; negative when the broker has none
+    keys: list[bytes | None] | None  # None when keys are not configured
+    values: list[bytes | None]
+
+    def __post_init__(self):
+        lengths = {len(self.offsets), len(self.timestamps_ms), len(self.values)}
+        if self.keys is not None:
+            lengths.add(len(self.keys))
+        if len(lengths) > 1:
+            raise KafkaReadError(
+                f"chunk has {len(self.offsets)} offsets, {len(self.timestamps_ms)} timestamps, "
+                f"{len(self.values)} values and {'no' if self.keys is None else len(self.keys)} keys; "
+                "the Kafka reader must yield one of each per record (this is a bug in the reader)"
+            )
+
+    def __len__(self) -> int:
+        return len(self.offsets)

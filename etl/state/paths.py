@@ -1,0 +1,36 @@
+"""Where the job's state lives in ZooKeeper: every znode path is built here.
+
+    <root>/<job>/lock              ephemeral: the run that holds the job
+                /owner             who took the lock last (its version fences every write)
+                /offsets/<topic>   the topic's id; its children: each partition's committed offset
+                /batches/<id>      a batch plan's header; its children: the plan's ranges, in chunks
+                /events/event-N    what operators and skips did (etl.model.events)
+                /binding           the table and folders the job writes (etl.model.binding)
+                /pending-reset     a reset with files to move (etl.ops.reset)
+"""
+from __future__ import annotations
+
+
+class ZkPaths:
+    def __init__(self, root: str, job: str):
+        self.job = f"{root.rstrip('/')}/{job}"
+        self.lock = f"{self.job}/lock"
+        self.owner = f"{self.job}/owner"
+        self.offsets = f"{self.job}/offsets"
+        self.batches = f"{self.job}/batches"
+        self.events = f"{self.job}/events"
+        self.binding = f"{self.job}/binding"  # the table and folders the job writes (etl.model.binding)
+        self.pending_reset = f"{self.job}/pending-reset"  # a reset with files to move (etl.ops.reset)
+
+    def topic(self, topic: str) -> str:
+        """Holds the topic's id (etl.model.identity) once known; its children hold the offsets."""
+        return f"{self.offsets}/{topic}"
+
+    def offset(self, topic: str, partition: int) -> str:
+        return f"{self.offsets}/{topic}/{partition}"
+
+    def batch(self, batch_id: int) -> str:
+        return f"{self.batches}/{batch_id:010d}"
+
+    def chunk(self, batch_id: int, index: int) -> str:
+        return f"{self.batch(batch_id)}/ranges-{index:05d}"
