@@ -27,7 +27,8 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(rooms) for rooms in (
     {"hive"},
     {"job"},
     {"ops"},
-    {"cli", "__main__", "examples"},
+    {"cli", "examples"},
+    {"__main__"},
 ))
 FLOOR_OF = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
 

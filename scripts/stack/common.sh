@@ -1,0 +1,68 @@
+# Sourced by scripts/local-stack: what every service shares. Each service's port, wait limit
+# and command-line marker; whether it answers; its pid file; starting it detached; waiting
+# for it. Uses STACK, the *_PORT and *TIMEOUT settings of scripts/local-stack.
+
+port_of() {
+  case $1 in
+    zookeeper) echo "$ZK_PORT" ;; kafka) echo "$KAFKA_PORT" ;; metastore) echo "$METASTORE_PORT" ;;
+    thriftserver) echo "$THRIFT_PORT" ;;
+  esac
+}
+
+timeout_of() { if [ "$1" = thriftserver ]; then echo "$THRIFT_TIMEOUT"; else echo "$TIMEOUT"; fi; }
+
+# A word of the service's command line, so a stale pid file never matches a foreign process.
+marker_of() {
+  case $1 in
+    zookeeper) echo QuorumPeerMain ;; kafka) echo tansu ;; metastore) echo LoopbackMetastore ;;
+    thriftserver) echo HiveThriftServer2 ;;
+  esac
+}
+
+now_ms() { local us=${EPOCHREALTIME//[.,]/}; echo $((us / 1000)); }
+
+port_open() { (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
+
+# Whether the service answers: ZooKeeper's own health word (zookeeper.sh), else an open port.
+ready() {
+  if [ "$1" = zookeeper ]; then zk_ruok; else port_open "$(port_of "$1")"; fi
+}
+
+# Print the pid of the service if it is alive, else fail.
+pid_of() {
+  local pidfile=$STACK/$1.pid pid cmdline
+  [ -s "$pidfile" ] || return 1
+  pid=$(<"$pidfile")
+  cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || return 1
+  [[ $cmdline == *"$(marker_of "$1")"* ]] || return 1
+  echo "$pid"
+}
+
+# launch NAME CMD...: run CMD in its own session with a pid file, its output in the log, and
+# none of our file descriptors (a caller's pipe held open would make CI wait for the daemons).
+launch() {
+  local name=$1; shift
+  rm -f "$STACK/$name.pid"
+  [ ! -f "$STACK/$name.log" ] || mv -f "$STACK/$name.log" "$STACK/$name.log.1"
+  (cd "$STACK" && exec setsid nohup bash -c '
+    echo $$ >"$0"
+    for fd in /proc/$$/fd/*; do fd=${fd##*/}; ((fd > 2)) && eval "exec $fd>&-"; done
+    exec "$@"' "$STACK/$name.pid" "$@") >"$STACK/$name.log" 2>&1 </dev/null &
+}
+
+# wait_ready NAME: until the service answers; fail early if its process died.
+wait_ready() {
+  local name=$1 start=$SECONDS limit
+  limit=$(timeout_of "$1")
+  until ready "$name"; do
+    # Whether the process is alive, not pid_of: until the launcher's exec, its command line
+    # does not show the service's marker yet.
+    if [ -s "$STACK/$name.pid" ] && ! kill -0 "$(<"$STACK/$name.pid")" 2>/dev/null; then
+      echo "$name: process exited" >&2; return 1
+    fi
+    if ((SECONDS - start >= limit)); then
+      echo "$name: no answer on port $(port_of "$name") after ${limit}s" >&2; return 1
+    fi
+    sleep 0.2
+  done
+}
