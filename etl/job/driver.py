@@ -32,7 +32,7 @@ from etl.model import identity
 
 from etl.job import pins
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now, utc_now_iso
-from etl.config import Config
+from etl.config import Config, DimensionChangePolicy
 from etl.rows.dimensions import DimensionLoader, LoadedDimension, describe_change, to_ipc
 from etl.errors import MissingBatchFiles, RejectedRatioExceeded, StateConflict
 from etl.sink.fs import filesystem_for
@@ -277,7 +277,7 @@ class Job:
         pinned = pins.pinned(batch)
         current = {d.name: self.dimensions.snapshot(d) for d in self.config.dimensions}
         changed = pins.changed(pinned, current)
-        use_current = self.config.job.on_dimension_change == "use_current"
+        use_current = self.config.job.on_dimension_change == DimensionChangePolicy.USE_CURRENT
         if changed and not (use_current and all(current.get(name) for name in changed)):
             raise pins.change_error(batch, changed, pinned, current)  # cheap: before anything is read
         loaded = self.dimensions.load_all()

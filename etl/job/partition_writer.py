@@ -17,7 +17,7 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from etl.config import DimensionConfig
+from etl.config import Compression, DimensionConfig
 from etl.errors import ConfigError, EtlError
 from etl.model.schema import TableSchema
 from etl.rows.decoders import Decoder
@@ -38,7 +38,7 @@ class WriterSpec:
     decoder: Decoder
     key_column: str | None
     row_group_size: int
-    compression: str  # a etl.config.Compression
+    compression: Compression
     dimensions: tuple[DimensionConfig, ...] = ()  # the joined ones enrich each chunk
     transform: str | None = None  # module:function, see etl.rows.transform
 

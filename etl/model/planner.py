@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from etl.model.batch import OffsetRange, SkippedRange
-from etl.config import JobConfig
+from etl.config import JobConfig, OutOfRangePolicy, StartingOffsets
 from etl.errors import OffsetOutOfRange
 
 
@@ -53,7 +53,7 @@ class Plan:
 def plan_ranges(positions: list[PartitionPosition], job: JobConfig) -> Plan:
     """Ranges for every partition that has new data or needs its first offset recorded."""
     out_of_range = [p for p in positions if p.out_of_range]
-    if out_of_range and job.on_offset_out_of_range == "fail":
+    if out_of_range and job.on_offset_out_of_range == OutOfRangePolicy.FAIL:
         raise OffsetOutOfRange(_out_of_range_message(out_of_range))
     ranges, skipped = [], []
     known_topics = {p.topic for p in positions if p.committed is not None}
@@ -73,7 +73,7 @@ def _start(position: PartitionPosition, job: JobConfig, known_topic: bool) -> in
     if position.out_of_range:
         return position.low
     if position.committed is None:
-        return position.low if known_topic or job.starting_offsets == "earliest" else position.high
+        return position.low if known_topic or job.starting_offsets == StartingOffsets.EARLIEST else position.high
     return position.committed
 
 

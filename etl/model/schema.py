@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from etl.config import HIVE_NAME_RE
 from etl.errors import SchemaError
 from etl.model.partitioning import Partitioner, partitioner_for
 
@@ -69,7 +70,6 @@ _COLUMN_RE = re.compile(
     re.S | re.I,
 )
 _PLACEHOLDER_RE = re.compile(r"\$\{([^}]*)\}")
-_HIVE_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -330,7 +330,7 @@ def _check_placeholders(path: str | Path, template: str) -> None:
 
 def _check_placeholder_values(path: str | Path, values: dict[str, str]) -> None:
     for name in ("database", "table"):
-        if not _HIVE_NAME_RE.fullmatch(values[name]):
+        if not HIVE_NAME_RE.fullmatch(values[name]):
             raise SchemaError(
                 f"cannot render {path}: {name} name {values[name]!r} is not a Hive name; "
                 "use letters, digits and _ only"

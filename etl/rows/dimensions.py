@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from etl.config import DimensionConfig
+from etl.config import DimensionConfig, DimensionFormat, DimensionKind
 from etl.errors import ConfigError, DimensionError
 from etl.model.schema import TableSchema, arrow_type
 
@@ -127,7 +127,7 @@ class DimensionLoader:
 
     def snapshot(self, dimension: DimensionConfig) -> Snapshot | None:
         """What the source is now; None when it is gone."""
-        if dimension.kind == "hive":
+        if dimension.kind == DimensionKind.HIVE:
             return _hive_snapshot(self._spark(), dimension)
         return _file_snapshot(dimension)
 
@@ -149,11 +149,11 @@ class DimensionLoader:
 
     def check_source(self, dimension: DimensionConfig) -> None:
         """Start-up check of a file source: it exists and has the columns, of castable types."""
-        if dimension.kind != "file":
+        if dimension.kind != DimensionKind.FILE:
             return  # a Hive source is checked when it is loaded, once Spark runs
         if not dimension.path.is_file():
             raise ConfigError(f"[dimension {dimension.name}] source: {dimension.path} does not exist")
-        if dimension.format == "parquet":
+        if dimension.format == DimensionFormat.PARQUET:
             try:
                 schema = pq.read_schema(dimension.path)
             except (OSError, pa.ArrowException) as exc:
@@ -175,10 +175,10 @@ class DimensionLoader:
         return arrow_type(self.schema.column(ddl_column).hive_type)
 
     def _read(self, dimension: DimensionConfig) -> pa.Table:
-        if dimension.kind == "hive":
+        if dimension.kind == DimensionKind.HIVE:
             return self._read_hive(dimension)
         try:
-            if dimension.format == "parquet":
+            if dimension.format == DimensionFormat.PARQUET:
                 self._check_columns(dimension, pq.read_schema(dimension.path).names, DimensionError)
                 return pq.read_table(dimension.path, columns=self._wanted(dimension))
             return self._read_csv(dimension)

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from kazoo.security import ACL, ANYONE_ID_UNSAFE, Id, Permissions, make_digest_acl, make_digest_acl_credential
 
-from etl.config import ZooKeeperConfig
+from etl.config import ZooKeeperAuth, ZooKeeperConfig
 from etl.errors import ZooKeeperAccessDenied
 
 
 def client_options(config: ZooKeeperConfig) -> dict:
     """KazooClient keyword arguments for the configured auth."""
-    if config.auth == "none":
+    if config.auth == ZooKeeperAuth.NONE:
         return {}
     return {"auth_data": [("digest", f"{config.digest_user}:{config.digest_password}")],
             "default_acl": [make_digest_acl(config.digest_user, config.digest_password, all=True)]}
@@ -31,7 +31,7 @@ def client_options(config: ZooKeeperConfig) -> dict:
 def check_job_node(config: ZooKeeperConfig, path: str, acls: list[ACL]) -> None:
     """Refuse a job node that digest auth would not protect (anyone may use it), or that does
     not give the configured user every permission the job needs."""
-    if config.auth == "none":
+    if config.auth == ZooKeeperAuth.NONE:
         return
     me = Id("digest", make_digest_acl_credential(config.digest_user, config.digest_password))
     if any(acl.id == ANYONE_ID_UNSAFE for acl in acls):
@@ -50,7 +50,7 @@ def check_job_node(config: ZooKeeperConfig, path: str, acls: list[ACL]) -> None:
 def access_denied(config: ZooKeeperConfig, path: str) -> ZooKeeperAccessDenied:
     """What to say when ZooKeeper answered NoAuth on the job's node (or on creating it)."""
     parent = path.rsplit("/", 1)[0] or "/"
-    if config.auth == "none":
+    if config.auth == ZooKeeperAuth.NONE:
         return ZooKeeperAccessDenied(
             f"ZooKeeper refused access to {path} (NoAuth): the job's znodes, or {parent}, are protected by an "
             f"ACL. Set [zookeeper] auth = digest, digest_user and digest_password_file to the credentials they "

@@ -14,7 +14,7 @@ import requests
 from hdfs import InsecureClient
 from hdfs.util import HdfsError
 
-from etl.config import WarehouseConfig
+from etl.config import WarehouseAuth, WarehouseConfig
 from etl.errors import RETRYABLE_OS_ERRORS, ConfigError, WarehouseError
 from etl.sink.fs.base import PathExists, PathNotFound
 
@@ -44,7 +44,7 @@ _ENDPOINTS = {
 
 def make_client(warehouse: WarehouseConfig):
     """The HdfsCLI client for the config: KerberosClient when auth = kerberos, else InsecureClient."""
-    if warehouse.auth == "kerberos":
+    if warehouse.auth == WarehouseAuth.KERBEROS:
         try:
             from hdfs.ext.kerberos import KerberosClient  # imports requests_kerberos
         except ImportError as exc:
@@ -72,7 +72,7 @@ def _session() -> requests.Session:
 
 def auth_hint(warehouse: WarehouseConfig) -> str:
     """What to check when HDFS refuses the ETL, for the auth mode in use."""
-    if warehouse.auth == "kerberos":
+    if warehouse.auth == WarehouseAuth.KERBEROS:
         return ("Check the Kerberos ticket (kinit, or the keytab of the Spark job) and that its principal may "
                 "write the warehouse folder")
     return f"Check [warehouse] user ({warehouse.user!r}) and the HDFS permissions of the warehouse folder"

@@ -1,0 +1,93 @@
+"""The [dimension <name>] sections: one reference-data source each, a local file or a Hive table,
+joined to the rows by a key or only handed to the [job] transform."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from etl.config.model import HIVE_NAME_RE, DimensionConfig, DimensionFormat, DimensionKind, JobConfig
+from etl.config.section import Section, matching, resolve
+from etl.errors import ConfigError
+
+DIMENSION_SECTION = "dimension "  # [dimension <name>]
+DIMENSION_FORMATS = {".parquet": DimensionFormat.PARQUET, ".parq": DimensionFormat.PARQUET,
+                     ".csv": DimensionFormat.CSV}
+HIVE_TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\.[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def dimension_sections(parser, path: Path, job: JobConfig) -> tuple[DimensionConfig, ...]:
+    names = [section for section in parser.sections() if section.startswith(DIMENSION_SECTION)]
+    dimensions = tuple(_dimension(Section(parser, section, path), job) for section in names)
+    _check_enriched_once(dimensions, path)
+    return dimensions
+
+
+def _dimension(s: Section, job: JobConfig) -> DimensionConfig:
+    name = s.name[len(DIMENSION_SECTION):].strip()
+    if not HIVE_NAME_RE.match(name):
+        raise ConfigError(f"{s.path}: [{s.name}]: {name!r} is not a valid dimension name; "
+                          f"write [dimension <name>] with letters, digits and _")
+    column = matching(HIVE_NAME_RE, "column name")
+    source = s.get("source", required=True)
+    join_key = s.get("join_key", None, column)
+    dimension_key = s.get("dimension_key", None, column)
+    columns = s.get("columns", convert=_column_list, required=True)
+    if join_key is None:
+        _check_transform_only(s, job, dimension_key)
+    dimension_key = dimension_key or join_key
+    if dimension_key in columns:
+        raise s.fail("columns", f"lists the key {dimension_key!r}; the row already holds it in {join_key!r}")
+    kind, where, file_format = _dimension_source(s, source)
+    dimension = DimensionConfig(name=name, source=source, kind=kind,
+                                path=where if kind == DimensionKind.FILE else None, format=file_format,
+                                table=where if kind == DimensionKind.HIVE else None, join_key=join_key,
+                                dimension_key=dimension_key, columns=columns)
+    s.reject_unknown()
+    return dimension
+
+
+def _check_transform_only(s: Section, job: JobConfig, dimension_key: str | None) -> None:
+    if dimension_key is not None:
+        raise s.fail("dimension_key", "needs join_key (the event column to look up)")
+    if job.transform is None:
+        raise s.fail("join_key", "is required: without it the dimension is only handed to [job] transform, "
+                                 "which is not set")
+
+
+def _column_list(raw: str) -> tuple[str, ...]:
+    columns = tuple(c.strip() for c in raw.split(",") if c.strip())
+    for name in columns:
+        if not HIVE_NAME_RE.match(name):
+            raise ValueError(f"{name!r} is not a column name")
+    if not columns or len({c.lower() for c in columns}) != len(columns):
+        raise ValueError("list each column once, comma-separated")
+    return columns
+
+
+def _dimension_source(s: Section, raw: str) -> tuple[DimensionKind, object, DimensionFormat | None]:
+    """(HIVE, 'db.table', None) or (FILE, Path, PARQUET | CSV)."""
+    if raw.startswith("hive:"):
+        table = raw[len("hive:"):]
+        if not HIVE_TABLE_RE.match(table):
+            raise s.fail("source", f"{raw!r}: write a Hive table as hive:database.table")
+        return DimensionKind.HIVE, table, None
+    if raw.startswith("file:") and not raw.startswith("file:///"):
+        raise s.fail("source", f"{raw!r}: write a file URL as file:///absolute/path")
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", raw) and not raw.startswith("file:"):
+        raise s.fail("source", f"{raw!r}: use a Parquet (.parquet) or CSV (.csv) file, as file:///absolute/path or "
+                               f"a path relative to the config's folder, or hive:database.table")
+    where = Path(raw[len("file://"):]) if raw.startswith("file://") else resolve(s.path.parent, raw)
+    file_format = DIMENSION_FORMATS.get(where.suffix.lower())
+    if file_format is None:
+        raise s.fail("source", f"{raw!r}: name a Parquet (.parquet) or CSV (.csv) file, or hive:database.table")
+    return DimensionKind.FILE, where, file_format
+
+
+def _check_enriched_once(dimensions: tuple[DimensionConfig, ...], path: Path) -> None:
+    filled_by: dict[str, str] = {}
+    for dimension in dimensions:
+        for column in (dimension.columns if dimension.joined else ()):
+            if column.lower() in filled_by:
+                raise ConfigError(f"{path}: [dimension {dimension.name}] columns: {column!r} is already added by "
+                                  f"[dimension {filled_by[column.lower()]}]; a column is filled by one dimension")
+            filled_by[column.lower()] = dimension.name

@@ -1,0 +1,104 @@
+"""The [kafka] section: the ETL's own keys, the librdkafka keys it owns or keeps secret, and
+the librdkafka probe that judges every other key at start-up."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Mapping
+
+from etl.config.model import KafkaConfig
+from etl.config.section import Section, secret_file
+from etl.errors import ConfigError
+
+TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+HIDDEN_FILE_PREFIXES = ("_", ".")
+# Settings the ETL owns; a pass-through value for them would break offset control.
+KAFKA_RESERVED = ("enable.auto.commit", "group.id", "auto.offset.reset", "enable.partition.eof")
+# librdkafka settings that are secrets. Each may be read instead from the file named by
+# `<key>_file`, an ETL key (librdkafka has no such keys), so that the INI need not hold it.
+KAFKA_SECRET_KEYS = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "sasl.oauthbearer.client.secret")
+KAFKA_OWN_KEYS = ("topics", "fetch_timeout_seconds", "metadata_timeout_seconds",
+                  *(f"{key}_file" for key in KAFKA_SECRET_KEYS))
+
+
+class KafkaSettings(dict):
+    """librdkafka settings, as librdkafka takes them. The repr masks the secrets, because the
+    config travels inside every Spark task and may end up in a log line or a traceback."""
+
+    def __repr__(self) -> str:
+        return repr({key: "***" if key in KAFKA_SECRET_KEYS else value for key, value in self.items()})
+
+
+def kafka_section(s: Section) -> KafkaConfig:
+    client = KafkaSettings({k: v for k, v in s.values.items() if k not in KAFKA_OWN_KEYS})
+    if "bootstrap.servers" not in client:
+        raise s.fail("bootstrap.servers", "is required")
+    for key in KAFKA_RESERVED:
+        if key in client:
+            raise s.fail(key, "is set by the ETL itself (offsets live in ZooKeeper); remove it")
+    for key in KAFKA_SECRET_KEYS:
+        secret = secret_file(s, f"{key}_file")
+        if secret is not None and key in client:
+            raise s.fail(f"{key}_file", f"set either {key} or {key}_file, not both")
+        if secret is not None:
+            client[key] = secret
+    _check_with_librdkafka(s, client)
+    return KafkaConfig(
+        topics=s.get("topics", convert=_topics, required=True),
+        client=client,
+        fetch_timeout_seconds=s.positive("fetch_timeout_seconds", 30.0, float),
+        metadata_timeout_seconds=s.positive("metadata_timeout_seconds", 10.0, float),
+    )
+
+
+def _topics(raw: str) -> tuple[str, ...]:
+    topics = tuple(t.strip() for t in raw.split(",") if t.strip())
+    for topic in topics:
+        if not TOPIC_RE.match(topic):
+            raise ValueError(f"{topic!r} is not a valid Kafka topic name")
+        if topic[0] in HIDDEN_FILE_PREFIXES:
+            raise ValueError(f"topic {topic!r} starts with {topic[0]!r}: its files are named after it, and Hive "
+                             f"and Spark skip files whose names start with '_' or '.', so its rows would never "
+                             f"be seen; this ETL cannot load such a topic")
+    if not topics:
+        raise ValueError("names no topic; list one or more, separated by commas")
+    if len(set(topics)) != len(topics):
+        raise ValueError("a topic is listed twice")
+    return topics
+
+
+def _check_with_librdkafka(s: Section, client: Mapping[str, str]) -> None:
+    """Let librdkafka judge its own settings at start-up, so that a typo or a bad value exits 2
+    naming the key. It alone knows its hundreds of keys and their ranges, and building a client
+    is the way to ask it; without bootstrap.servers that client never connects anywhere."""
+    from confluent_kafka import Consumer, KafkaException
+    settings = {key: value for key, value in client.items() if key != "bootstrap.servers"}
+    try:
+        Consumer({**settings, "group.id": "etl-config-check", "log_level": 0}).close()
+    except KafkaException as exc:
+        raise _librdkafka_refused(s, client, exc.args[0].str()) from exc
+
+
+def _librdkafka_refused(s: Section, client: Mapping[str, str], reason: str) -> ConfigError:
+    reason = reason.removeprefix("Failed to create consumer: ").strip()
+    for key in KAFKA_SECRET_KEYS:
+        if client.get(key):
+            reason = reason.replace(client[key], "***")
+    key = _named_key(reason, client)
+    if reason.startswith("No such configuration property"):
+        reason += f"; the keys the ETL reads itself are {', '.join(KAFKA_OWN_KEYS)}, and every other key goes to librdkafka"
+    if key is None:
+        return ConfigError(f"{s.path}: [{s.name}]: librdkafka refuses these settings: {reason}")
+    if key.endswith(".location") and not os.path.exists(client[key]):  # OpenSSL would only say "BIO lib"
+        reason = f"{client[key]} does not exist ({reason})"
+    return s.fail(key, f"librdkafka refuses it: {reason}")
+
+
+def _named_key(reason: str, client: Mapping[str, str]) -> str | None:
+    """The configured key a librdkafka message is about: one it quotes, else the first it names."""
+    quoted = [key for key in re.findall(r'"([^"]+)"', reason) if key in client]
+    if quoted:
+        return quoted[0]
+    found = [(match.start(), key) for key in client
+             for match in [re.search(rf"(?<![\w.]){re.escape(key)}(?![\w.])", reason)] if match]
+    return min(found)[1] if found else None

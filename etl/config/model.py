@@ -1,0 +1,236 @@
+"""The job's settings as frozen dataclasses, and every choice among named values as an enum.
+
+The enums are the one list of the names each setting accepts: the parser (etl.config.parse)
+checks a value against them and names them in its message, and the code that acts on a
+setting compares with a member. They are StrEnums, so a member is equal to its string, and
+prints, formats and serialises (JSON, logs) as that string.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlsplit
+
+# Hive folds and limits names so; one rule for the config's names and the DDL's placeholders.
+HIVE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+WEBHDFS_SCHEMES = ("webhdfs", "swebhdfs")
+
+
+class StartingOffsets(StrEnum):
+    """[job] starting_offsets: where a topic the job never committed starts."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+
+
+class OutOfRangePolicy(StrEnum):
+    """[job] on_offset_out_of_range: what to do when Kafka no longer holds the next offsets."""
+
+    FAIL = "fail"
+    EARLIEST = "earliest"  # skip to the earliest held offset; the skipped range is recorded
+
+
+class DimensionChangePolicy(StrEnum):
+    """[job] on_dimension_change: a resumed batch's pinned dimension changed."""
+
+    FAIL = "fail"
+    USE_CURRENT = "use_current"
+
+
+class DecoderKind(StrEnum):
+    """[job] decoder: how a message value becomes a row (etl.rows.decoders maps each to its class)."""
+
+    JSON = "json"
+    ACCESS_LOG = "access_log"
+
+
+class Compression(StrEnum):
+    """[job] compression: the Parquet codec, as pyarrow names it."""
+
+    SNAPPY = "snappy"
+    ZSTD = "zstd"
+    GZIP = "gzip"
+    NONE = "none"
+
+
+class HiveFormat(StrEnum):
+    """[hive] format: the storage format of the table's files."""
+
+    PARQUET = "parquet"
+
+
+class DimensionKind(StrEnum):
+    """Where a [dimension <name>] reads its reference data from."""
+
+    FILE = "file"  # a local Parquet or CSV file
+    HIVE = "hive"  # a Hive table, read through Spark
+
+
+class DimensionFormat(StrEnum):
+    """The format of a file dimension, told by its suffix."""
+
+    PARQUET = "parquet"
+    CSV = "csv"
+
+
+class WarehouseAuth(StrEnum):
+    """[warehouse] auth, for WebHDFS."""
+
+    SIMPLE = "simple"  # the HDFS user is named (user.name)
+    KERBEROS = "kerberos"  # SPNEGO, with the ticket cache's principal
+
+
+class ZooKeeperAuth(StrEnum):
+    """[zookeeper] auth."""
+
+    NONE = "none"  # the job's znodes are open to anyone (ZooKeeper's default)
+    DIGEST = "digest"  # every znode the job creates is readable and writable by digest_user only
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    name: str
+    max_records_per_partition: int = 1_000_000
+    starting_offsets: StartingOffsets = StartingOffsets.EARLIEST
+    on_offset_out_of_range: OutOfRangePolicy = OutOfRangePolicy.FAIL
+    max_rejected_ratio: float = 0.0
+    decoder: DecoderKind = DecoderKind.JSON
+    key_column: str | None = None
+    row_group_size: int = 65_536
+    compression: Compression = Compression.SNAPPY
+    on_dimension_change: DimensionChangePolicy = DimensionChangePolicy.FAIL
+    transform: str | None = None  # module:function, applied to each decoded and enriched Arrow batch
+
+
+@dataclass(frozen=True)
+class DimensionConfig:
+    """One [dimension <name>] section: reference data loaded once per batch and broadcast.
+
+    With a join_key, each record's join_key is looked up in the source's dimension_key and
+    `columns` are added to the row (NULL when nothing matches). Without one, the table is only
+    handed to the [job] transform, as lookups[name]."""
+
+    name: str
+    source: str  # as written in the config, for messages
+    kind: DimensionKind
+    path: Path | None  # kind file: the local Parquet or CSV file
+    format: DimensionFormat | None  # kind file
+    table: str | None  # kind hive: db.table
+    join_key: str | None  # the event column; None: not joined, only handed to the transform
+    dimension_key: str | None  # the source's key column (default: join_key)
+    columns: tuple[str, ...]
+
+    @property
+    def joined(self) -> bool:
+        return self.join_key is not None
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    topics: tuple[str, ...]
+    # Passed to librdkafka as is (bootstrap.servers, security.*, sasl.*); an
+    # etl.config.kafka.KafkaSettings, whose repr masks the secrets.
+    client: Mapping[str, str]
+    fetch_timeout_seconds: float = 30.0
+    metadata_timeout_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class ZooKeeperConfig:
+    hosts: str
+    root: str = "/etl"
+    session_timeout_seconds: float = 10.0
+    # With digest, the client authenticates as digest_user and owns its znodes (etl.state.acl).
+    auth: ZooKeeperAuth = ZooKeeperAuth.NONE
+    digest_user: str | None = None
+    digest_password: str | None = field(default=None, repr=False)  # read from digest_password_file
+    digest_password_file: Path | None = None  # named in messages, never the password itself
+
+
+@dataclass(frozen=True)
+class RetryConfig:
+    attempts: int = 5
+    initial_wait_seconds: float = 0.5
+    max_wait_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class WarehouseConfig:
+    """Where the warehouse is and how to reach it; everything a Spark task needs to build its
+    own filesystem client (see etl.sink.fs.filesystem_for), so it is pickled into every task."""
+
+    url: str  # how the ETL reaches the warehouse: file:///path, webhdfs://nn:port/path, swebhdfs://...
+    hive_location: str | None = None  # how Hive names the same folder, when that differs
+    user: str | None = None  # WebHDFS simple auth: the HDFS user (user.name) the ETL acts as
+    auth: WarehouseAuth = WarehouseAuth.SIMPLE  # WebHDFS only
+    kerberos_principal: str | None = None  # WebHDFS with auth = kerberos; None: the ticket cache's default
+    timeout_seconds: float = 60.0  # WebHDFS: connect and read timeout of one HTTP request
+    # Bounds the retries of idempotent filesystem calls. Not a [warehouse] key: load_config
+    # passes the job's [retry] policy here, so the executors retry as the driver does.
+    retry: RetryConfig = field(default_factory=RetryConfig)
+
+    @property
+    def scheme(self) -> str:
+        return urlsplit(self.url).scheme
+
+    @property
+    def is_webhdfs(self) -> bool:
+        return self.scheme in WEBHDFS_SCHEMES
+
+    @property
+    def fs_root(self) -> str:
+        """The warehouse folder as a path on the warehouse filesystem."""
+        return urlsplit(self.url).path or "/"
+
+    @property
+    def hive_root(self) -> str:
+        return (self.hive_location or self.url).rstrip("/")
+
+    @property
+    def namenode_urls(self) -> str:
+        """The HTTP(S) address(es) of the WebHDFS endpoint, ';'-separated as HdfsCLI takes them
+        (webhdfs://nn1:9870,nn2:9870/path names both NameNodes of an HA pair)."""
+        http = "https" if self.scheme == "swebhdfs" else "http"
+        return ";".join(f"{http}://{address}" for address in urlsplit(self.url).netloc.split(","))
+
+
+@dataclass(frozen=True)
+class SuccessMarkerConfig:
+    """[hive] success_markers, success_marker_delay_seconds: write `_SUCCESS` into a Hive
+    partition's folder once its time window has closed, plus the delay, and every batch that
+    touched it is COMMITTED (etl.sink.markers)."""
+
+    enabled: bool = False
+    # After the window's end by the driver's clock; covers the clock skew between the hosts
+    # that may run the job (a batch is partitioned by the clock of the host that plans it).
+    delay_seconds: float = 300.0
+
+
+@dataclass(frozen=True)
+class HiveConfig:
+    metastore: str  # "embedded" or thrift://host:port
+    database: str
+    table: str
+    schema_file: Path
+    format: HiveFormat = HiveFormat.PARQUET
+    success_markers: SuccessMarkerConfig = field(default_factory=SuccessMarkerConfig)
+
+    @property
+    def rejected_table(self) -> str:
+        return f"{self.table}_rejected"
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    job: JobConfig
+    kafka: KafkaConfig
+    zookeeper: ZooKeeperConfig
+    warehouse: WarehouseConfig
+    hive: HiveConfig
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    spark: Mapping[str, str] = field(default_factory=dict)
+    dimensions: tuple[DimensionConfig, ...] = ()

@@ -1,0 +1,199 @@
+"""Reading the job's INI file into a Config: the file, the list of sections, and the sections
+small enough to live here ([job], [zookeeper], [hive], [retry], [spark]). The larger ones have
+their own modules: etl.config.kafka, etl.config.warehouse, etl.config.dimensions."""
+from __future__ import annotations
+
+import configparser
+import math
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from etl.config.dimensions import DIMENSION_SECTION, dimension_sections
+from etl.config.kafka import kafka_section
+from etl.config.model import (
+    HIVE_NAME_RE, Compression, Config, DecoderKind, DimensionChangePolicy, HiveConfig, HiveFormat, JobConfig,
+    OutOfRangePolicy, RetryConfig, StartingOffsets, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
+)
+from etl.config.section import Section, hive_name, matching, resolve, secret_file
+from etl.config.warehouse import warehouse_section
+from etl.errors import ConfigError
+
+SECTIONS = ("job", "kafka", "zookeeper", "warehouse", "hive", "retry", "spark")  # and [dimension <name>]
+TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+# spark.authenticate.secret, spark.ssl.keyPassword, spark.hadoop.fs.s3a.secret.key ...
+_SPARK_SECRET_RE = re.compile(r"(^|\.)secret(\.|$)|password[^.]*$|secret$", re.I)
+ZOOKEEPER_ONLY_DIGEST_KEYS = ("digest_user", "digest_password_file")
+
+
+def load_config(path: str | os.PathLike) -> Config:
+    """Read and validate the INI file at `path`; raise ConfigError naming the bad key."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist; pass --config with the job's INI file")
+    parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
+    parser.optionxform = str  # keep Kafka and Spark keys' case
+    try:
+        parser.read(path, encoding="utf-8")
+    except configparser.Error as exc:
+        raise ConfigError(f"{path}: cannot parse: {exc}") from exc
+    return parse_config(parser, path)
+
+
+def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
+    known = set(SECTIONS)
+    for section in parser.sections():
+        if section not in known and not section.startswith(DIMENSION_SECTION):
+            raise ConfigError(f"{path}: unknown section [{section}]; known sections: {sorted(known)} "
+                              f"and [dimension <name>]")
+    job = _job(Section(parser, "job", path))
+    retry = _retry(Section(parser, "retry", path, required=False))
+    return Config(
+        path=path,
+        job=job,
+        kafka=kafka_section(Section(parser, "kafka", path)),
+        zookeeper=_zookeeper(Section(parser, "zookeeper", path)),
+        warehouse=replace(warehouse_section(Section(parser, "warehouse", path)), retry=retry),
+        hive=_hive(Section(parser, "hive", path)),
+        retry=retry,
+        spark=_spark(Section(parser, "spark", path, required=False)),
+        dimensions=dimension_sections(parser, path, job),
+    )
+
+
+def _ratio(raw: str) -> float:
+    value = float(raw)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be between 0 and 1")
+    return value
+
+
+def _job(s: Section) -> JobConfig:
+    job = JobConfig(
+        name=s.get("name", convert=matching(JOB_NAME_RE, "job name"), required=True),
+        max_records_per_partition=s.positive("max_records_per_partition", 1_000_000),
+        starting_offsets=s.choice("starting_offsets", StartingOffsets, StartingOffsets.EARLIEST),
+        on_offset_out_of_range=s.choice("on_offset_out_of_range", OutOfRangePolicy, OutOfRangePolicy.FAIL),
+        max_rejected_ratio=s.get("max_rejected_ratio", 0.0, _ratio),
+        decoder=s.choice("decoder", DecoderKind, DecoderKind.JSON),
+        key_column=s.get("key_column", None, matching(HIVE_NAME_RE, "column name")),
+        row_group_size=s.positive("row_group_size", 65_536),
+        compression=s.choice("compression", Compression, Compression.SNAPPY),
+        on_dimension_change=s.choice("on_dimension_change", DimensionChangePolicy, DimensionChangePolicy.FAIL),
+        transform=s.get("transform", None, matching(TRANSFORM_RE, "module:function reference, e.g. "
+                                                                  "etl.examples:minute_and_country")),
+    )
+    s.reject_unknown()
+    return job
+
+
+def _spark(s: Section) -> dict[str, str]:
+    """The [spark] settings, as Spark takes them. PySpark passes each one on its JVM's command
+    line, where `ps` shows it to every user of the machine: secrets are refused here."""
+    for key in s.values:
+        if _SPARK_SECRET_RE.search(key) and not key.endswith(".file"):
+            instead = ("set spark.authenticate.secret.file to a file only the job's user can read"
+                       if key == "spark.authenticate.secret" else
+                       "set it in spark-defaults.conf (in SPARK_CONF_DIR), readable only by the job's user")
+            raise s.fail(key, f"is a secret, and Spark would show it in `ps` (every [spark] setting is on its "
+                              f"JVM's command line); {instead}")
+    return dict(s.values)
+
+
+def _zk_root(raw: str) -> str:
+    if not raw.startswith("/") or raw.endswith("/") and raw != "/" or "//" in raw:
+        raise ValueError("must be an absolute znode path like /etl")
+    if any(part in (".", "..") for part in raw.split("/")) or "\0" in raw:
+        raise ValueError("ZooKeeper paths have no '.' or '..' components; write the absolute path, like /etl")
+    return raw.rstrip("/") or "/"
+
+
+def _zookeeper(s: Section) -> ZooKeeperConfig:
+    zk = ZooKeeperConfig(
+        hosts=s.get("hosts", required=True),
+        root=s.get("root", "/etl", _zk_root),
+        session_timeout_seconds=s.positive("session_timeout_seconds", 10.0, float),
+        **_zookeeper_auth(s),
+    )
+    s.reject_unknown()
+    return zk
+
+
+def _zookeeper_auth(s: Section) -> dict:
+    auth = s.choice("auth", ZooKeeperAuth, ZooKeeperAuth.NONE)
+    if auth == ZooKeeperAuth.NONE:
+        for key in ZOOKEEPER_ONLY_DIGEST_KEYS:
+            if s.get(key) is not None:
+                raise s.fail(key, "applies only to auth = digest; set auth = digest, or remove it")
+        return {"auth": auth}
+    user = s.get("digest_user", convert=_digest_user, required=True)
+    password_file = s.get("digest_password_file", None, lambda raw: resolve(s.path.parent, raw))
+    if password_file is None:
+        raise s.fail("digest_password_file", "is required with auth = digest: name a file that holds "
+                                             "the password alone (the INI holds no password)")
+    return {"auth": auth, "digest_user": user, "digest_password": secret_file(s, "digest_password_file"),
+            "digest_password_file": password_file}
+
+
+def _digest_user(raw: str) -> str:
+    if ":" in raw or any(c.isspace() for c in raw):
+        raise ValueError("a digest user name has no ':' and no spaces (ZooKeeper reads user:password)")
+    return raw
+
+
+def _metastore(raw: str) -> str:
+    if raw != "embedded" and not re.match(r"^thrift://[^:/]+:\d+$", raw):
+        raise ValueError("must be 'embedded' or thrift://host:port")
+    return raw
+
+
+def _hive(s: Section) -> HiveConfig:
+    base = s.path.parent
+    schema = s.get("schema", convert=lambda raw: resolve(base, raw), required=True)
+    if not schema.is_file():
+        raise s.fail("schema", f"file {schema} does not exist")
+    hive = HiveConfig(
+        metastore=s.get("metastore", "embedded", _metastore),
+        # Hive folds names to lower case, so Events and events are one table: folded here, so that
+        # they also name one folder and one binding.
+        database=s.get("database", convert=hive_name("Hive database name"), required=True),
+        table=s.get("table", convert=hive_name("Hive table name"), required=True),
+        schema_file=schema,
+        format=s.choice("format", HiveFormat, HiveFormat.PARQUET),
+        success_markers=_success_markers(s),
+    )
+    s.reject_unknown()
+    return hive
+
+
+def _success_markers(s: Section) -> SuccessMarkerConfig:
+    return SuccessMarkerConfig(
+        enabled=s.get("success_markers", False, _boolean),
+        delay_seconds=s.get("success_marker_delay_seconds", 300.0, _non_negative_seconds),
+    )
+
+
+def _boolean(raw: str) -> bool:
+    value = configparser.ConfigParser.BOOLEAN_STATES.get(raw.lower())
+    if value is None:
+        raise ValueError("write true or false")
+    return value
+
+
+def _non_negative_seconds(raw: str) -> float:
+    value = float(raw)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("must be a number of seconds, 0 or more")
+    return value
+
+
+def _retry(s: Section) -> RetryConfig:
+    retry = RetryConfig(
+        attempts=s.positive("attempts", 5),
+        initial_wait_seconds=s.positive("initial_wait_seconds", 0.5, float),
+        max_wait_seconds=s.positive("max_wait_seconds", 10.0, float),
+    )
+    s.reject_unknown()
+    return retry

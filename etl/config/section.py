@@ -1,0 +1,108 @@
+"""Typed, key-checked reading of one INI section, and the value checks that several sections share.
+
+Every failure is a ConfigError naming the file, the section and the key, so that an operator
+can find the line at fault.
+"""
+from __future__ import annotations
+
+import math
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Callable, TypeVar
+
+from etl.config.model import HIVE_NAME_RE
+from etl.errors import ConfigError
+
+Choice = TypeVar("Choice", bound=StrEnum)
+
+
+class Section:
+    """Typed, key-checked access to one INI section; remembers which keys were read."""
+
+    def __init__(self, parser, name: str, path: Path, required: bool = True):
+        if required and not parser.has_section(name):
+            raise ConfigError(f"{path}: section [{name}] is missing")
+        self.name, self.path = name, path
+        self.values = dict(parser[name]) if parser.has_section(name) else {}
+        self.read: set[str] = set()
+
+    def fail(self, key: str, why: str) -> ConfigError:
+        return ConfigError(f"{self.path}: [{self.name}] {key}: {why}")
+
+    def get(self, key: str, default=None, convert: Callable = str, required: bool = False):
+        self.read.add(key)
+        raw = self.values.get(key, "").strip()
+        if not raw:
+            if required:
+                raise self.fail(key, "is required")
+            return default
+        try:
+            return convert(raw)
+        except (ValueError, TypeError) as exc:
+            raise self.fail(key, f"{raw!r} is not valid: {exc}") from exc
+
+    def choice(self, key: str, choices: type[Choice], default: Choice) -> Choice:
+        """The member of `choices` the key names; the message lists them all, in their order."""
+        value = self.get(key, default)
+        if value not in tuple(choices):  # members equal their strings
+            raise self.fail(key, f"{value!r} is not one of {', '.join(choices)}")
+        return choices(value)
+
+    def positive(self, key: str, default, convert=int):
+        value = self.get(key, default, convert)
+        if not math.isfinite(value) or value <= 0:  # nan <= 0 is False: nan would pass a plain check
+            raise self.fail(key, f"must be greater than 0 (and finite), got {value}")
+        return value
+
+    def reject_unknown(self) -> None:
+        unknown = sorted(set(self.values) - self.read)
+        if unknown:
+            raise self.fail(unknown[0], f"unknown key; known keys in [{self.name}]: {sorted(self.read)}")
+
+
+def matching(regex: re.Pattern, what: str) -> Callable[[str], str]:
+    def convert(raw: str) -> str:
+        if not regex.match(raw):
+            raise ValueError(f"not a valid {what}")
+        return raw
+    return convert
+
+
+def hive_name(what: str) -> Callable[[str], str]:
+    matches = matching(HIVE_NAME_RE, what)
+    return lambda raw: matches(raw).lower()
+
+
+def plain_location(raw: str) -> None:
+    """Locations reach SQL (CREATE DATABASE ... LOCATION, ADD PARTITION ... LOCATION) as
+    literals: refused here, before any statement runs, rather than trusted to quoting alone."""
+    bad = sorted({c for c in raw if c in "'\\\"`" or ord(c) < 32 or ord(c) == 127})
+    if bad:
+        raise ValueError(f"must not contain {', '.join(repr(c) for c in bad)}: a location is written into Hive "
+                         "statements; percent-encode such characters or choose another folder")
+
+
+def resolve(base: Path, raw: str) -> Path:
+    """A relative schema path is tried against the config's folder, then the working dir."""
+    candidate = Path(raw)
+    if candidate.is_absolute():
+        return candidate
+    beside = (base / candidate).resolve()
+    return beside if beside.exists() else candidate.resolve()
+
+
+def secret_file(s: Section, key: str) -> str | None:
+    """The secret held by the file that `key` names (relative to the config's folder), or None
+    when the key is not set. The file holds the secret alone; a trailing line break is dropped."""
+    path = s.get(key, None, lambda raw: resolve(s.path.parent, raw))
+    if path is None:
+        return None
+    try:
+        secret = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise s.fail(key, f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    secret = secret.removesuffix("\n").removesuffix("\r")
+    if not secret or "\n" in secret:
+        raise s.fail(key, f"{path} must hold the secret alone, on one line")
+    return secret

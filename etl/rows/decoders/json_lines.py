@@ -1,0 +1,145 @@
+"""The JSON decoder's input side: messages screened for what pyarrow's reader would misread,
+joined into one newline-delimited block, and read in the read types; plus the parse
+errors' row numbers and wording."""
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from etl.rows.decoders.base import EMPTY_MESSAGE, mask_without
+
+_JSON_OBJECT_START_RE = r"^[ \t\r\n]*\{"
+_JSON_KINDS = {"[": "array", '"': "string", "t": "boolean", "f": "boolean", "n": "null"}
+# RapidJSON, under pyarrow's reader, accepts NaN, Inf and Infinity (signed) as numbers; JSON does
+# not. A literal is one outside any string: after the complete strings and other characters
+# from the start, in a value's place. Screened for with a plain substring search first.
+_NON_JSON_HINT_RE = r"NaN|Inf"
+_NON_JSON_LITERAL_RE = r'^(?:[^"\\]|"(?:[^"\\]|\\.)*")*[\[:,][ \t\r\n]*-?(?:NaN|Inf)'
+_NON_JSON_FIELD_RE = re.compile(
+    rb'^(?:[^"\\]|"(?:[^"\\]|\\.)*")*?(?:"((?:[^"\\]|\\.)*)"[ \t\r\n]*:|[\[:,])[ \t\r\n]*(-?(?:NaN|Inf(?:inity)?))',
+    re.S)
+_MAX_BLOCK_SIZE = 2**31 - 1
+
+
+class JsonLines:
+    """Messages as newline-delimited JSON, joined once so that any range is a zero-copy slice."""
+
+    def __init__(self, messages: Sequence[bytes]):
+        data = b"\n".join(messages)
+        if data.count(b"\n") != max(len(messages) - 1, 0):
+            # b"\r", not a space: both are whitespace between JSON tokens, and a raw CR inside
+            # a string is as invalid as the raw LF it replaces, so no bad record turns good.
+            messages = [message.replace(b"\n", b"\r") for message in messages]
+            data = b"\n".join(messages)
+        self.messages = messages
+        self.data = pa.py_buffer(data)
+        self._starts: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def block(self, lo: int, hi: int) -> pa.Buffer:
+        """Messages lo..hi-1 as one buffer."""
+        if lo == 0 and hi == len(self.messages):
+            return self.data
+        starts = self._line_starts()
+        return self.data.slice(starts[lo], starts[hi] - 1 - starts[lo])
+
+    def _line_starts(self) -> list[int]:
+        # Computed on the error path only; map/accumulate keep the loop in C.
+        if self._starts is None:
+            self._starts = list(itertools.accumulate(map((1).__add__, map(len, self.messages)), initial=0))
+        return self._starts
+
+
+def json_read_field(field: pa.Field) -> pa.Field:
+    """How the JSON reader reads a column: dates and timestamps as text, floats as doubles,
+    converted afterwards (a double too large for float would silently become infinite)."""
+    if field.type == pa.date32() or pa.types.is_timestamp(field.type):
+        return field.with_type(pa.string())
+    if field.type == pa.float32():
+        return field.with_type(pa.float64())
+    return field
+
+
+def read_json(block: pa.Buffer, read_schema: pa.Schema) -> pa.Table:
+    """Newline-delimited JSON in the read types. Raises pa.ArrowInvalid."""
+    reader = pa_json.open_json(  # much cheaper per call than read_json, which matters on the error path
+        pa.BufferReader(block),
+        # One block: the chunk is already in memory, and one block means no straddling.
+        read_options=pa_json.ReadOptions(use_threads=False, block_size=min(block.size + 1, _MAX_BLOCK_SIZE)),
+        parse_options=pa_json.ParseOptions(
+            explicit_schema=read_schema, unexpected_field_behavior="ignore", newlines_in_values=False
+        ),
+    )
+    return reader.read_all()
+
+
+def json_object_candidates(values: Sequence[bytes | None]) -> tuple[Sequence[int], list[tuple[int, str]]]:
+    """Indices of the values that start like a JSON object, and errors for the others.
+
+    Screening matters for correctness, not only speed: pyarrow reads a top-level `null`
+    as an all-NULL row (or crashes when it comes first), which would misalign the rows.
+    """
+    binary = pa.array(values, pa.binary())
+    starts_ok = pc.match_substring_regex(binary, _JSON_OBJECT_START_RE)
+    literals = _non_json_literal_positions(binary)
+    if starts_ok.null_count == 0 and pc.all(starts_ok).as_py() and not literals:
+        return range(len(values)), []
+    flags = pc.and_kleene(starts_ok, mask_without(len(values), literals)).to_pylist()
+    errors = [(i, _non_json_literal_reason(values[i]) if starts_ok[i].as_py() else _not_an_object_reason(values[i]))
+              for i, ok in enumerate(flags) if not ok]
+    return [i for i, ok in enumerate(flags) if ok], errors
+
+
+def _non_json_literal_positions(binary: pa.BinaryArray) -> list[int]:
+    """Positions of the messages using NaN or Infinity as a value, which RapidJSON accepts."""
+    hinted = pc.match_substring_regex(binary, _NON_JSON_HINT_RE)
+    if not pc.any(hinted).as_py():
+        return []
+    positions = pc.indices_nonzero(hinted)
+    found = pc.match_substring_regex(binary.take(positions), _NON_JSON_LITERAL_RE)
+    return positions.filter(found).to_pylist()
+
+
+def _non_json_literal_reason(value: bytes) -> str:
+    match = _NON_JSON_FIELD_RE.search(value)
+    literal = match[2].decode() if match else "NaN or Infinity"
+    text = f"{literal} is not valid JSON (JSON has no NaN or Infinity); send null"
+    if match and match[1] is not None:
+        return f"field '{match[1].decode('utf-8', 'replace')}': {text}"
+    return f"invalid JSON: {text}"
+
+
+def _not_an_object_reason(value: bytes | None) -> str:
+    text = (value or b"").lstrip(b" \t\r\n")
+    if not text:
+        return EMPTY_MESSAGE
+    first = chr(text[0])
+    kind = "number" if first in "-0123456789" else _JSON_KINDS.get(first)
+    return f"expected a JSON object, got {kind}" if kind else "invalid JSON: expected a JSON object"
+
+
+def blamed_row(message: str, rows: int) -> int | None:
+    """The row a JSON parse error names; only parse errors name one, conversion errors do not."""
+    match = re.search(r" in row (\d+)$", message)
+    return int(match[1]) if match and int(match[1]) < rows else None
+
+
+def good_indices(candidates: Sequence[int], bad_positions: list[int]) -> pa.Int64Array:
+    """The candidates but those at bad_positions: what the parsed tables hold, in order."""
+    positions = pc.indices_nonzero(mask_without(len(candidates), bad_positions)).cast(pa.int64())
+    return positions if isinstance(candidates, range) else pc.take(pa.array(candidates, pa.int64()), positions)
+
+
+def parse_error_detail(message: str) -> str:
+    detail = re.sub(r"^JSON parse error: (Column\(\) )?| in row \d+$", "", message)
+    if detail.startswith("Invalid encoding in string"):
+        # What RapidJSON says about a raw control character (tab, newline) inside a string.
+        return f"{detail} (a raw control character inside a string? escape it, e.g. as \\n)"
+    return detail
