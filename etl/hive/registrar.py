@@ -25,13 +25,13 @@ import hashlib
 import logging
 from pathlib import Path
 
-from etl.model.binding import OWNER_PROPERTY, check_owner
 from etl.config import HiveConfig
 from etl.errors import HiveError
-from etl.model.naming import partition_dir
-from etl.hive.sql import quote_identifier, quote_literal
-from etl.model.schema import Column, load_table_schema, normalise_hive_type, render_ddl
 from etl.hive.evolution import plan_evolution
+from etl.hive.sql import quote_identifier, quote_literal
+from etl.model.binding import OWNER_PROPERTY, check_owner
+from etl.model.naming import partition_dir
+from etl.model.schema import Column, load_table_schema, normalise_hive_type, render_ddl
 from etl.sink.warehouse import Warehouse, same_location
 
 log = logging.getLogger(__name__)

@@ -25,27 +25,24 @@ import time
 from dataclasses import dataclass, field, replace
 
 from etl import faults
-
-from etl.model import binding
-
-from etl.model import identity
-
-from etl.job import pins
-from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now, utc_now_iso
 from etl.config import Config, DimensionChangePolicy
-from etl.rows.dimensions import DimensionLoader, LoadedDimension, describe_change, to_ipc
 from etl.errors import MissingBatchFiles, RejectedRatioExceeded, StateConflict
-from etl.sink.fs import filesystem_for
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import SparkStarter
-from etl.source.kafka import KafkaMetadata
-from etl.sink.markers import SuccessMarkers
-from etl.model.naming import is_temp_name, partition_dir
-from etl.sink.warehouse import Warehouse
-from etl.job.partition_writer import WriterSpec
-from etl.model.planner import PartitionPosition, plan_ranges
+from etl.job import pins
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
+from etl.job.partition_writer import WriterSpec
 from etl.job.tasks import RangeResult, RangeTask, run_range_task, task_failure
+from etl.model import binding
+from etl.model import identity
+from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now, utc_now_iso
+from etl.model.naming import is_temp_name, partition_dir
+from etl.model.planner import PartitionPosition, plan_ranges
+from etl.rows.dimensions import DimensionLoader, LoadedDimension, describe_change, to_ipc
+from etl.sink.fs import filesystem_for
+from etl.sink.markers import SuccessMarkers
+from etl.sink.warehouse import Warehouse
+from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ change is recorded in the batch, old and new, with who decided and when.
 """
 from __future__ import annotations
 
+from etl.errors import DimensionChanged
 from etl.model.batch import Batch, utc_now_iso
 from etl.rows.dimensions import Snapshot, describe_change
-from etl.errors import DimensionChanged
 
 
 def pinned(batch: Batch) -> dict[str, Snapshot]:

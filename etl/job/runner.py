@@ -5,13 +5,13 @@ import logging
 import time
 
 from etl.config import Config
+from etl.errors import EXIT_OK
 from etl.job.assemble import assemble_job, writer_spec
 from etl.job.driver import Job
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
-from etl.errors import EXIT_OK
+from etl.job.pending_reset import finish_pending_reset
 from etl.sink.fs import filesystem_for
 from etl.source.kafka import KafkaMetadata
-from etl.job.pending_reset import finish_pending_reset
 from etl.state.store import ZkStateStore
 
 log = logging.getLogger(__name__)

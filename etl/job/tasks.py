@@ -19,16 +19,16 @@ from typing import Mapping
 import pyarrow.parquet as pq
 
 from etl import faults
-from etl.errors import EtlError
-from etl.model.batch import Batch, OffsetRange
-from etl.sink.commit import publish
 from etl.config import KafkaConfig, WarehouseConfig
-from etl.rows.dimensions import from_ipc
-from etl.sink.fs import WarehouseFileSystem, filesystem_for
-from etl.model.identity import RecordFingerprint, fingerprint
-from etl.source.kafka import read_range
-from etl.model.naming import temp_name
+from etl.errors import EtlError
 from etl.job.partition_writer import UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
+from etl.model.batch import Batch, OffsetRange
+from etl.model.identity import RecordFingerprint, fingerprint
+from etl.model.naming import temp_name
+from etl.rows.dimensions import from_ipc
+from etl.sink.commit import publish
+from etl.sink.fs import WarehouseFileSystem, filesystem_for
+from etl.source.kafka import read_range
 from etl.source.prefetch import prefetched
 
 # Kafka is read this many chunks ahead of decoding and writing (a chunk: <= 10,000 records).

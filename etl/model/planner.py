@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from etl.model.batch import OffsetRange, SkippedRange
 from etl.config import JobConfig, OutOfRangePolicy, StartingOffsets
 from etl.errors import OffsetOutOfRange
+from etl.model.batch import OffsetRange, SkippedRange
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from etl.model.batch import Batch
-from etl.ops.inventory import Inventory, WarehouseFile
+from etl.model.events import Event, explained_jumps
 from etl.model.naming import partition_path
+from etl.ops.inventory import Inventory, WarehouseFile
 from etl.sink.warehouse import same_location
 from etl.state.znodes import CommittedOffset
-from etl.model.events import Event, explained_jumps
 
 MAX_LISTED = 20
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import getpass
 
-from etl.model.batch import utc_now_iso
-from etl.model.binding import Target
-from etl.model.events import Bind
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import build_spark
+from etl.model.batch import utc_now_iso
+from etl.model.binding import Target
+from etl.model.events import Bind
 from etl.sink.warehouse import Warehouse
 from etl.state.store import ZkStateStore
 

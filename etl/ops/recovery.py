@@ -16,21 +16,21 @@ import getpass
 import logging
 from dataclasses import dataclass
 
-from etl.sink.aside import aside_path, aside_root, move_aside
-from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.config import Config
-from etl.job.assemble import assemble_job, writer_spec
-from etl.model.events import AcceptedLoss, MovedAside
-from etl.sink.warehouse import Warehouse
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK
-from etl.sink.fs import WarehouseFileSystem, filesystem_for
-from etl.model.identity import recreated_partitions
-from etl.ops.inventory import Inventory, take_inventory
-from etl.source.kafka import KafkaMetadata
-from etl.model.naming import partition_path
+from etl.job.assemble import assemble_job, writer_spec
 from etl.job.pending_reset import finish_pending_reset
+from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
+from etl.model.events import AcceptedLoss, MovedAside
+from etl.model.identity import recreated_partitions
+from etl.model.naming import partition_path
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
+from etl.ops.inventory import Inventory, take_inventory
 from etl.ops.verify_deep import unreadable_files
+from etl.sink.aside import aside_path, aside_root, move_aside
+from etl.sink.fs import WarehouseFileSystem, filesystem_for
+from etl.sink.warehouse import Warehouse
+from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
 
 log = logging.getLogger(__name__)

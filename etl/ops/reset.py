@@ -17,16 +17,16 @@ from __future__ import annotations
 import getpass
 import re
 
-from etl.sink.aside import aside_path, aside_root
-from etl.model.batch import utc_now_iso
-from etl.model.events import OffsetChange, PendingReset, Reset
 from etl.config import Config
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError
-from etl.sink.fs import filesystem_for
 from etl.job.pending_reset import finish_pending_reset
+from etl.model.batch import utc_now_iso
+from etl.model.events import OffsetChange, PendingReset, Reset
 from etl.ops.inventory import Inventory, take_inventory
-from etl.source.kafka import KafkaMetadata
+from etl.sink.aside import aside_path, aside_root
+from etl.sink.fs import filesystem_for
 from etl.sink.warehouse import Warehouse
+from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
 
 _EXPLICIT = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+):(?P<partition>\d+)=(?P<offset>\d+)$")

@@ -5,8 +5,8 @@ from dataclasses import asdict, dataclass
 
 from etl.config import Config
 from etl.model.events import from_json as parse_event, to_json as event_json
-from etl.source.kafka import KafkaMetadata
 from etl.sink.markers import MARKER_NAME, marker_status
+from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
 
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
-from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.hive.registrar import partition_locations
-from etl.ops.inventory import Inventory, take_inventory
-from etl.source.kafka import KafkaMetadata
 from etl.hive.spark import build_spark
+from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
+from etl.ops.inventory import Inventory, take_inventory
 from etl.ops.verify_deep import check_deep, check_readable, offsets_in_kafka
+from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.warehouse import Warehouse
+from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 
+from etl.hive.sql import quote_identifier, quote_literal
+from etl.model.events import Event
+from etl.ops.coverage import MAX_LISTED, PartitionWalk, Problem, walk_partitions
 from etl.ops.inventory import Inventory
 from etl.sink.fs import WarehouseFileSystem
-from etl.hive.sql import quote_identifier, quote_literal
-from etl.ops.coverage import MAX_LISTED, PartitionWalk, Problem, walk_partitions
 from etl.state.znodes import CommittedOffset
-from etl.model.events import Event
 
 
 def check_readable(fs: WarehouseFileSystem, inventory: Inventory) -> list[Problem]:

@@ -50,13 +50,13 @@ import posixpath
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
-from etl.model.batch import Batch, BatchState
-from etl.sink.commit import publish
-from etl.sink.fs import WarehouseFileSystem
 from etl.config import Config, SuccessMarkerConfig
 from etl.errors import EtlError, WarehouseError
+from etl.model.batch import Batch, BatchState
 from etl.model.naming import partition_dir, partition_path, temp_name
 from etl.model.partitioning import Partitioner, Window
+from etl.sink.commit import publish
+from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from etl.config import KafkaConfig, RetryConfig
 from etl.errors import KafkaReadError, KafkaUnavailable, OffsetOutOfRange, TopicNotFound
 from etl.model.identity import RecordFingerprint, fingerprint
-from etl.source.chunk import RawChunk
 from etl.retry import retry_idempotent
+from etl.source.chunk import RawChunk
 
 log = logging.getLogger(__name__)
 

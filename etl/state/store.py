@@ -17,13 +17,13 @@ from kazoo.exceptions import (ConnectionLoss, NoAuthError, NodeExistsError, NoNo
                               RolledBackError, SessionExpiredError)
 from kazoo.handlers.threading import KazooTimeoutError
 
-from etl.state import acl as zk_acl
-from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange
-from etl.model.events import Skipped
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import EtlError, LockLost, StateConflict
+from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange
+from etl.model.events import Skipped
 from etl.model.identity import RecordFingerprint
 from etl.retry import retry_idempotent
+from etl.state import acl as zk_acl
 from etl.state.paths import ZkPaths
 from etl.state.records import OperatorRecords
 from etl.state.znodes import CommittedOffset, LockHolder, dump, this_run
