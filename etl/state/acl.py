@@ -4,7 +4,7 @@ With digest, the client authenticates as digest_user, and every znode it creates
 ACL entry: that user, all permissions. kazoo applies a client's default_acl to create(),
 ensure_path() (missing parents included) and a transaction's create() (kazoo 2.11,
 client.py), and those are the only ways the store creates znodes, so no call needs an acl=
-argument of its own; tests/test_zk_acl.py walks the whole tree to prove it. Another client can
+argument of its own; tests/integration/test_zk_acl.py walks the whole tree to prove it. Another client can
 still see that a znode exists and its version (exists() needs no permission in ZooKeeper), but
 cannot read, list, change, delete or re-ACL it.
 

@@ -1,0 +1,165 @@
+"""Random SIGKILLs of `etl run`, and what each kill interrupted."""
+from __future__ import annotations
+
+import random
+import re
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from tests.harness.data import DataSource
+from tests.harness.etl_process import EtlProcess
+from tests.harness.oracle import check_interim
+from tests.harness.state import JobState, job_state, wait_for_lock_release
+
+_COMMITTED_LINE = re.compile(r"batch \d+ \((?:new|resumed)\) COMMITTED")
+_BATCH_LINE = re.compile(r"batch \d+ PLANNED|resuming batch \d+|batch \d+ \((?:new|resumed)\) COMMITTED")
+
+
+def classify(stderr: str, before: JobState, after: JobState, tasks_started: bool) -> str:
+    """Which step of the job a kill interrupted, from the run's log, its process tree (PySpark
+    workers seen: tasks ran), and the batch state in ZooKeeper before the run and right after
+    the kill. A step counts as reached when this run moved the batch there (or, for writing,
+    when its tasks ran); a state left open by an earlier kill is not this run's progress."""
+    if "Zookeeper connection established" not in stderr:
+        return "process start-up (before ZooKeeper)"
+    if "Setting default log level" not in stderr:
+        return "Spark start-up"
+    moved = (after.last_batch_id, after.last_state) != (before.last_batch_id, before.last_state)
+    open_state = after.open_state
+    if open_state == "PLANNED":
+        if tasks_started:
+            return "writing files (PLANNED)"
+        return "planning / before the tasks (PLANNED)" if moved else "Hive set-up, resuming a PLANNED batch"
+    if open_state in ("WRITTEN", "REGISTERED"):
+        step = "registering in Hive (WRITTEN)" if open_state == "WRITTEN" else "committing offsets (REGISTERED)"
+        return step if moved else f"Hive set-up, resuming a {open_state} batch"
+    lines = _BATCH_LINE.findall(stderr)
+    if lines and _COMMITTED_LINE.match(lines[-1]):
+        return "between batches (prune, plan the next)"
+    return "Hive set-up / first plan"
+
+
+@dataclass
+class KillRecord:
+    index: int
+    delay: float
+    killed: bool
+    returncode: int
+    phase: str
+    state: str
+    batch_id: int | None
+    lock_wait: float
+    orphans: int
+    visible_uncommitted: int | None = None
+
+    def describe(self) -> str:
+        if not self.killed:
+            return (f"run {self.index}: delay {self.delay:6.2f}s -> run finished first (rc {self.returncode}), "
+                    f"last batch {self.batch_id} {self.state}")
+        return (f"kill {self.index}: delay {self.delay:6.2f}s -> rc {self.returncode}, ZooKeeper: batch "
+                f"{self.batch_id} {self.state}; step: {self.phase}; lock free after {self.lock_wait:.1f}s"
+                + (f"; {self.visible_uncommitted} uncommitted offsets readable in Hive"
+                   if self.visible_uncommitted else ""))
+
+
+@dataclass
+class CampaignReport:
+    seed: int
+    baseline_seconds: float
+    records: list[KillRecord] = field(default_factory=list)
+    seconds: float = 0.0
+    produced: int = 0
+
+    @property
+    def kills(self) -> list[KillRecord]:
+        return [r for r in self.records if r.killed]
+
+    def histogram(self, attr: str) -> dict[str, int]:
+        return dict(sorted(Counter(getattr(r, attr) for r in self.kills).items()))
+
+    def summary(self) -> str:
+        lines = [f"seed {self.seed}: {len(self.kills)} SIGKILLs in {len(self.records)} runs "
+                 f"({len(self.records) - len(self.kills)} runs finished before their kill), "
+                 f"baseline run {self.baseline_seconds:.1f}s, campaign {self.seconds:.0f}s, "
+                 f"{self.produced} records produced",
+                 "kills by batch state in ZooKeeper right after the kill:"]
+        lines += [f"  {k:<14} {v}" for k, v in self.histogram("state").items()]
+        lines.append("kills by interrupted step (run log + ZooKeeper):")
+        lines += [f"  {k:<48} {v}" for k, v in self.histogram("phase").items()]
+        dirty = [r for r in self.kills if r.visible_uncommitted]
+        lines.append(f"kills after which Hive readers could already see rows of the open (uncommitted) batch: "
+                     f"{len(dirty)} (files published into an already registered dt/hour partition)")
+        orphans = sum(r.orphans for r in self.records)
+        lines.append(f"processes of killed runs still alive 2s after the kill, killed by the harness: {orphans}")
+        return "\n".join(lines)
+
+
+def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Path | str, *, kills: int,
+                  seed: int, baseline_seconds: float, read_table: Callable | None = None,
+                  produce_per_partition: tuple[int, int] = (40, 160), min_backlog: int = 0,
+                  max_backlog: int | None = None,
+                  log: Callable[[str], None] = print, run_timeout: float = 600,
+                  every: int = 0, checkpoint: Callable[[int], None] | None = None,
+                  hive_check_every: int = 1) -> CampaignReport:
+    """SIGKILL `etl run` at random moments until `kills` runs were really killed.
+
+    Each run is killed after a delay drawn uniformly from [0, 1.2 x baseline_seconds] (a normal
+    run's duration), so kills land in Spark start-up, planning, writing, registering and
+    committing alike; runs that finish first are simply complete runs. Before a run, more
+    records are produced sometimes (always when nothing is left to load). After every kill the
+    invariants that must hold at any moment are checked (`check_interim`), then the dead run's
+    lock is waited out. Nothing is recovered here: call `recover_or_run` and the oracle after
+    (or pass `checkpoint`, called with the kill count after every `every` kills). The table is
+    read through Hive in that check after every `hive_check_every`-th run (disk and ZooKeeper
+    are checked after every run).
+    Records are always produced while the backlog (produced, not committed) is below
+    `min_backlog`, so that runs stay about as long as the baseline run, and never while it is
+    at least `max_backlog`.
+    """
+    rng, data_rng = random.Random(seed), random.Random(seed + 1)  # kill delays do not depend on the data
+    report = CampaignReport(seed, baseline_seconds)
+    started = time.monotonic()
+    index = 0
+    log(f"[campaign] seed={seed} kills={kills} baseline={baseline_seconds:.1f}s; delays drawn from "
+        f"[0, {1.2 * baseline_seconds:.1f}]s (the delays depend on the seed only)")
+    while len(report.kills) < kills:
+        index += 1
+        before = job_state(config)
+        backlog = sum(end - before.committed.get(key, 0) for key, end in source.ends().items())
+        coin, n = data_rng.random(), data_rng.randint(*produce_per_partition)  # drawn every time: replayable
+        if backlog == 0 or backlog < min_backlog or coin < 0.4 and (max_backlog is None or backlog < max_backlog):
+            report.produced += source.produce(n)
+            log(f"[campaign] produced {n} more records per partition (backlog was {backlog})")
+        delay = rng.uniform(0, 1.2 * baseline_seconds)
+        proc = EtlProcess(config)
+        deadline = proc.started + delay
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        killed = proc.kill()
+        code = proc.wait(run_timeout)
+        orphans = proc.reap(grace=2.0)
+        if killed and code != -signal.SIGKILL:
+            killed = False  # it exited between the check and the signal
+        if not killed and code != 0:
+            raise AssertionError(f"run {index} failed on its own (rc {code}) during the campaign\n"
+                                 f"{proc.describe()}")
+        through_hive = read_table if index % max(1, hive_check_every) == 0 else None
+        interim = check_interim(through_hive, config, warehouse_dir, source.produced)
+        state = interim.state
+        tasks_started = bool(proc.descendants_matching("pyspark.daemon"))
+        phase = classify(proc.stderr, before, state, tasks_started) if killed else "completed"
+        proc.close()
+        lock_wait = wait_for_lock_release(zk, config) if killed else 0.0
+        record = KillRecord(len(report.kills) + 1 if killed else index, delay, killed, code, phase, state.label(),
+                            state.last_batch_id, lock_wait, len(orphans), interim.visible_uncommitted)
+        report.records.append(record)
+        log(f"[campaign] {record.describe()}")
+        if killed and every and checkpoint is not None and len(report.kills) % every == 0:
+            checkpoint(len(report.kills))
+    report.seconds = time.monotonic() - started
+    return report
+

@@ -1,0 +1,133 @@
+"""The exactly-once oracle, and the invariants that must hold at any moment.
+
+After a fault has been recovered from (`check_exactly_once`):
+  * the Hive table plus `<table>_rejected`, read back through Hive, hold every produced
+    (topic, partition, offset) exactly once;
+  * the final files on disk tile each partition's offsets [0, end) with no gap and no overlap,
+    and each file (plus its rejected twin) holds exactly end - start rows;
+  * ZooKeeper: no open batch, committed offsets == the produced end offsets;
+  * no `_tmp.` file anywhere under the warehouse dir;
+  * `etl verify --deep` exits 0 (when that command exists, see `verify_deep`).
+"""
+from __future__ import annotations
+
+import collections
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from tests.harness.recovery import verify_deep
+from tests.harness.state import JobState, job_state
+from tests.harness.warehouse_files import file_problems, final_files, table_root, temp_files
+
+
+def table_offsets(spark, database: str, table: str) -> Counter:
+    """How many times each (topic, partition, offset) is in the Hive table, read through Hive."""
+    spark.sql(f"REFRESH TABLE `{database}`.`{table}`")
+    rows = spark.sql(f"SELECT kafka_topic, kafka_partition, kafka_offset FROM `{database}`.`{table}`").collect()
+    return Counter((r[0], r[1], r[2]) for r in rows)
+
+
+def expected_offsets(topic: str, counts: dict[int, int], start: int = 0) -> Counter:
+    return Counter({(topic, p, o): 1 for p, n in counts.items() for o in range(start, n)})
+
+
+def hive_reader(spark) -> Callable[[str, str], Counter]:
+    return lambda database, table: table_offsets(spark, database, table)
+
+
+def ends_of(expected: Counter) -> dict:
+    ends = collections.defaultdict(int)
+    for topic, partition, offset in expected:
+        ends[(topic, partition)] = max(ends[(topic, partition)], offset + 1)
+    return dict(ends)
+
+
+@dataclass
+class OracleReport:
+    rows: int
+    rejected: int
+    files: int
+    verify: str  # "exit 0" or "not available"
+
+    def describe(self) -> str:
+        return (f"exactly once: {self.rows} rows + {self.rejected} rejected, {self.files} files, "
+                f"no temp files, ZooKeeper consistent, etl verify --deep: {self.verify}")
+
+
+def check_exactly_once(read_table: Callable[[str, str], Counter], config: Path | str, expected: Counter,
+                       warehouse_dir: Path | str, run_verify: bool = True) -> OracleReport:
+    """The full oracle after a fault was recovered from. Raises AssertionError naming every
+    problem found; returns a short report when all holds."""
+    from etl.config import load_config
+    cfg = load_config(config)
+    db, table = cfg.hive.database, cfg.hive.table
+    main, rejected = read_table(db, table), read_table(db, f"{table}_rejected")
+    both = main + rejected
+    problems = []
+    duplicates = {k: v for k, v in both.items() if v > 1}
+    if duplicates:
+        problems.append(f"{len(duplicates)} offsets more than once in Hive, e.g. {sorted(duplicates.items())[:5]}")
+    missing = sorted(set(expected) - set(both))
+    if missing:
+        problems.append(f"{len(missing)} produced offsets missing from Hive, e.g. {missing[:5]}")
+    unexpected = sorted(set(both) - set(expected))
+    if unexpected:
+        problems.append(f"{len(unexpected)} offsets in Hive that were never produced, e.g. {unexpected[:5]}")
+    temps = temp_files(warehouse_dir)
+    if temps:
+        problems.append(f"{len(temps)} temp files left, e.g. {[str(t) for t in temps[:3]]}")
+    ends = ends_of(expected)
+    problems += file_problems(warehouse_dir, db, table, ends=ends)
+    state = job_state(config)
+    if state.open_state:
+        problems.append(f"batch {state.last_batch_id} is still open ({state.last_state})")
+    if state.committed != ends:
+        problems.append(f"ZooKeeper committed offsets {sorted(state.committed.items())} != produced ends "
+                        f"{sorted(ends.items())}")
+    verified = "not available"
+    if run_verify and not problems:
+        result = verify_deep(config)
+        if result is not None:
+            verified = f"exit {result.returncode}"
+            if result.returncode != 0:
+                problems.append(f"etl verify --deep exited {result.returncode}:\n{result.stdout[-3000:]}\n"
+                                f"{result.stderr[-3000:]}")
+    if problems:
+        raise AssertionError("exactly-once oracle failed:\n  " + "\n  ".join(problems))
+    files = len(final_files(table_root(warehouse_dir, db, table)))
+    return OracleReport(sum(main.values()), sum(rejected.values()), files, verified)
+
+
+@dataclass(frozen=True)
+class Interim:
+    state: JobState
+    visible_uncommitted: int | None  # offsets readable in Hive beyond the committed ones (None: not read)
+
+
+def check_interim(read_table: Callable[[str, str], Counter] | None, config: Path | str,
+                  warehouse_dir: Path | str, produced: Counter) -> Interim:
+    """What must hold at ANY moment, even right after a SIGKILL: no offset twice in Hive, no
+    overlapping files, committed offsets covered by files (and visible in Hive)."""
+    from etl.config import load_config
+    cfg = load_config(config)
+    db, table = cfg.hive.database, cfg.hive.table
+    state = job_state(config)
+    problems = file_problems(warehouse_dir, db, table, committed=state.committed)
+    visible_uncommitted = None
+    if read_table is not None:
+        both = read_table(db, table) + read_table(db, f"{table}_rejected")
+        visible_uncommitted = sum(1 for k in both if k[2] >= state.committed.get((k[0], k[1]), 0))
+        duplicates = {k: v for k, v in both.items() if v > 1}
+        if duplicates:
+            problems.append(f"offsets twice in Hive: {sorted(duplicates.items())[:5]}")
+        invisible = [k for k in produced if k[2] < state.committed.get((k[0], k[1]), 0) and k not in both]
+        if invisible:
+            problems.append(f"{len(invisible)} committed offsets not in Hive, e.g. {sorted(invisible)[:5]}")
+        foreign = sorted(set(both) - set(produced))
+        if foreign:
+            problems.append(f"offsets in Hive never produced: {foreign[:5]}")
+    if problems:
+        raise AssertionError(f"invariant broken in state {state.label()}:\n  " + "\n  ".join(problems))
+    return Interim(state, visible_uncommitted)

@@ -1,0 +1,68 @@
+"""The job's state in ZooKeeper, read without taking the lock, and its lock."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class JobState:
+    last_batch_id: int | None
+    last_state: str | None  # PLANNED | WRITTEN | REGISTERED | COMMITTED, None before the first batch
+    last_batch: object | None  # etl.model.batch.Batch
+    committed: dict  # (topic, partition) -> offset
+    lock_held: bool
+
+    @property
+    def open_state(self) -> str | None:
+        return None if self.last_state in (None, "COMMITTED") else self.last_state
+
+    def label(self) -> str:
+        return "no batch yet" if self.last_state is None else self.last_state
+
+
+def job_state(config: Path | str) -> JobState:
+    """The job's state in ZooKeeper, read through etl.state.store with the config's values, on a
+    session of its own that never takes the lock and never creates a node."""
+    from kazoo.exceptions import NoNodeError
+
+    from etl.config import load_config
+    from etl.state.store import ZkStateStore
+    cfg = load_config(config)
+    store = ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry)
+    store.client.start(timeout=30)
+    try:
+        try:
+            last = store.last_batch()
+        except NoNodeError:
+            last = None
+        try:
+            committed = {k: v.value for k, v in store.committed_offsets().items()}
+        except NoNodeError:
+            committed = {}
+        lock_held = store.client.exists(store.paths.lock) is not None
+    finally:
+        store.client.stop()
+        store.client.close()
+    batch = last[0] if last else None
+    return JobState(batch.batch_id if batch else None, batch.state.value if batch else None, batch, committed,
+                    lock_held)
+
+
+def lock_znode(config: Path | str) -> str:
+    from etl.config import load_config
+    from etl.state.store import ZkPaths
+    loaded = load_config(config)
+    return ZkPaths(loaded.zookeeper.root, loaded.job.name).lock
+
+
+def wait_for_lock_release(zk, config: Path | str, timeout: float = 60) -> float:
+    """Wait until a killed run's ephemeral lock is gone (its session expired); return seconds."""
+    lock = lock_znode(config)
+    started = time.monotonic()
+    while zk.exists(lock):
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"lock {lock} still held after {timeout}s")
+        time.sleep(0.1)
+    return time.monotonic() - started

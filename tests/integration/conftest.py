@@ -1,0 +1,152 @@
+"""Fixtures against the REAL local services started by scripts/local-stack (no mocks): thin
+pytest glue over tests/harness, which holds the code (and is importable without pytest).
+
+ZooKeeper, the Tansu Kafka broker, the Hive metastore and the Spark Thrift Server (the
+analysts' JDBC endpoint on that metastore) are shared by all tests; every test gets its own
+ZooKeeper root, topics and Hive table name, so tests never see each other's state. Ports
+follow the script: ETL_ZK_PORT, ETL_KAFKA_PORT, ETL_METASTORE_PORT, ETL_THRIFT_PORT.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from tests.harness import kafka
+from tests.harness.config_file import JobTuning, write_config as write_ini_config
+from tests.harness.names import sanitize
+from tests.harness.spark import tests_session
+from tests.harness.stack import Stack, StackDown, ensure_up
+
+# What the tests' configs have always said (scripts/soak.py and the bench pass their own).
+TEST_TUNING = JobTuning(session_timeout_seconds=10, max_rejected_ratio=0.5)
+
+# Spark executors must run this interpreter (the venv's), or they miss the project's packages.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def stack() -> Stack:
+    try:
+        return ensure_up(Stack.from_environment())
+    except StackDown as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def thrift_url(stack) -> str:
+    """The JDBC URL of the analysts' endpoint, the Spark Thrift Server (HiveServer2 protocol):
+    jdbc:hive2://127.0.0.1:$ETL_THRIFT_PORT/default. Query it with scripts/beeline, or with
+    the Hive JDBC driver through the `spark` fixture's JVM (see test_analysts_endpoint.py)."""
+    return stack.thrift_url
+
+
+@pytest.fixture(scope="session")
+def spark(stack):
+    """The session's one SparkSession, with Hive support through the shared metastore."""
+    session = tests_session(stack)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def zk(stack):
+    """A connected kazoo client, shared by the session (for setup, checks and cleanup)."""
+    client = KazooClient(hosts=stack.zk_hosts, timeout=10)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def zk_root(request, zk) -> str:
+    """A fresh, not yet existing znode path for the test's `[zookeeper] root`; removed after."""
+    path = f"/etl-tests/{sanitize(request.node.name, 'A-Za-z0-9_-', 100)}-{uuid.uuid4().hex[:8]}"
+    yield path
+    try:
+        zk.delete(path, recursive=True)
+    except NoNodeError:
+        pass
+
+
+@pytest.fixture(scope="session")
+def kafka_admin(stack) -> AdminClient:
+    return AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
+
+
+@pytest.fixture
+def new_topic(request, kafka_admin):
+    """Factory: new_topic(partitions=4, name=None) -> the name of a new, ready topic.
+
+    Names are unique and include the test's name; all topics created are deleted after the
+    test (already deleted by the test, or broker gone: nothing to clean). Tansu cannot add
+    partitions later: create the topic with the count you need.
+    """
+    created: list[str] = []
+    base = sanitize(request.node.name, "A-Za-z0-9._-", 150)
+
+    def create(partitions: int = 4, name: str | None = None) -> str:
+        name = name or f"{base}-{uuid.uuid4().hex[:8]}"
+        created.append(kafka.create_topic(kafka_admin, name, partitions))
+        return name
+
+    yield create
+    kafka.delete_topics(kafka_admin, created)
+
+
+@pytest.fixture
+def produce(stack):
+    """produce(topic, values_by_partition, keys_by_partition=None) -> [(partition, offset)].
+
+    See tests.harness.kafka.produce: the high watermark afterwards equals the real end.
+    """
+    return functools.partial(kafka.produce, bootstrap=stack.kafka_bootstrap)
+
+
+@pytest.fixture
+def watermarks(stack):
+    """watermarks(topic) -> {partition: (low, high)}."""
+    return functools.partial(kafka.watermarks, bootstrap=stack.kafka_bootstrap)
+
+
+@pytest.fixture
+def hive_table_name() -> str:
+    return f"t_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def warehouse_dir(tmp_path) -> Path:
+    """The test's warehouse root (not created: the ETL creates what it needs)."""
+    return tmp_path / "warehouse"
+
+
+@pytest.fixture
+def write_config(request, tmp_path, stack, zk_root, warehouse_dir, hive_table_name):
+    """Factory: write_config(**sections) -> Path of an INI file for the ETL.
+
+    Each keyword is a section: a dict whose values override or add keys (None removes the
+    key), or None to drop the whole section. `kafka={"topics": ...}` is required.
+    Example: write_config(job={"max_records_per_partition": "10"}, kafka={"topics": "a,b"}).
+    """
+    counter = itertools.count(1)
+    job_name = sanitize(request.node.name, "A-Za-z0-9_.-", 100)
+
+    def write(**sections) -> Path:
+        if "topics" not in (sections.get("kafka") or {}):
+            raise TypeError("write_config: pass kafka={'topics': ...} (None to leave the key out)")
+        n = next(counter)
+        return write_ini_config(tmp_path / ("etl.ini" if n == 1 else f"etl-{n}.ini"), stack, job_name=job_name,
+                                zk_root=zk_root, warehouse_dir=warehouse_dir, table=hive_table_name,
+                                tuning=TEST_TUNING, **sections)
+
+    return write

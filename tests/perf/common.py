@@ -1,0 +1,32 @@
+"""What every part of the benchmark shares: where it works, how it talks, how it sums up."""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from etl.config import DecoderKind
+from tests.harness.paths import REPO
+
+SCHEMAS = {DecoderKind.JSON: REPO / "warehouse_schema" / "events.sql",
+           DecoderKind.ACCESS_LOG: REPO / "warehouse_schema" / "access_log.sql"}
+ZK_BENCH_ROOT = "/etl-bench"
+WORK_ROOT = Path(os.environ.get("ETL_BENCH_DIR", "/tmp/kafka-hive-etl-bench"))
+MB = 1_000_000
+
+
+def say(message: str) -> None:
+    """Progress goes to stderr, so that --json on stdout stays one clean object."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def summarize(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": values}
+
+
+def rate(records: int, nbytes: int, seconds: float) -> dict:
+    return {"records_per_s": records / seconds if seconds else None, "mb_per_s": nbytes / MB / seconds if seconds else None}
+
+

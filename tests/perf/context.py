@@ -1,0 +1,139 @@
+"""One benchmark run: its names, its work folder, the shared Spark session, the load gate,
+what it created (to clean up), and the report it fills in."""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+
+from tests.harness import kafka
+from tests.harness.config_file import JobTuning, write_config
+from tests.harness.stack import Stack
+from tests.perf.common import SCHEMAS, WORK_ROOT, ZK_BENCH_ROOT, say
+from tests.perf.load import LoadGate, Monitor, loadavg
+from tests.perf.spark_tasks import warm_task
+
+
+def zk_client(stack: Stack) -> KazooClient:
+    client = KazooClient(hosts=stack.zk_hosts, timeout=10)
+    client.start(timeout=15)
+    return client
+
+
+class BenchRun:
+    """What the measurements share; each workload module is a function of it."""
+
+    def __init__(self, args, stack: Stack):
+        self.args, self.stack = args, stack
+        self.run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.work = WORK_ROOT / self.run_id
+        self.zk_root = f"{ZK_BENCH_ROOT}/{self.run_id}"
+        # One database for all benchmark runs, tables named per run and dropped after it: the
+        # local metastore cannot drop a database (DROP DATABASE dies on a missing BoneCP class).
+        self.database = "etl_bench"
+        self.tables: list[str] = []
+        self.gate = LoadGate(args.load_threshold, args.max_wait)
+        self.topics: list[str] = []
+        self.spark = None
+        self.admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})  # must outlive its futures
+        self.last_full_config = None  # the last full batch's config: the fixed cost runs it again
+        self.report: dict = {"run_id": self.run_id, "host": self.host_facts()}
+
+    def host_facts(self) -> dict:
+        import pyarrow
+        import pyspark
+        import confluent_kafka
+        return {"cpus": os.cpu_count(), "python": platform.python_version(), "pyspark": pyspark.__version__,
+                "pyarrow": pyarrow.__version__, "confluent_kafka": confluent_kafka.version()[0],
+                "librdkafka": confluent_kafka.libversion()[0], "loadavg_at_start": list(loadavg())}
+
+    def ini(self, label: str, topics: list[str], decoder: str, max_records: int, **job_extra) -> Path:
+        """The job's INI for one measurement: the bench's own tuning (ZooKeeper session 10 s,
+        rejected ratio 0.01, Kafka fetch timeout 30 s, retries up to 2 s, local[P])."""
+        table = f"b{self.run_id[-6:]}_{label.replace('-', '_')}"
+        self.tables.append(table)
+        tuning = JobTuning(session_timeout_seconds=10, max_rejected_ratio=0.01, fetch_timeout_seconds=30,
+                           retry_max_wait_seconds=2, parallelism=self.args.parallelism,
+                           max_records_per_partition=max_records, decoder=decoder)
+        return write_config(self.work / f"{label}.ini", self.stack, job_name=f"bench-{label}",
+                            zk_root=f"{self.zk_root}/{label}", warehouse_dir=self.work / "warehouse",
+                            table=table, tuning=tuning, database=self.database, schema=SCHEMAS[decoder],
+                            kafka={"topics": ",".join(topics)}, job=job_extra)
+
+    def start_spark(self) -> None:
+        """One session for the whole benchmark, built the way the job builds it; run_job's
+        getOrCreate then finds it, so no measurement pays the Spark start-up."""
+        if self.spark is not None:
+            return
+        from etl.config import load_config
+        from etl.hive.spark import build_spark
+        config = load_config(self.ini("session", ["unused"], "json", 1))
+        started = time.monotonic()
+        self.spark = build_spark(config)
+        self.report["bench_spark_session_start_s"] = time.monotonic() - started
+        say(f"Spark session local[{self.args.parallelism}] up in {self.report['bench_spark_session_start_s']:.1f}s")
+        started = time.monotonic()
+        self.spark.sql("SHOW DATABASES").collect()  # the Hive client connects once, outside any timing
+        say(f"metastore client connected in {time.monotonic() - started:.1f}s")
+        started = time.monotonic()
+        pids = self.spark.sparkContext.parallelize(range(self.args.parallelism * 2), self.args.parallelism * 2) \
+            .map(warm_task).collect()
+        say(f"Python workers warmed up in {time.monotonic() - started:.1f}s (pids {sorted(set(pids))})")
+
+
+    def new_topic(self, partitions: int, label: str) -> str:
+        topic = f"bench-{self.run_id}-{label}"
+        kafka.create_topic(self.admin, topic, partitions, timeout=60.0)
+        self.topics.append(topic)
+        return topic
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete a topic at once (the broker holds topics in memory) and forget it."""
+        self._say_problems(kafka.delete_topics(self.admin, [topic]))
+        self.topics.remove(topic)
+
+    @staticmethod
+    def _say_problems(problems: list[str]) -> None:
+        for problem in problems:  # the broker keeps topics in memory only; a leftover is harmless
+            say(f"could not delete a topic: {problem}")
+
+    def cleanup(self) -> None:
+        if self.args.keep:
+            say(f"kept: topics {self.topics}, ZooKeeper {self.zk_root}, Hive database {self.database}, {self.work}")
+            return
+        self._say_problems(kafka.delete_topics(self.admin, self.topics))
+        try:
+            client = zk_client(self.stack)
+            client.delete(self.zk_root, recursive=True)
+            client.stop()
+            client.close()
+        except Exception as exc:
+            say(f"could not delete {self.zk_root}: {exc}")
+        if self.spark is not None:
+            try:
+                self.spark.sql("SHOW DATABASES").collect()  # reconnects an idle metastore client first
+                for table in self.tables:
+                    for name in (table, f"{table}_rejected"):
+                        self.spark.sql(f"DROP TABLE IF EXISTS `{self.database}`.`{name}`")
+            except Exception as exc:
+                say(f"could not drop the Hive tables of this run: {str(exc).splitlines()[0]}")
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def measure(self, what: str, fn, workers: bool = False) -> tuple[object, dict]:
+        gate = self.gate.wait(what)
+        with Monitor(sample_workers=workers) as monitor:
+            result = fn()
+        stats = {**monitor.to_json(), "quiet_before": gate["quiet"]}
+        say(f"{what}: {monitor.seconds:.2f}s (load {monitor.load_before[0]:.2f}; CPU cores used by this benchmark "
+            f"{monitor.own_cores:.2f}, the local stack {monitor.stack_cores:.2f}, other processes "
+            f"{monitor.foreign_cores:.2f})" + (f", peak worker RSS {monitor.peak_worker_rss / 2**20:.0f} MB"
+                                                      if workers else ""))
+        return result, stats
+
+    # -- 1 + 2 + 3: throughput -----------------------------------------------------------------

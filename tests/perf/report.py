@@ -1,0 +1,144 @@
+"""The benchmark's report as text: figures, ratios and whether each target was met."""
+from __future__ import annotations
+
+from tests.perf.common import MB
+
+
+def _spread(s: dict, unit: str = "s", digits: int = 2) -> str:
+    return f"{s['median']:.{digits}f}{unit} (min {s['min']:.{digits}f}, max {s['max']:.{digits}f})"
+
+
+def render(report: dict) -> str:
+    lines = []
+    host = report["host"]
+    lines.append(f"bench {report['run_id']}: {host['cpus']} CPUs, Python {host['python']}, Spark {host['pyspark']}, "
+                 f"pyarrow {host['pyarrow']}, librdkafka {host['librdkafka']}")
+    lines.append(f"command: {' '.join(report['argv'])}")
+    lines.append(f"load average at start: {host['loadavg_at_start']}; at end: {report.get('loadavg_at_end')}; "
+                 f"waited {report.get('load_waited_s', 0):.0f}s for a quiet machine"
+                 + ("; GAVE UP waiting (measured under load)" if report.get("load_gate_gave_up") else ""))
+    targets = []
+    if "throughput" in report:
+        d, t = report["data"], report["throughput"]
+        lines.append("")
+        lines.append(f"data: {d['records']:,} {d['decoder']} records, {d['value_bytes'] / MB:.1f} MB of values "
+                     f"(~{d['value_bytes'] / d['records']:.0f} B each), {d['partitions']} partitions; "
+                     f"produced in {d['produce_seconds']:.1f}s")
+        lines.append(f"Spark local[{report['args']['parallelism']}], one task per partition, {report['args']['repeat']} "
+                     f"repetitions, medians (min, max):")
+        lines.append(f"  {'path':<34} {'time':>28} {'records/s':>12} {'MB/s':>8}  per run: load-1m before | CPU cores "
+                     f"used by the benchmark, the local stack, other processes")
+        names = {"drain": "(a) drain (consume + count)", "drain_read_range": "    drain via etl read_range",
+                 "full_batch": "(b) full etl batch (plan..commit)", "row_by_row": "(c) row-by-row DataFrame"}
+        for key, label in names.items():
+            e = t[key]
+            loads = "/".join(f"{x:.2f}" for x in e["loadavg_before"])
+            cpu = " ".join(f"{a:.2f},{b:.2f},{c:.2f}" for a, b, c in
+                           zip(e["own_cpu_cores"], e["stack_cpu_cores"], e["foreign_cpu_cores"]))
+            lines.append(f"  {label:<34} {_spread(e['seconds']):>28} {e['records_per_s']:>12,.0f} {e['mb_per_s']:>8.1f}"
+                         f"  {loads} | {cpu}")
+        fb = t["full_batch"]
+        run_total = fb["phases_median"]["run_minus_tables"]
+        lines.append(f"  {'    whole run_job but CREATE TABLE':<34} {run_total:>27.2f}s {fb['run_total_rate']['records_per_s']:>12,.0f} "
+                     f"{fb['run_total_rate']['mb_per_s']:>8.1f}")
+        lines.append("  full batch phases (median s): " + ", ".join(
+            f"{k} {v:.3f}" for k, v in fb["phases_median"].items() if k not in ("batch", "run_total", "run_minus_tables")))
+        lines.append(f"  job said: {fb['job_said']}")
+        lines.append(f"  peak Python worker RSS during (b): {_spread(fb['peak_worker_rss_mb'], ' MB', 0)}; "
+                     f"daemon + workers: {_spread(fb['peak_workers_total_rss_mb'], ' MB', 0)}")
+        r = t["ratios"]
+        lines.append(f"  ratios: full batch / drain = {r['full_batch_vs_drain']:.2f}x (target >= 0.8x); "
+                     f"full batch / row-by-row = {r['full_batch_vs_row_by_row']:.2f}x (target >= 3x); "
+                     f"read_range / drain = {r['drain_read_range_vs_drain']:.2f}x; "
+                     f"whole run_job / drain = {r['full_run_total_vs_drain']:.2f}x")
+        targets.append(("full batch >= 0.8x drain", r["full_batch_vs_drain"] >= 0.8, f"{r['full_batch_vs_drain']:.2f}x"))
+        targets.append(("full batch >= 3x row-by-row", r["full_batch_vs_row_by_row"] >= 3,
+                        f"{r['full_batch_vs_row_by_row']:.2f}x"))
+    if "fixed_cost" in report:
+        f = report["fixed_cost"]
+        s = f["spark_startup"]
+        lines.append("")
+        lines.append("fixed cost, nothing new to load:")
+        lines.append(f"  `etl run` (fresh process, no Spark): {_spread(f['no_data_run_seconds'])} over 5 runs; "
+                     f"load before {'/'.join(f'{x:.2f}' for x in f['no_data_run_loadavg_before'])}")
+        lines.append(f"    of which interpreter + imports of etl: {_spread(f['python_imports_seconds'])}")
+        lines.append(f"    it said: {f['no_data_run_said']}")
+        lines.append(f"  for reference, Spark start-up in a fresh process: session {_spread(s['session_seconds'])}, "
+                     f"first metastore call {_spread(s['first_metastore_call_seconds'])}, first Python task "
+                     f"{_spread(s['first_python_task_seconds'])}, whole process {_spread(s['process_seconds'])}")
+        targets.append(("no-data run <= 2 s (Spark not started)", f["no_data_run_seconds"]["median"] <= 2.0,
+                        f"{f['no_data_run_seconds']['median']:.2f}s"))
+    if "memory" in report:
+        lines.append("")
+        lines.append("memory: one partition-batch per run (row_group_size "
+                     f"{report['memory'][0]['row_group_size']}), Python worker RSS sampled every 50 ms:")
+        for m in report["memory"]:
+            lines.append(f"  {m['records']:>11,} records ({m['value_bytes'] / MB:,.0f} MB): peak worker RSS "
+                         f"{m['peak_worker_rss_mb']:.0f} MB (before the run {m['worker_rss_before_mb']:.0f} MB; daemon + "
+                         f"workers {m['peak_workers_total_rss_mb']:.0f} MB, {m['rss_samples']} samples); batch "
+                         f"{m['phases']['batch']:.1f}s = {m['batch_rate']['records_per_s']:,.0f} records/s; load before "
+                         f"{m['loadavg_before'][0]:.2f}, foreign CPU {m['foreign_cpu_cores']:.2f} cores")
+        if len(report["memory"]) >= 2:
+            small, big = report["memory"][0], report["memory"][-1]
+            growth = big["peak_worker_rss_mb"] / small["peak_worker_rss_mb"] if small["peak_worker_rss_mb"] else float("nan")
+            lines.append(f"  {big['records'] // small['records']}x the records -> {growth:.2f}x the peak worker RSS")
+            targets.append((f"flat memory {small['records']:,} vs {big['records']:,}", growth <= 1.25, f"{growth:.2f}x"))
+    if "partition_scaling" in report:
+        lines.append("")
+        lines.append("partitions: plan (Kafka metadata, watermarks, ZooKeeper reads, write_plan: the Job's plan "
+                     "phase) and commit (one ZooKeeper transaction), seconds; ZooKeeper-only rows split the plan:")
+        lines.append(f"  {'partitions':>10} {'batch':>6} {'plan':>7} {'zk rd':>6} {'wr plan':>7} "
+                     f"{'commit':>7} {'tasks':>7} {'run':>7}  znodes (header B, chunks x B), commit request ~B")
+        ok_all = True
+        for entry in report["partition_scaling"]:
+            n = entry["partitions"]
+            if entry["mode"] == "zookeeper-only":
+                for b in entry["batches"]:
+                    tm, z = b["timings"], b["znodes"]
+                    lines.append(f"  {n:>10} {b['batch']:>6} {'-':>7} {tm['zk_reads']:>6.3f} "
+                                 f"{tm['write_plan']:>7.3f} {tm['commit']:>7.3f} {'-':>7} {'-':>7}  {z['header_bytes']}, "
+                                 f"{z['range_chunks']} x {z['range_chunk_bytes']}, ~{z['commit_request_bytes_estimate']:,}"
+                                 f"  offsets match: {b['offsets_match']} (ZooKeeper only)")
+                    ok_all &= b["offsets_match"]
+                continue
+            rows = [(str(b["batch"]), b["phases"], b["znodes"], b["loaded"]) for b in entry["batches"]]
+            rows.append(("no-data", entry["no_data"]["phases"], None, None))
+            for batch, ph, z, loaded in rows:
+                zs = (f"{z['header_bytes']}, {z['range_chunks']} x {z['range_chunk_bytes']}, "
+                      f"~{z['commit_request_bytes_estimate']:,}") if z else ""
+                lines.append(f"  {n:>10} {batch:>6} {ph['plan']:>7.3f} {'-':>6} {'-':>7} "
+                             f"{ph['commit']:>7.3f} {ph['tasks']:>7.2f} {ph['run_total']:>7.2f}  {zs}"
+                             + (f"  committed {loaded['ranges']} offsets = watermarks, {loaded['rows']} rows" if loaded else ""))
+        biggest = report["partition_scaling"][-1]
+        if biggest["mode"] == "full job":
+            worst = max(max(b["phases"]["plan"], b["phases"]["commit"]) for b in biggest["batches"])
+            targets.append((f"{biggest['partitions']} partitions fine (plan and commit each < 5 s, offsets verified)",
+                            worst < 5.0 and ok_all, f"worst plan/commit {worst:.2f}s"))
+        else:
+            targets.append((f"{biggest['partitions']} partitions (ZooKeeper only)", ok_all, "offsets verified"))
+    if "profile" in report:
+        p = report["profile"]
+        n = p["range"][3] - p["range"][2]
+        lines.append("")
+        lines.append(f"profile of one range ({n:,} records) in the benchmark process:")
+        for key in ("consume_only", "read_range", "read_range+decode", "run_range_task"):
+            if key in p:
+                lines.append(f"  {key:<20} {p[key]:6.2f}s  {n / p[key]:>10,.0f} records/s")
+        lines.append(p["cprofile_top_tottime"])
+    if "py_spy" in report:
+        p = report["py_spy"]
+        lines.append("")
+        lines.append(f"py-spy, Spark Python workers during one more full batch ({p['task_samples']} samples inside "
+                     f"run_range_task, 250/s; tasks phase {p['phases']['tasks']:.2f}s):")
+        lines.append("  inclusive (share of the task's samples):")
+        for name, count, share in p["inclusive_top"][:20]:
+            lines.append(f"    {share:5.1f}%  {name}")
+        lines.append("  self:")
+        for name, count, share in p["self_top"][:15]:
+            lines.append(f"    {share:5.1f}%  {name}")
+    if targets:
+        lines.append("")
+        lines.append("targets:")
+        for name, ok, value in targets:
+            lines.append(f"  {'MET ' if ok else 'MISSED'}  {name}: {value}")
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""One benchmark run, as scripts/bench.py's flags ask: the measurements, then the report."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from tests.harness.stack import STACK_ENV_FILE, Stack, silent_services
+from tests.perf.context import BenchRun
+from tests.perf.fixed_cost import fixed_cost
+from tests.perf.load import loadavg
+from tests.perf.memory import memory_check
+from tests.perf.profiling import profile
+from tests.perf.report import render
+from tests.perf.scaling import partition_scaling
+from tests.perf.throughput import throughput
+
+# The benchmark needs these; the Thrift Server (the analysts' endpoint) it does not use.
+NEEDED = {"ZooKeeper": True, "Kafka": True, "metastore": True}
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    """Measure what `args` asks for, print the report (and the JSON), clean up; returns 0."""
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    stack = Stack.from_environment(STACK_ENV_FILE)
+    silent = silent_services(stack, NEEDED)
+    if silent:
+        sys.exit(f"bench: {', '.join(silent)} does not answer ({stack}); start the local stack: "
+                 f"scripts/local-stack up")
+    bench = BenchRun(args, stack)
+    bench.report["argv"] = [Path(sys.executable).name, "scripts/bench.py", *argv]
+    bench.report["args"] = vars(args)
+    try:
+        measure(bench)
+    finally:
+        bench.report["loadavg_at_end"] = list(loadavg())
+        bench.report["load_waited_s"] = bench.gate.waited
+        bench.report["load_gate_gave_up"] = bench.gate.gave_up
+        bench.cleanup()
+    show(bench.report, args)
+    return 0
+
+
+def measure(bench: BenchRun) -> None:
+    args = bench.args
+    if args.partition_scaling:
+        partition_scaling(bench)
+    if args.memory_check:
+        memory_check(bench)
+    if not (args.memory_check or args.partition_scaling):
+        throughput(bench)
+        if not args.no_fixed_cost:
+            fixed_cost(bench)
+    if args.profile:
+        profile(bench)
+
+
+def show(report: dict, args: argparse.Namespace) -> None:
+    """The text report on stdout; with --json the JSON object on stdout (text to stderr), with
+    --json-out the JSON in the file (text on stdout)."""
+    text = render(report)
+    if args.json or args.json_out:
+        blob = json.dumps(report, indent=2, default=str)
+        if args.json_out:
+            Path(args.json_out).write_text(blob + "\n")
+            print(text)
+        else:
+            print(blob)
+            print(text, file=sys.stderr)
+    else:
+        print(text)

@@ -1,0 +1,106 @@
+"""Throughput, on exactly the same offset ranges, repeated and interleaved so that a burst of
+foreign load hits them alike: drain (the floor), drain through the ETL's reader, the full
+batch (the real job), and row by row (json.loads per record, createDataFrame)."""
+from __future__ import annotations
+
+import shutil
+import statistics
+
+from tests.perf.common import MB, rate, say, summarize
+from tests.perf.context import BenchRun
+from tests.perf.data import produce_checked, value_maker
+from tests.perf.phases import check_loaded, run_job_timed
+from tests.perf.profiling import py_spy_batch
+from tests.perf.spark_tasks import drain_read_range_task, drain_task, row_schema, rows_task
+
+
+def throughput(run: BenchRun) -> None:
+    args = run.args
+    from etl.config import load_config
+    run.start_spark()
+    topic = run.new_topic(args.partitions, "data")
+    per = [args.records // args.partitions + (1 if p < args.records % args.partitions else 0)
+           for p in range(args.partitions)]
+    say(f"producing {args.records:,} {args.decoder} records of ~{args.record_bytes} bytes into {topic} "
+        f"({args.partitions} partitions)")
+    produced = produce_checked(run.stack.kafka_bootstrap, topic, dict(enumerate(per)), value_maker(args.decoder, args.record_bytes))
+    say(f"produced in {produced['seconds']:.1f}s ({produced['records'] / produced['seconds']:,.0f} records/s, "
+        f"{produced['bytes'] / MB:.1f} MB)")
+    ranges = [(topic, p, low, high) for p, (low, high) in sorted(produced["watermarks"].items())]
+    records, nbytes = produced["records"], produced["bytes"]
+    run.report["data"] = {"topic": topic, "records": records, "value_bytes": nbytes, "partitions": args.partitions,
+                           "decoder": args.decoder, "record_bytes": args.record_bytes,
+                           "produce_seconds": produced["seconds"], "ranges": ranges}
+    settings = {"bootstrap.servers": run.stack.kafka_bootstrap}
+    base_config = load_config(run.ini("base", [topic], args.decoder, max(per) + 1))
+    sc = run.spark.sparkContext
+    raw_specs = [(settings, t, p, s, e) for t, p, s, e in ranges]
+    chunk_specs = [(base_config.kafka, t, p, s, e) for t, p, s, e in ranges]
+    row_specs = [(settings, t, p, s, e, args.decoder) for t, p, s, e in ranges]
+
+    def drain(task, specs):
+        def go():
+            counted = sc.parallelize(specs, len(specs)).map(task).collect()
+            got = sum(c for c, _ in counted)
+            if got != records:
+                raise RuntimeError(f"drain counted {got} records, expected {records}")
+            return counted
+        return go
+
+    results = {"drain": [], "drain_read_range": [], "full_batch": [], "row_by_row": []}
+    for rep in range(1, args.repeat + 1):
+        _, stats = run.measure(f"drain #{rep}", drain(drain_task, raw_specs))
+        results["drain"].append(stats)
+        _, stats = run.measure(f"drain+chunk (read_range) #{rep}", drain(drain_read_range_task, chunk_specs))
+        results["drain_read_range"].append(stats)
+
+        config = load_config(run.ini(f"full-{rep}", [topic], args.decoder, max(per) + 1))
+        (phases, said), stats = run.measure(f"full batch #{rep}", lambda: run_job_timed(config), workers=True)
+        loaded = check_loaded(config, ranges, records)
+        results["full_batch"].append({**stats, "phases": phases, "job_said": said, "loaded": loaded})
+        say("  phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in phases.items() if "." not in k))
+        run.last_full_config = config
+
+        out = run.work / f"row-by-row-{rep}"
+
+        def row_by_row():
+            rdd = sc.parallelize(row_specs, len(row_specs)).flatMap(rows_task)
+            run.spark.createDataFrame(rdd, row_schema(args.decoder)).write.parquet(f"file://{out}")
+        _, stats = run.measure(f"row-by-row #{rep}", row_by_row)
+        written = run.spark.read.parquet(f"file://{out}").count()
+        if written != records:
+            raise RuntimeError(f"row-by-row wrote {written} rows, expected {records}")
+        shutil.rmtree(out, ignore_errors=True)
+        results["row_by_row"].append(stats)
+
+    summary = {}
+    for name, runs in results.items():
+        key = "batch" if name == "full_batch" else None
+        seconds = [r["phases"][key] for r in runs] if key else [r["seconds"] for r in runs]
+        entry = {"seconds": summarize(seconds), **rate(records, nbytes, statistics.median(seconds)),
+                 "loadavg_before": [r["loadavg_before"][0] for r in runs],
+                 "foreign_cpu_cores": [r["foreign_cpu_cores"] for r in runs],
+                 "own_cpu_cores": [r["own_cpu_cores"] for r in runs],
+                 "stack_cpu_cores": [r["stack_cpu_cores"] for r in runs],
+                 "quiet_before": [r["quiet_before"] for r in runs]}
+        if name == "full_batch":
+            entry["phases_median"] = {k: statistics.median(r["phases"][k] for r in runs) for k in runs[0]["phases"]}
+            entry["phases_runs"] = [r["phases"] for r in runs]
+            entry["run_total_rate"] = rate(records, nbytes, entry["phases_median"]["run_minus_tables"])
+            entry["peak_worker_rss_mb"] = summarize([r["peak_worker_rss_mb"] for r in runs])
+            entry["peak_workers_total_rss_mb"] = summarize([r["peak_workers_total_rss_mb"] for r in runs])
+            entry["job_said"] = runs[-1]["job_said"]
+            entry["loaded"] = [r["loaded"] for r in runs]
+        summary[name] = entry
+    median = {k: v["seconds"]["median"] for k, v in summary.items()}
+    summary["ratios"] = {
+        "full_batch_vs_drain": median["drain"] / median["full_batch"],
+        "full_batch_vs_row_by_row": median["row_by_row"] / median["full_batch"],
+        "drain_read_range_vs_drain": median["drain"] / median["drain_read_range"],
+        "full_run_total_vs_drain": median["drain"] / summary["full_batch"]["phases_median"]["run_minus_tables"],
+    }
+    run.report["throughput"] = summary
+    if args.py_spy:
+        config = load_config(run.ini("py-spy", [topic], args.decoder, max(per) + 1))
+        run.report["py_spy"] = py_spy_batch(run, config)
+
