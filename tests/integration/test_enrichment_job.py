@@ -14,39 +14,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from etl import cli
-from etl.model.batch import BatchState
 from etl.config import load_config
 from etl.errors import DimensionChanged
 from etl.job.runner import run_job
+from etl.model.batch import BatchState
 from etl.state.store import ZkStateStore
 from tests.harness.etl_process import run_etl
 from tests.harness.state import wait_for_lock_release
+from tests.harness.enrichment import countries_csv, enriched_schema
 
 
 DB = "etl_test"
-
-
-LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp"
-
-
-ENRICHED_DDL = ("CREATE EXTERNAL TABLE IF NOT EXISTS ${database}.${table} (event_id bigint, user_id string, "
-                f"country_code string, country_name string, user_tier string, {LINEAGE_SQL}) "
-                "PARTITIONED BY (dt string, hour string) STORED AS PARQUET LOCATION '${location}'")
-
-
-COUNTRIES_CSV = "code,country_name\nDE,Germany\nFR,France\n"
-
-
-def enriched_schema(tmp_path: Path) -> Path:
-    path = tmp_path / "enriched.sql"
-    path.write_text(ENRICHED_DDL)
-    return path
-
-
-def countries_csv(tmp_path: Path, text: str = COUNTRIES_CSV) -> Path:
-    path = tmp_path / "countries.csv"
-    path.write_text(text)
-    return path
 
 
 def countries_parquet(tmp_path: Path, names: dict[str, str]) -> Path:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from etl.source import kafka as kafka_source
 from etl.config import KafkaConfig
 from etl.errors import KafkaReadError
+from etl.source import kafka as kafka_source
 from etl.source.kafka import read_range
 
 

@@ -13,14 +13,14 @@ import json
 
 import pytest
 
-import etl.job.driver
-from etl.model.batch import utc_now
 from etl.config import load_config
 from etl.errors import ConfigError, InjectedFault
-from etl.model.partitioning import PLANNING_TIME_HOURLY
-from etl.sink.markers import LEDGER_KEY, MARKER_NAME, Ledger, MarkerError, window_of
+import etl.job.driver
 from etl.job.runner import run_job
+from etl.model.batch import utc_now
+from etl.model.partitioning import PLANNING_TIME_HOURLY
 from etl.ops.verify import run_verify
+from etl.sink.markers import LEDGER_KEY, MARKER_NAME, Ledger, MarkerError, window_of
 from etl.state.store import ZkStateStore
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import etl_command

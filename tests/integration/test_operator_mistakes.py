@@ -7,11 +7,11 @@ import functools
 import json
 
 from etl.config import load_config
-from etl.ops.recovery import recover
 from etl.job.runner import run_job
+from etl.model.events import OffsetChange, PendingReset, Reset
+from etl.ops.recovery import recover
 from etl.ops.verify import run_verify
 from etl.state.store import ZkPaths, ZkStateStore
-from etl.model.events import OffsetChange, PendingReset, Reset
 from tests.harness.data import events_by_partition, loaded_job
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import expected_offsets, table_offsets

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from etl.model.batch import BatchState
 from etl.config import load_config
 from etl.errors import EtlError
 from etl.job.runner import run_job
+from etl.model.batch import BatchState
 from etl.state.store import ZkStateStore
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import shutil
 
-from etl.model.batch import BatchState
 from etl.config import load_config
+from etl.job.runner import run_job
+from etl.model.batch import BatchState
 from etl.ops.recovery import recover
 from etl.ops.reset import reset_offsets
-from etl.job.runner import run_job
 from etl.ops.verify import run_verify
 from etl.state.store import ZkStateStore
 from tests.harness.data import events_by_partition, loaded_job

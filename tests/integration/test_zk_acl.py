@@ -13,12 +13,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError, NotEmptyError
 from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
-from etl.model.batch import Batch, BatchState, OffsetRange, SkippedRange
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import EXIT_USAGE, ZooKeeperAccessDenied
+from etl.model.batch import Batch, BatchState, OffsetRange, SkippedRange
 from etl.model.binding import Target
-from etl.state.store import ZkPaths, ZkStateStore
 from etl.model.events import OffsetChange, PendingReset, Reset
+from etl.state.store import ZkPaths, ZkStateStore
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import expected_offsets, table_offsets

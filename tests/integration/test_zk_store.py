@@ -4,9 +4,9 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import LockLost, StateConflict
+from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.state.store import ZkStateStore
 
 RETRY = RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from etl.rows.decoders import EMPTY_MESSAGE, Decoded, arange, invalid_utf8_positions, make_decoder
 from etl.errors import ConfigError, SchemaError
 from etl.model.schema import data_arrow_schema, load_table_schema
+from etl.rows.decoders import EMPTY_MESSAGE, Decoded, arange, invalid_utf8_positions, make_decoder
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "warehouse_schema"
 LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp"

@@ -12,39 +12,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from etl.model.batch import BatchState
 from etl.config import load_config
-from etl.job import pins
-from etl.model.batch import Batch
-from etl.rows.dimensions import MAX_LISTED_FILES, DimensionLoader, FileStamp, Snapshot
 from etl.errors import ConfigError, DimensionError
-from etl.sink.fs import LocalFileSystem
+from etl.job import pins
 from etl.job.partition_writer import PartitionWriter
-from etl.source.chunk import RawChunk
 from etl.job.runner import writer_spec
-
-
-LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp"
-
-
-ENRICHED_DDL = ("CREATE EXTERNAL TABLE IF NOT EXISTS ${database}.${table} (event_id bigint, user_id string, "
-                f"country_code string, country_name string, user_tier string, {LINEAGE_SQL}) "
-                "PARTITIONED BY (dt string, hour string) STORED AS PARQUET LOCATION '${location}'")
-
-
-COUNTRIES_CSV = "code,country_name\nDE,Germany\nFR,France\n"
-
-
-def enriched_schema(tmp_path: Path) -> Path:
-    path = tmp_path / "enriched.sql"
-    path.write_text(ENRICHED_DDL)
-    return path
-
-
-def countries_csv(tmp_path: Path, text: str = COUNTRIES_CSV) -> Path:
-    path = tmp_path / "countries.csv"
-    path.write_text(text)
-    return path
+from etl.model.batch import Batch
+from etl.model.batch import BatchState
+from etl.rows.dimensions import MAX_LISTED_FILES, DimensionLoader, FileStamp, Snapshot
+from etl.sink.fs import LocalFileSystem
+from etl.source.chunk import RawChunk
+from tests.harness.enrichment import countries_csv, enriched_schema
 
 
 def ini(tmp_path: Path, schema: Path, job: str = "", dimensions: str = "") -> Path:

@@ -20,11 +20,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from etl.sink.commit import publish
 from etl.config import RetryConfig, WarehouseConfig
 from etl.errors import ConfigError, WarehouseError
-from etl.sink.fs import LocalFileSystem, PathExists, PathNotFound, filesystem_for
 from etl.model.naming import final_name, temp_name
+from etl.sink.commit import publish
+from etl.sink.fs import LocalFileSystem, PathExists, PathNotFound, filesystem_for
 from etl.sink.fs.webhdfs import WebHdfsFileSystem
 from tests.harness.webhdfs_server import WebHdfsTestServer
 

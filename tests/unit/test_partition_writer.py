@@ -11,13 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from etl.rows.decoders import make_decoder
 from etl.errors import ConfigError, EtlError, KafkaReadError
-from etl.sink.fs import LocalFileSystem
 from etl.job.partition_writer import PartitionWriter, WriteCounts, WriterSpec
-from etl.rows.pipeline import KEY_NOT_UTF8
-from etl.source.chunk import RawChunk
 from etl.model.schema import arrow_schema, load_table_schema, rejected_arrow_schema
+from etl.rows.decoders import make_decoder
+from etl.rows.pipeline import KEY_NOT_UTF8
+from etl.sink.fs import LocalFileSystem
+from etl.source.chunk import RawChunk
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "warehouse_schema"
 LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp"

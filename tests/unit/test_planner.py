@@ -1,9 +1,9 @@
 """Offset planning rules, as pure functions."""
 import pytest
 
-from etl.model.batch import OffsetRange
 from etl.config import JobConfig
 from etl.errors import OffsetOutOfRange
+from etl.model.batch import OffsetRange
 from etl.model.planner import PartitionPosition, plan_ranges
 
 JOB = JobConfig(name="t", max_records_per_partition=100)

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 from etl.errors import SchemaError
-from etl.hive.registrar import REJECTED_DDL
 from etl.hive.evolution import plan_evolution
+from etl.hive.registrar import REJECTED_DDL
 from etl.model.schema import (
     Column,
     TableSchema,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from etl.model.schema import LINEAGE_COLUMNS, Column
 from etl.hive.evolution import IncompatibleSchemaChange, plan_evolution
+from etl.model.schema import LINEAGE_COLUMNS, Column
 
 
 HIVE = (Column("event_id", "bigint"), Column("user_id", "string")) + LINEAGE_COLUMNS

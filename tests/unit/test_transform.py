@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from etl.config import load_config
-from etl.rows.decoders import make_decoder
 from etl.errors import ConfigError, TransformError
-from etl.sink.fs import LocalFileSystem
 from etl.job.partition_writer import PartitionWriter, WriterSpec
-from etl.source.chunk import RawChunk
 from etl.model.schema import load_table_schema
+from etl.rows.decoders import make_decoder
 from etl.rows.transform import load_transform
+from etl.sink.fs import LocalFileSystem
+from etl.source.chunk import RawChunk
 
 
 ROOT = Path(__file__).resolve().parents[2]
