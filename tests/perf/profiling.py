@@ -53,7 +53,7 @@ def profile(run: BenchRun) -> None:
     import pstats
     from etl.config import load_config
     from etl.source.kafka import read_range
-    from etl.job.runner import writer_spec
+    from etl.job.assemble import writer_spec
     from etl.job.tasks import RangeTask, run_range_task
     from etl.model.batch import OffsetRange
     data = run.report.get("data")

@@ -15,8 +15,8 @@ import pytest
 from etl.config import load_config
 from etl.errors import ConfigError, DimensionError
 from etl.job import pins
+from etl.job.assemble import writer_spec
 from etl.job.partition_writer import PartitionWriter
-from etl.job.runner import writer_spec
 from etl.model.batch import Batch
 from etl.model.batch import BatchState
 from etl.rows.dimensions import MAX_LISTED_FILES, DimensionLoader, FileStamp, Snapshot

@@ -205,7 +205,7 @@ def test_a_transform_is_checked_at_start_up():
 
 
 def test_the_example_config_passes_the_start_up_checks():
-    from etl.job.runner import writer_spec
+    from etl.job.assemble import writer_spec
     config = load_config(ROOT / "conf" / "web_requests.ini")
     spec = writer_spec(config)
     assert spec.transform == "etl.examples:minute_and_country"
