@@ -137,7 +137,8 @@ class Bind:
 
 @dataclass(frozen=True)
 class UnknownEvent:
-    """A kind this version does not know: kept, shown as stored, and explains nothing."""
+    """A kind this version does not know, or a node that lacks a field: kept, shown as stored,
+    and explains nothing."""
 
     raw: dict
 
@@ -171,7 +172,12 @@ def from_json(data: dict) -> Event:
     stored = {name: data[_STORED_AS.get(name, name)] for name in (f.name for f in fields(cls))
               if _STORED_AS.get(name, name) in data}
     build = getattr(cls, "from_fields", cls)
-    return build(**stored)
+    try:
+        return build(**stored)
+    except (TypeError, ValueError):
+        # A damaged node: kept and shown as stored, and it explains no gap, so verify reports
+        # the offsets it was about rather than trusting it.
+        return UnknownEvent(dict(data))
 
 
 @dataclass(frozen=True)

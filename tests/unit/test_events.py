@@ -48,3 +48,10 @@ def test_a_pending_reset_keeps_the_layout_a_crashed_older_run_left():
     pending = events.PendingReset.from_json(stored)
     assert pending.event.changes[1] == events.OffsetChange("t", 1, None, 7)
     assert pending.to_json() == stored
+
+
+def test_a_damaged_event_is_kept_but_explains_no_gap():
+    damaged = {"kind": "accepted_loss", "at": "2026-11-20T10:00:00+00:00", "topic": "t", "partition": 2}
+    event = events.from_json(damaged)
+    assert isinstance(event, events.UnknownEvent) and events.to_json(event) == damaged
+    assert events.explained_jumps([event]) == set()
