@@ -13,15 +13,16 @@ objects are passed down. Every ConfigError names the section and key at fault.
 from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_RESERVED, KAFKA_SECRET_KEYS, KafkaSettings
 from etl.config.model import (
     HIVE_NAME_RE, WEBHDFS_SCHEMES, Compression, Config, DecoderKind, DimensionChangePolicy, DimensionConfig,
-    DimensionFormat, DimensionKind, HiveConfig, HiveFormat, JobConfig, KafkaConfig, OutOfRangePolicy, RetryConfig,
-    StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth, ZooKeeperConfig,
+    DimensionFormat, DimensionKind, HiveConfig, HiveFormat, JobConfig, KafkaConfig, LateData, MissingEventTime,
+    OutOfRangePolicy, PartitioningConfig, PartitionSource, RetryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
 from etl.config.parse import load_config, parse_config
 
 __all__ = [
     "HIVE_NAME_RE", "KAFKA_OWN_KEYS", "KAFKA_RESERVED", "KAFKA_SECRET_KEYS", "WEBHDFS_SCHEMES",
     "Compression", "Config", "DecoderKind", "DimensionChangePolicy", "DimensionConfig", "DimensionFormat",
-    "DimensionKind", "HiveConfig", "HiveFormat", "JobConfig", "KafkaConfig", "KafkaSettings", "OutOfRangePolicy",
+    "DimensionKind", "HiveConfig", "HiveFormat", "JobConfig", "KafkaConfig", "KafkaSettings", "LateData",
+    "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig",
     "RetryConfig", "StartingOffsets", "SuccessMarkerConfig", "WarehouseAuth", "WarehouseConfig", "ZooKeeperAuth",
     "ZooKeeperConfig", "load_config", "parse_config",
 ]

@@ -7,6 +7,7 @@ import configparser
 import math
 import os
 import re
+import zoneinfo
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from etl.config.dimensions import DIMENSION_SECTION, dimension_sections
 from etl.config.kafka import kafka_section
 from etl.config.model import (
     HIVE_NAME_RE, Compression, Config, DecoderKind, DimensionChangePolicy, HiveConfig, HiveFormat, JobConfig,
-    OutOfRangePolicy, RetryConfig, StartingOffsets, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
+    LateData, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig, RetryConfig, StartingOffsets,
+    SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
 from etl.config.section import Section, hive_name, matching, resolve, secret_file
 from etl.config.warehouse import warehouse_section
@@ -163,9 +165,44 @@ def _hive(s: Section) -> HiveConfig:
         schema_file=schema,
         format=s.choice("format", HiveFormat, HiveFormat.PARQUET),
         success_markers=_success_markers(s),
+        partitioning=_partitioning(s),
     )
+    if hive.partitioning.late_data is LateData.REJECT and not hive.success_markers.enabled:
+        raise s.fail("late_data", "reject needs success_markers = true: without markers no partition is ever "
+                                  "finished, so no row is late")
     s.reject_unknown()
     return hive
+
+
+def _partitioning(s: Section) -> PartitioningConfig:
+    source, column = s.get("partition_by", (PartitionSource.PLANNING_TIME, None), _partition_by)
+    return PartitioningConfig(
+        source=source, column=column,
+        timezone=s.get("partition_timezone", "UTC", _timezone),
+        on_missing_event_time=s.choice("on_missing_event_time", MissingEventTime, MissingEventTime.REJECT),
+        late_data=s.choice("late_data", LateData, LateData.WRITE),
+        idle_partition_seconds=s.get("idle_partition_seconds", 600.0, _non_negative_seconds),
+        max_open_files=s.positive("max_open_partition_files", 32),
+    )
+
+
+def _partition_by(raw: str) -> tuple[PartitionSource, str | None]:
+    kind, colon, column = raw.partition(":")
+    if colon and kind == PartitionSource.COLUMN:
+        if not HIVE_NAME_RE.match(column):
+            raise ValueError(f"column:{column}: {column!r} is not a column name")
+        return PartitionSource.COLUMN, column.lower()
+    if not colon and raw in (PartitionSource.PLANNING_TIME, PartitionSource.KAFKA_TIMESTAMP):
+        return PartitionSource(raw), None
+    raise ValueError(f"{raw!r} is not one of planning_time, kafka_timestamp, column:<name>")
+
+
+def _timezone(raw: str) -> str:
+    try:
+        zoneinfo.ZoneInfo(raw)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"{raw!r} is not an IANA time zone (e.g. UTC, Europe/Madrid)") from exc
+    return raw
 
 
 def _success_markers(s: Section) -> SuccessMarkerConfig:

@@ -6,7 +6,8 @@ from etl.hive.spark import SparkStarter
 from etl.job.driver import Job
 from etl.job.observer import NO_OBSERVER, JobObserver
 from etl.job.partition_writer import WriterSpec
-from etl.model.schema import load_table_schema
+from etl.errors import ConfigError
+from etl.model.schema import TableSchema, load_table_schema
 from etl.rows.decoders import make_decoder
 from etl.rows.dimensions import DimensionLoader
 from etl.rows.enrichment import check_against_schema, enriched_columns
@@ -20,16 +21,29 @@ def writer_spec(config: Config) -> WriterSpec:
     dimensions against the DDL (and file sources' columns), the transform importable."""
     schema = load_table_schema(config.hive.schema_file, config.job.key_column)
     check_against_schema(config.dimensions, schema, config.path, config.hive.schema_file)
+    _check_event_column(config, schema)
     loader = DimensionLoader(config.dimensions, schema, spark=lambda: None)
     for dimension in config.dimensions:
         loader.check_source(dimension)
     if config.job.transform:
         load_transform(config.job.transform)
     # Enriched columns are the dimensions' to fill: the decoder neither reads nor checks them.
-    decoder = make_decoder(config.job.decoder, schema.without_columns(enriched_columns(config.dimensions)))
+    decoder = make_decoder(config.job.decoder, schema.without_columns(enriched_columns(config.dimensions)),
+                           zone=config.hive.partitioning.timezone)
     return WriterSpec(schema=schema, decoder=decoder, key_column=config.job.key_column,
                       row_group_size=config.job.row_group_size, compression=config.job.compression,
                       dimensions=config.dimensions, transform=config.job.transform)
+
+
+def _check_event_column(config: Config, schema: TableSchema) -> None:
+    column = config.hive.partitioning.column
+    if column is None:
+        return
+    found = {c.name: c.hive_type for c in schema.data_columns}
+    if found.get(column) != "timestamp":
+        what = f"is {found[column]}" if column in found else "is not a column of the table"
+        raise ConfigError(f"{config.path}: [hive] partition_by: column:{column} {what} ({config.hive.schema_file}); "
+                          f"it must name a timestamp column of the table")
 
 
 def assemble_job(config: Config, store: ZkStateStore, kafka: KafkaMetadata, spec: WriterSpec,

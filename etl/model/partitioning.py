@@ -1,22 +1,36 @@
-"""The Partitioner seam: which Hive partition a batch's rows land in, and when it is final.
+"""The Partitioner seam: which Hive partition a row lands in, and when a partition is final.
 
-One object decides a table's partition columns, a batch's partition values, their path,
-and each partition's time window (what `_SUCCESS` markers wait for). Adding a scheme means
-adding a Partitioner here (and naming it in `partitioner_for`), not editing the planner,
-the schema check, the markers and the file names.
+One object decides a table's partition columns, the partition of a point in time, its path,
+and each partition's time window (what `_SUCCESS` markers wait for). The DDL's partition
+columns set the granularity (`dt` alone: days; `dt, hour`: hours); [hive] partition_timezone
+sets the zone whose wall clock dt and hour are. What time places a row is the batch's
+Placement, fixed in its plan:
+  - planning time: every row of the batch in the partition of the moment it was planned,
+    by the driver's clock, so that a replay lands in the same folder (one file per range);
+  - event time (the Kafka timestamp, or a timestamp column): each row in the partition of its
+    own time, so that a range may have a file in several partitions (etl.rows.placement).
 
-Today's one scheme is planning time: a batch's rows land in the dt/hour of the moment the
-batch was planned, by the driver's clock, UTC. It is fixed in the plan, so a replay lands in
-the same folder and one partition-batch is always one file.
+Daylight saving. dt and hour are the wall clock in the zone. An hour that a change repeats
+(02:00-03:00 on the last Sunday of October in Europe/Madrid) is one partition holding both,
+and its window spans both: two hours. An hour that a change skips never exists, so no
+partition has it. A day is midnight to midnight: 23, 24 or 25 hours.
 """
 from __future__ import annotations
 
 import datetime as dt
+import zoneinfo
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Mapping, Protocol, Sequence
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from etl.config import LateData, MissingEventTime, PartitioningConfig
 from etl.errors import SchemaError
 from etl.model.naming import partition_path
+
+UTC = dt.timezone.utc
 
 
 @dataclass(frozen=True)
@@ -41,35 +55,115 @@ class Partitioner(Protocol):
         """The time the partition covers; ValueError when its values name no time."""
 
 
-class PlanningTimeHourly:
-    """dt=YYYY-MM-DD/hour=HH of the batch's planning time, UTC."""
+class Granularity(StrEnum):
+    HOUR = "hour"
+    DAY = "day"
 
-    columns = (("dt", "string"), ("hour", "string"))
-    LENGTH = dt.timedelta(hours=1)
+
+_COLUMNS = {Granularity.HOUR: (("dt", "string"), ("hour", "string")), Granularity.DAY: (("dt", "string"),)}
+
+
+@dataclass(frozen=True)
+class TimePartitioner:
+    """dt=YYYY-MM-DD[/hour=HH]: the wall clock of a time in `zone`."""
+
+    granularity: Granularity = Granularity.HOUR
+    zone: str = "UTC"
+
+    @property
+    def columns(self) -> tuple[tuple[str, str], ...]:
+        return _COLUMNS[self.granularity]
+
+    def in_zone(self, zone: str) -> "TimePartitioner":
+        return TimePartitioner(self.granularity, zone)
 
     def values_for_plan(self, planned_at: dt.datetime) -> dict[str, str]:
-        utc = planned_at.astimezone(dt.timezone.utc)
-        return {"dt": utc.strftime("%Y-%m-%d"), "hour": utc.strftime("%H")}
+        return self.values_of_wall(planned_at.astimezone(zoneinfo.ZoneInfo(self.zone)).replace(tzinfo=None))
+
+    def values_of_wall(self, wall: dt.datetime) -> dict[str, str]:
+        """The partition values of a wall-clock time in the zone."""
+        values = {"dt": wall.strftime("%Y-%m-%d")}
+        if self.granularity is Granularity.HOUR:
+            values["hour"] = wall.strftime("%H")
+        return values
+
+    def wall_starts(self, times: pa.Array) -> pa.Array:
+        """Vectorised: the start of each time's partition, as the zone's wall clock in ms since
+        1970 (a key per partition; NULL stays NULL). `times`: timestamp[ms], UTC."""
+        aware = times.cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("ms", tz=self.zone))
+        wall = pc.floor_temporal(pc.local_timestamp(aware), unit=str(self.granularity))
+        return wall.cast(pa.int64())
+
+    def values_of_key(self, key_ms: int) -> dict[str, str]:
+        return self.values_of_wall(dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=key_ms))
 
     def path(self, values: Mapping[str, str]) -> str:
         return partition_path(dict(values))
 
     def window(self, values: Mapping[str, str]) -> Window:
-        start = dt.datetime.strptime(f"{values['dt']} {values['hour']}", "%Y-%m-%d %H")
-        start = start.replace(tzinfo=dt.timezone.utc)
-        return Window(start, start + self.LENGTH)
+        start = dt.datetime.strptime(values["dt"], "%Y-%m-%d")
+        if self.granularity is Granularity.HOUR:
+            start = start.replace(hour=int(values["hour"]))
+            end = start + dt.timedelta(hours=1)
+        else:
+            end = start + dt.timedelta(days=1)
+        zone = zoneinfo.ZoneInfo(self.zone)
+        # A repeated wall-clock hour spans both of its occurrences (fold 0 and 1).
+        first = min(start.replace(tzinfo=zone, fold=f).astimezone(UTC) for f in (0, 1))
+        last = max(end.replace(tzinfo=zone, fold=f).astimezone(UTC) for f in (0, 1))
+        return Window(first, last)
+
+    def window_end_ms(self, key_ms: int) -> int:
+        return int(self.window(self.values_of_key(key_ms)).end.timestamp() * 1000)
 
 
-PLANNING_TIME_HOURLY = PlanningTimeHourly()
-SCHEMES: tuple[Partitioner, ...] = (PLANNING_TIME_HOURLY,)
+PLANNING_TIME_HOURLY = TimePartitioner(Granularity.HOUR, "UTC")
+SCHEMES: tuple[TimePartitioner, ...] = (PLANNING_TIME_HOURLY, TimePartitioner(Granularity.DAY, "UTC"))
 
 
-def partitioner_for(where: str, columns: Sequence[tuple[str, str]]) -> Partitioner:
+def partitioner_for(where: str, columns: Sequence[tuple[str, str]]) -> TimePartitioner:
     """The scheme whose columns the DDL declares (name, Hive type), or a SchemaError naming it."""
     declared = tuple((name, hive_type.lower()) for name, hive_type in columns)
     for scheme in SCHEMES:
         if declared == scheme.columns:
             return scheme
     found = ", ".join(f"{name} {hive_type}" for name, hive_type in declared)
-    raise SchemaError(f"{where}: PARTITIONED BY ({found}) is not supported; "
-                      "the ETL writes hourly partitions: use 'PARTITIONED BY (dt string, hour string)'")
+    raise SchemaError(f"{where}: PARTITIONED BY ({found}) is not supported; the ETL writes daily or hourly "
+                      "partitions: use 'PARTITIONED BY (dt string, hour string)' or 'PARTITIONED BY (dt string)'")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one batch's rows go, fixed in its plan so that every attempt (a retry, a racing
+    task, a resume after a crash) splits a range the same way and publishes the same files."""
+
+    partitioner: TimePartitioner
+    planned: dict[str, str]  # the planning-time partition: rejected rows, and the fallback
+    column: str | None = None  # the event-time column; None: planning time
+    on_missing: MissingEventTime = MissingEventTime.REJECT
+    late_data: LateData = LateData.WRITE
+    # A partition whose window ends at or before this (the watermark less the marker delay,
+    # when the batch was planned) is due its `_SUCCESS`: its rows are late. None: none is.
+    late_before_ms: int | None = None
+
+    @property
+    def by_event_time(self) -> bool:
+        return self.column is not None
+
+    @classmethod
+    def of(cls, settings: PartitioningConfig, partitioner: TimePartitioner, planned_at: dt.datetime,
+           late_before_ms: int | None) -> "Placement":
+        zoned = partitioner.in_zone(settings.timezone)
+        return cls(zoned, zoned.values_for_plan(planned_at), settings.event_column, settings.on_missing_event_time,
+                   settings.late_data, late_before_ms if settings.by_event_time else None)
+
+    def to_json(self) -> dict:
+        return {"granularity": str(self.partitioner.granularity), "zone": self.partitioner.zone,
+                "planned": self.planned, "column": self.column, "on_missing": str(self.on_missing),
+                "late_data": str(self.late_data), "late_before_ms": self.late_before_ms}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "Placement":
+        return cls(TimePartitioner(Granularity(raw["granularity"]), raw["zone"]), dict(raw["planned"]),
+                   raw.get("column"), MissingEventTime(raw["on_missing"]), LateData(raw["late_data"]),
+                   raw.get("late_before_ms"))

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from etl.config import HIVE_NAME_RE
 from etl.errors import SchemaError
-from etl.model.partitioning import Partitioner, partitioner_for
+from etl.model.partitioning import TimePartitioner, partitioner_for
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class TableSchema:
         return tuple(c.name for c in self.columns)
 
     @property
-    def partitioner(self) -> Partitioner:
+    def partitioner(self) -> TimePartitioner:
         """The scheme of this table's partitions (checked when the DDL was loaded)."""
         return partitioner_for("the table", [(c.name, c.hive_type) for c in self.partition_columns])
 

@@ -157,12 +157,18 @@ def test_lineage_column_with_wrong_type(tmp_path):
         load_table_schema(path)
 
 
-@pytest.mark.parametrize("partitions", ["dt string", "dt string, hour int", "day string, hour string",
-                                        "dt string, hour string, minute string"])
+@pytest.mark.parametrize("partitions", ["dt string, hour int", "day string, hour string",
+                                        "dt string, hour string, minute string", "hour string"])
 def test_partition_columns_must_be_dt_and_hour_strings(tmp_path, partitions):
     path = write_ddl(tmp_path, f"a string, {LINEAGE_SQL}", partitions)
     with pytest.raises(SchemaError, match=r"PARTITIONED BY .*use 'PARTITIONED BY \(dt string, hour string\)'"):
         load_table_schema(path)
+
+
+@pytest.mark.parametrize("partitions, granularity", [("dt string", "day"), ("dt string, hour string", "hour")])
+def test_partition_columns_set_the_granularity(tmp_path, partitions, granularity):
+    path = write_ddl(tmp_path, f"a string, {LINEAGE_SQL}", partitions)
+    assert load_table_schema(path).partitioner.granularity == granularity
 
 
 def test_missing_partitioned_by(tmp_path):

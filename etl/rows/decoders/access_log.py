@@ -10,7 +10,8 @@ import pyarrow.compute as pc
 from etl.errors import SchemaError
 from etl.model.schema import Column, TableSchema
 from etl.rows.decoders.base import (
-    EMPTY_MESSAGE, Decoded, Decoder, converted_where_possible, invalid_utf8_positions, mask_without,
+    EMPTY_MESSAGE, Decoded, Decoder, converted_where_possible, invalid_utf8_positions, mask_without, skipped_reason,
+    wall_clock_to_utc,
 )
 from etl.rows.hive_values import out_of_range, outside_reason
 
@@ -28,8 +29,8 @@ _LINE_END_RE = r"\r?\n$"
 class AccessLogDecoder(Decoder):
     """Log lines '<date> <time> <LEVEL> <message>' into log_time, level and message."""
 
-    def __init__(self, schema: TableSchema):
-        super().__init__(schema)
+    def __init__(self, schema: TableSchema, zone: str = "UTC"):
+        super().__init__(schema, zone)
         _check_access_log_columns(schema)
 
     def decode(self, values: Sequence[bytes | None]) -> Decoded:
@@ -38,6 +39,8 @@ class AccessLogDecoder(Decoder):
         time_text = pc.if_else(matched, fields.field("log_time").cast(pa.string()), pa.scalar(None, pa.string()))
         # The cast's ISO parser refuses 2017-02-30; pc.strptime would roll it over to March 2.
         times, bad_time = converted_where_possible(time_text, _as_log_time)
+        times, skipped = wall_clock_to_utc(times, self.zone)  # log lines carry no zone
+        bad_time = sorted(bad_time + skipped)
         unreadable = out_of_range(times)
         message = _without_line_end(fields.field("message"))
         bad_utf8 = invalid_utf8_positions(message)
@@ -49,12 +52,13 @@ class AccessLogDecoder(Decoder):
         }
         table = pa.Table.from_arrays([columns[f.name] for f in self.output_schema], schema=self.output_schema)
         good = pc.indices_nonzero(good_mask).cast(pa.int64())
-        errors = _access_log_errors(values, matched, good_mask, time_text, set(bad_utf8), set(unreadable))
+        errors = _access_log_errors(values, matched, good_mask, time_text, set(bad_utf8), set(unreadable),
+                                    set(skipped), self.zone)
         return Decoded(table, good, errors)
 
 
-def _access_log_errors(values, matched, good_mask, time_text, bad_utf8: set[int],
-                       unreadable: set[int]) -> list[tuple[int, str]]:
+def _access_log_errors(values, matched, good_mask, time_text, bad_utf8: set[int], unreadable: set[int],
+                       skipped: set[int], zone: str) -> list[tuple[int, str]]:
     def reason(index: int) -> str:
         if not values[index]:
             return EMPTY_MESSAGE
@@ -62,6 +66,8 @@ def _access_log_errors(values, matched, good_mask, time_text, bad_utf8: set[int]
             return f"line does not match '{ACCESS_LOG_FORMAT}'"
         if index in bad_utf8:
             return "message is not valid UTF-8"
+        if index in skipped:
+            return skipped_reason("log time", time_text[index].as_py(), zone)
         if index in unreadable:
             return outside_reason(f"log time {time_text[index].as_py()!r}", pa.timestamp("ms"))
         return f"invalid date or time {time_text[index].as_py()!r}"

@@ -33,9 +33,11 @@ class Decoded:
 class Decoder(ABC):
     """Decodes message values into rows of `schema.data_columns`."""
 
-    def __init__(self, schema: TableSchema):
+    def __init__(self, schema: TableSchema, zone: str = "UTC"):
         self.schema = schema
         self.output_schema = data_arrow_schema(schema)
+        # [hive] partition_timezone: a timestamp written without a zone is wall-clock time in it.
+        self.zone = zone
 
     @abstractmethod
     def decode(self, values: Sequence[bytes | None]) -> Decoded:
@@ -83,6 +85,23 @@ def mask_without(length: int, positions: list[int]) -> pa.BooleanArray:
 
 def with_nulls_at(values: pa.Array, positions: list[int]) -> pa.Array:
     return pc.if_else(mask_without(len(values), positions), values, pa.scalar(None, values.type))
+
+
+def wall_clock_to_utc(naive: pa.Array, zone: str) -> tuple[pa.Array, list[int]]:
+    """Naive wall-clock times in `zone` as the UTC times they are (still naive, as stored), and
+    the positions of the times the zone never had (skipped by a spring daylight-saving change),
+    NULL in the result. A time an autumn change repeats takes its first occurrence."""
+    if zone == "UTC" or not len(naive):
+        return naive, []
+    early = pc.assume_timezone(naive, zone, ambiguous="earliest", nonexistent="earliest")
+    late = pc.assume_timezone(naive, zone, ambiguous="earliest", nonexistent="latest")
+    skipped = pc.indices_nonzero(pc.fill_null(pc.not_equal(early, late), False)).to_pylist()
+    utc = early.cast(naive.type)
+    return (with_nulls_at(utc, skipped) if skipped else utc), skipped
+
+
+def skipped_reason(what: str, text, zone: str) -> str:
+    return f"{what} {text!r} does not exist in {zone} (skipped by a daylight-saving change)"
 
 
 def converted_where_possible(values: pa.Array, convert: Callable[[pa.Array], pa.Array]):

@@ -9,7 +9,7 @@ from typing import Sequence
 import pyarrow as pa
 
 from etl.model.schema import TableSchema
-from etl.rows.decoders.base import Decoded, Decoder, arange, mask_without
+from etl.rows.decoders.base import Decoded, Decoder, arange, mask_without, skipped_reason
 from etl.rows.decoders.json_lines import (
     JsonLines, blamed_row, good_indices, json_object_candidates, json_read_field, parse_error_detail, read_json,
 )
@@ -29,8 +29,8 @@ class JsonDecoder(Decoder):
     that do not fit an integer column, or else found by bisection.
     """
 
-    def __init__(self, schema: TableSchema):
-        super().__init__(schema)
+    def __init__(self, schema: TableSchema, zone: str = "UTC"):
+        super().__init__(schema, zone)
         self.read_schema = pa.schema([json_read_field(field) for field in self.output_schema])
 
     def decode(self, values: Sequence[bytes | None]) -> Decoded:
@@ -84,7 +84,9 @@ class JsonDecoder(Decoder):
         arrays, bad = [], {}
         for column, field in zip(self.schema.data_columns, self.output_schema):
             read_values = raw.column(field.name).combine_chunks()
-            array, failed = convert_column(read_values, field.type)
+            array, failed, skipped = convert_column(read_values, field.type, self.zone)
+            for row in skipped:
+                bad.setdefault(row, skipped_reason(f"field '{column.name}':", read_values[row].as_py(), self.zone))
             for row in failed:
                 bad.setdefault(row, value_reason(column, read_values, row))
             for row, reason in unreadable(column, read_values, array):

@@ -8,23 +8,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl.model.schema import Column
-from etl.rows.decoders.base import converted_where_possible
+from etl.rows.decoders.base import converted_where_possible, wall_clock_to_utc
 from etl.rows.hive_values import float_overflow, out_of_range, outside_reason, shown, too_large_for_float
 
 _ZONED_RE = r"(?:Z|[+-]\d{2}:?\d{2})$"
 
 
-def convert_column(values: pa.Array, final_type: pa.DataType) -> tuple[pa.Array, list[int]]:
-    """values in final_type, NULL where they do not convert, and the positions of those."""
+def convert_column(values: pa.Array, final_type: pa.DataType, zone: str = "UTC") -> tuple[pa.Array, list[int],
+                                                                                           list[int]]:
+    """values in final_type, NULL where they do not convert, the positions of those, and among
+    them the naive times `zone` never had."""
     if final_type == pa.string():
-        return converted_where_possible(values, _valid_utf8)  # the JSON reader does not check UTF-8
+        return *converted_where_possible(values, _valid_utf8), []  # the JSON reader does not check UTF-8
     if final_type == pa.date32():
-        return converted_where_possible(values, _as_date)
+        return *converted_where_possible(values, _as_date), []
     if pa.types.is_timestamp(final_type):
-        return _timestamps_from_text(values)
+        return _timestamps_from_text(values, zone)
     if final_type == pa.float32():
-        return values.cast(pa.float32()), []  # overflow is found by unreadable, with its own reason
-    return values, []
+        return values.cast(pa.float32()), [], []  # overflow is found by unreadable, with its own reason
+    return values, [], []
 
 
 def unreadable(column: Column, read_values: pa.Array, array: pa.Array) -> list[tuple[int, str]]:
@@ -58,8 +60,9 @@ def _as_utc_time(text: pa.Array) -> pa.Array:
     return text.cast(pa.timestamp("us", tz="UTC"))
 
 
-def _timestamps_from_text(text: pa.Array) -> tuple[pa.Array, list[int]]:
-    """ISO 8601 text as timestamp[ms]: zoned values converted to UTC, others taken as written.
+def _timestamps_from_text(text: pa.Array, zone: str = "UTC") -> tuple[pa.Array, list[int], list[int]]:
+    """ISO 8601 text as timestamp[ms]: zoned values converted to UTC, others read as wall-clock
+    time in `zone` ([hive] partition_timezone) and converted to UTC too (as written under UTC).
 
     Arrow's cast parses either zoned or naive text, never both, so the two are split by
     their ending. Microseconds are read, then truncated to the column's milliseconds.
@@ -67,13 +70,16 @@ def _timestamps_from_text(text: pa.Array) -> tuple[pa.Array, list[int]]:
     zoned = pc.match_substring_regex(text, _ZONED_RE)
     if not pc.any(zoned).as_py():
         times, failed = converted_where_possible(text, _as_naive_time)
+        times, skipped = wall_clock_to_utc(times, zone)
     else:
         no_text = pa.scalar(None, pa.string())
         naive, failed_naive = converted_where_possible(pc.if_else(zoned, no_text, text), _as_naive_time)
+        naive, skipped = wall_clock_to_utc(naive, zone)
         utc, failed_utc = converted_where_possible(pc.if_else(zoned, text, no_text), _as_utc_time)
         times, failed = pc.coalesce(naive, utc.cast(pa.timestamp("us"))), sorted(failed_naive + failed_utc)
     # Floor, not the cast's truncation toward zero, so that times before 1970 do not round up.
-    return pc.floor_temporal(times, unit="millisecond").cast(pa.timestamp("ms")), failed
+    floored = pc.floor_temporal(times, unit="millisecond").cast(pa.timestamp("ms"))
+    return floored, sorted(failed + skipped), skipped
 
 
 def not_integers_of(numbers: pa.Array, integer_type: pa.DataType) -> list[int]:

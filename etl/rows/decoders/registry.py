@@ -20,8 +20,9 @@ DECODERS: Mapping[DecoderKind, type[Decoder]] = MappingProxyType({
 })
 
 
-def make_decoder(kind: DecoderKind | str, schema: TableSchema) -> Decoder:
-    """The decoder for `kind` (a member, or its name as written in the INI) over `schema`."""
+def make_decoder(kind: DecoderKind | str, schema: TableSchema, zone: str = "UTC") -> Decoder:
+    """The decoder for `kind` (a member, or its name as written in the INI) over `schema`; a
+    timestamp written without a zone is wall-clock time in `zone` ([hive] partition_timezone)."""
     if kind not in DECODERS:  # members hash and compare as their strings
         raise ConfigError(f"unknown decoder {kind!r}; set [job] decoder to one of {', '.join(DECODERS)}")
-    return DECODERS[kind](schema)
+    return DECODERS[kind](schema, zone)
