@@ -43,6 +43,9 @@ NOTHING_CHANGED = "No offset was committed; the next run tries again"
 BATCH_STAYS_OPEN = "The batch stays open; the next run registers it again"
 
 
+ADD_PER_STATEMENT = 500  # partitions per ALTER TABLE ... ADD: a backfill batch may touch thousands
+
+
 class HiveRegistrar:
     def __init__(self, spark, hive: HiveConfig, warehouse: Warehouse, owner: str | None = None):
         """`owner`: the job's ZooKeeper path, recorded in (and checked against) each table's
@@ -145,16 +148,26 @@ class HiveRegistrar:
                             f"{self.hive.database}.{table}: {_first_line(exc)}") from exc
 
     def add_partition(self, partition_values: dict[str, str], with_rejected: bool) -> None:
-        self._add(self.hive.table, self.warehouse.table_root, partition_values)
-        if with_rejected:
-            self._add(self.hive.rejected_table, self.warehouse.rejected_root, partition_values)
+        self.add_partitions([partition_values], [partition_values] if with_rejected else [])
 
-    def _add(self, table: str, root: str, values: dict[str, str]) -> None:
-        spec = ", ".join(f"{quote_identifier(k)}={quote_literal(v)}" for k, v in values.items())
-        location = self.warehouse.hive_uri(partition_dir(root, values))
-        self._sql(f"ALTER TABLE {self._qualified(table)} ADD IF NOT EXISTS PARTITION ({spec}) "
-                  f"LOCATION {quote_literal(location)}", f"add partition ({spec}) to {table}", BATCH_STAYS_OPEN)
-        self._check_location(table, values, location)
+    def add_partitions(self, main: list[dict[str, str]], rejected: list[dict[str, str]]) -> None:
+        """Every partition a batch touched, in one ALTER TABLE ... ADD statement per table (per
+        ADD_PER_STATEMENT of them), each checked to point at the job's folder."""
+        for table, root, partitions in ((self.hive.table, self.warehouse.table_root, main),
+                                        (self.hive.rejected_table, self.warehouse.rejected_root, rejected)):
+            for start in range(0, len(partitions), ADD_PER_STATEMENT):
+                self._add(table, root, partitions[start:start + ADD_PER_STATEMENT])
+
+    def _add(self, table: str, root: str, partitions: list[dict[str, str]]) -> None:
+        specs = [", ".join(f"{quote_identifier(k)}={quote_literal(v)}" for k, v in values.items())
+                 for values in partitions]
+        locations = [self.warehouse.hive_uri(partition_dir(root, values)) for values in partitions]
+        clauses = [f"PARTITION ({spec}) LOCATION {quote_literal(loc)}" for spec, loc in zip(specs, locations)]
+        what = f"add partition ({specs[0]})" + (f" and {len(specs) - 1} more" if len(specs) > 1 else "")
+        self._sql(f"ALTER TABLE {self._qualified(table)} ADD IF NOT EXISTS {' '.join(clauses)}",
+                  f"{what} to {table}", BATCH_STAYS_OPEN)
+        for values, location in zip(partitions, locations):
+            self._check_location(table, values, location)
 
     def _check_location(self, table: str, values: dict[str, str], location: str) -> None:
         """ADD IF NOT EXISTS keeps a partition that exists with another location (an earlier

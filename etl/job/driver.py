@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import functools
 import logging
+import posixpath
 import time
 from dataclasses import dataclass, field, replace
 
 from etl import faults
-from etl.config import Config, DimensionChangePolicy
+from etl.config import Config
 from etl.errors import MissingBatchFiles, RejectedRatioExceeded, StateConflict
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import SparkStarter
 from etl.job import pins
+from etl.job.event_record import event_time_record
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job.partition_writer import WriterSpec
 from etl.job.tasks import RangeResult, RangeTask, run_range_task, task_failure
@@ -37,9 +39,11 @@ from etl.model import binding
 from etl.model import identity
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now, utc_now_iso
 from etl.model.naming import is_temp_name, partition_dir
+from etl.model.partitioning import Placement
 from etl.model.planner import PartitionPosition, plan_ranges
-from etl.rows.dimensions import DimensionLoader, LoadedDimension, describe_change, to_ipc
+from etl.rows.dimensions import DimensionLoader, LoadedDimension, to_ipc
 from etl.sink.fs import filesystem_for
+from etl.sink.manifest import manifest_path
 from etl.sink.markers import SuccessMarkers
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
@@ -82,7 +86,8 @@ class Job:
         self._registrar: HiveRegistrar | None = None
         self.dimensions = DimensionLoader(config.dimensions, writer.schema, spark.session)
         # The clock that partitions a batch is the one that closes its window.
-        self.partitioner = writer.schema.partitioner
+        self.partitioning = config.hive.partitioning
+        self.partitioner = writer.schema.partitioner.in_zone(self.partitioning.timezone)
         self.markers = SuccessMarkers(config, store, self.fs, self.warehouse, self.partitioner, clock=utc_now)
 
     def _ensure_tables(self) -> HiveRegistrar:
@@ -124,11 +129,7 @@ class Job:
         an offset. Each range's `expected` is its partition's committed offset."""
         self.store.assert_lock_held()
         self._check_binding()
-        planned_at = utc_now()
-        batch = Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
-                      planned_at=planned_at.isoformat(timespec="seconds"),
-                      partition_values=self.partitioner.values_for_plan(planned_at), ranges=tuple(ranges),
-                      planned_by=self.store.me.describe(), updated_at=utc_now_iso(), kind=BatchKind.REPAIR)
+        batch = self._new_batch(tuple(ranges), kind=BatchKind.REPAIR)
         self._refuse_foreign_files(batch)
         return self._start(batch)
 
@@ -172,14 +173,22 @@ class Job:
         if plan.is_empty:
             log.info("nothing to do: no new records in %s", ", ".join(self.config.kafka.topics))
             return None
-        planned_at = utc_now()
-        batch = Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
-                      planned_at=planned_at.isoformat(timespec="seconds"),
-                      partition_values=self.partitioner.values_for_plan(planned_at), ranges=plan.ranges,
-                      skipped=plan.skipped, planned_by=self.store.me.describe(), updated_at=utc_now_iso(),
-                      topic_ids={t: i for t, i in topic_ids.items() if i})
+        batch = self._new_batch(plan.ranges, skipped=plan.skipped, topic_ids={t: i for t, i in topic_ids.items() if i})
         self._refuse_foreign_files(batch)
         return batch
+
+    def _new_batch(self, ranges: tuple[OffsetRange, ...], **more) -> Batch:
+        """A PLANNED batch with its Placement: the planning-time partition, and by event time how
+        every attempt places rows (etl.model.partitioning)."""
+        planned_at = utc_now()
+        placement = Placement.of(self.partitioning, self.partitioner, planned_at, self.markers.late_before_ms())
+        return Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
+                     planned_at=planned_at.isoformat(timespec="seconds"), partition_values=placement.planned,
+                     ranges=ranges, planned_by=self.store.me.describe(), updated_at=utc_now_iso(),
+                     placement=placement.to_json() if placement.by_event_time else {}, **more)
+
+    def _placement(self, batch: Batch) -> Placement | None:
+        return Placement.from_json(batch.placement) if batch.by_event_time else None
 
     def _next_batch_id(self) -> int:
         ids = self.store.batch_ids()
@@ -191,6 +200,8 @@ class Job:
         target = partition_dir(self.warehouse.table_root, batch.partition_values)
         present = set(self.fs.list_dir(target))
         clashes = [r.file_name for r in batch.file_ranges if r.file_name in present]
+        if batch.by_event_time:
+            clashes += [r.file_name for r in batch.file_ranges if self.fs.exists(self._manifest(r))]
         if clashes:
             raise StateConflict(f"{target} already holds {clashes[0]} (and {len(clashes) - 1} more), which the "
                                 f"new plan would write; it is not part of any open batch. Move it out of the "
@@ -206,7 +217,7 @@ class Job:
         if batch.state is BatchState.WRITTEN:
             registrar = self._ensure_tables()
             with timed(self.observer, Phase.REGISTER):
-                registrar.add_partition(batch.partition_values, with_rejected=bool(batch.rejected))
+                self._register(registrar, batch)
                 batch, version = self.store.advance(batch, version, BatchState.REGISTERED)
             faults.checkpoint("state:REGISTERED")
         if batch.state is BatchState.REGISTERED:
@@ -219,11 +230,19 @@ class Job:
             self.store.prune_batches()
         return self._summary(batch, resumed, time.monotonic() - started)
 
+    def _register(self, registrar: HiveRegistrar, batch: Batch) -> None:
+        """Every partition the batch touched (one ALTER TABLE statement), before the commit."""
+        if not batch.by_event_time:
+            registrar.add_partition(batch.partition_values, with_rejected=bool(batch.rejected))
+            return
+        touched = [dict(p.split("=", 1) for p in part["partition"].split("/")) for part in batch.partitions or ()]
+        registrar.add_partitions(touched, [batch.partition_values] if batch.rejected else [])
+
     def _write_files(self, batch: Batch, version: int,
                      loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
         if loaded is None and self.config.dimensions and self._missing_files(batch):
             with timed(self.observer, Phase.DIMENSIONS):
-                batch, version, loaded = self._resumed_dimensions(batch, version)
+                batch, version, loaded = pins.resumed(batch, version, self.config, self.dimensions, self.store)
         if batch.file_ranges:
             self._ensure_tables()  # Spark runs the tasks: started (and timed) before them
         with timed(self.observer, Phase.TASKS):
@@ -233,21 +252,23 @@ class Job:
 
     def _written(self, batch: Batch, version: int, results: list[RangeResult]) -> tuple[Batch, int]:
         self._check_files(batch)
-        self._sweep_temp_files(batch)
+        self._sweep_temp_files(batch, results)
         rows, rejected = sum(r.rows for r in results), sum(r.rejected for r in results)
         self._check_rejected_ratio(batch, rows, rejected)
         unmatched = {d.name: sum(r.unmatched.get(d.name, 0) for r in results)
                      for d in self.config.dimensions if d.joined}
         last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record.to_json()
                         for r in results if r.last_record is not None}
+        more = event_time_record(batch, results, self.markers, self.config.hive) if batch.by_event_time else {}
         return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
-                                  unmatched=unmatched or None, last_records=last_records)
+                                  unmatched=unmatched or None, last_records=last_records, **more)
 
     def _run_tasks(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> list[RangeResult]:
         main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
         rejected_dir = partition_dir(self.warehouse.rejected_root, batch.partition_values)
         tasks = [RangeTask(r, main_dir, rejected_dir, self.config.warehouse, self.config.kafka,
-                           f"etl-{self.config.job.name}-reader", self.writer) for r in batch.file_ranges]
+                           f"etl-{self.config.job.name}-reader", self.writer, self._placement(batch),
+                           self.warehouse.table_root, self.partitioning.max_open_files) for r in batch.file_ranges]
         if not tasks:
             return []
         self.fs.makedirs(main_dir)
@@ -265,52 +286,39 @@ class Job:
                 handle.destroy()
 
     def _missing_files(self, batch: Batch) -> list[str]:
+        if batch.by_event_time:  # a range is done once its manifest is published
+            return [r.file_name for r in batch.file_ranges if not self.fs.exists(self._manifest(r))]
         present = set(self.fs.list_dir(partition_dir(self.warehouse.table_root, batch.partition_values)))
         return [r.file_name for r in batch.file_ranges if r.file_name not in present]
 
-    # -- dimensions of a resumed batch ------------------------------------------------------
-    def _resumed_dimensions(self, batch: Batch, version: int) -> tuple[Batch, int, dict[str, LoadedDimension]]:
-        """Load the dimensions again for the files still to write, and hold them to the pins."""
-        pinned = pins.pinned(batch)
-        current = {d.name: self.dimensions.snapshot(d) for d in self.config.dimensions}
-        changed = pins.changed(pinned, current)
-        use_current = self.config.job.on_dimension_change == DimensionChangePolicy.USE_CURRENT
-        if changed and not (use_current and all(current.get(name) for name in changed)):
-            raise pins.change_error(batch, changed, pinned, current)  # cheap: before anything is read
-        loaded = self.dimensions.load_all()
-        now = {name: d.snapshot for name, d in loaded.items()}
-        changed = pins.changed(pinned, now)  # again: a source may change while it is read
-        if changed and not use_current:
-            raise pins.change_error(batch, changed, pinned, now)
-        if changed:
-            for name in changed:
-                log.error("DIMENSION CHANGED since batch %d was planned, finishing it with the current version "
-                          "([job] on_dimension_change = use_current): %s: %s", batch.batch_id, name,
-                          describe_change(pinned.get(name), now.get(name)))
-            batch, version = self.store.amend(
-                batch, version, dimensions={name: s.to_json() for name, s in now.items()},
-                dimension_changes=batch.dimension_changes + pins.change_records(changed, pinned, now,
-                                                                                self.store.me.describe()))
-        return batch, version, loaded
+    def _manifest(self, r: OffsetRange) -> str:
+        return manifest_path(self.warehouse.table_root, r.topic, r.partition, r.start, r.end)
 
     def _check_files(self, batch: Batch) -> None:
         main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
         missing = self._missing_files(batch)
         if missing:
-            raise MissingBatchFiles(f"batch {batch.batch_id}: {len(missing)} planned files are missing in "
-                                    f"{main_dir}, e.g. {missing[0]}; the batch stays PLANNED and the next run "
-                                    f"writes them")
+            where = "have no manifest" if batch.by_event_time else f"are missing in {main_dir}"
+            raise MissingBatchFiles(f"batch {batch.batch_id}: {len(missing)} planned files {where}, e.g. {missing[0]}; "
+                                    f"the batch stays PLANNED and the next run writes them")
 
-    def _sweep_temp_files(self, batch: Batch) -> None:
+    def _sweep_temp_files(self, batch: Batch, results: list[RangeResult]) -> None:
         """Every planned file is published, so temp files left in the batch's directories
         belong to dead attempts (a killed run, a failed or losing speculative task)."""
-        for root in (self.warehouse.table_root, self.warehouse.rejected_root):
-            folder = partition_dir(root, batch.partition_values)
+        for folder in self._batch_folders(batch, results):
             stale = [name for name in self.fs.list_dir(folder) if is_temp_name(name)]
             for name in stale:
                 self.fs.delete(f"{folder}/{name}")
             if stale:
                 log.warning("removed %d temp files of dead attempts from %s", len(stale), folder)
+
+    def _batch_folders(self, batch: Batch, results: list[RangeResult]) -> list[str]:
+        folders = [partition_dir(root, batch.partition_values)
+                   for root in (self.warehouse.table_root, self.warehouse.rejected_root)]
+        if batch.by_event_time:
+            folders += sorted({f"{self.warehouse.table_root}/{part.partition}" for r in results for part in r.parts})
+            folders += sorted({posixpath.dirname(self._manifest(r)) for r in batch.file_ranges})
+        return folders
 
     def _check_rejected_ratio(self, batch: Batch, rows: int, rejected: int) -> None:
         total = rows + rejected

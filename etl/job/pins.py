@@ -9,9 +9,39 @@ change is recorded in the batch, old and new, with who decided and when.
 """
 from __future__ import annotations
 
+import logging
+
+from etl.config import Config, DimensionChangePolicy
 from etl.errors import DimensionChanged
 from etl.model.batch import Batch, utc_now_iso
-from etl.rows.dimensions import Snapshot, describe_change
+from etl.rows.dimensions import DimensionLoader, LoadedDimension, Snapshot, describe_change
+
+log = logging.getLogger(__name__)
+
+
+def resumed(batch: Batch, version: int, config: Config, dimensions: DimensionLoader,
+            store) -> tuple[Batch, int, dict[str, LoadedDimension]]:
+    """Load the dimensions again for the files still to write, and hold them to the pins."""
+    before = pinned(batch)
+    current = {d.name: dimensions.snapshot(d) for d in config.dimensions}
+    moved = changed(before, current)
+    use_current = config.job.on_dimension_change == DimensionChangePolicy.USE_CURRENT
+    if moved and not (use_current and all(current.get(name) for name in moved)):
+        raise change_error(batch, moved, before, current)  # cheap: before anything is read
+    loaded = dimensions.load_all()
+    now = {name: d.snapshot for name, d in loaded.items()}
+    moved = changed(before, now)  # again: a source may change while it is read
+    if moved and not use_current:
+        raise change_error(batch, moved, before, now)
+    if moved:
+        for name in moved:
+            log.error("DIMENSION CHANGED since batch %d was planned, finishing it with the current version "
+                      "([job] on_dimension_change = use_current): %s: %s", batch.batch_id, name,
+                      describe_change(before.get(name), now.get(name)))
+        batch, version = store.amend(
+            batch, version, dimensions={name: s.to_json() for name, s in now.items()},
+            dimension_changes=batch.dimension_changes + change_records(moved, before, now, store.me.describe()))
+    return batch, version, loaded
 
 
 def pinned(batch: Batch) -> dict[str, Snapshot]:

@@ -21,13 +21,16 @@ import pyarrow.parquet as pq
 from etl import faults
 from etl.config import KafkaConfig, WarehouseConfig
 from etl.errors import EtlError
+from etl.job.event_task import run_event_range_task
 from etl.job.partition_writer import UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
 from etl.model.batch import Batch, OffsetRange
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.model.naming import temp_name
+from etl.model.partitioning import Placement
 from etl.rows.dimensions import from_ipc
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
+from etl.sink.manifest import Part
 from etl.source.kafka import read_range
 from etl.source.prefetch import prefetched
 
@@ -44,6 +47,9 @@ class RangeTask:
     kafka: KafkaConfig
     consumer_group: str
     writer: WriterSpec
+    placement: Placement | None = None  # by event time: a file per Hive partition (etl.job.event_task)
+    table_root: str = ""
+    max_open_files: int = 32
 
 
 @dataclass(frozen=True)
@@ -56,11 +62,15 @@ class RangeResult:
     # The range's last record, the witness of the topic's identity (etl.model.identity); None on a
     # replay (the file was there: nothing was read) or when the range held no record.
     last_record: RecordFingerprint | None = None
+    parts: tuple[Part, ...] = ()  # by event time: the range's file in each Hive partition
+    max_event_ms: int | None = None
 
 
 def run_range_task(task: RangeTask, lookups: Mapping[str, object] | None = None) -> RangeResult:
     """`lookups`: dimension name -> Spark broadcast of the table's Arrow IPC bytes."""
     fs = filesystem_for(task.warehouse)
+    if task.placement is not None and task.placement.by_event_time:
+        return _by_event_time(fs, task, lookups)
     main_final = posixpath.join(task.main_dir, task.range.file_name)
     if fs.exists(main_final):
         return _replayed(fs, task, main_final)
@@ -68,6 +78,15 @@ def run_range_task(task: RangeTask, lookups: Mapping[str, object] | None = None)
     result = _write_and_publish(fs, task, main_final, tables)
     faults.checkpoint(f"renamed:{task.range.partition}")
     return result
+
+
+def _by_event_time(fs: WarehouseFileSystem, task: RangeTask, lookups) -> RangeResult:
+    tables = {name: from_ipc(handle.value) for name, handle in (lookups or {}).items()}
+    manifest, published = run_event_range_task(fs, task, tables)
+    faults.checkpoint(f"renamed:{task.range.partition}")
+    last = RecordFingerprint.from_json(manifest.last_record) if published else None
+    return RangeResult(task.range, published, manifest.rows, manifest.rejected, manifest.unmatched, last,
+                       manifest.parts, manifest.max_event_ms)
 
 
 def _write_and_publish(fs: WarehouseFileSystem, task: RangeTask, main_final: str, tables) -> RangeResult:

@@ -113,6 +113,16 @@ class Batch:
     topic_ids: dict = field(default_factory=dict)  # topic -> id the broker reported at plan time
     # "topic:partition" -> fingerprint of the last record written (etl.model.identity), set at WRITTEN
     last_records: dict = field(default_factory=dict)
+    # By event time: the Placement json every attempt places rows with ({} under planning time).
+    placement: dict = field(default_factory=dict)
+    # Set at WRITTEN by event time: each Hive partition touched, {"partition", "rows", "late"}.
+    partitions: tuple[dict, ...] | None = None
+    # Set at WRITTEN by event time: "topic:partition" -> latest event time (ms) among its rows.
+    event_high: dict = field(default_factory=dict)
+
+    @property
+    def by_event_time(self) -> bool:
+        return bool(self.placement.get("column"))
 
     @property
     def file_ranges(self) -> tuple[OffsetRange, ...]:
@@ -131,7 +141,7 @@ class Batch:
 
     def amended(self, **changes) -> "Batch":
         """The same batch in the same state with changed bookkeeping (never its ranges)."""
-        if {"ranges", "state", "partition_values", "kind", "target"} & set(changes):
+        if {"ranges", "state", "partition_values", "kind", "target", "placement"} & set(changes):
             raise StateConflict(f"batch {self.batch_id}: its ranges, state and partition are fixed when planned")
         return replace(self, updated_at=utc_now_iso(), **changes)
 
@@ -144,6 +154,9 @@ class Batch:
             "dimensions": self.dimensions, "unmatched": self.unmatched,
             "dimension_changes": list(self.dimension_changes), "kind": self.kind.value,
             "target": self.target, "topic_ids": self.topic_ids, "last_records": self.last_records,
+            **({"placement": self.placement} if self.placement else {}),
+            **({"partitions": list(self.partitions)} if self.partitions is not None else {}),
+            **({"event_high": self.event_high} if self.event_high else {}),
         }
 
     @classmethod
@@ -159,6 +172,8 @@ class Batch:
             unmatched=header.get("unmatched"), dimension_changes=tuple(header.get("dimension_changes", [])),
             kind=BatchKind(header.get("kind", BatchKind.LOAD.value)), target=header.get("target", {}),
             topic_ids=header.get("topic_ids", {}), last_records=header.get("last_records", {}),
+            placement=header.get("placement", {}), event_high=header.get("event_high", {}),
+            partitions=None if header.get("partitions") is None else tuple(header["partitions"]),
         )
 
 

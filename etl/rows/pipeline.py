@@ -10,7 +10,7 @@ transform). One such row would make every query of the table fail. Nothing is wr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 import pyarrow as pa
@@ -18,10 +18,12 @@ import pyarrow.compute as pc
 
 from etl.config import DimensionConfig
 from etl.errors import EtlError, KafkaReadError
+from etl.model.partitioning import Placement
 from etl.model.schema import LINEAGE_COLUMNS, TableSchema, arrow_schema, rejected_arrow_schema
 from etl.rows.decoders import Decoded, Decoder, invalid_utf8_positions, mask_without
 from etl.rows.enrichment import enrich
 from etl.rows.hive_values import TIMESTAMP_MAX_MS, outside_reason, unreadable_rows
+from etl.rows.placement import PlacedRows, place
 from etl.rows.transform import TransformStep
 from etl.source.chunk import RawChunk
 
@@ -43,13 +45,16 @@ class RowSpec:
 class ChunkRows:
     kept: pa.Table  # in the main file's schema
     rejected: pa.Table | None  # in the rejected file's schema; None when every record was kept
+    placed: PlacedRows | None = None  # under event time: each kept row's partition (etl.rows.placement)
 
 
 class RowPipeline:
     """Turns the chunks of one partition's offset range, in order, into rows."""
 
-    def __init__(self, spec: RowSpec, topic: str, partition: int, lookups: Mapping[str, pa.Table] | None = None):
+    def __init__(self, spec: RowSpec, topic: str, partition: int, lookups: Mapping[str, pa.Table] | None = None,
+                 placement: Placement | None = None):
         self._spec, self._topic, self._partition = spec, topic, partition
+        self._placement = placement if placement is not None and placement.by_event_time else None
         self.schema = arrow_schema(spec.schema)
         self.rejected_schema = rejected_arrow_schema()
         self._lookups = lookups or {}
@@ -70,8 +75,19 @@ class RowPipeline:
         rows = self._enriched(self._rows(chunk, offsets, millis, decoded))
         rows, errors = self._transformed(chunk, rows, decoded)
         rows, errors = self._readable(rows, offsets, errors)
+        rows, errors, placed = self._placed(rows, offsets, errors)
         self.last_offset = chunk.offsets[-1]
-        return ChunkRows(rows, self._rejected_rows(chunk, offsets, millis, errors) if errors else None)
+        return ChunkRows(rows, self._rejected_rows(chunk, offsets, millis, errors) if errors else None, placed)
+
+    def _placed(self, rows: pa.Table, offsets: pa.Int64Array, errors: list):
+        """Each kept row's partition under event time; rows it must not write join the rejected."""
+        if self._placement is None:
+            return rows, errors, None
+        placed = place(rows, self._placement)
+        if not placed.rejected:
+            return rows, errors, placed
+        rows, errors, keep = _moved_to_rejected(rows, offsets, errors, placed.rejected)
+        return rows, errors, replace(placed, keys=placed.keys.filter(keep), late=placed.late.filter(keep))
 
     def _enriched(self, rows: pa.Table) -> pa.Table:
         if not self.unmatched:
@@ -102,11 +118,9 @@ class RowPipeline:
         bad = unreadable_rows(rows)
         if not bad:
             return rows, errors
-        positions = pa.array([position for position, _reason in bad], pa.int64())
-        indices = pc.index_in(pc.take(rows.column("kafka_offset"), positions), value_set=offsets).to_pylist()
         origin = f"after transform {self._spec.transform}: " if self._spec.transform else ""
-        moved = [(index, origin + reason) for index, (_position, reason) in zip(indices, bad)]
-        return rows.filter(mask_without(rows.num_rows, positions)), sorted(errors + moved)
+        rows, errors, _keep = _moved_to_rejected(rows, offsets, errors, [(p, origin + r) for p, r in bad])
+        return rows, errors
 
     def _check_chunk(self, chunk: RawChunk, offsets: pa.Int64Array) -> None:
         # Out-of-order or repeated offsets would duplicate rows: refuse them, cheaply.
@@ -211,6 +225,15 @@ def _moved_to_errors(decoded: Decoded, moved: list[tuple[int, str]]) -> Decoded:
     keep = mask_without(len(decoded.good), [position for position, _reason in moved])
     errors = [(decoded.good[position].as_py(), reason) for position, reason in moved]
     return Decoded(decoded.table.filter(keep), decoded.good.filter(keep), sorted(decoded.errors + errors))
+
+
+def _moved_to_rejected(rows: pa.Table, offsets: pa.Int64Array, errors: list, moved: list[tuple[int, str]]):
+    """`rows` less the rows at the given positions, and the errors with those rows' records (found
+    by offset) and reasons; plus the mask of the rows kept."""
+    positions = pa.array([position for position, _reason in moved], pa.int64())
+    indices = pc.index_in(pc.take(rows.column("kafka_offset"), positions), value_set=offsets).to_pylist()
+    keep = mask_without(rows.num_rows, positions)
+    return rows.filter(keep), sorted(errors + [(i, reason) for i, (_p, reason) in zip(indices, moved)]), keep
 
 
 def _keys_at(chunk: RawChunk, indices: pa.Array) -> pa.Array:

@@ -122,18 +122,47 @@ class SuccessMarkers:
         self.settings: SuccessMarkerConfig = config.hive.success_markers
         self.config, self.store, self.fs, self.warehouse, self.clock = config, store, fs, warehouse, clock
         self.partitioner = partitioner
+        self.by_event_time = config.hive.partitioning.by_event_time
+        self.idle_seconds = config.hive.partitioning.idle_partition_seconds
+
+    def late_before_ms(self) -> int | None:
+        """For a new plan by event time: partitions whose window ends at or before this are due
+        their marker (the watermark less the delay), so their rows are late. None: none is."""
+        if not (self.settings.enabled and self.by_event_time):
+            return None
+        mark = watermark(self.store.committed_offsets(), self.clock(), self.idle_seconds)
+        return None if mark is None else mark - int(self.settings.delay_seconds * 1000)
 
     def on_plan(self, batch: Batch) -> Batch:
         """The new batch, carrying the ledger forward with its own partition; a partition already
-        marked is late data: written all the same, and recorded."""
+        marked is late data: written all the same, and recorded. By event time the partitions are
+        known only once the files are written (on_written)."""
         if not self.settings.enabled:
             return batch
         newest = self.store.last_batch()  # COMMITTED: a batch is planned only when none is open
-        ledger = Ledger.of(newest[0] if newest else None).adding(batch.partition_values, self.partitioner)
+        ledger = Ledger.of(newest[0] if newest else None)
+        if batch.by_event_time:
+            return replace(batch, extra={**batch.extra, LEDGER_KEY: ledger.to_json()})
+        ledger = ledger.adding(batch.partition_values, self.partitioner)
         if self.fs.exists(posixpath.join(partition_dir(self.warehouse.table_root, batch.partition_values),
                                          MARKER_NAME)):
             ledger = ledger.with_late(self._report_late(batch))
         return replace(batch, extra={**batch.extra, LEDGER_KEY: ledger.to_json()})
+
+    def on_written(self, batch: Batch, partitions: list[dict]) -> dict:
+        """By event time: the batch header's extra, its ledger listing every partition the batch
+        touched, and each partition that received late rows recorded."""
+        if not self.settings.enabled:
+            return batch.extra
+        ledger = Ledger.of(batch)
+        for part in partitions:
+            values = dict(p.split("=", 1) for p in part["partition"].split("/"))
+            ledger = ledger.adding(values, self.partitioner)
+            if part["late"]:
+                ledger = ledger.with_late({"batch_id": batch.batch_id, "partition": part["partition"],
+                                           "rows": part["late"], "planned_at": batch.planned_at,
+                                           "planned_by": batch.planned_by})
+        return {**batch.extra, LEDGER_KEY: ledger.to_json()}
 
     def _report_late(self, batch: Batch) -> dict:
         where = partition_path(batch.partition_values)
@@ -169,6 +198,12 @@ class SuccessMarkers:
 
     def _due(self, ledger: Ledger) -> list[PartitionKey]:
         cutoff = self.clock() - dt.timedelta(seconds=self.settings.delay_seconds)
+        if self.by_event_time:
+            mark = watermark(self.store.committed_offsets(), self.clock(), self.idle_seconds)
+            if mark is None:
+                return []
+            cutoff = dt.datetime.fromtimestamp(mark / 1000, dt.timezone.utc) - \
+                dt.timedelta(seconds=self.settings.delay_seconds)
         return [k for k in ledger.unmarked if window_of(self.partitioner, dict(k)).end <= cutoff]
 
     def _mark(self, values: dict[str, str]) -> None:
@@ -199,6 +234,25 @@ class SuccessMarkers:
         except BaseException:
             self.fs.delete(temp)  # a partial temp file is never published; do not leave it behind either
             raise
+
+
+def watermark(committed: Mapping, now: dt.datetime, idle_seconds: float) -> int | None:
+    """The job's event-time watermark (ms), as Flink's: the minimum over its Kafka partitions of
+    the latest event time committed, leaving out a partition without new records for
+    idle_seconds, so that one idle partition does not hold back every marker. When every
+    partition is idle, the maximum (as Flink's watermark valve does once all inputs are idle):
+    nothing more is coming that the job knows of. None before any event time is committed."""
+    known, active = [], []
+    for offset in committed.values():
+        if offset.max_event_ms is None:
+            continue
+        known.append(offset.max_event_ms)
+        since = None if offset.active_at is None else now - dt.datetime.fromisoformat(offset.active_at)
+        if since is not None and since.total_seconds() <= idle_seconds:
+            active.append(offset.max_event_ms)
+    if active:
+        return min(active)
+    return max(known) if known else None
 
 
 def marker_status(settings: SuccessMarkerConfig, newest: Batch | None) -> dict:

@@ -57,12 +57,21 @@ class ParquetSink:
         if self._buffered_rows >= self.row_group_size:
             self._write_full_row_groups()
 
-    def close(self) -> int:
-        """Flush the remaining rows, finish the file durably, and return its size."""
-        self.open()
+    @property
+    def buffered_rows(self) -> int:
+        return self._buffered_rows
+
+    def flush(self) -> None:
+        """Write what is buffered as a row group now, smaller than row_group_size: how a writer
+        that keeps many files open bounds the memory of all of them together."""
         if self._buffered_rows:
             self._write_row_group(pa.concat_tables(self._buffer))
             self._buffer, self._buffered_rows = [], 0
+
+    def close(self) -> int:
+        """Flush the remaining rows, finish the file durably, and return its size."""
+        self.open()
+        self.flush()
         if self.metadata:
             self._writer.add_key_value_metadata(self.metadata)
         self._writer.close()

@@ -19,7 +19,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import EtlError, LockLost, StateConflict
-from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange
+from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now_iso
 from etl.model.events import Skipped
 from etl.model.identity import RecordFingerprint
 from etl.retry import retry_idempotent
@@ -269,13 +269,15 @@ class ZkStateStore(OperatorRecords):
             txn.check(path, found.version)
             return
         last = RecordFingerprint.from_json(batch.last_records.get(f"{r.topic}:{r.partition}"))
+        high, active = _event_time(batch, r, found)
         if found is None:
-            txn.create(path, CommittedOffset(r.end, 0, origin=r.start, last=last).to_bytes())
+            txn.create(path, CommittedOffset(r.end, 0, r.start, last, high, active).to_bytes())
             return
         skipped = any(s.topic == r.topic and s.partition == r.partition for s in batch.skipped)
         # After a skip the old record is no witness of the new log; else keep it when the range read none.
         kept = last or (None if skipped else found.last)
-        txn.set_data(path, CommittedOffset(r.end, 0, found.origin, kept).to_bytes(), version=found.version)
+        txn.set_data(path, CommittedOffset(r.end, 0, found.origin, kept, high, active).to_bytes(),
+                     version=found.version)
 
     def prune_batches(self) -> None:
         """Keep the newest committed batches only; they serve status and recovery reports."""
@@ -283,6 +285,18 @@ class ZkStateStore(OperatorRecords):
             self._read(lambda b=batch_id: self.client.delete(self.paths.batch(b), recursive=True),
                        f"delete old batch {batch_id}")
 
+
+
+def _event_time(batch: Batch, r: OffsetRange, found: CommittedOffset | None) -> tuple[int | None, str | None]:
+    """The partition's latest event time and last activity, carried forward and moved by this
+    batch's range: what the event-time watermark is computed from."""
+    high, active = (None, None) if found is None else (found.max_event_ms, found.active_at)
+    new = batch.event_high.get(f"{r.topic}:{r.partition}")
+    if new is not None:
+        high = new if high is None else max(high, new)
+    if r.size > 0 and batch.by_event_time:
+        active = utc_now_iso()
+    return high, active
 
 
 def _chunks(ranges: tuple[OffsetRange, ...]):

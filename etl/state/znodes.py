@@ -38,17 +38,24 @@ class CommittedOffset:
     version: int
     origin: int | None = None  # None: committed by a version that did not record it
     last: RecordFingerprint | None = None
+    # By event time, for the watermark (etl.sink.markers): the latest event time committed, and
+    # when a batch last committed new records of the partition.
+    max_event_ms: int | None = None
+    active_at: str | None = None
 
     def to_bytes(self) -> bytes:
-        return dump({"offset": self.value, "origin": self.origin,
-                      "last": None if self.last is None else self.last.to_json()})
+        raw = {"offset": self.value, "origin": self.origin, "last": None if self.last is None else self.last.to_json()}
+        if self.max_event_ms is not None or self.active_at is not None:
+            raw.update(max_event_ms=self.max_event_ms, active_at=self.active_at)
+        return dump(raw)
 
     @classmethod
     def parse(cls, data: bytes, version: int) -> "CommittedOffset":
         raw = json.loads(data)
         if isinstance(raw, int):  # the first format: the offset alone
             return cls(raw, version)
-        return cls(int(raw["offset"]), version, raw.get("origin"), RecordFingerprint.from_json(raw.get("last")))
+        return cls(int(raw["offset"]), version, raw.get("origin"), RecordFingerprint.from_json(raw.get("last")),
+                   raw.get("max_event_ms"), raw.get("active_at"))
 
 
 def this_run() -> LockHolder:

@@ -1,0 +1,40 @@
+"""What a batch by event time records when it reaches WRITTEN.
+
+The partitions it touched (so that registration, a resume, `etl verify` and the markers never
+list the warehouse to find them), each Kafka partition's latest event time (what the watermark
+is computed from, committed with the offsets), and the markers' ledger with the touched
+partitions. Late rows are logged here, once per partition, as LATE DATA.
+"""
+from __future__ import annotations
+
+import logging
+
+from etl.config import HiveConfig
+from etl.model.batch import Batch
+from etl.sink.markers import SuccessMarkers
+
+log = logging.getLogger(__name__)
+
+
+def touched_partitions(results) -> list[dict]:
+    """{"partition", "rows", "late"} of every Hive partition the ranges wrote into, sorted."""
+    touched: dict[str, list[int]] = {}
+    for result in results:
+        for part in result.parts:
+            counts = touched.setdefault(part.partition, [0, 0])
+            counts[0], counts[1] = counts[0] + part.rows, counts[1] + part.late
+    return [{"partition": path, "rows": rows, "late": late} for path, (rows, late) in sorted(touched.items())]
+
+
+def event_time_record(batch: Batch, results, markers: SuccessMarkers, hive: HiveConfig) -> dict:
+    """The changes the WRITTEN header carries; `results`: the tasks' etl.job.tasks.RangeResult."""
+    partitions = touched_partitions(results)
+    for part in partitions:
+        if part["late"]:
+            log.error("LATE DATA: batch %d wrote %d rows into Hive partition %s of %s.%s, which was already due its "
+                      "_SUCCESS when the batch was planned: written exactly once all the same ([hive] late_data = "
+                      "write); readers that trusted the marker miss them", batch.batch_id, part["late"],
+                      part["partition"], hive.database, hive.table)
+    event_high = {f"{r.range.topic}:{r.range.partition}": r.max_event_ms for r in results
+                  if r.max_event_ms is not None}
+    return {"partitions": tuple(partitions), "event_high": event_high, "extra": markers.on_written(batch, partitions)}

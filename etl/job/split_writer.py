@@ -1,0 +1,107 @@
+"""One pass over an event-time range: the rows of each Hive partition into a Parquet file of their own.
+
+Memory stays flat however many partitions a range touches (a backfill range may span 720
+hourly partitions):
+  - at most `max_open` files are open in one pass ([hive] max_open_partition_files). Rows of
+    further partitions are left for the next pass over the range, which skips the partitions
+    already written. A file is written whole in one pass, so each (range, partition) is still
+    one file; the common range (a few partitions) takes one pass;
+  - the rows buffered by all open files together stay under one row group: past that, the
+    largest buffer is written out as a (smaller) row group.
+The files are written under temp names beside their final names; publishing is the task's job.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from etl.model.naming import temp_name
+from etl.model.partitioning import TimePartitioner
+from etl.rows.placement import PlacedRows
+from etl.sink.fs import WarehouseFileSystem
+from etl.sink.parquet import ParquetSink
+
+
+@dataclass(frozen=True)
+class WrittenPart:
+    key: int
+    partition: str  # dt=.../hour=...
+    temp_path: str
+    final_path: str
+    rows: int
+    late: int
+
+
+class PassWriter:
+    def __init__(self, fs: WarehouseFileSystem, table_root: str, file_name: str, partitioner: TimePartitioner,
+                 schema: pa.Schema, row_group_size: int, compression: str, skip: frozenset[int], max_open: int):
+        self._fs, self._root, self._file_name, self._partitioner = fs, table_root, file_name, partitioner
+        self._schema, self._row_group_size, self._compression = schema, row_group_size, compression
+        self._skip, self._max_open = skip, max_open
+        self._sinks: dict[int, ParquetSink] = {}
+        self._late: dict[int, int] = {}
+        self.deferred = False  # rows of a partition left for the next pass
+
+    def __enter__(self) -> PassWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        if exc_type is not None:
+            self.abort()
+
+    def write(self, rows: pa.Table, placed: PlacedRows) -> None:
+        if not rows.num_rows:
+            return
+        order = pc.sort_indices(placed.keys)  # stable: each partition's rows stay in offset order
+        keys, rows, late = placed.keys.take(order), rows.take(order), placed.late.take(order)
+        runs = pc.value_counts(keys)  # sorted keys: each key once, in order
+        start = 0
+        for key, count in zip(runs.field("values").to_pylist(), runs.field("counts").to_pylist()):
+            sink = self._sink_for(key)
+            if sink is not None:
+                sink.append(rows.slice(start, count))
+                self._late[key] += pc.sum(late.slice(start, count).cast(pa.int64())).as_py() or 0
+            start += count
+        self._bound_memory()
+
+    def ensure(self, key: int) -> None:
+        """A file for `key` even without rows (a range with no kept row still has one file)."""
+        self._sink_for(key)
+
+    def close(self) -> list[WrittenPart]:
+        parts = []
+        for key, sink in sorted(self._sinks.items()):
+            sink.close()
+            folder = posixpath.dirname(sink.path)
+            parts.append(WrittenPart(key, posixpath.relpath(folder, self._root), sink.path,
+                                     posixpath.join(folder, self._file_name), sink.rows_appended, self._late[key]))
+        return parts
+
+    def abort(self) -> None:
+        for sink in self._sinks.values():
+            sink.abort()
+
+    def _sink_for(self, key: int) -> ParquetSink | None:
+        if key in self._sinks:
+            return self._sinks[key]
+        if key in self._skip:
+            return None
+        if len(self._sinks) >= self._max_open:
+            self.deferred = True
+            return None
+        folder = posixpath.join(self._root, self._partitioner.path(self._partitioner.values_of_key(key)))
+        sink = ParquetSink(self._fs, posixpath.join(folder, temp_name(self._file_name)), self._schema,
+                           self._row_group_size, self._compression)
+        sink.open()
+        self._sinks[key], self._late[key] = sink, 0
+        return sink
+
+    def _bound_memory(self) -> None:
+        buffered = sum(s.buffered_rows for s in self._sinks.values())
+        while buffered > self._row_group_size:
+            largest = max(self._sinks.values(), key=lambda s: s.buffered_rows)
+            buffered -= largest.buffered_rows
+            largest.flush()

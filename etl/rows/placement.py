@@ -1,0 +1,72 @@
+"""Which Hive partition each row of a chunk belongs to, under event-time partitioning.
+
+Vectorised: a row's partition key is the start of its partition as the zone's wall clock in
+ms (etl.model.partitioning.TimePartitioner.wall_starts). The batch's Placement, fixed in its
+plan, decides everything else, so that every attempt places the same rows the same way:
+  - a NULL event time is rejected (on_missing_event_time = reject) or placed in the batch's
+    planning-time partition (planning_time);
+  - a row whose partition was due its `_SUCCESS` when the batch was planned (its window ended
+    at or before the plan's late_before_ms) is late: written and counted (late_data = write)
+    or rejected with the reason "late" (reject).
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from etl.config import LateData, MissingEventTime
+from etl.model.naming import partition_path
+from etl.model.partitioning import Placement
+
+
+@dataclass(frozen=True)
+class PlacedRows:
+    keys: pa.Int64Array  # each row's partition key
+    late: pa.BooleanArray  # each row: its partition was already due its _SUCCESS
+    rejected: list[tuple[int, str]]  # (row position, reason) of rows that must not be written
+    max_event_ms: int | None  # the latest event time among the rows
+
+
+def planned_key(placement: Placement) -> int:
+    """The key of the batch's planning-time partition."""
+    values = placement.planned
+    wall = dt.datetime.strptime(values["dt"], "%Y-%m-%d")
+    if "hour" in values:
+        wall = wall.replace(hour=int(values["hour"]))
+    return (wall - dt.datetime(1970, 1, 1)) // dt.timedelta(milliseconds=1)
+
+
+def place(rows: pa.Table, placement: Placement) -> PlacedRows:
+    times = rows.column(placement.column).combine_chunks()
+    keys = placement.partitioner.wall_starts(times)
+    rejected = []
+    if keys.null_count:
+        missing = pc.is_null(keys)
+        keys = pc.fill_null(keys, planned_key(placement))
+        if placement.on_missing is MissingEventTime.REJECT:
+            reason = (f"no event time: {placement.column} is NULL ([hive] on_missing_event_time = reject; "
+                      f"planning_time would place it in the batch's planning-time partition)")
+            rejected += [(i, reason) for i in pc.indices_nonzero(missing).to_pylist()]
+            keys = pc.if_else(missing, pa.scalar(None, pa.int64()), keys)  # rejected: not late as well
+    late = _late(keys, placement)
+    if placement.late_data is LateData.REJECT and pc.any(late).as_py():
+        rejected += [(i, _late_reason(placement, keys[i].as_py())) for i in pc.indices_nonzero(late).to_pylist()]
+    highest = pc.max(times.cast(pa.int64())).as_py()
+    return PlacedRows(keys, late, sorted(rejected), highest)
+
+
+def _late(keys: pa.Array, placement: Placement) -> pa.BooleanArray:
+    if placement.late_before_ms is None or not len(keys):
+        return pa.repeat(pa.scalar(False), len(keys))
+    ends = {key: placement.partitioner.window_end_ms(key) for key in pc.unique(keys).to_pylist() if key is not None}
+    due = [key for key, end in ends.items() if end <= placement.late_before_ms]
+    return pc.fill_null(pc.is_in(keys, value_set=pa.array(due, pa.int64())), False)
+
+
+def _late_reason(placement: Placement, key: int) -> str:
+    where = partition_path(placement.partitioner.values_of_key(key))
+    return (f"late: partition {where} was already due its _SUCCESS when the batch was planned "
+            f"([hive] late_data = reject)")
