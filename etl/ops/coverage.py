@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass
 
 from etl.model.batch import Batch
 from etl.model.events import Event, explained_jumps
-from etl.model.naming import partition_path
 from etl.ops.inventory import Inventory, WarehouseFile
 from etl.sink.warehouse import same_location
 from etl.state.znodes import CommittedOffset
@@ -82,8 +81,12 @@ def _walk(key, files: list[WarehouseFile], offset: CommittedOffset | None, plann
     topic, partition = key
     where = f"{topic}[{partition}]"
     committed = None if offset is None else offset.value
-    loaded = [f for f in files if committed is not None and f.range.end <= committed]
-    problems = [_uncovered(where, f, committed) for f in files if f not in loaded
+    # By event time one range has a file in each partition it touched: walked once (etl.ops.parts
+    # checks its parts against its manifest).
+    loaded = list({f.range: f for f in reversed(files) if committed is not None and f.range.end <= committed}.values())
+    loaded.sort(key=lambda f: (f.range.start, f.range.end))
+    problems = [_uncovered(where, f, committed) for f in files
+                if (committed is None or f.range.end > committed)
                 and (f.range.topic, f.range.partition, f.range.start, f.range.end) not in planned]
     if committed is None:
         return PartitionWalk([], problems)
@@ -157,12 +160,14 @@ def _uncovered(where: str, f: WarehouseFile, committed: int | None) -> Problem:
 
 
 def _check_rejected(inventory: Inventory, planned) -> list[Problem]:
-    main = {(f.partition_path, f.range) for f in inventory.files}
+    # By range, not by folder: by event time the rejected file sits in the planning-time partition
+    # and the range's main files in the partitions of its rows.
+    main = {f.range for f in inventory.files}
     return [Problem("orphan_rejected_file", f"{f.range.topic}[{f.range.partition}]",
                     f"{f.path} has no matching file in the main table",
                     "check whether the main file was moved by hand; restore it, or move this file out")
             for f in inventory.rejected
-            if (f.partition_path, f.range) not in main
+            if f.range not in main
             and (f.range.topic, f.range.partition, f.range.start, f.range.end) not in planned]
 
 
@@ -181,9 +186,12 @@ def check_registered(inventory: Inventory, locations: dict[str, str], expected: 
     `locations`: partition path -> the location the metastore holds; `expected`: partition path ->
     the location this job writes to. A partition registered elsewhere (after [warehouse] url
     changed, or by hand) hides the files the job writes: analysts would never see them."""
-    open_path = partition_path(open_batch.partition_values) if open_batch else None
-    missing = sorted({f.partition_path for f in inventory.files if f.partition_path not in locations
-                      and f.partition_path != open_path})
+    planned = _planned(open_batch)
+    # A folder holding only files of the open batch is registered when that batch is (by event
+    # time its ranges write into many folders, not only its planning-time one).
+    settled = {f.partition_path for f in inventory.files
+               if (f.range.topic, f.range.partition, f.range.start, f.range.end) not in planned}
+    missing = sorted(path for path in settled if path not in locations)
     problems = [Problem("unregistered_partition", path, "holds committed files but is not a partition of the Hive "
                         "table, so analysts do not see them",
                         "run `etl recover` (it registers the partitions of the open batch) or ALTER TABLE ... ADD "

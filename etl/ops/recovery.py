@@ -23,12 +23,14 @@ from etl.job.pending_reset import finish_pending_reset
 from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.model.events import AcceptedLoss, MovedAside
 from etl.model.identity import recreated_partitions
-from etl.model.naming import partition_path
+from etl.model.naming import FileRange, final_name, partition_path
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
 from etl.ops.inventory import Inventory, take_inventory
+from etl.ops.parts import check_parts, damaged_ranges
 from etl.ops.verify_deep import unreadable_files
 from etl.sink.aside import aside_path, aside_root, move_aside
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
+from etl.sink.manifest import list_manifests
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
@@ -58,7 +60,8 @@ def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory:
     opened = store.open_batch()
     batch = opened[0] if opened else None
     committed, events = store.committed_offsets(), store.events()
-    moving = _files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch)
+    damaged = damaged_ranges(check_parts(inventory, list_manifests(fs, Warehouse.of(config).table_root), batch))
+    moving = _files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch, damaged)
     staying = _without(inventory, set(moving))
     problems = [p for p in check_ranges(staying, committed, batch, events) if p.kind != "gap"]
     lines, actions = [], []
@@ -90,27 +93,35 @@ def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory:
     return Assessment(lines, problems, actions, batch, moving, rewrite, lost)
 
 
-def _files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | None) -> list[str]:
-    """Unreadable files, with their main or rejected companion (a range is rewritten whole, both
-    files), and rejected files whose main file is gone (their range is rewritten, rejected rows
-    included, so the old ones must leave the table) unless an open batch is still writing them."""
+def _files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | None,
+                   damaged: set[str] = frozenset()) -> list[str]:
+    """Every file of a range that is rewritten whole: a range with an unreadable file, or whose
+    parts do not match its manifest (`damaged`, by file name; etl.ops.parts), all its files go,
+    main parts, rejected file and manifest. Also rejected files whose main files are all gone
+    (their range is rewritten, rejected rows included, so the old ones must leave the table),
+    unless an open batch is still writing them. Files are matched by range, not by folder: by
+    event time a range's files sit in several partitions."""
     planned = {(r.topic, r.partition, r.start, r.end) for r in batch.file_ranges} if batch else set()
-    main = {(f.partition_path, f.range): f.path for f in inventory.files}
-    rejected = {(f.partition_path, f.range): f.path for f in inventory.rejected}
+    files: dict = {}
+    for f in inventory.files + inventory.rejected:
+        files.setdefault(f.range, []).append(f.path)
+    main = {f.range for f in inventory.files}
     moving = set(unreadable)
-    for key, path in rejected.items():
-        r = key[1]
-        if key not in main and (r.topic, r.partition, r.start, r.end) not in planned:
-            moving.add(path)
-    for key in set(main) | set(rejected):
-        if main.get(key) in unreadable or rejected.get(key) in unreadable:
-            moving.update(p for p in (main.get(key), rejected.get(key)) if p)
+    for r, paths in files.items():
+        if (r.topic, r.partition, r.start, r.end) in planned:
+            continue
+        whole = set(paths) & unreadable or final_name(r.topic, r.partition, r.start, r.end) in damaged
+        if whole or r not in main:
+            moving.update(paths)
+            if r in inventory.manifests:
+                moving.add(inventory.manifests[r])
     return sorted(moving)
 
 
 def _without(inventory: Inventory, paths: set[str]) -> Inventory:
     return Inventory([f for f in inventory.files if f.path not in paths],
-                     [f for f in inventory.rejected if f.path not in paths], inventory.temps)
+                     [f for f in inventory.rejected if f.path not in paths], inventory.temps,
+                     {r: path for r, path in inventory.manifests.items() if path not in paths})
 
 
 def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store, committed) -> tuple[list[Span], list[Span]]:
@@ -141,6 +152,9 @@ def _lost(span: Span) -> Problem:
 
 
 def _missing_files(batch: Batch, inventory: Inventory) -> list:
+    if batch.by_event_time:  # a range is done once its manifest is published
+        return [r for r in batch.file_ranges
+                if FileRange(r.topic, r.partition, r.start, r.end) not in inventory.manifests]
     present = {(f.partition_path, f.range.topic, f.range.partition, f.range.start, f.range.end)
                for f in inventory.files}
     where = partition_path(batch.partition_values)
@@ -149,10 +163,11 @@ def _missing_files(batch: Batch, inventory: Inventory) -> list:
 
 def _describe_open(batch: Batch, missing: list) -> list[str]:
     done = len(batch.file_ranges) - len(missing)
+    where = ("ranges planned by event time (done: its manifest is published)" if batch.by_event_time else
+             f"files planned in Hive partition {partition_path(batch.partition_values)}")
     return [f"batch {batch.batch_id} is open in state {batch.state.value}: {STATE_WORDS[batch.state]}.",
             f"  planned {batch.planned_at} by {batch.planned_by}",
-            f"  {len(batch.file_ranges)} files planned in Hive partition {partition_path(batch.partition_values)}: "
-            f"{done} in place, {len(missing)} missing"]
+            f"  {len(batch.file_ranges)} {where}: {done} in place, {len(missing)} missing"]
 
 
 def _open_batch_actions(batch: Batch, missing: list) -> list[str]:
@@ -161,7 +176,8 @@ def _open_batch_actions(batch: Batch, missing: list) -> list[str]:
         actions.append(f"rewrite {len(missing)} missing files of batch {batch.batch_id} from Kafka, exactly their "
                        f"recorded ranges")
     if batch.state in (BatchState.PLANNED, BatchState.WRITTEN):
-        actions.append(f"register Hive partition {partition_path(batch.partition_values)}")
+        actions.append("register the Hive partitions the batch touched" if batch.by_event_time else
+                       f"register Hive partition {partition_path(batch.partition_values)}")
     actions.append(f"commit the offsets of batch {batch.batch_id} ({len(batch.ranges)} partitions)")
     return actions
 

@@ -115,7 +115,8 @@ def _reset_locked(config, store, targets, yes, move_aside, out) -> int:
 
 def _backwards(changes: list[OffsetChange], inventory: Inventory, move_aside: bool) -> tuple[list[str], list[str]]:
     """What a backwards reset must refuse, and the files it moves out of the table: every
-    committed file (and its rejected companion) at or after the new offset, so that the
+    committed file (its parts in every partition, its rejected companion, its manifest) at or
+    after the new offset, so that the
     offsets are loaded again exactly once. An offset inside a file is always refused."""
     refusals, moving = [], []
     files = inventory.files + inventory.rejected
@@ -125,6 +126,10 @@ def _backwards(changes: list[OffsetChange], inventory: Inventory, move_aside: bo
         mine = [f for f in files if (f.range.topic, f.range.partition) == (c.topic, c.partition)]
         inside = [f for f in mine if f.range.start < c.new < f.range.end]
         after = [f.path for f in mine if f.range.start >= c.new]
+        # By event time the range's manifest goes with its files, or the reload would be refused
+        # as a clash (and its files taken for done).
+        after += sorted({inventory.manifests[f.range] for f in mine
+                         if f.range.start >= c.new and f.range in inventory.manifests})
         where = f"{c.topic}[{c.partition}] -> {c.new}"
         if inside:
             refusals.append(f"{where} is inside {inside[0].path}, which holds offsets [{inside[0].range.start}, "

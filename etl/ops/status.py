@@ -60,6 +60,7 @@ def render_status(status: dict) -> str:
         if last.get("unmatched"):
             lines.append("  rows whose key found no match (columns left NULL): " +
                          ", ".join(f"{name} {count}" for name, count in sorted(last["unmatched"].items())))
+        lines += _touched(last.get("partitions"))
         for change in last.get("dimension_changes") or []:
             lines.append(f"  dimension {change['dimension']} changed before the batch was resumed; finished with "
                          f"the current version (use_current) at {change['at']} by {change['by']}")
@@ -67,6 +68,20 @@ def render_status(status: dict) -> str:
         lines.append(f"event: {parse_event(event).describe()}")
     lines += render_marker_status(status["markers"])
     return "\n".join(lines)
+
+
+def _touched(partitions: list[dict] | None) -> list[str]:
+    """By event time: the Hive partitions the last batch wrote into, and its late rows."""
+    if not partitions:
+        return []
+    shown = ", ".join(f"{p['partition']} ({p['rows']})" for p in partitions[:5])
+    lines = [f"  by event time into {len(partitions)} Hive partitions: {shown}"
+             + (f" and {len(partitions) - 5} more" if len(partitions) > 5 else "")]
+    late = [p for p in partitions if p["late"]]
+    if late:
+        lines.append(f"  LATE DATA: {sum(p['late'] for p in late)} rows in partitions already due their "
+                     f"{MARKER_NAME}: " + ", ".join(f"{p['partition']} ({p['late']})" for p in late[:5]))
+    return lines
 
 
 def _count(value) -> str:

@@ -7,7 +7,8 @@ for it (recorded with the offset). So a deleted first file, or a partition whose
 all gone, is a gap. A gap is accepted only where ZooKeeper records why: a skip of lost
 offsets, an operator's reset, or a loss the operator accepted. Files never overlap; every
 file is in a registered Hive partition whose location is the folder the job writes; no temp
-file is left. `--deep` (etl.ops.verify_deep) reads every file and both tables through Hive and
+file is left. By event time each range's files match its manifest (etl.ops.parts). `--deep`
+(etl.ops.verify_deep) reads every file and both tables through Hive and
 proves that no (topic, partition, offset) appears twice and that every committed offset is
 in the table, in the rejected table, or absent from Kafka. The checks are etl.ops.coverage's
 (shared with `etl recover`) and etl.ops.verify_deep's; this module gathers the state and runs them.
@@ -21,8 +22,11 @@ from etl.hive.registrar import partition_locations
 from etl.hive.spark import build_spark
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
 from etl.ops.inventory import Inventory, take_inventory
+from etl.ops.parts import check_parts
+from etl.ops.placement_check import check_placement
 from etl.ops.verify_deep import check_deep, check_readable, offsets_in_kafka
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
+from etl.sink.manifest import list_manifests
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
@@ -59,6 +63,8 @@ def run_verify(config, deep: bool) -> VerifyReport:
         holder = store.lock_holder()
     open_batch = opened[0] if opened else None
     problems = check_ranges(inventory, committed, open_batch, events)
+    manifests = list_manifests(fs, warehouse.table_root)
+    problems += check_parts(inventory, manifests, open_batch)
     problems += check_temps(inventory, holder.describe() if holder else None)
     spark = build_spark(config)
     for table, root in ((config.hive.table, warehouse.table_root), (config.hive.rejected_table, warehouse.rejected_root)):
@@ -68,6 +74,7 @@ def run_verify(config, deep: bool) -> VerifyReport:
                                      open_batch)
     if deep:
         problems += _deep(config, spark, fs, inventory, committed, events)
+        problems += check_placement(config, fs, inventory, manifests)
     return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.files), deep)
 
 

@@ -1,0 +1,72 @@
+"""The parts of event-time ranges, checked against their manifests (etl.sink.manifest).
+
+By event time a range has a file in each Hive partition its rows fell in, all with its name, so
+the walk of etl.ops.coverage sees the range as long as one of them is left: a part deleted by
+hand would hide behind the others. The manifest lists every part, so:
+  - missing_part: the manifest lists a partition whose file is gone;
+  - stray_part: a file of the range in a partition its manifest does not list;
+  - missing_manifest: a range with files in several partitions and no manifest.
+Ranges of the open batch are not judged: they may be half published, which its resume finishes.
+`etl recover` repairs all three the same way: every file of the range (main parts, its
+rejected file, its manifest) moves out of the table, and the range is rewritten from Kafka.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from etl.model.batch import Batch
+from etl.model.naming import FileRange, final_name
+from etl.ops.coverage import Problem
+from etl.ops.inventory import Inventory
+from etl.sink.manifest import RangeManifest
+
+_ACTION = ("run `etl recover`: it moves the range's remaining files out of the table (under the warehouse's "
+           "_etl_moved_aside folder) and rewrites the range from Kafka while Kafka still holds it")
+
+
+def check_parts(inventory: Inventory, manifests: list[RangeManifest], open_batch: Batch | None) -> list[Problem]:
+    planned = {(r.topic, r.partition, r.start, r.end) for r in open_batch.file_ranges} if open_batch else set()
+    folders = _folders_by_range(inventory)
+    listed = {FileRange(m.topic, m.partition, m.start, m.end): m for m in manifests}
+    problems = []
+    for file_range in sorted(set(folders) | set(listed)):
+        if (file_range.topic, file_range.partition, file_range.start, file_range.end) in planned:
+            continue
+        problems += _range_problems(file_range, folders.get(file_range, set()), listed.get(file_range))
+    return problems
+
+
+def damaged_ranges(problems: list[Problem]) -> set[str]:
+    """The file names of the ranges `check_parts` found damaged."""
+    return {p.where.rsplit(" ", 1)[-1] for p in problems if p.kind in PART_PROBLEMS}
+
+
+PART_PROBLEMS = ("missing_part", "stray_part", "missing_manifest")
+
+
+def _folders_by_range(inventory: Inventory) -> dict[FileRange, set[str]]:
+    found: dict[FileRange, set[str]] = defaultdict(set)
+    for f in inventory.files:
+        found[f.range].add(f.partition_path)
+    return found
+
+
+def _range_problems(file_range: FileRange, folders: set[str], manifest: RangeManifest | None) -> list[Problem]:
+    name = f"{file_range.topic}[{file_range.partition}] {_name(file_range)}"
+    if manifest is None:
+        if len(folders) > 1:
+            return [Problem("missing_manifest", name, f"the range has files in {len(folders)} partitions "
+                            f"({', '.join(sorted(folders)[:3])}) but no manifest, so nothing says they are all of it",
+                            _ACTION)]
+        return []  # a range written by planning time: one file, no manifest
+    listed = {part.partition for part in manifest.parts}
+    problems = [Problem("missing_part", name, f"its manifest lists a file in {path}, which is gone: the rows of "
+                        f"that partition are missing from the table", _ACTION) for path in sorted(listed - folders)]
+    problems += [Problem("stray_part", name, f"a file of the range is in {path}, which its manifest does not list "
+                         f"(copied or moved by hand?): its rows may be in the table twice", _ACTION)
+                 for path in sorted(folders - listed)]
+    return problems
+
+
+def _name(file_range: FileRange) -> str:
+    return final_name(file_range.topic, file_range.partition, file_range.start, file_range.end)

@@ -1,0 +1,55 @@
+"""`etl verify --deep` by event time: every row sits in the partition of its own event time, and
+each part holds the rows its manifest says.
+
+Reads, for every file of a range that has a manifest, its event-time column only, places each
+row with the table's partitioner in [hive] partition_timezone, and compares with the folder the
+file is in. A NULL event time is skipped (on_missing_event_time = planning_time places it in the
+batch's planning-time partition). Ranges without a manifest were written by planning time.
+"""
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from etl.model.schema import load_table_schema
+from etl.ops.coverage import MAX_LISTED, Problem
+from etl.ops.inventory import Inventory
+from etl.sink.fs import WarehouseFileSystem
+from etl.sink.manifest import RangeManifest
+
+
+def check_placement(config, fs: WarehouseFileSystem, inventory: Inventory,
+                    manifests: list[RangeManifest]) -> list[Problem]:
+    settings = config.hive.partitioning
+    if not manifests or not settings.by_event_time:
+        return []
+    partitioner = load_table_schema(config.hive.schema_file, config.job.key_column).partitioner.in_zone(
+        settings.timezone)
+    counted = {(m.topic, m.partition, m.start, m.end, p.partition): p.rows for m in manifests for p in m.parts}
+    problems = []
+    for f in inventory.files:
+        r = f.range
+        expected_rows = counted.get((r.topic, r.partition, r.start, r.end, f.partition_path))
+        if expected_rows is None:
+            continue  # no manifest (planning time), or a stray part etl.ops.parts names
+        with fs.open_read(f.path) as handle:
+            table = pq.read_table(handle, columns=[settings.event_column, "kafka_offset"])
+        if table.num_rows != expected_rows:
+            problems.append(Problem("part_rows_mismatch", f.path, f"holds {table.num_rows} rows, its manifest says "
+                                    f"{expected_rows}", "move the file out of the warehouse and run `etl recover`"))
+        problems += _misplaced(f, table, settings.event_column, partitioner)
+        if len(problems) >= MAX_LISTED:
+            break
+    return problems
+
+
+def _misplaced(f, table, column: str, partitioner) -> list[Problem]:
+    keys = partitioner.wall_starts(table.column(column).combine_chunks().cast("timestamp[ms]"))
+    wrong = [(key, offset) for key, offset in zip(keys.to_pylist(), table.column("kafka_offset").to_pylist())
+             if key is not None and partitioner.path(partitioner.values_of_key(key)) != f.partition_path]
+    if not wrong:
+        return []
+    key, offset = wrong[0]
+    should = partitioner.path(partitioner.values_of_key(key))
+    return [Problem("misplaced_row", f.path, f"{len(wrong)} rows are not in the partition of their {column} "
+                    f"(e.g. offset {offset} belongs in {should})",
+                    "move the file out of the warehouse and run `etl recover`, which rewrites its range")]
