@@ -1,6 +1,7 @@
 """Test data: JSON events, produced and remembered."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from pathlib import Path
@@ -9,9 +10,16 @@ from typing import Callable
 from tests.harness.oracle import ends_of
 
 
-def event(i: int) -> bytes:
+def event(i: int, ts: str = "2026-11-21 10:00:00") -> bytes:
     return json.dumps({"event_id": i, "user_id": f"u{i % 7}", "action": "click", "amount": i / 10,
-                       "ts": "2026-11-21 10:00:00", "ok": i % 2 == 0}).encode()
+                       "ts": ts, "ok": i % 2 == 0}).encode()
+
+
+def spread_event(i: int) -> bytes:
+    """An event whose ts wanders over 30 hours, out of order: under partition_by = column:ts a
+    range's rows fall in many hourly partitions, across midnight."""
+    at = dt.datetime(2026, 11, 20, 12) + dt.timedelta(minutes=(i * 7919) % (30 * 60))
+    return event(i, at.strftime("%Y-%m-%d %H:%M:%S"))
 
 
 def events_by_partition(partitions: int, per_partition: int, first_id: int = 0) -> dict[int, list[bytes]]:
@@ -34,8 +42,8 @@ def loaded_job(new_topic, produce, write_config, partitions=2, per_partition=50,
 class DataSource:
     """Produces JSON events to one topic and remembers every delivered (topic, partition, offset)."""
 
-    def __init__(self, topic: str, partitions: int, produce: Callable):
-        self.topic, self.partitions, self._produce = topic, partitions, produce
+    def __init__(self, topic: str, partitions: int, produce: Callable, make_event: Callable[[int], bytes] = event):
+        self.topic, self.partitions, self._produce, self._event = topic, partitions, produce, make_event
         self.produced: Counter = Counter()
         self._next_id = 0
 
@@ -44,7 +52,7 @@ class DataSource:
                                                                         for p in range(self.partitions)}
         values = {}
         for p, n in counts.items():
-            values[p] = [event(self._next_id + i) for i in range(n)]
+            values[p] = [self._event(self._next_id + i) for i in range(n)]
             self._next_id += n
         delivered = self._produce(self.topic, values)
         for p, offset in delivered:

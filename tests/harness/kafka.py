@@ -43,7 +43,8 @@ class Produced:
 
 def send(topic: str, values_by_partition: Mapping[int, Iterable[bytes | None]],
          keys_by_partition: Mapping[int, Sequence[bytes | None]] | None = None, *, bootstrap: str | None = None,
-         timeout: float = 120.0, keep_offsets: bool = True) -> Produced:
+         timeout: float = 120.0, keep_offsets: bool = True,
+         timestamps_by_partition: Mapping[int, Sequence[int]] | None = None) -> Produced:
     """Write each partition's values (and keys, if given) in order; raise if any record was not
     delivered. Values may be generators: nothing is held in memory but the producer's queue
     (and, with keep_offsets, the delivered offsets).
@@ -68,11 +69,15 @@ def send(topic: str, values_by_partition: Mapping[int, Iterable[bytes | None]],
             if keep_offsets:
                 result.delivered.append((msg.partition(), msg.offset()))
 
+    sent: dict[int, int] = {}  # per partition: records handed to the producer, for their timestamps
+
     def put(partition: int, key: bytes | None, value: bytes | None) -> None:
         result.bytes += len(value) if value is not None else 0
+        index, sent[partition] = sent.get(partition, 0), sent.get(partition, 0) + 1
+        stamp = {"timestamp": timestamps_by_partition[partition][index]} if timestamps_by_partition else {}
         while True:
             try:
-                producer.produce(topic, value=value, partition=partition, key=key, on_delivery=on_delivery)
+                producer.produce(topic, value=value, partition=partition, key=key, on_delivery=on_delivery, **stamp)
                 return
             except BufferError:  # local queue full: let deliveries drain
                 producer.poll(0.1)
@@ -112,9 +117,12 @@ def _all_but_last(pairs: Iterable[tuple], last: dict, partition: int) -> Iterato
 
 def produce(topic: str, values_by_partition: Mapping[int, Sequence[bytes | None]],
             keys_by_partition: Mapping[int, Sequence[bytes | None]] | None = None, *, bootstrap: str | None = None,
-            timeout: float = 120.0) -> list[tuple[int, int]]:
-    """send(), returning (partition, offset) of every record, in delivery order."""
-    result = send(topic, values_by_partition, keys_by_partition, bootstrap=bootstrap, timeout=timeout)
+            timeout: float = 120.0, timestamps_by_partition: Mapping[int, Sequence[int]] | None = None,
+            ) -> list[tuple[int, int]]:
+    """send(), returning (partition, offset) of every record, in delivery order; with
+    timestamps_by_partition, each record's CreateTime (ms)."""
+    result = send(topic, values_by_partition, keys_by_partition, bootstrap=bootstrap, timeout=timeout,
+                  timestamps_by_partition=timestamps_by_partition)
     expected = sum(len(values) for values in values_by_partition.values())
     assert len(result.delivered) == expected, f"{len(result.delivered)} delivery reports for {expected} records"
     return result.delivered

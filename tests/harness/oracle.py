@@ -19,7 +19,7 @@ from typing import Callable
 
 from tests.harness.recovery import verify_deep
 from tests.harness.state import JobState, job_state
-from tests.harness.warehouse_files import file_problems, final_files, table_root, temp_files
+from tests.harness.warehouse_files import file_problems, final_files, misplaced_rows, table_root, temp_files
 
 
 def table_offsets(spark, database: str, table: str) -> Counter:
@@ -80,6 +80,9 @@ def check_exactly_once(read_table: Callable[[str, str], Counter], config: Path |
         problems.append(f"{len(temps)} temp files left, e.g. {[str(t) for t in temps[:3]]}")
     ends = ends_of(expected)
     problems += file_problems(warehouse_dir, db, table, ends=ends)
+    placing = cfg.hive.partitioning
+    if placing.by_event_time:  # every row in the partition of its own event time
+        problems += misplaced_rows(table_root(warehouse_dir, db, table), placing.event_column, placing.timezone)[:10]
     state = job_state(config)
     if state.open_state:
         problems.append(f"batch {state.last_batch_id} is still open ({state.last_state})")

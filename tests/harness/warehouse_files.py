@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import posixpath
 import re
+import zoneinfo
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,28 +49,28 @@ def table_root(warehouse_dir: Path | str, database: str, table: str) -> Path:
 
 def file_problems(warehouse_dir: Path | str, database: str, table: str, ends: dict | None = None,
                   committed: dict | None = None) -> list[str]:
-    """What is wrong with the final files: overlapping or gapped ranges per partition, a file
-    (plus its rejected twin) whose row count is not end - start, coverage short of `ends`
-    (all files must be there) or of `committed` (committed offsets must be covered)."""
+    """What is wrong with the final files: overlapping or gapped ranges per partition, a range
+    whose files (its parts in every Hive partition, plus its rejected twin) hold another number
+    of rows than end - start, coverage short of `ends` (all files must be there) or of
+    `committed` (committed offsets must be covered)."""
     problems = []
     main_root, rejected_root = table_root(warehouse_dir, database, table), table_root(
         warehouse_dir, database, f"{table}_rejected")
-    rejected = {(f.path.relative_to(rejected_root)): f for f in final_files(rejected_root)}
+    rows_of = collections.Counter()
+    for f in final_files(main_root) + final_files(rejected_root):
+        rows_of[(f.topic, f.partition, f.start, f.end)] += pq.ParquetFile(f.path).metadata.num_rows
     by_partition = collections.defaultdict(list)
-    for f in final_files(main_root):
-        by_partition[(f.topic, f.partition)].append(f)
-        rows = pq.ParquetFile(f.path).metadata.num_rows
-        twin = rejected.get(f.path.relative_to(main_root))
-        rows += pq.ParquetFile(twin.path).metadata.num_rows if twin else 0
-        if rows != f.end - f.start:
-            problems.append(f"{f.path.name}: {rows} rows (main + rejected) for {f.end - f.start} offsets")
-    for key, files in by_partition.items():
+    for key in sorted({(f.topic, f.partition, f.start, f.end) for f in final_files(main_root)}):
+        by_partition[key[:2]].append(key)
+        if rows_of[key] != key[3] - key[2]:
+            problems.append(f"{key}: {rows_of[key]} rows (main parts + rejected) for {key[3] - key[2]} offsets")
+    for key, ranges in by_partition.items():
         position = 0
-        for f in files:
-            if f.start != position:
-                kind = "overlap" if f.start < position else "gap"
-                problems.append(f"{key[0]}[{key[1]}]: {kind} before {f.path.name} (covered up to {position})")
-            position = max(position, f.end)
+        for _t, _p, start, end in ranges:
+            if start != position:
+                kind = "overlap" if start < position else "gap"
+                problems.append(f"{key[0]}[{key[1]}]: {kind} before [{start}, {end}) (covered up to {position})")
+            position = max(position, end)
         if ends is not None and position != ends.get(key, 0):
             problems.append(f"{key[0]}[{key[1]}]: files cover [0, {position}), produced end is {ends.get(key)}")
         if committed is not None and position < committed.get(key, 0):
@@ -79,6 +81,26 @@ def file_problems(warehouse_dir: Path | str, database: str, table: str, ends: di
     for key, value in (committed or {}).items():
         if value and key not in by_partition:
             problems.append(f"{key[0]}[{key[1]}]: no file at all, but {value} is committed")
+    return problems
+
+
+def misplaced_rows(table_dir: Path | str, column: str, zone: str) -> list[str]:
+    """Rows whose folder (dt=.../hour=...) is not the wall clock of their event time in `zone`,
+    computed here with zoneinfo, independently of the ETL's own Arrow code. NULL times are
+    skipped (placed by on_missing_event_time = planning_time)."""
+    problems = []
+    tz = zoneinfo.ZoneInfo(zone)
+    for f in final_files(table_dir):
+        folder = dict(part.split("=", 1) for part in f.path.parent.relative_to(table_dir).parts)
+        table = pq.read_table(f.path, columns=[column, "kafka_offset"])
+        for at, offset in zip(table.column(column).to_pylist(), table.column("kafka_offset").to_pylist()):
+            if at is None:
+                continue
+            wall = at.replace(tzinfo=dt.timezone.utc).astimezone(tz)
+            want = {"dt": wall.strftime("%Y-%m-%d"), **({"hour": wall.strftime("%H")} if "hour" in folder else {})}
+            if want != folder:
+                problems.append(f"{f.topic}[{f.partition}] offset {offset} ({column} {at} UTC) is in {folder}, "
+                                f"its event time says {want}")
     return problems
 
 

@@ -53,7 +53,8 @@ class BenchRun:
                 "pyarrow": pyarrow.__version__, "confluent_kafka": confluent_kafka.version()[0],
                 "librdkafka": confluent_kafka.libversion()[0], "loadavg_at_start": list(loadavg())}
 
-    def ini(self, label: str, topics: list[str], decoder: str, max_records: int, **job_extra) -> Path:
+    def ini(self, label: str, topics: list[str], decoder: str, max_records: int, hive: dict | None = None,
+            **job_extra) -> Path:
         """The job's INI for one measurement: the bench's own tuning (ZooKeeper session 10 s,
         rejected ratio 0.01, Kafka fetch timeout 30 s, retries up to 2 s, local[P])."""
         table = f"b{self.run_id[-6:]}_{label.replace('-', '_')}"
@@ -64,7 +65,7 @@ class BenchRun:
         return write_config(self.work / f"{label}.ini", self.stack, job_name=f"bench-{label}",
                             zk_root=f"{self.zk_root}/{label}", warehouse_dir=self.work / "warehouse",
                             table=table, tuning=tuning, database=self.database, schema=SCHEMAS[decoder],
-                            kafka={"topics": ",".join(topics)}, job=job_extra)
+                            kafka={"topics": ",".join(topics)}, job=job_extra, **({"hive": hive} if hive else {}))
 
     def start_spark(self) -> None:
         """One session for the whole benchmark, built the way the job builds it; run_job's

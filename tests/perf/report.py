@@ -116,6 +116,19 @@ def render(report: dict) -> str:
                             worst < 5.0 and ok_all, f"worst plan/commit {worst:.2f}s"))
         else:
             targets.append((f"{biggest['partitions']} partitions (ZooKeeper only)", ok_all, "offsets verified"))
+    if "event_time" in report:
+        e = report["event_time"]
+        t, m = e["throughput"], e["memory"]
+        lines.append("")
+        lines.append(f"event time ([hive] partition_by = column:ts, ts over 3 hours), {t['records']:,} records, "
+                     f"full batch median: planning_time {t['seconds']['planning_time']['median']:.2f}s, "
+                     f"column {t['seconds']['column']['median']:.2f}s")
+        lines.append(f"  one range of {(m.get(1) or m.get('1'))['records']:,} records: peak worker RSS "
+                     f"{_mem(m, 1):.0f} MB over 1 hourly partition, {_mem(m, 720):.0f} MB over 720")
+        targets.append(("column: batch >= 0.9x planning_time", t["column_speed_vs_planning_time"] >= 0.9,
+                        f"{t['column_speed_vs_planning_time']:.2f}x"))
+        targets.append(("RSS over 720 partitions <= 1.5x over 1", m["rss_ratio_720_vs_1"] <= 1.5,
+                        f"{m['rss_ratio_720_vs_1']:.2f}x"))
     if "profile" in report:
         p = report["profile"]
         n = p["range"][3] - p["range"][2]
@@ -142,3 +155,8 @@ def render(report: dict) -> str:
         for name, ok, value in targets:
             lines.append(f"  {'MET ' if ok else 'MISSED'}  {name}: {value}")
     return "\n".join(lines)
+
+
+def _mem(memory: dict, hours: int) -> float:
+    entry = memory.get(hours) or memory.get(str(hours))  # JSON turns the keys into strings
+    return entry["peak_worker_rss_mb"]

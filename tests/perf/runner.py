@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tests.harness.stack import STACK_ENV_FILE, Stack, silent_services
 from tests.perf.context import BenchRun
+from tests.perf.event_time import event_time_bench
 from tests.perf.fixed_cost import fixed_cost
 from tests.perf.load import loadavg
 from tests.perf.memory import memory_check
@@ -53,7 +54,9 @@ def measure(bench: BenchRun) -> None:
         partition_scaling(bench)
     if args.memory_check:
         memory_check(bench)
-    if not (args.memory_check or args.partition_scaling):
+    if args.event_time:
+        event_time_bench(bench)
+    if not (args.memory_check or args.partition_scaling or args.event_time):
         throughput(bench)
         if not args.no_fixed_cost:
             fixed_cost(bench)
