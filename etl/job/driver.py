@@ -113,6 +113,9 @@ class Job:
             batch, version = opened
             log.warning("resuming batch %d, left in state %s by %s", batch.batch_id, batch.state.value,
                         batch.planned_by)
+            if batch.by_event_time != self.partitioning.by_event_time:
+                log.warning("batch %d is finished as it was planned ([hive] partition_by changed since); the new "
+                            "setting applies from the next batch", batch.batch_id)
             self._ensure_tables()  # a refused schema change stops the run here, before anything is done
             return self._complete(batch, version, resumed=True)
         with timed(self.observer, Phase.PLAN):

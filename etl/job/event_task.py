@@ -99,8 +99,9 @@ class _RangeSplit:
     def _first_pass_extras(self, chunk, rows) -> None:
         if rows.rejected is not None:
             self.rejected.append(rows.rejected)
-        if rows.placed is not None and rows.placed.max_event_ms is not None:
-            self.max_event_ms = max(self.max_event_ms or rows.placed.max_event_ms, rows.placed.max_event_ms)
+        highest = None if rows.placed is None else rows.placed.max_event_ms
+        if highest is not None:
+            self.max_event_ms = highest if self.max_event_ms is None else max(self.max_event_ms, highest)
         self.last = chunk
 
     def _publish(self, written: list[WrittenPart]) -> None:

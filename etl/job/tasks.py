@@ -84,7 +84,7 @@ def _by_event_time(fs: WarehouseFileSystem, task: RangeTask, lookups) -> RangeRe
     tables = {name: from_ipc(handle.value) for name, handle in (lookups or {}).items()}
     manifest, published = run_event_range_task(fs, task, tables)
     faults.checkpoint(f"renamed:{task.range.partition}")
-    last = RecordFingerprint.from_json(manifest.last_record) if published else None
+    last = RecordFingerprint.from_json(manifest.last_record)  # the manifest keeps it: a replay has it too
     return RangeResult(task.range, published, manifest.rows, manifest.rejected, manifest.unmatched, last,
                        manifest.parts, manifest.max_event_ms)
 

@@ -155,12 +155,13 @@ class Batch:
             "dimension_changes": list(self.dimension_changes), "kind": self.kind.value,
             "target": self.target, "topic_ids": self.topic_ids, "last_records": self.last_records,
             **({"placement": self.placement} if self.placement else {}),
-            **({"partitions": list(self.partitions)} if self.partitions is not None else {}),
+            # The partitions themselves are stored in chunks beside the header (etl.state.store).
+            **({"partition_count": len(self.partitions)} if self.partitions is not None else {}),
             **({"event_high": self.event_high} if self.event_high else {}),
         }
 
     @classmethod
-    def from_json(cls, header: dict, ranges: list[list]) -> "Batch":
+    def from_json(cls, header: dict, ranges: list[list], partitions: list[dict] | None = None) -> "Batch":
         return cls(
             batch_id=int(header["batch_id"]), state=BatchState(header["state"]),
             planned_at=header["planned_at"], partition_values=dict(header["partition_values"]),
@@ -173,7 +174,7 @@ class Batch:
             kind=BatchKind(header.get("kind", BatchKind.LOAD.value)), target=header.get("target", {}),
             topic_ids=header.get("topic_ids", {}), last_records=header.get("last_records", {}),
             placement=header.get("placement", {}), event_high=header.get("event_high", {}),
-            partitions=None if header.get("partitions") is None else tuple(header["partitions"]),
+            partitions=None if partitions is None else tuple(partitions),
         )
 
 

@@ -3,7 +3,8 @@
     <root>/<job>/lock              ephemeral: the run that holds the job
                 /owner             who took the lock last (its version fences every write)
                 /offsets/<topic>   the topic's id; its children: each partition's committed offset
-                /batches/<id>      a batch plan's header; its children: the plan's ranges, in chunks
+                /batches/<id>      a batch plan's header; its children: the plan's ranges, in chunks,
+                                   and by event time the partitions it touched, in chunks
                 /events/event-N    what operators and skips did (etl.model.events)
                 /binding           the table and folders the job writes (etl.model.binding)
                 /pending-reset     a reset with files to move (etl.ops.reset)
@@ -34,3 +35,7 @@ class ZkPaths:
 
     def chunk(self, batch_id: int, index: int) -> str:
         return f"{self.batch(batch_id)}/ranges-{index:05d}"
+
+    def touched(self, batch_id: int, index: int) -> str:
+        """A chunk of the Hive partitions a batch by event time touched (set at WRITTEN)."""
+        return f"{self.batch(batch_id)}/partitions-{index:05d}"

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 # Failures of a read that say nothing about the data; reads are retried on these.
 RETRYABLE_ZK_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+PARTITIONS_PER_CHUNK = 5000  # ~60 bytes a touched partition
 RANGES_PER_CHUNK = 2000  # ~40 bytes a range: a chunk stays far below the 1 MB znode limit
 BATCHES_KEPT = 50
 
@@ -203,7 +204,13 @@ class ZkStateStore(OperatorRecords):
         for index in range(_chunk_count(header["range_count"])):
             chunk, _ = self.client.get(self.paths.chunk(batch_id, index))
             ranges.extend(json.loads(chunk))
-        return Batch.from_json(header, ranges), stat.version
+        partitions = None
+        if "partition_count" in header:
+            partitions = []
+            for index in range(-(-header["partition_count"] // PARTITIONS_PER_CHUNK)):
+                chunk, _ = self.client.get(self.paths.touched(batch_id, index))
+                partitions.extend(json.loads(chunk))
+        return Batch.from_json(header, ranges, partitions), stat.version
 
     def write_plan(self, batch: Batch) -> int:
         """Store a PLANNED batch: header and range chunks in one fenced transaction."""
@@ -221,7 +228,12 @@ class ZkStateStore(OperatorRecords):
         moved = batch.advanced(to, **changes)
         txn = self.client.transaction()
         self._fence(txn)
-        txn.set_data(self.paths.batch(batch.batch_id), dump(moved.header_json()), version=version)
+        if batch.partitions is None and moved.partitions is not None:  # WRITTEN by event time: in chunks
+            touched = moved.partitions
+            for index, start in enumerate(range(0, len(touched), PARTITIONS_PER_CHUNK)):
+                txn.create(self.paths.touched(batch.batch_id, index),
+                           dump(list(touched[start:start + PARTITIONS_PER_CHUNK])))
+        txn.set_data(self.paths.batch(batch.batch_id), dump(moved.header_json()), version=version)  # last: its stat
         results = self._commit_fenced(txn, f"move batch {batch.batch_id} to {to.value}")
         return moved, results[-1].version
 

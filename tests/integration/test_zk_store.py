@@ -104,3 +104,20 @@ def test_expired_session_cannot_commit_and_does_not_harm_the_run_that_took_over(
     registered, version = successor.advance(resumed, version, BatchState.REGISTERED)
     successor.commit(registered, version)
     assert successor.committed_offsets()[("t", 0)].value == 10
+
+
+def test_the_partitions_a_batch_touched_are_stored_in_chunks_at_written(open_store):
+    """By event time a backfill batch may touch thousands of Hive partitions: they sit in chunks
+    beside the header, far below the 1 MB znode limit, written with the move to WRITTEN."""
+    store = open_store()
+    store.acquire_lock()
+    version = store.write_plan(batch())
+    touched = tuple({"partition": f"dt=2026-01-{d:02d}/hour={h:02d}", "rows": h, "late": 0}
+                    for d in range(1, 29) for h in range(24)) * 20  # 13,440 entries, ~800 KB as one list
+    loaded, version = store.read_batch(1)
+    assert loaded.partitions is None
+    written, version = store.advance(loaded, version, BatchState.WRITTEN, rows=1, rejected=0, partitions=touched)
+    again, again_version = store.read_batch(1)
+    assert again.partitions == touched and again_version == version
+    registered, version = store.advance(again, version, BatchState.REGISTERED)
+    assert store.read_batch(1)[0].partitions == touched  # later moves keep them
