@@ -69,7 +69,7 @@ def walk_partitions(inventory: Inventory, committed: dict[tuple[str, int], Commi
     """Every Kafka partition with a committed offset or a file, walked from where the job started
     reading it (ZooKeeper's record, not the first file found) to its committed offset."""
     jumps, planned, by_partition = explained_jumps(events), _planned(open_batch), inventory.by_partition()
-    return [_walk(key, by_partition.get(key, []), committed.get(key), planned, jumps)
+    return [_walk(key, by_partition.get(key, []), committed.get(key), planned, jumps, set(inventory.manifests))
             for key in sorted(set(by_partition) | set(committed))]
 
 
@@ -77,14 +77,17 @@ def _planned(open_batch: Batch | None) -> set:
     return {(r.topic, r.partition, r.start, r.end) for r in open_batch.file_ranges} if open_batch else set()
 
 
-def _walk(key, files: list[WarehouseFile], offset: CommittedOffset | None, planned, jumps) -> PartitionWalk:
+def _walk(key, files: list[WarehouseFile], offset: CommittedOffset | None, planned, jumps,
+          manifested=frozenset()) -> PartitionWalk:
     topic, partition = key
     where = f"{topic}[{partition}]"
     committed = None if offset is None else offset.value
-    # By event time one range has a file in each partition it touched: walked once (etl.ops.parts
-    # checks its parts against its manifest).
-    loaded = list({f.range: f for f in reversed(files) if committed is not None and f.range.end <= committed}.values())
-    loaded.sort(key=lambda f: (f.range.start, f.range.end))
+    # By event time one range has a file in each partition it touched, and a manifest: walked once
+    # (etl.ops.parts checks its parts against the manifest). Without a manifest a second file of a
+    # range is a copy: an overlap.
+    loaded = [f for f in files if committed is not None and f.range.end <= committed]
+    loaded = [f for i, f in enumerate(loaded) if f.range not in manifested
+              or all(g.range != f.range for g in loaded[:i])]
     problems = [_uncovered(where, f, committed) for f in files
                 if (committed is None or f.range.end > committed)
                 and (f.range.topic, f.range.partition, f.range.start, f.range.end) not in planned]

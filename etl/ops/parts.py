@@ -4,10 +4,11 @@ By event time a range has a file in each Hive partition its rows fell in, all wi
 the walk of etl.ops.coverage sees the range as long as one of them is left: a part deleted by
 hand would hide behind the others. The manifest lists every part, so:
   - missing_part: the manifest lists a partition whose file is gone;
-  - stray_part: a file of the range in a partition its manifest does not list;
-  - missing_manifest: a range with files in several partitions and no manifest.
+  - stray_part: a file of the range in a partition its manifest does not list.
+A range without a manifest was written by planning time: a second file of it is a copy, which
+etl.ops.coverage reports as an overlap.
 Ranges of the open batch are not judged: they may be half published, which its resume finishes.
-`etl recover` repairs all three the same way: every file of the range (main parts, its
+`etl recover` repairs both the same way: every file of the range (main parts, its
 rejected file, its manifest) moves out of the table, and the range is rewritten from Kafka.
 """
 from __future__ import annotations
@@ -41,7 +42,7 @@ def damaged_ranges(problems: list[Problem]) -> set[str]:
     return {p.where.rsplit(" ", 1)[-1] for p in problems if p.kind in PART_PROBLEMS}
 
 
-PART_PROBLEMS = ("missing_part", "stray_part", "missing_manifest")
+PART_PROBLEMS = ("missing_part", "stray_part")
 
 
 def _folders_by_range(inventory: Inventory) -> dict[FileRange, set[str]]:
@@ -54,11 +55,7 @@ def _folders_by_range(inventory: Inventory) -> dict[FileRange, set[str]]:
 def _range_problems(file_range: FileRange, folders: set[str], manifest: RangeManifest | None) -> list[Problem]:
     name = f"{file_range.topic}[{file_range.partition}] {_name(file_range)}"
     if manifest is None:
-        if len(folders) > 1:
-            return [Problem("missing_manifest", name, f"the range has files in {len(folders)} partitions "
-                            f"({', '.join(sorted(folders)[:3])}) but no manifest, so nothing says they are all of it",
-                            _ACTION)]
-        return []  # a range written by planning time: one file, no manifest
+        return []  # planning time: one file; a second one is a copy, which the walk names an overlap
     listed = {part.partition for part in manifest.parts}
     problems = [Problem("missing_part", name, f"its manifest lists a file in {path}, which is gone: the rows of "
                         f"that partition are missing from the table", _ACTION) for path in sorted(listed - folders)]

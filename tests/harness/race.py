@@ -82,5 +82,5 @@ def range_task_for(config: Path | str, topic: str, partition: int, start: int, e
         "warehouse": cfg.warehouse, "warehouse_url": cfg.warehouse.url, "kafka": cfg.kafka,
         "consumer_group": f"etl-{cfg.job.name}-reader", "writer": writer_spec(cfg),
     }
-    return RangeTask(**{f.name: values[f.name] for f in dataclasses.fields(RangeTask)})
+    return RangeTask(**{f.name: values[f.name] for f in dataclasses.fields(RangeTask) if f.name in values})
 
