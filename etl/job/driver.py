@@ -38,7 +38,7 @@ from etl.job.tasks import RangeResult, RangeTask, run_range_task, task_failure
 from etl.model import binding
 from etl.model import identity
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now, utc_now_iso
-from etl.model.naming import is_temp_name, partition_dir
+from etl.model.naming import is_temp_name, partition_dir, partition_values
 from etl.model.partitioning import Placement
 from etl.model.planner import PartitionPosition, plan_ranges
 from etl.rows.dimensions import DimensionLoader, LoadedDimension, to_ipc
@@ -238,7 +238,7 @@ class Job:
         if not batch.by_event_time:
             registrar.add_partition(batch.partition_values, with_rejected=bool(batch.rejected))
             return
-        touched = [dict(p.split("=", 1) for p in part["partition"].split("/")) for part in batch.partitions or ()]
+        touched = [partition_values(part["partition"]) for part in batch.partitions or ()]
         registrar.add_partitions(touched, [batch.partition_values] if batch.rejected else [])
 
     def _write_files(self, batch: Batch, version: int,

@@ -32,7 +32,16 @@ from etl.sink.parquet import ParquetSink
 from etl.source.kafka import read_range
 from etl.source.prefetch import prefetched
 
+# Kafka is read this many chunks ahead of decoding and writing (a chunk: <= 10,000 records).
 READ_AHEAD_CHUNKS = 2
+
+
+def range_chunks(task):
+    """The task's range from Kafka, in chunks, read ahead of the caller."""
+    r = task.range
+    chunks = read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
+                        with_keys=task.writer.key_column is not None)
+    return prefetched(chunks, READ_AHEAD_CHUNKS, name=f"read {r.topic}[{r.partition}]")
 
 
 def run_event_range_task(fs: WarehouseFileSystem, task, tables: Mapping[str, pa.Table]):
@@ -79,9 +88,7 @@ class _RangeSplit:
                                         pipeline.rejected_schema, self.spec.row_group_size, self.spec.compression)
         try:
             with writer:
-                chunks = read_range(self.task.kafka, self.task.consumer_group, r.topic, r.partition, r.start, r.end,
-                                    with_keys=self.spec.key_column is not None)
-                for chunk in prefetched(chunks, READ_AHEAD_CHUNKS, name=f"read {r.topic}[{r.partition}]"):
+                for chunk in range_chunks(self.task):
                     rows = pipeline.process(chunk)
                     writer.write(rows.kept, rows.placed)
                     if first:

@@ -1,4 +1,5 @@
-"""One Spark task: one Kafka partition-batch into one published Parquet file.
+"""One Spark task: one Kafka partition-batch into one published Parquet file (by event time,
+one per Hive partition: etl.job.event_task).
 
 Runs on an executor. The task owns exactly one planned range. It writes nothing when the
 range's final file already exists (a replay); otherwise it streams the range into temp
@@ -21,7 +22,7 @@ import pyarrow.parquet as pq
 from etl import faults
 from etl.config import KafkaConfig, WarehouseConfig
 from etl.errors import EtlError
-from etl.job.event_task import run_event_range_task
+from etl.job.event_task import range_chunks, run_event_range_task
 from etl.job.partition_writer import UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
 from etl.model.batch import Batch, OffsetRange
 from etl.model.identity import RecordFingerprint, fingerprint
@@ -31,11 +32,7 @@ from etl.rows.dimensions import from_ipc
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.manifest import Part
-from etl.source.kafka import read_range
-from etl.source.prefetch import prefetched
 
-# Kafka is read this many chunks ahead of decoding and writing (a chunk: <= 10,000 records).
-READ_AHEAD_CHUNKS = 2
 
 
 @dataclass(frozen=True)
@@ -95,10 +92,8 @@ def _write_and_publish(fs: WarehouseFileSystem, task: RangeTask, main_final: str
     rejected_final = posixpath.join(task.rejected_dir, r.file_name)
     rejected_temp = posixpath.join(task.rejected_dir, temp_name(r.file_name))
     with PartitionWriter(fs, task.writer, r.topic, r.partition, main_temp, rejected_temp, tables) as writer:
-        chunks = read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
-                            with_keys=task.writer.key_column is not None)
         last = None
-        for chunk in prefetched(chunks, READ_AHEAD_CHUNKS, name=f"read {r.topic}[{r.partition}]"):
+        for chunk in range_chunks(task):
             writer.write(chunk)
             last = chunk
             faults.checkpoint(f"writing:{r.partition}")

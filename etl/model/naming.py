@@ -58,3 +58,8 @@ def partition_dir(table_root: str, partition_values: dict[str, str]) -> str:
 
 def partition_path(partition_values: dict[str, str]) -> str:
     return "/".join(f"{k}={v}" for k, v in partition_values.items())
+
+
+def partition_values(path: str) -> dict[str, str]:
+    """The values of a partition path: partition_path's inverse."""
+    return dict(part.split("=", 1) for part in path.split("/"))

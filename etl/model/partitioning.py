@@ -97,16 +97,20 @@ class TimePartitioner:
     def values_of_key(self, key_ms: int) -> dict[str, str]:
         return self.values_of_wall(dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=key_ms))
 
+    def key_of(self, values: Mapping[str, str]) -> int:
+        """values_of_key's inverse: the partition's start as wall clock in ms since 1970."""
+        return (self._wall_start(values) - dt.datetime(1970, 1, 1)) // dt.timedelta(milliseconds=1)
+
     def path(self, values: Mapping[str, str]) -> str:
         return partition_path(dict(values))
 
-    def window(self, values: Mapping[str, str]) -> Window:
+    def _wall_start(self, values: Mapping[str, str]) -> dt.datetime:
         start = dt.datetime.strptime(values["dt"], "%Y-%m-%d")
-        if self.granularity is Granularity.HOUR:
-            start = start.replace(hour=int(values["hour"]))
-            end = start + dt.timedelta(hours=1)
-        else:
-            end = start + dt.timedelta(days=1)
+        return start.replace(hour=int(values["hour"])) if self.granularity is Granularity.HOUR else start
+
+    def window(self, values: Mapping[str, str]) -> Window:
+        start = self._wall_start(values)
+        end = start + (dt.timedelta(hours=1) if self.granularity is Granularity.HOUR else dt.timedelta(days=1))
         zone = zoneinfo.ZoneInfo(self.zone)
         # A repeated wall-clock hour spans both of its occurrences (fold 0 and 1).
         first = min(start.replace(tzinfo=zone, fold=f).astimezone(UTC) for f in (0, 1))

@@ -85,9 +85,11 @@ def _walk(key, files: list[WarehouseFile], offset: CommittedOffset | None, plann
     # By event time one range has a file in each partition it touched, and a manifest: walked once
     # (etl.ops.parts checks its parts against the manifest). Without a manifest a second file of a
     # range is a copy: an overlap.
-    loaded = [f for f in files if committed is not None and f.range.end <= committed]
-    loaded = [f for i, f in enumerate(loaded) if f.range not in manifested
-              or all(g.range != f.range for g in loaded[:i])]
+    loaded, walked = [], set()
+    for f in files:
+        if committed is not None and f.range.end <= committed and not (f.range in manifested and f.range in walked):
+            loaded.append(f)
+            walked.add(f.range)
     problems = [_uncovered(where, f, committed) for f in files
                 if (committed is None or f.range.end > committed)
                 and (f.range.topic, f.range.partition, f.range.start, f.range.end) not in planned]

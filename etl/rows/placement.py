@@ -11,7 +11,6 @@ plan, decides everything else, so that every attempt places the same rows the sa
 """
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -32,11 +31,7 @@ class PlacedRows:
 
 def planned_key(placement: Placement) -> int:
     """The key of the batch's planning-time partition."""
-    values = placement.planned
-    wall = dt.datetime.strptime(values["dt"], "%Y-%m-%d")
-    if "hour" in values:
-        wall = wall.replace(hour=int(values["hour"]))
-    return (wall - dt.datetime(1970, 1, 1)) // dt.timedelta(milliseconds=1)
+    return placement.partitioner.key_of(placement.planned)
 
 
 def place(rows: pa.Table, placement: Placement) -> PlacedRows:

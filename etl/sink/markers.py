@@ -53,7 +53,7 @@ from typing import Callable, Mapping
 from etl.config import Config, SuccessMarkerConfig
 from etl.errors import EtlError, WarehouseError
 from etl.model.batch import Batch, BatchState
-from etl.model.naming import partition_dir, partition_path, temp_name
+from etl.model.naming import partition_dir, partition_path, partition_values, temp_name
 from etl.model.partitioning import Partitioner, Window
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
@@ -156,7 +156,7 @@ class SuccessMarkers:
             return batch.extra
         ledger = Ledger.of(batch)
         for part in partitions:
-            values = dict(p.split("=", 1) for p in part["partition"].split("/"))
+            values = partition_values(part["partition"])
             ledger = ledger.adding(values, self.partitioner)
             if part["late"]:
                 ledger = ledger.with_late({"batch_id": batch.batch_id, "partition": part["partition"],
