@@ -23,6 +23,7 @@ from kazoo.exceptions import NoNodeError
 from tests.harness import kafka
 from tests.harness.config_file import JobTuning, write_config as write_ini_config
 from tests.harness.names import sanitize
+from tests.harness.schema_registry import RegistryProcess, registry_for_tests, why_no_stoppable_registry
 from tests.harness.spark import tests_session
 from tests.harness.stack import Stack, StackDown, ensure_up
 
@@ -150,3 +151,23 @@ def write_config(request, tmp_path, stack, zk_root, warehouse_dir, hive_table_na
                                 tuning=TEST_TUNING, **sections)
 
     return write
+
+
+@pytest.fixture
+def schema_registry(tmp_path):
+    """A Schema Registry at `.url` that the job's executors reach over TCP: a fresh test server
+    in this process, or the real registry $ETL_TEST_SCHEMA_REGISTRY_URL names (shared: keep to
+    subjects of the test's own topics). Counting fetches or stopping it takes `registry_process`."""
+    with registry_for_tests(tmp_path / "schema-registry") as registry:
+        yield registry
+
+
+@pytest.fixture
+def registry_process(tmp_path):
+    """The test server in its own process, which the test may stop(), kill() and start() again
+    on the same port and data (mid-batch, say); skipped when the tests use a real registry."""
+    reason = why_no_stoppable_registry()
+    if reason:
+        pytest.skip(reason)
+    with RegistryProcess(tmp_path / "schema-registry-process") as registry:
+        yield registry
