@@ -17,7 +17,7 @@ KAFKA_RESERVED = ("enable.auto.commit", "group.id", "auto.offset.reset", "enable
 # librdkafka settings that are secrets. Each may be read instead from the file named by
 # `<key>_file`, an ETL key (librdkafka has no such keys), so that the INI need not hold it.
 KAFKA_SECRET_KEYS = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "sasl.oauthbearer.client.secret")
-KAFKA_OWN_KEYS = ("topics", "fetch_timeout_seconds", "metadata_timeout_seconds",
+KAFKA_OWN_KEYS = ("topics", "topics_regex", "fetch_timeout_seconds", "metadata_timeout_seconds",
                   *(f"{key}_file" for key in KAFKA_SECRET_KEYS))
 
 
@@ -43,12 +43,33 @@ def kafka_section(s: Section) -> KafkaConfig:
         if secret is not None:
             client[key] = secret
     _check_with_librdkafka(s, client)
+    topics, topics_regex = _topic_choice(s)
     return KafkaConfig(
-        topics=s.get("topics", convert=_topics, required=True),
+        topics=topics,
         client=client,
         fetch_timeout_seconds=s.positive("fetch_timeout_seconds", 30.0, float),
         metadata_timeout_seconds=s.positive("metadata_timeout_seconds", 10.0, float),
+        topics_regex=topics_regex,
     )
+
+
+def _topic_choice(s: Section) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
+    """Exactly one of topics (a fixed list) and topics_regex (matched anew at every plan)."""
+    topics = s.get("topics", (), _topics)
+    topics_regex = s.get("topics_regex", None, _topics_regex)
+    if topics and topics_regex is not None:
+        raise s.fail("topics_regex", "set either topics (a list) or topics_regex (a pattern), not both")
+    if not topics and topics_regex is None:
+        raise s.fail("topics", "is required: list the topics, separated by commas, or set topics_regex to a "
+                               "Python regular expression that the topics' names match")
+    return topics, topics_regex
+
+
+def _topics_regex(raw: str) -> re.Pattern[str]:
+    try:
+        return re.compile(raw)
+    except re.error as exc:
+        raise ValueError(f"not a Python regular expression: {exc}") from exc
 
 
 def _topics(raw: str) -> tuple[str, ...]:

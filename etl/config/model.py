@@ -130,12 +130,19 @@ class DimensionConfig:
 
 @dataclass(frozen=True)
 class KafkaConfig:
-    topics: tuple[str, ...]
+    topics: tuple[str, ...]  # empty when topics_regex chooses the topics
     # Passed to librdkafka as is (bootstrap.servers, security.*, sasl.*); an
     # etl.config.kafka.KafkaSettings, whose repr masks the secrets.
     client: Mapping[str, str]
     fetch_timeout_seconds: float = 30.0
     metadata_timeout_seconds: float = 10.0
+    # Matched (fullmatch) against the broker's topics at every plan (etl.source.topics).
+    topics_regex: re.Pattern[str] | None = None
+
+    @property
+    def topics_key(self) -> str:
+        """The [kafka] key that chooses the job's topics, for messages."""
+        return "topics" if self.topics_regex is None else "topics_regex"
 
 
 @dataclass(frozen=True)

@@ -163,10 +163,11 @@ class Job:
 
     # -- planning -------------------------------------------------------------------------
     def _plan(self) -> Batch | None:
-        partitions = self.kafka.partitions(self.config.kafka.topics)
+        topics = self.kafka.job_topics().loaded  # resolved at every plan: a regex picks up new topics
+        partitions = self.kafka.partitions(topics)
         marks = self.kafka.watermarks(partitions)
         committed = self.store.committed_offsets()
-        topic_ids = self.kafka.topic_ids(self.config.kafka.topics)
+        topic_ids = self.kafka.topic_ids(topics)
         recreated = identity.recreated_partitions(self.store, self.kafka, committed, marks, topic_ids)
         positions = [PartitionPosition(t, p, _value(committed.get((t, p))), *marks[(t, p)], recreated.get((t, p), ""))
                      for t, p in partitions]
@@ -174,7 +175,7 @@ class Job:
         for skipped in plan.skipped:
             log.error("SKIPPING LOST OFFSETS: %s", skipped.describe())
         if plan.is_empty:
-            log.info("nothing to do: no new records in %s", ", ".join(self.config.kafka.topics))
+            log.info("nothing to do: no new records in %s", ", ".join(topics) or "no topic")
             return None
         batch = self._new_batch(plan.ranges, skipped=plan.skipped, topic_ids={t: i for t, i in topic_ids.items() if i})
         self._refuse_foreign_files(batch)

@@ -42,7 +42,7 @@ def _run_locked(config, store, spec, loop, interval, max_batches, observer) -> N
         kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
     try:
         with timed(observer, Phase.SETUP):
-            kafka.partitions(config.kafka.topics)  # a missing topic fails before Spark starts
+            kafka.partitions(kafka.job_topics().loaded)  # a missing topic fails before Spark starts
         job = assemble_job(config, store, kafka, spec, observer)
         _run_batches(job, loop, interval, max_batches)
     finally:

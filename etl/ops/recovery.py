@@ -126,13 +126,16 @@ def _without(inventory: Inventory, paths: set[str]) -> Inventory:
 
 def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store, committed) -> tuple[list[Span], list[Span]]:
     """Each gap split at the earliest offset Kafka still holds: what can be rewritten, what is lost.
-    A recreated topic holds none of the committed records any more, whatever its offsets say."""
-    marks = kafka.watermarks(sorted({(g.topic, g.partition) for g in gaps}))
+    A recreated topic holds none of the committed records any more, whatever its offsets say, nor
+    does a deleted one."""
+    on_broker = kafka.topics_on_broker()
+    marks = kafka.watermarks(sorted({(g.topic, g.partition) for g in gaps if g.topic in on_broker}))
     recreated = recreated_partitions(store, kafka, committed, marks, kafka.topic_ids(sorted({t for t, _ in marks})),
                                      with_new_data_only=False)
     rewrite, lost = [], []
     for g in gaps:
-        low = g.hi if (g.topic, g.partition) in recreated else marks[(g.topic, g.partition)][0]
+        key = (g.topic, g.partition)
+        low = g.hi if key in recreated or key not in marks else marks[key][0]
         if g.lo < low:
             lost.append(Span(g.topic, g.partition, g.lo, min(low, g.hi), None))
         if g.hi > low:

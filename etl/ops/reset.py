@@ -45,7 +45,8 @@ def parse_targets(to: list[str]) -> str | dict[tuple[str, int], int]:
 
 
 def plan_changes(config: Config, store: ZkStateStore, kafka: KafkaMetadata, targets) -> list[OffsetChange]:
-    partitions = kafka.partitions(config.kafka.topics)
+    topics = kafka.job_topics().loaded
+    partitions = kafka.partitions(topics)
     marks = kafka.watermarks(partitions)
     committed = store.committed_offsets()
     wanted = targets if isinstance(targets, dict) else {
@@ -53,8 +54,8 @@ def plan_changes(config: Config, store: ZkStateStore, kafka: KafkaMetadata, targ
     changes = []
     for (topic, partition), new in sorted(wanted.items()):
         if (topic, partition) not in marks:
-            raise ConfigError(f"{topic}[{partition}] is not a partition of the configured topics "
-                              f"{', '.join(config.kafka.topics)}")
+            raise ConfigError(f"{topic}[{partition}] is not a partition of the topics the job reads "
+                              f"({', '.join(topics) or 'none'}, chosen by [kafka] {config.kafka.topics_key})")
         low, high = marks[(topic, partition)]
         if not low <= new <= high:
             raise ConfigError(f"{topic}[{partition}]: offset {new} is outside what Kafka holds, [{low}, {high}]")

@@ -1,4 +1,5 @@
-"""`etl status`: where every partition stands, the last batch, and recorded skips."""
+"""`etl status`: where every partition stands, the last batch, recorded skips, and the topics the
+job knows of but does not load (etl.source.topics)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -7,6 +8,7 @@ from etl.config import Config
 from etl.model.events import from_json as parse_event, to_json as event_json
 from etl.sink.markers import MARKER_NAME, marker_status
 from etl.source.kafka import KafkaMetadata
+from etl.source.topics import not_loaded_topics
 from etl.state.store import ZkStateStore
 
 
@@ -24,9 +26,11 @@ class PartitionStatus:
 
 
 def collect_status(config: Config, store: ZkStateStore, kafka: KafkaMetadata) -> dict:
-    partitions = kafka.partitions(config.kafka.topics)
+    topics = kafka.job_topics()
+    partitions = kafka.partitions(topics.loaded)
     marks = kafka.watermarks(partitions)
     committed = store.committed_offsets()
+    not_loaded = not_loaded_topics(topics, {tp: c.value for tp, c in committed.items()}, kafka.topics_on_broker())
     rows = [PartitionStatus(t, p, committed[(t, p)].value if (t, p) in committed else None, *marks[(t, p)])
             for t, p in partitions]
     last = store.last_batch()
@@ -35,6 +39,7 @@ def collect_status(config: Config, store: ZkStateStore, kafka: KafkaMetadata) ->
         "job": config.job.name,
         "partitions": [{**asdict(r), "lag": r.lag} for r in rows],
         "total_lag": sum(r.lag for r in rows),
+        "topics_not_loaded": [topic.to_json(config.kafka) for topic in not_loaded],
         "last_batch": None if last is None else {**last[0].header_json(), "files": len(last[0].file_ranges),
                                                  "partitions": list(last[0].partitions or [])},
         "lock": None if holder is None else holder.describe(),
@@ -50,6 +55,7 @@ def render_status(status: dict) -> str:
     for p in status["partitions"]:
         committed = "-" if p["committed"] is None else p["committed"]
         lines.append(f"{p['topic']:<30} {p['partition']:>4} {committed:>12} {p['latest']:>12} {p['lag']:>10}")
+    lines += [f"topic not loaded: {topic['detail']}" for topic in status["topics_not_loaded"]]
     last = status["last_batch"]
     lines.append("")
     if last is None:

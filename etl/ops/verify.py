@@ -12,12 +12,18 @@ file is left. By event time each range's files match its manifest (etl.ops.parts
 proves that no (topic, partition, offset) appears twice and that every committed offset is
 in the table, in the rejected table, or absent from Kafka. The checks are etl.ops.coverage's
 (shared with `etl recover`) and etl.ops.verify_deep's; this module gathers the state and runs them.
+
+A topic the job has committed offsets of but no longer loads (deleted from Kafka, or no longer
+chosen by [kafka] topics or topics_regex) is walked like any other; that it is not loaded is a
+notice, not a problem: nothing is missing from the warehouse because of it. So are the topics
+topics_regex matches but whose names Hive would hide (etl.source.topics).
 """
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from etl.errors import KafkaReadError, KafkaUnavailable
 from etl.hive.registrar import partition_locations
 from etl.hive.spark import build_spark
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
@@ -29,6 +35,7 @@ from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.manifest import list_manifests
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
+from etl.source.topics import not_loaded_topics
 from etl.state.store import ZkStateStore
 
 
@@ -38,6 +45,8 @@ class VerifyReport:
     partitions: int
     files: int
     deep: bool
+    topics_not_loaded: list[dict] = field(default_factory=list)  # etl.source.topics, as JSON
+    notices: list[str] = field(default_factory=list)  # worth knowing, but not failures
 
     @property
     def ok(self) -> bool:
@@ -46,13 +55,15 @@ class VerifyReport:
     def render(self) -> str:
         head = (f"verified {self.partitions} partitions, {self.files} files"
                 f"{' and every row (--deep)' if self.deep else ''}: ")
+        notices = "".join(f"\nnotice: {notice}" for notice in self.notices)
         if self.ok:
-            return head + "OK, ranges are contiguous, nothing overlaps, nothing is left over"
-        return head + f"{len(self.problems)} problems\n" + "\n".join(p.describe() for p in self.problems)
+            return head + "OK, ranges are contiguous, nothing overlaps, nothing is left over" + notices
+        return head + f"{len(self.problems)} problems\n" + "\n".join(p.describe() for p in self.problems) + notices
 
     def to_json(self) -> dict:
         return {"ok": self.ok, "partitions": self.partitions, "files": self.files, "deep": self.deep,
-                "problems": [p.to_json() for p in self.problems]}
+                "problems": [p.to_json() for p in self.problems], "notices": self.notices,
+                "topics_not_loaded": self.topics_not_loaded}
 
 
 def run_verify(config, deep: bool) -> VerifyReport:
@@ -75,7 +86,23 @@ def run_verify(config, deep: bool) -> VerifyReport:
     if deep:
         problems += _deep(config, spark, fs, inventory, committed, events)
         problems += check_placement(config, fs, inventory, manifests)
-    return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.files), deep)
+    return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.files), deep,
+                        *_topics_not_loaded(config, committed))
+
+
+def _topics_not_loaded(config, committed) -> tuple[list[dict], list[str]]:
+    """The topics the job knows of but does not load, as JSON and as notices. Only they need
+    Kafka: when it cannot be asked, the rest of the report stands, and says so."""
+    kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+    try:
+        found = not_loaded_topics(kafka.job_topics(), {tp: c.value for tp, c in committed.items()},
+                                  kafka.topics_on_broker())
+    except (KafkaUnavailable, KafkaReadError) as exc:
+        return [], [f"Kafka could not be asked which topics the job reads ({exc}); topics it does not load are "
+                    f"not listed"]
+    finally:
+        kafka.close()
+    return [t.to_json(config.kafka) for t in found], [f"topic not loaded: {t.describe(config.kafka)}" for t in found]
 
 
 def _deep(config, spark, fs: WarehouseFileSystem, inventory: Inventory, committed, events) -> list[Problem]:

@@ -112,6 +112,8 @@ def _missing(spark, t: str, p: int, lo: int, hi: int, offsets_in_kafka) -> list[
 
 def offsets_in_kafka(config, kafka, topic: str, partition: int, start: int, end: int) -> list[int] | None:
     from etl.source.kafka import read_range
+    if topic not in kafka.topics_on_broker():
+        return None  # deleted: Kafka holds none of its records, and would refuse to list its offsets
     low, high = kafka.watermarks([(topic, partition)])[(topic, partition)]
     if start < low:
         return None

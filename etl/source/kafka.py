@@ -17,6 +17,7 @@ from etl.errors import KafkaReadError, KafkaUnavailable, OffsetOutOfRange, Topic
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.retry import retry_idempotent
 from etl.source.chunk import RawChunk
+from etl.source.topics import JobTopics, matching_topics
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,32 @@ class KafkaMetadata:
     def close(self) -> None:
         self.consumer.close()
 
+    def job_topics(self) -> JobTopics:
+        """The topics the job reads now: [kafka] topics as listed, or the broker's topics that
+        topics_regex matches (etl.source.topics). Every command asks here, so all agree."""
+        pattern = self.config.topics_regex
+        if pattern is None:
+            return JobTopics(self.config.topics)
+        topics = matching_topics(pattern, self.topics_on_broker())
+        if topics.hidden:
+            log.warning("[kafka] topics_regex %r matches %s, which the job never loads: files named after them "
+                        "would start with '_' or '.', and Hive and Spark skip such files", pattern.pattern,
+                        ", ".join(topics.hidden))
+        if not topics.loaded:
+            log.warning("[kafka] topics_regex %r matches no topic on %s", pattern.pattern,
+                        self.config.client["bootstrap.servers"])
+        return topics
+
+    def topics_on_broker(self) -> frozenset[str]:
+        """Every topic's name, in one metadata request (the consumer's: it never creates a topic)."""
+        return self._retry(self._list_topics, "list topics")
+
+    def _list_topics(self) -> frozenset[str]:
+        try:
+            return frozenset(self.consumer.list_topics(timeout=self.config.metadata_timeout_seconds).topics)
+        except KafkaException as exc:
+            raise _as_unavailable(exc, "list topics") from exc
+
     def partitions(self, topics: tuple[str, ...]) -> list[tuple[str, int]]:
         return [tp for topic in topics for tp in self._retry(lambda t=topic: self._partitions(t), "list partitions")]
 
@@ -62,8 +89,10 @@ class KafkaMetadata:
         found = metadata.topics.get(topic)
         if found is None or found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART \
                 or found is not None and not found.partitions:
+            todo = "create it, or remove it from [kafka] topics" if self.config.topics_regex is None else \
+                "it was deleted after [kafka] topics_regex matched it; run again"
             raise TopicNotFound(f"topic {topic!r} does not exist on {self.config.client['bootstrap.servers']}; "
-                                f"create it, or remove it from [kafka] topics")
+                                f"{todo}")
         if found.error is not None:
             raise KafkaUnavailable(f"metadata for topic {topic!r}: {found.error}")
         return [(topic, p) for p in sorted(found.partitions)]

@@ -136,15 +136,17 @@ def write_config(request, tmp_path, stack, zk_root, warehouse_dir, hive_table_na
     """Factory: write_config(**sections) -> Path of an INI file for the ETL.
 
     Each keyword is a section: a dict whose values override or add keys (None removes the
-    key), or None to drop the whole section. `kafka={"topics": ...}` is required.
+    key), or None to drop the whole section. `kafka={"topics": ...}` or
+    `kafka={"topics_regex": ...}` is required.
     Example: write_config(job={"max_records_per_partition": "10"}, kafka={"topics": "a,b"}).
     """
     counter = itertools.count(1)
     job_name = sanitize(request.node.name, "A-Za-z0-9_.-", 100)
 
     def write(**sections) -> Path:
-        if "topics" not in (sections.get("kafka") or {}):
-            raise TypeError("write_config: pass kafka={'topics': ...} (None to leave the key out)")
+        if not {"topics", "topics_regex"} & set(sections.get("kafka") or {}):
+            raise TypeError("write_config: pass kafka={'topics': ...} or kafka={'topics_regex': ...} (None to leave "
+                            "the key out)")
         n = next(counter)
         return write_ini_config(tmp_path / ("etl.ini" if n == 1 else f"etl-{n}.ini"), stack, job_name=job_name,
                                 zk_root=zk_root, warehouse_dir=warehouse_dir, table=hive_table_name,

@@ -1,0 +1,81 @@
+"""Which topics a job reads, and which it does not: the same answer for every command.
+
+[kafka] topics names them; [kafka] topics_regex chooses, at every plan, the broker's topics whose
+whole name it matches (re.fullmatch), so a topic created later is picked up by the next plan
+like a topic added to the list. The regex never chooses Kafka's internal topics (`__...`). A
+topic it matches whose name Hive would hide (starting with '_' or '.': the files are named after
+the topic, and Hive and Spark skip such files) is never loaded; it is reported instead of
+failing the job, because anyone may create `_schemas` on a shared cluster.
+
+A topic the job committed offsets of but reads no more (deleted from Kafka, or no longer chosen)
+is reported too, never silently forgotten: its files stay in the table, and `etl verify` still
+checks them against its committed offsets.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Iterable
+
+from etl.config import KafkaConfig
+from etl.config.kafka import HIDDEN_FILE_PREFIXES
+
+INTERNAL_TOPIC_PREFIX = "__"  # __consumer_offsets, __transaction_state, ...
+
+
+@dataclass(frozen=True)
+class JobTopics:
+    loaded: tuple[str, ...]  # the topics the job reads, in the config's order (a regex's: sorted)
+    hidden: tuple[str, ...] = ()  # matched by topics_regex, never loaded: Hive would hide their files
+
+
+def matching_topics(pattern: re.Pattern[str], names: Iterable[str]) -> JobTopics:
+    """The topics among `names` that `pattern` matches whole, less Kafka's internal ones; those
+    whose names Hive would hide are set apart."""
+    matched = sorted(name for name in set(names)
+                     if pattern.fullmatch(name) and not name.startswith(INTERNAL_TOPIC_PREFIX))
+    hidden = tuple(name for name in matched if name.startswith(HIDDEN_FILE_PREFIXES))
+    return JobTopics(tuple(name for name in matched if name not in hidden), hidden)
+
+
+class NotLoadedReason(StrEnum):
+    """Why a topic the job knows of is not loaded."""
+
+    HIDDEN = "hidden"  # matches topics_regex, but its name starts with '_' or '.'
+    DELETED = "deleted"  # has committed offsets, and Kafka no longer has it
+    UNCHOSEN = "unchosen"  # has committed offsets, and is in Kafka, but [kafka] no longer chooses it
+
+
+@dataclass(frozen=True)
+class NotLoadedTopic:
+    topic: str
+    reason: NotLoadedReason
+    committed: dict[int, int]  # partition -> committed offset, as ZooKeeper keeps them
+
+    def describe(self, config: KafkaConfig) -> str:
+        if self.reason is NotLoadedReason.HIDDEN:
+            return (f"{self.topic}: matches [kafka] topics_regex, but its name starts with {self.topic[0]!r}, and "
+                    f"Hive and Spark skip files whose names start with '_' or '.'; never loaded")
+        why = "deleted from Kafka" if self.reason is NotLoadedReason.DELETED else \
+            f"no longer chosen by [kafka] {config.topics_key}"
+        return (f"{self.topic}: {why}; its committed offsets of {len(self.committed)} partitions stay in ZooKeeper "
+                f"and its files in the table (`etl verify` checks them)")
+
+    def to_json(self, config: KafkaConfig) -> dict:
+        return {"topic": self.topic, "reason": str(self.reason), "detail": self.describe(config),
+                "committed": {str(p): offset for p, offset in sorted(self.committed.items())}}
+
+
+def not_loaded_topics(topics: JobTopics, committed: dict[tuple[str, int], int],
+                      on_broker: Iterable[str]) -> list[NotLoadedTopic]:
+    """The hidden topics, then each topic with committed offsets (partition -> offset) that the
+    job no longer reads, with why."""
+    on_broker, loaded = set(on_broker), set(topics.loaded)
+    left: dict[str, dict[int, int]] = {}
+    for (topic, partition), offset in committed.items():
+        if topic not in loaded:
+            left.setdefault(topic, {})[partition] = offset
+    return [NotLoadedTopic(topic, NotLoadedReason.HIDDEN, {}) for topic in topics.hidden] + [
+        NotLoadedTopic(topic, NotLoadedReason.UNCHOSEN if topic in on_broker else NotLoadedReason.DELETED, offsets)
+        for topic, offsets in sorted(left.items())]
