@@ -9,11 +9,12 @@ objects are passed down. Every ConfigError names the section and key at fault.
   kafka.py       [kafka]: the ETL's own keys, reserved and secret librdkafka keys, the probe
   warehouse.py   [warehouse]: local folder or WebHDFS, and WebHDFS auth
   dimensions.py  [dimension <name>]: reference data sources
+  headers.py     [job] header_columns: Kafka record headers into columns
 """
 from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_RESERVED, KAFKA_SECRET_KEYS, KafkaSettings
 from etl.config.model import (
     HIVE_NAME_RE, WEBHDFS_SCHEMES, Compression, Config, DecoderKind, DimensionChangePolicy, DimensionConfig,
-    DimensionFormat, DimensionKind, HiveConfig, HiveFormat, JobConfig, KafkaConfig, LateData, MissingEventTime,
+    DimensionFormat, DimensionKind, HeaderColumn, HiveConfig, HiveFormat, JobConfig, KafkaConfig, LateData, MissingEventTime,
     OutOfRangePolicy, PartitioningConfig, PartitionSource, RetryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
 from etl.config.parse import load_config, parse_config
@@ -21,7 +22,7 @@ from etl.config.parse import load_config, parse_config
 __all__ = [
     "HIVE_NAME_RE", "KAFKA_OWN_KEYS", "KAFKA_RESERVED", "KAFKA_SECRET_KEYS", "WEBHDFS_SCHEMES",
     "Compression", "Config", "DecoderKind", "DimensionChangePolicy", "DimensionConfig", "DimensionFormat",
-    "DimensionKind", "HiveConfig", "HiveFormat", "JobConfig", "KafkaConfig", "KafkaSettings", "LateData",
+    "DimensionKind", "HeaderColumn", "HiveConfig", "HiveFormat", "JobConfig", "KafkaConfig", "KafkaSettings", "LateData",
     "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig",
     "RetryConfig", "StartingOffsets", "SuccessMarkerConfig", "WarehouseAuth", "WarehouseConfig", "ZooKeeperAuth",
     "ZooKeeperConfig", "load_config", "parse_config",

@@ -91,6 +91,16 @@ class ZooKeeperAuth(StrEnum):
 
 
 @dataclass(frozen=True)
+class HeaderColumn:
+    """One entry of [job] header_columns: the Kafka record header `header` fills the table's
+    string or binary column `column` (etl.rows.headers). A repeated header gives its last value,
+    as Kafka's Headers.lastHeader does; a missing one gives NULL."""
+
+    header: str
+    column: str
+
+
+@dataclass(frozen=True)
 class JobConfig:
     name: str
     max_records_per_partition: int = 1_000_000
@@ -103,6 +113,7 @@ class JobConfig:
     compression: Compression = Compression.SNAPPY
     on_dimension_change: DimensionChangePolicy = DimensionChangePolicy.FAIL
     transform: str | None = None  # module:function, applied to each decoded and enriched Arrow batch
+    header_columns: tuple[HeaderColumn, ...] = ()  # Kafka record headers copied into columns
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from etl.config.dimensions import DIMENSION_SECTION, dimension_sections
+from etl.config.headers import header_columns
 from etl.config.kafka import kafka_section
 from etl.config.model import (
     HIVE_NAME_RE, Compression, Config, DecoderKind, DimensionChangePolicy, HiveConfig, HiveFormat, JobConfig,
@@ -86,6 +87,7 @@ def _job(s: Section) -> JobConfig:
         on_dimension_change=s.choice("on_dimension_change", DimensionChangePolicy, DimensionChangePolicy.FAIL),
         transform=s.get("transform", None, matching(TRANSFORM_RE, "module:function reference, e.g. "
                                                                   "etl.examples:minute_and_country")),
+        header_columns=s.get("header_columns", (), header_columns),
     )
     s.reject_unknown()
     return job

@@ -11,6 +11,7 @@ from etl.model.schema import TableSchema, load_table_schema
 from etl.rows.decoders import make_decoder
 from etl.rows.dimensions import DimensionLoader
 from etl.rows.enrichment import check_against_schema, enriched_columns
+from etl.rows.headers import check_header_columns
 from etl.rows.transform import load_transform
 from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
@@ -22,17 +23,20 @@ def writer_spec(config: Config) -> WriterSpec:
     schema = load_table_schema(config.hive.schema_file, config.job.key_column)
     check_against_schema(config.dimensions, schema, config.path, config.hive.schema_file)
     _check_event_column(config, schema)
+    headers = config.job.header_columns
+    check_header_columns(headers, schema, enriched_columns(config.dimensions), config.path, config.hive.schema_file)
     loader = DimensionLoader(config.dimensions, schema, spark=lambda: None)
     for dimension in config.dimensions:
         loader.check_source(dimension)
     if config.job.transform:
         load_transform(config.job.transform)
-    # Enriched columns are the dimensions' to fill: the decoder neither reads nor checks them.
-    decoder = make_decoder(config.job.decoder, schema.without_columns(enriched_columns(config.dimensions)),
+    # Enriched and header columns are filled after decoding: the decoder neither reads nor checks them.
+    filled_later = enriched_columns(config.dimensions) + tuple(entry.column for entry in headers)
+    decoder = make_decoder(config.job.decoder, schema.without_columns(filled_later),
                            zone=config.hive.partitioning.timezone)
     return WriterSpec(schema=schema, decoder=decoder, key_column=config.job.key_column,
                       row_group_size=config.job.row_group_size, compression=config.job.compression,
-                      dimensions=config.dimensions, transform=config.job.transform)
+                      dimensions=config.dimensions, transform=config.job.transform, header_columns=headers)
 
 
 def _check_event_column(config: Config, schema: TableSchema) -> None:

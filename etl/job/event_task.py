@@ -40,7 +40,8 @@ def range_chunks(task):
     """The task's range from Kafka, in chunks, read ahead of the caller."""
     r = task.range
     chunks = read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
-                        with_keys=task.writer.key_column is not None)
+                        with_keys=task.writer.key_column is not None,
+                        with_headers=bool(task.writer.header_columns))
     return prefetched(chunks, READ_AHEAD_CHUNKS, name=f"read {r.topic}[{r.partition}]")
 
 

@@ -17,7 +17,7 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from etl.config import Compression, DimensionConfig
+from etl.config import Compression, DimensionConfig, HeaderColumn
 from etl.errors import ConfigError, EtlError
 from etl.model.schema import TableSchema
 from etl.rows.decoders import Decoder
@@ -41,6 +41,7 @@ class WriterSpec:
     compression: Compression
     dimensions: tuple[DimensionConfig, ...] = ()  # the joined ones enrich each chunk
     transform: str | None = None  # module:function, see etl.rows.transform
+    header_columns: tuple[HeaderColumn, ...] = ()  # the tasks read headers only when some are configured
 
     def __post_init__(self):
         if self.key_column != self.schema.key_column:
@@ -51,7 +52,8 @@ class WriterSpec:
 
     @property
     def rows(self) -> RowSpec:
-        return RowSpec(self.schema, self.decoder, self.key_column, self.dimensions, self.transform)
+        return RowSpec(self.schema, self.decoder, self.key_column, self.dimensions, self.transform,
+                       self.header_columns)
 
 
 @dataclass(frozen=True)

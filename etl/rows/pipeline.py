@@ -1,12 +1,13 @@
 """RawChunk -> rows: one Kafka partition's records as the rows to keep and the rows to reject.
 
-Each chunk is decoded, given its lineage (topic, partition, offset, timestamp) and key,
-enriched from the batch's dimensions (etl.rows.enrichment) and passed through the job's
-transform (etl.rows.transform), all vectorised; rows the transform rejects go to the rejected
-rows with their raw message. So do records whose values Hive or Spark could not read back
-(etl.rows.hive_values): a Kafka timestamp beyond year 9999, checked before decoding is used,
-and, last, any out-of-range value in any column, wherever it came from (decoder, dimension,
-transform). One such row would make every query of the table fail. Nothing is written here.
+Each chunk is decoded, given its lineage (topic, partition, offset, timestamp), key and
+header columns (etl.rows.headers), enriched from the batch's dimensions (etl.rows.enrichment)
+and passed through the job's transform (etl.rows.transform), all vectorised; rows the
+transform rejects go to the rejected rows with their raw message. So do records whose values
+Hive or Spark could not read back (etl.rows.hive_values): a Kafka timestamp beyond year 9999,
+checked before decoding is used, and, last, any out-of-range value in any column, wherever it
+came from (decoder, dimension, transform). One such row would make every query of the table
+fail. Nothing is written here.
 """
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from typing import Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from etl.config import DimensionConfig
+from etl.config import DimensionConfig, HeaderColumn
 from etl.errors import EtlError, KafkaReadError
 from etl.model.partitioning import Placement
 from etl.model.schema import LINEAGE_COLUMNS, TableSchema, arrow_schema, rejected_arrow_schema
 from etl.rows.decoders import Decoded, Decoder, invalid_utf8_positions, mask_without
 from etl.rows.enrichment import enrich
+from etl.rows.headers import header_values, invalid_header_rows
 from etl.rows.hive_values import TIMESTAMP_MAX_MS, outside_reason, unreadable_rows
 from etl.rows.placement import PlacedRows, place
 from etl.rows.transform import TransformStep
@@ -39,6 +41,7 @@ class RowSpec:
     key_column: str | None
     dimensions: tuple[DimensionConfig, ...] = ()  # the joined ones enrich each chunk
     transform: str | None = None  # module:function, see etl.rows.transform
+    header_columns: tuple[HeaderColumn, ...] = ()  # filled from the record's headers (etl.rows.headers)
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ class RowPipeline:
         self.unmatched = {d.name: 0 for d in spec.dimensions if d.joined}  # rows with no match, per dimension
         self._transform = None
         if spec.transform:
-            owned = tuple(c.name for c in LINEAGE_COLUMNS) + ((spec.key_column,) if spec.key_column else ())
+            owned = tuple(c.name for c in LINEAGE_COLUMNS) + ((spec.key_column,) if spec.key_column else ()) \
+                + tuple(entry.column for entry in spec.header_columns)
             self._transform = TransformStep(spec.transform, self.schema, owned, self._lookups)
         self.last_offset: int | None = None
 
@@ -71,8 +75,11 @@ class RowPipeline:
         self._check_chunk(chunk, offsets)
         decoded = self._spec.decoder.decode(chunk.values)
         self._check_decoded(chunk, decoded)
-        decoded = _reject_late_timestamps(millis, self._reject_bad_keys(chunk, decoded))
-        rows = self._enriched(self._rows(chunk, offsets, millis, decoded))
+        wanted = {entry.header for entry in self._spec.header_columns}
+        headers = header_values(chunk.headers, wanted) if wanted else {}
+        decoded = self._reject_bad_headers(headers, self._reject_bad_keys(chunk, decoded))
+        decoded = _reject_late_timestamps(millis, decoded)
+        rows = self._enriched(self._rows(chunk, offsets, millis, decoded, headers))
         rows, errors = self._transformed(chunk, rows, decoded)
         rows, errors = self._readable(rows, offsets, errors)
         rows, errors, placed = self._placed(rows, offsets, errors)
@@ -137,6 +144,9 @@ class RowPipeline:
                 f"{self._topic}[{self._partition}]: key column '{self._spec.key_column}' is configured but the "
                 "chunk has no keys; the Kafka reader must return keys when key_column is set"
             )
+        if self._spec.header_columns and chunk.headers is None:
+            raise KafkaReadError(f"{self._topic}[{self._partition}]: header_columns are configured but the chunk has "
+                                 "no headers; the Kafka reader must return headers when header_columns is set")
 
     def _check_decoded(self, chunk: RawChunk, decoded: Decoded) -> None:
         if decoded.table.num_rows != len(decoded.good) or len(decoded.good) + len(decoded.errors) != len(chunk):
@@ -153,11 +163,19 @@ class RowPipeline:
         bad = invalid_utf8_positions(pc.take(pa.array(chunk.keys, pa.binary()), decoded.good))
         return _moved_to_errors(decoded, [(position, KEY_NOT_UTF8) for position in bad])
 
+    def _reject_bad_headers(self, headers: dict[str, pa.BinaryArray], decoded: Decoded) -> Decoded:
+        """Moves rows whose header cannot fill its string column to the rejected records."""
+        if not headers or not len(decoded.good):
+            return decoded
+        strings = {e.column for e in self._spec.header_columns if self.schema.field(e.column).type == pa.string()}
+        return _moved_to_errors(decoded, invalid_header_rows(headers, self._spec.header_columns, strings, decoded.good))
+
     def _key_type(self) -> pa.DataType:
         return self.schema.field(self._spec.key_column).type
 
-    def _rows(self, chunk: RawChunk, offsets: pa.Int64Array, millis: pa.Int64Array, decoded: Decoded) -> pa.Table:
-        """The decoded data columns plus lineage and key, in the file's column order."""
+    def _rows(self, chunk: RawChunk, offsets: pa.Int64Array, millis: pa.Int64Array, decoded: Decoded,
+              headers: dict[str, pa.BinaryArray]) -> pa.Table:
+        """The decoded data columns plus lineage, key and headers, in the file's column order."""
         all_good = len(decoded.good) == len(chunk)
 
         def of_good_records(array: pa.Array) -> pa.Array:
@@ -167,6 +185,8 @@ class RowPipeline:
         filled["kafka_offset"] = of_good_records(offsets)
         if self._spec.key_column:
             filled[self._spec.key_column] = of_good_records(pa.array(chunk.keys, pa.binary())).cast(self._key_type())
+        for entry in self._spec.header_columns:
+            filled[entry.column] = of_good_records(headers[entry.header]).cast(self.schema.field(entry.column).type)
         decoded_names = set(decoded.table.column_names)
 
         def column(f: pa.Field):

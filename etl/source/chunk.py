@@ -14,15 +14,20 @@ class RawChunk:
     timestamps_ms: list[int]  # CreateTime or LogAppendTime; negative when the broker has none
     keys: list[bytes | None] | None  # None when keys are not configured
     values: list[bytes | None]
+    # Each record's headers as Kafka gives them, in order, names repeating (None: it has none);
+    # None when no header column is configured.
+    headers: list[list[tuple[str, bytes | None]] | None] | None = None
 
     def __post_init__(self):
         lengths = {len(self.offsets), len(self.timestamps_ms), len(self.values)}
-        if self.keys is not None:
-            lengths.add(len(self.keys))
+        for optional in (self.keys, self.headers):
+            if optional is not None:
+                lengths.add(len(optional))
         if len(lengths) > 1:
             raise KafkaReadError(
                 f"chunk has {len(self.offsets)} offsets, {len(self.timestamps_ms)} timestamps, "
-                f"{len(self.values)} values and {'no' if self.keys is None else len(self.keys)} keys; "
+                f"{len(self.values)} values, {'no' if self.keys is None else len(self.keys)} keys and "
+                f"{'no' if self.headers is None else len(self.headers)} header lists; "
                 "the Kafka reader must yield one of each per record (this is a bug in the reader)"
             )
 

@@ -170,7 +170,7 @@ def _as_unavailable(exc: KafkaException, what: str) -> Exception:
 
 
 def read_range(config: KafkaConfig, group: str, topic: str, partition: int, start: int, end: int,
-               with_keys: bool) -> Iterator[RawChunk]:
+               with_keys: bool, with_headers: bool = False) -> Iterator[RawChunk]:
     """Yield the records of [start, end) in offset order, in chunks.
 
     Offsets may have gaps (compaction, transaction markers), so the read ends when the
@@ -180,12 +180,13 @@ def read_range(config: KafkaConfig, group: str, topic: str, partition: int, star
     consumer = Consumer(consumer_settings(config, group))
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
-        yield from _consume_until(consumer, config, topic, partition, start, end, with_keys)
+        yield from _consume_until(consumer, config, topic, partition, start, end, with_keys, with_headers)
     finally:
         consumer.close()
 
 
-def _consume_until(consumer, config, topic, partition, start, end, with_keys) -> Iterator[RawChunk]:
+def _consume_until(consumer, config, topic, partition, start, end, with_keys,
+                   with_headers) -> Iterator[RawChunk]:
     position, deadline = start, time.monotonic() + config.fetch_timeout_seconds
     while position < end:
         # Never ask for more than the range still needs: consume() waits out its timeout
@@ -196,7 +197,7 @@ def _consume_until(consumer, config, topic, partition, start, end, with_keys) ->
             records = [m for m in records if m.offset() < end]
             position = end
         if records:
-            yield _chunk(records, with_keys)
+            yield _chunk(records, with_keys, with_headers)
             position = max(position, records[-1].offset() + 1)
         if log_ends:
             position = end  # the log ends at or past `end`: what was left of the range was a gap
@@ -239,10 +240,11 @@ def _is_record(message, topic: str, partition: int, position: int, end: int) -> 
     raise KafkaReadError(f"{topic}[{partition}]: {error.str()}")
 
 
-def _chunk(messages: list, with_keys: bool) -> RawChunk:
+def _chunk(messages: list, with_keys: bool, with_headers: bool) -> RawChunk:
     return RawChunk(
         offsets=list(map(Message.offset, messages)),
         timestamps_ms=[timestamp for _, timestamp in map(Message.timestamp, messages)],
         keys=list(map(Message.key, messages)) if with_keys else None,
         values=list(map(Message.value, messages)),
+        headers=list(map(Message.headers, messages)) if with_headers else None,
     )

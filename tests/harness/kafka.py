@@ -44,10 +44,12 @@ class Produced:
 def send(topic: str, values_by_partition: Mapping[int, Iterable[bytes | None]],
          keys_by_partition: Mapping[int, Sequence[bytes | None]] | None = None, *, bootstrap: str | None = None,
          timeout: float = 120.0, keep_offsets: bool = True,
-         timestamps_by_partition: Mapping[int, Sequence[int]] | None = None) -> Produced:
-    """Write each partition's values (and keys, if given) in order; raise if any record was not
-    delivered. Values may be generators: nothing is held in memory but the producer's queue
-    (and, with keep_offsets, the delivered offsets).
+         timestamps_by_partition: Mapping[int, Sequence[int]] | None = None,
+         headers_by_partition: Mapping[int, Sequence[list[tuple[str, bytes | None]] | None]] | None = None,
+         ) -> Produced:
+    """Write each partition's values (and keys, timestamps and headers, if given) in order; raise
+    if any record was not delivered. Values may be generators: nothing is held in memory but the
+    producer's queue (and, with keep_offsets, the delivered offsets).
 
     Tansu reports a partition's end offset (high watermark) as the base offset of its last
     record batch + 1, so after a bulk produce it can be short by up to one batch. To make it
@@ -75,6 +77,8 @@ def send(topic: str, values_by_partition: Mapping[int, Iterable[bytes | None]],
         result.bytes += len(value) if value is not None else 0
         index, sent[partition] = sent.get(partition, 0), sent.get(partition, 0) + 1
         stamp = {"timestamp": timestamps_by_partition[partition][index]} if timestamps_by_partition else {}
+        if headers_by_partition:
+            stamp["headers"] = headers_by_partition[partition][index]
         while True:
             try:
                 producer.produce(topic, value=value, partition=partition, key=key, on_delivery=on_delivery, **stamp)
@@ -118,11 +122,13 @@ def _all_but_last(pairs: Iterable[tuple], last: dict, partition: int) -> Iterato
 def produce(topic: str, values_by_partition: Mapping[int, Sequence[bytes | None]],
             keys_by_partition: Mapping[int, Sequence[bytes | None]] | None = None, *, bootstrap: str | None = None,
             timeout: float = 120.0, timestamps_by_partition: Mapping[int, Sequence[int]] | None = None,
+            headers_by_partition: Mapping[int, Sequence[list[tuple[str, bytes | None]] | None]] | None = None,
             ) -> list[tuple[int, int]]:
     """send(), returning (partition, offset) of every record, in delivery order; with
-    timestamps_by_partition, each record's CreateTime (ms)."""
+    timestamps_by_partition, each record's CreateTime (ms); with headers_by_partition, each
+    record's headers ([(name, value)], names may repeat; None for none)."""
     result = send(topic, values_by_partition, keys_by_partition, bootstrap=bootstrap, timeout=timeout,
-                  timestamps_by_partition=timestamps_by_partition)
+                  timestamps_by_partition=timestamps_by_partition, headers_by_partition=headers_by_partition)
     expected = sum(len(values) for values in values_by_partition.values())
     assert len(result.delivered) == expected, f"{len(result.delivered)} delivery reports for {expected} records"
     return result.delivered
