@@ -64,6 +64,16 @@ class RejectedRatioExceeded(EtlError):
     """Too many records of a batch could not be decoded."""
 
 
+class SchemaRegistryUnavailable(EtlError):
+    """The Schema Registry did not answer (or answered 5xx) within the configured retries. The
+    batch fails and stays open; records are never rejected for it."""
+
+
+class SchemaRegistryRefused(EtlError):
+    """The Schema Registry refused a request for a reason a retry will not change (credentials,
+    permissions, a malformed request)."""
+
+
 class HiveError(EtlError):
     """A Hive metastore operation failed."""
 

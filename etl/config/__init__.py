@@ -9,13 +9,14 @@ objects are passed down. Every ConfigError names the section and key at fault.
   kafka.py       [kafka]: the ETL's own keys, reserved and secret librdkafka keys, the probe
   warehouse.py   [warehouse]: local folder or WebHDFS, and WebHDFS auth
   dimensions.py  [dimension <name>]: reference data sources
+  schema_registry.py  [schema_registry]: the Schema Registry client's settings
   headers.py     [job] header_columns: Kafka record headers into columns
 """
 from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_RESERVED, KAFKA_SECRET_KEYS, KafkaSettings
 from etl.config.model import (
     HIVE_NAME_RE, WEBHDFS_SCHEMES, Compression, Config, DecoderKind, DimensionChangePolicy, DimensionConfig,
     DimensionFormat, DimensionKind, HeaderColumn, HiveConfig, HiveFormat, JobConfig, KafkaConfig, LateData, MissingEventTime,
-    OutOfRangePolicy, PartitioningConfig, PartitionSource, RetryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth, ZooKeeperConfig,
+    OutOfRangePolicy, PartitioningConfig, PartitionSource, RetryConfig, SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
 from etl.config.parse import load_config, parse_config
 
@@ -24,6 +25,6 @@ __all__ = [
     "Compression", "Config", "DecoderKind", "DimensionChangePolicy", "DimensionConfig", "DimensionFormat",
     "DimensionKind", "HeaderColumn", "HiveConfig", "HiveFormat", "JobConfig", "KafkaConfig", "KafkaSettings", "LateData",
     "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig",
-    "RetryConfig", "StartingOffsets", "SuccessMarkerConfig", "WarehouseAuth", "WarehouseConfig", "ZooKeeperAuth",
+    "RetryConfig", "SchemaRegistryConfig", "StartingOffsets", "SuccessMarkerConfig", "WarehouseAuth", "WarehouseConfig", "ZooKeeperAuth",
     "ZooKeeperConfig", "load_config", "parse_config",
 ]

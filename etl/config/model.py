@@ -45,6 +45,13 @@ class DecoderKind(StrEnum):
 
     JSON = "json"
     ACCESS_LOG = "access_log"
+    AVRO = "avro"  # Confluent-framed with [schema_registry], or unframed with [job] avro_schema
+    PROTOBUF = "protobuf"  # Confluent-framed, schemas from [schema_registry]
+
+    @property
+    def reads_writer_schemas(self) -> bool:
+        """Whether each message is decoded with the schema it was written with (etl.rows.decoders.writer_schemas)."""
+        return self in (DecoderKind.AVRO, DecoderKind.PROTOBUF)
 
 
 class Compression(StrEnum):
@@ -91,6 +98,30 @@ class ZooKeeperAuth(StrEnum):
 
 
 @dataclass(frozen=True)
+class FixedAvroSchema:
+    """[job] avro_schema: messages are plain Avro (no Confluent framing) all written with this
+    schema. The text travels with the config, so the file need only exist on the driver."""
+
+    path: Path  # as resolved, named in messages
+    text: str  # the schema's JSON, checked to parse as Avro when the config was read
+
+
+@dataclass(frozen=True)
+class SchemaRegistryConfig:
+    """[schema_registry]: where Avro and Protobuf writer schemas are fetched from.
+
+    `client` goes to confluent-kafka's SchemaRegistryClient as is (url, basic auth, TLS): an
+    etl.config.schema_registry.RegistrySettings, whose repr masks the secrets."""
+
+    client: Mapping[str, object]
+    timeout_seconds: float = 10.0
+
+    @property
+    def url(self) -> str:
+        return str(self.client["url"])
+
+
+@dataclass(frozen=True)
 class HeaderColumn:
     """One entry of [job] header_columns: the Kafka record header `header` fills the table's
     string or binary column `column` (etl.rows.headers). A repeated header gives its last value,
@@ -113,6 +144,7 @@ class JobConfig:
     compression: Compression = Compression.SNAPPY
     on_dimension_change: DimensionChangePolicy = DimensionChangePolicy.FAIL
     transform: str | None = None  # module:function, applied to each decoded and enriched Arrow batch
+    avro_schema: FixedAvroSchema | None = None  # decoder avro without framing
     header_columns: tuple[HeaderColumn, ...] = ()  # Kafka record headers copied into columns
 
 
@@ -304,3 +336,4 @@ class Config:
     retry: RetryConfig = field(default_factory=RetryConfig)
     spark: Mapping[str, str] = field(default_factory=dict)
     dimensions: tuple[DimensionConfig, ...] = ()
+    schema_registry: SchemaRegistryConfig | None = None

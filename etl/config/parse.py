@@ -4,6 +4,7 @@ their own modules: etl.config.kafka, etl.config.warehouse, etl.config.dimensions
 from __future__ import annotations
 
 import configparser
+import json
 import math
 import os
 import re
@@ -14,8 +15,10 @@ from pathlib import Path
 from etl.config.dimensions import DIMENSION_SECTION, dimension_sections
 from etl.config.headers import header_columns
 from etl.config.kafka import kafka_section
+from etl.config.schema_registry import schema_registry_section
 from etl.config.model import (
-    HIVE_NAME_RE, Compression, Config, DecoderKind, DimensionChangePolicy, HiveConfig, HiveFormat, JobConfig,
+    HIVE_NAME_RE, Compression, Config, DecoderKind, DimensionChangePolicy, FixedAvroSchema, HiveConfig, HiveFormat,
+    JobConfig, SchemaRegistryConfig,
     LateData, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig, RetryConfig, StartingOffsets,
     SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
@@ -23,7 +26,8 @@ from etl.config.section import Section, hive_name, matching, resolve, secret_fil
 from etl.config.warehouse import warehouse_section
 from etl.errors import ConfigError
 
-SECTIONS = ("job", "kafka", "zookeeper", "warehouse", "hive", "retry", "spark")  # and [dimension <name>]
+SECTIONS = ("job", "kafka", "zookeeper", "warehouse", "hive", "retry", "spark",
+            "schema_registry")  # and [dimension <name>]
 TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 # spark.authenticate.secret, spark.ssl.keyPassword, spark.hadoop.fs.s3a.secret.key ...
@@ -63,6 +67,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
         retry=retry,
         spark=_spark(Section(parser, "spark", path, required=False)),
         dimensions=dimension_sections(parser, path, job),
+        schema_registry=_schema_registry(parser, path, job),
     )
 
 
@@ -87,10 +92,46 @@ def _job(s: Section) -> JobConfig:
         on_dimension_change=s.choice("on_dimension_change", DimensionChangePolicy, DimensionChangePolicy.FAIL),
         transform=s.get("transform", None, matching(TRANSFORM_RE, "module:function reference, e.g. "
                                                                   "etl.examples:minute_and_country")),
+        avro_schema=s.get("avro_schema", None, lambda raw: _avro_schema_file(resolve(s.path.parent, raw))),
         header_columns=s.get("header_columns", (), header_columns),
     )
     s.reject_unknown()
     return job
+
+
+def _avro_schema_file(path: Path) -> FixedAvroSchema:
+    """The .avsc file's text, checked to be an Avro schema."""
+    import fastavro
+    try:
+        text = path.read_text(encoding="utf-8")
+        fastavro.parse_schema(json.loads(text))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    except (ValueError, fastavro.schema.SchemaParseException, TypeError, KeyError) as exc:  # JSON errors are ValueErrors
+        raise ValueError(f"{path} is not an Avro schema: {exc}") from exc
+    return FixedAvroSchema(path, text)
+
+
+def _schema_registry(parser: configparser.ConfigParser, path: Path, job: JobConfig) -> SchemaRegistryConfig | None:
+    """[schema_registry], which the avro decoder needs unless avro_schema fixes the schema, and
+    the protobuf decoder always; any other decoder has no use for it."""
+    s = Section(parser, "schema_registry", path, required=False)
+    fixed = job.avro_schema is not None
+    if fixed and job.decoder is not DecoderKind.AVRO:
+        raise ConfigError(f"{path}: [job] avro_schema: applies only to decoder = avro")
+    if not s.values:
+        if job.decoder.reads_writer_schemas and not fixed:
+            hint = " (or, for plain Avro without the registry's framing, set [job] avro_schema)" \
+                if job.decoder is DecoderKind.AVRO else ""
+            raise ConfigError(f"{path}: [schema_registry] url: is required with decoder = {job.decoder}{hint}")
+        return None
+    if not job.decoder.reads_writer_schemas:
+        raise ConfigError(f"{path}: [schema_registry]: decoder = {job.decoder} reads no registry; remove the "
+                          f"section, or set [job] decoder = avro or protobuf")
+    if fixed:
+        raise ConfigError(f"{path}: [job] avro_schema: set either avro_schema (plain Avro, one fixed schema) or "
+                          f"[schema_registry] (the registry's framing, a schema id in each message), not both")
+    return schema_registry_section(s)
 
 
 def _spark(s: Section) -> dict[str, str]:
