@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     faults.arm()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per Schema Registry request is noise
     try:
         config = load_config(args.config)
         return args.command(config, args)
@@ -70,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
     bind.add_argument("--data-moved", action="store_true",
                       help="the loaded files were moved to the new folders too: verify checks them there")
     bind.set_defaults(command=cmd_bind)
+    schema = commands.add_parser("schema", help="compare the table with the writer schemas producers use")
+    schema_commands = schema.add_subparsers(required=True, metavar="SUBCOMMAND")
+    suggest = schema_commands.add_parser("suggest", help="print the DDL columns the latest writer schemas have "
+                                                         "and the table lacks")
+    suggest.add_argument("--config", required=True)
+    suggest.add_argument("--json", action="store_true")
+    suggest.set_defaults(command=cmd_schema_suggest)
     return parser
 
 
@@ -124,6 +132,13 @@ def cmd_reset(config: Config, args) -> int:
 def cmd_bind(config: Config, args) -> int:
     from etl.ops.rebind import bind
     return bind(config, yes=args.yes, data_moved=args.data_moved)
+
+
+def cmd_schema_suggest(config: Config, args) -> int:
+    from etl.ops.schema_suggest import render, suggest
+    suggestions = suggest(config)
+    print(json.dumps([s.to_json() for s in suggestions], indent=2) if args.json else render(suggestions, config))
+    return EXIT_OK
 
 
 if __name__ == "__main__":

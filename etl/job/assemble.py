@@ -9,6 +9,7 @@ from etl.job.partition_writer import WriterSpec
 from etl.errors import ConfigError
 from etl.model.schema import TableSchema, load_table_schema
 from etl.rows.decoders import make_decoder
+from etl.rows.decoders.writer_schemas import WriterSchemas
 from etl.rows.dimensions import DimensionLoader
 from etl.rows.enrichment import check_against_schema, enriched_columns
 from etl.rows.headers import check_header_columns
@@ -33,10 +34,15 @@ def writer_spec(config: Config) -> WriterSpec:
     # Enriched and header columns are filled after decoding: the decoder neither reads nor checks them.
     filled_later = enriched_columns(config.dimensions) + tuple(entry.column for entry in headers)
     decoder = make_decoder(config.job.decoder, schema.without_columns(filled_later),
-                           zone=config.hive.partitioning.timezone)
+                           zone=config.hive.partitioning.timezone, writer_schemas=_writer_schemas(config),
+                           avro_schema=config.job.avro_schema.text if config.job.avro_schema else None)
     return WriterSpec(schema=schema, decoder=decoder, key_column=config.job.key_column,
                       row_group_size=config.job.row_group_size, compression=config.job.compression,
                       dimensions=config.dimensions, transform=config.job.transform, header_columns=headers)
+
+
+def _writer_schemas(config: Config) -> WriterSchemas | None:
+    return WriterSchemas(config.schema_registry, config.retry) if config.schema_registry else None
 
 
 def _check_event_column(config: Config, schema: TableSchema) -> None:

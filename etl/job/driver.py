@@ -23,7 +23,7 @@ import functools
 import logging
 import posixpath
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from etl import faults
 from etl.config import Config
@@ -34,6 +34,7 @@ from etl.job import pins
 from etl.job.event_record import event_time_record
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job.partition_writer import WriterSpec
+from etl.job.summary import BatchSummary, summed
 from etl.job.tasks import RangeResult, RangeTask, run_range_task, task_failure
 from etl.model import binding
 from etl.model import identity
@@ -50,28 +51,6 @@ from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BatchSummary:
-    batch_id: int
-    resumed: bool
-    files: int
-    records: int
-    rows: int
-    rejected: int
-    seconds: float
-    reached_cap: bool  # some partition had more data than max_records_per_partition
-    unmatched: dict = field(default_factory=dict)  # joined dimension -> rows whose key found no match
-    dimension_changes: int = 0  # pins replaced under on_dimension_change = use_current
-
-    def describe(self) -> str:
-        kind = "resumed" if self.resumed else "new"
-        unmatched = "".join(f", unmatched in {name}: {count}" for name, count in sorted(self.unmatched.items()))
-        changed = f", {self.dimension_changes} dimension(s) changed on resume (use_current)" \
-            if self.dimension_changes else ""
-        return (f"batch {self.batch_id} ({kind}) COMMITTED: {self.files} files, {self.rows} rows, "
-                f"{self.rejected} rejected{unmatched}{changed}, offsets covered {self.records}, {self.seconds:.1f}s")
 
 
 class Job:
@@ -261,11 +240,13 @@ class Job:
         self._check_rejected_ratio(batch, rows, rejected)
         unmatched = {d.name: sum(r.unmatched.get(d.name, 0) for r in results)
                      for d in self.config.dimensions if d.joined}
+        ignored = summed(r.ignored_fields for r in results)
         last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record.to_json()
                         for r in results if r.last_record is not None}
         more = event_time_record(batch, results, self.markers, self.config.hive) if batch.by_event_time else {}
         return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
-                                  unmatched=unmatched or None, last_records=last_records, **more)
+                                  unmatched=unmatched or None, ignored_fields=ignored, last_records=last_records,
+                                  **more)
 
     def _run_tasks(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> list[RangeResult]:
         main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
@@ -341,7 +322,8 @@ class Job:
         return BatchSummary(batch.batch_id, resumed, len(batch.file_ranges), batch.record_count,
                             batch.rows or 0, batch.rejected or 0, seconds,
                             reached_cap=any(r.size >= cap for r in batch.ranges),
-                            unmatched=dict(batch.unmatched or {}), dimension_changes=len(batch.dimension_changes))
+                            unmatched=dict(batch.unmatched or {}), dimension_changes=len(batch.dimension_changes),
+                            ignored_fields=dict(batch.ignored_fields))
 
 
 def _value(committed) -> int | None:

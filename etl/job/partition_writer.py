@@ -4,7 +4,8 @@ two Parquet files (etl.sink.parquet). This is where rows and sink meet.
 
 The main file is always created, even with no rows, because its existence is what marks
 the offset range as done. How many rows found no match in each dimension is stored in the
-main file's footer (key etl.unmatched), so that a replay can count them again.
+main file's footer (key etl.unmatched), so that a replay can count them again; so are the
+writer-schema fields the table lacks (etl.ignored_fields), counted into the batch summary.
 
 Both files are written under the temp names the caller chose; publishing them is the
 commit protocol's job, not this module's.
@@ -27,6 +28,7 @@ from etl.sink.parquet import ParquetSink
 from etl.source.chunk import RawChunk
 
 UNMATCHED_METADATA_KEY = b"etl.unmatched"
+IGNORED_FIELDS_METADATA_KEY = b"etl.ignored_fields"
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class WriteCounts:
     first_offset: int | None  # None when no records were written
     last_offset: int | None
     unmatched: Mapping[str, int] = field(default_factory=dict)  # per joined dimension: rows with no match
+    ignored_fields: Mapping[str, int] = field(default_factory=dict)  # writer-schema field the table lacks
 
 
 class PartitionWriter:
@@ -135,6 +138,9 @@ class PartitionWriter:
         unmatched = self._rows.unmatched
         if unmatched:
             self._main.metadata[UNMATCHED_METADATA_KEY] = json.dumps(unmatched, sort_keys=True).encode()
+        ignored = self._rows.ignored_fields
+        if ignored:
+            self._main.metadata[IGNORED_FIELDS_METADATA_KEY] = json.dumps(ignored, sort_keys=True).encode()
         main_bytes = self._main.close()
         rejected_bytes = self._rejected.close() if self._rejected.rows_appended else 0
         return WriteCounts(
@@ -147,6 +153,7 @@ class PartitionWriter:
             first_offset=self._first_offset,
             last_offset=self._rows.last_offset,
             unmatched=dict(unmatched),
+            ignored_fields=dict(ignored),
         )
 
     def _check_writable(self) -> None:

@@ -10,6 +10,7 @@ from etl.job.assemble import assemble_job, writer_spec
 from etl.job.driver import Job
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job.pending_reset import finish_pending_reset
+from etl.rows.decoders.startup import check_writer_schemas
 from etl.sink.fs import filesystem_for
 from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
@@ -42,7 +43,10 @@ def _run_locked(config, store, spec, loop, interval, max_batches, observer) -> N
         kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
     try:
         with timed(observer, Phase.SETUP):
-            kafka.partitions(kafka.job_topics().loaded)  # a missing topic fails before Spark starts
+            topics = kafka.job_topics().loaded
+            kafka.partitions(topics)  # a missing topic fails before Spark starts
+            # and a column that cannot hold its field in the producers' schema, before anything is written
+            check_writer_schemas(spec.decoder, topics, f"{config.path}: [hive] schema {config.hive.schema_file}")
         job = assemble_job(config, store, kafka, spec, observer)
         _run_batches(job, loop, interval, max_batches)
     finally:

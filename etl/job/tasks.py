@@ -23,7 +23,7 @@ from etl import faults
 from etl.config import KafkaConfig, WarehouseConfig
 from etl.errors import EtlError
 from etl.job.event_task import range_chunks, run_event_range_task
-from etl.job.partition_writer import UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
+from etl.job.partition_writer import IGNORED_FIELDS_METADATA_KEY, UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
 from etl.model.batch import Batch, OffsetRange
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.model.naming import temp_name
@@ -56,6 +56,7 @@ class RangeResult:
     rows: int
     rejected: int
     unmatched: Mapping[str, int] = field(default_factory=dict)  # per joined dimension: rows with no match
+    ignored_fields: Mapping[str, int] = field(default_factory=dict)  # writer-schema field the table lacks
     # The range's last record, the witness of the topic's identity (etl.model.identity); None on a
     # replay (the file was there: nothing was read) or when the range held no record.
     last_record: RecordFingerprint | None = None
@@ -82,8 +83,8 @@ def _by_event_time(fs: WarehouseFileSystem, task: RangeTask, lookups) -> RangeRe
     manifest, published = run_event_range_task(fs, task, tables)
     faults.checkpoint(f"renamed:{task.range.partition}")
     last = RecordFingerprint.from_json(manifest.last_record)  # the manifest keeps it: a replay has it too
-    return RangeResult(task.range, published, manifest.rows, manifest.rejected, manifest.unmatched, last,
-                       manifest.parts, manifest.max_event_ms)
+    return RangeResult(task.range, published, manifest.rows, manifest.rejected, manifest.unmatched,
+                       manifest.ignored_fields, last, manifest.parts, manifest.max_event_ms)
 
 
 def _write_and_publish(fs: WarehouseFileSystem, task: RangeTask, main_final: str, tables) -> RangeResult:
@@ -102,15 +103,17 @@ def _write_and_publish(fs: WarehouseFileSystem, task: RangeTask, main_final: str
         publish(fs, rejected_temp, rejected_final)
     published = publish(fs, main_temp, main_final)
     witness = fingerprint(last.offsets[-1], last.timestamps_ms[-1], last.values[-1]) if last else None
-    return RangeResult(r, published, counts.rows, counts.rejected, counts.unmatched, witness)
+    return RangeResult(r, published, counts.rows, counts.rejected, counts.unmatched, counts.ignored_fields, witness)
 
 
 def _replayed(fs: WarehouseFileSystem, task: RangeTask, main_final: str) -> RangeResult:
     rejected_final = posixpath.join(task.rejected_dir, task.range.file_name)
     with fs.open_read(main_final) as handle:
         footer = pq.ParquetFile(handle).metadata
-    unmatched = json.loads((footer.metadata or {}).get(UNMATCHED_METADATA_KEY, b"{}"))
-    return RangeResult(task.range, False, footer.num_rows, parquet_rows(fs, rejected_final), unmatched)
+    metadata = footer.metadata or {}
+    unmatched = json.loads(metadata.get(UNMATCHED_METADATA_KEY, b"{}"))
+    ignored = json.loads(metadata.get(IGNORED_FIELDS_METADATA_KEY, b"{}"))
+    return RangeResult(task.range, False, footer.num_rows, parquet_rows(fs, rejected_final), unmatched, ignored)
 
 
 def parquet_rows(fs: WarehouseFileSystem, path: str) -> int:

@@ -105,6 +105,8 @@ class Batch:
     extra: dict = field(default_factory=dict)
     dimensions: dict = field(default_factory=dict)  # name -> pinned snapshot (etl.rows.dimensions.Snapshot json)
     unmatched: dict | None = None  # name -> rows whose key found no match; None until WRITTEN
+    # Writer-schema fields the table lacks -> records that carried them (avro, protobuf); set at WRITTEN
+    ignored_fields: dict = field(default_factory=dict)
     # Pins replaced under on_dimension_change = use_current: {dimension, pinned, current, at, by}
     dimension_changes: tuple[dict, ...] = ()
     kind: BatchKind = BatchKind.LOAD
@@ -152,6 +154,7 @@ class Batch:
             "planned_by": self.planned_by, "rows": self.rows, "rejected": self.rejected,
             "updated_at": self.updated_at, "range_count": len(self.ranges), "extra": self.extra,
             "dimensions": self.dimensions, "unmatched": self.unmatched,
+            **({"ignored_fields": self.ignored_fields} if self.ignored_fields else {}),
             "dimension_changes": list(self.dimension_changes), "kind": self.kind.value,
             "target": self.target, "topic_ids": self.topic_ids, "last_records": self.last_records,
             **({"placement": self.placement} if self.placement else {}),
@@ -170,7 +173,8 @@ class Batch:
             planned_by=header.get("planned_by", ""), rows=header.get("rows"),
             rejected=header.get("rejected"), updated_at=header.get("updated_at", ""),
             extra=header.get("extra", {}), dimensions=header.get("dimensions", {}),
-            unmatched=header.get("unmatched"), dimension_changes=tuple(header.get("dimension_changes", [])),
+            unmatched=header.get("unmatched"), ignored_fields=header.get("ignored_fields", {}),
+            dimension_changes=tuple(header.get("dimension_changes", [])),
             kind=BatchKind(header.get("kind", BatchKind.LOAD.value)), target=header.get("target", {}),
             topic_ids=header.get("topic_ids", {}), last_records=header.get("last_records", {}),
             placement=header.get("placement", {}), event_high=header.get("event_high", {}),

@@ -62,6 +62,7 @@ class RowPipeline:
         self.rejected_schema = rejected_arrow_schema()
         self._lookups = lookups or {}
         self.unmatched = {d.name: 0 for d in spec.dimensions if d.joined}  # rows with no match, per dimension
+        self.ignored_fields: dict[str, int] = {}  # writer-schema field the table lacks -> records carrying it
         self._transform = None
         if spec.transform:
             owned = tuple(c.name for c in LINEAGE_COLUMNS) + ((spec.key_column,) if spec.key_column else ()) \
@@ -75,6 +76,8 @@ class RowPipeline:
         self._check_chunk(chunk, offsets)
         decoded = self._spec.decoder.decode(chunk.values)
         self._check_decoded(chunk, decoded)
+        for name, count in decoded.ignored_fields.items():
+            self.ignored_fields[name] = self.ignored_fields.get(name, 0) + count
         wanted = {entry.header for entry in self._spec.header_columns}
         headers = header_values(chunk.headers, wanted) if wanted else {}
         decoded = self._reject_bad_headers(headers, self._reject_bad_keys(chunk, decoded))

@@ -46,6 +46,7 @@ class RangeManifest:
     rejected: int = 0
     rejected_partition: str = ""  # where the rejected file is; "" when none was written
     unmatched: dict = field(default_factory=dict)  # joined dimension -> rows with no match
+    ignored_fields: dict = field(default_factory=dict)  # writer-schema field the table lacks -> records
     max_event_ms: int | None = None  # the latest event time among the range's rows
     last_record: dict | None = None  # etl.model.identity.RecordFingerprint json
 

@@ -3,6 +3,10 @@
   base.py        Decoded, the Decoder contract, vectorised helpers they share
   json.py        the json decoder (json_lines.py: reading blocks; json_values.py: conversions)
   access_log.py  the access_log decoder
+  avro.py        the avro decoder (avro_types.py: Avro types against columns)
+  protobuf.py    the protobuf decoder (protobuf_types.py: fields against columns)
+  framing.py     the Schema Registry framing, read a chunk at a time, shared by both
+  writer_schemas.py  writer schemas from the Schema Registry, by id, once per process
   registry.py    DecoderKind -> decoder class, and make_decoder
 """
 from etl.rows.decoders.access_log import ACCESS_LOG_COLUMNS, ACCESS_LOG_FORMAT, AccessLogDecoder

@@ -12,8 +12,8 @@ Decoders hold nothing but their schema, so they pickle cheaply into Spark tasks.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +28,9 @@ class Decoded:
     table: pa.Table  # the data columns in schema order; one row per good record
     good: pa.Int64Array  # indices into the input of table's rows, ascending
     errors: list[tuple[int, str]]  # (index into the input, reason), ascending
+    # Fields the writer's schema has and the table lacks -> records that carried them (avro,
+    # protobuf): counted into the batch summary, so that a new field is noticed, not lost unseen.
+    ignored_fields: Mapping[str, int] = field(default_factory=dict)
 
 
 class Decoder(ABC):

@@ -1,0 +1,42 @@
+"""What `etl run` says of each batch it committed: one line, from the batch's record in ZooKeeper
+(so that a resumed batch is described as fully as one run start to end)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    batch_id: int
+    resumed: bool
+    files: int
+    records: int
+    rows: int
+    rejected: int
+    seconds: float
+    reached_cap: bool  # some partition had more data than max_records_per_partition
+    unmatched: dict = field(default_factory=dict)  # joined dimension -> rows whose key found no match
+    dimension_changes: int = 0  # pins replaced under on_dimension_change = use_current
+    ignored_fields: dict = field(default_factory=dict)  # writer-schema field the table lacks -> records
+
+    def describe(self) -> str:
+        kind = "resumed" if self.resumed else "new"
+        unmatched = "".join(f", unmatched in {name}: {count}" for name, count in sorted(self.unmatched.items()))
+        changed = f", {self.dimension_changes} dimension(s) changed on resume (use_current)" \
+            if self.dimension_changes else ""
+        ignored = (", fields not in the table, ignored: " + ", ".join(
+            f"{name} ({count} records)" for name, count in sorted(self.ignored_fields.items()))
+            if self.ignored_fields else "")
+        return (f"batch {self.batch_id} ({kind}) COMMITTED: {self.files} files, {self.rows} rows, "
+                f"{self.rejected} rejected{unmatched}{changed}{ignored}, offsets covered {self.records}, "
+                f"{self.seconds:.1f}s")
+
+
+def summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """The counts of every task added up, name by name."""
+    total: dict[str, int] = {}
+    for each in counts:
+        for name, count in each.items():
+            total[name] = total.get(name, 0) + count
+    return total

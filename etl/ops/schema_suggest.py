@@ -1,0 +1,72 @@
+"""`etl schema suggest`: the DDL columns that the writer schemas producers use now have and the
+table lacks, ready to paste at the end of the column list in warehouse_schema/, where schema
+evolution adds them to the table at the next run (etl.hive.evolution).
+
+The writer schema of a topic is the latest version of its value subject (`<topic>-value`), or
+the fixed [job] avro_schema. Fields with no column type here (nested records, arrays, maps)
+are listed as comments, so that nothing is left out unseen.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from etl.config import Config, HIVE_NAME_RE
+from etl.errors import ConfigError
+from etl.job.assemble import writer_spec
+from etl.rows.decoders.startup import current_writer_schemas
+from etl.source.kafka import KafkaMetadata
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    source: str  # the subject and schema id, or avro_schema
+    columns: tuple[tuple[str, str], ...]  # (name, Hive type) the table lacks
+    unmapped: tuple[tuple[str, str], ...]  # (field, why) of fields no column type holds
+
+    def render(self) -> str:
+        lines = [f"-- {self.source}"]
+        if not self.columns and not self.unmapped:
+            lines.append("-- the table has a column for every field")
+        lines += [f"  , {name} {hive_type}" for name, hive_type in self.columns]
+        lines += [f"  -- {field}: {why}" for field, why in self.unmapped]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "columns": [{"name": n, "type": t} for n, t in self.columns],
+                "unmapped": [{"field": f, "why": w} for f, w in self.unmapped]}
+
+
+def suggest(config: Config) -> list[Suggestion]:
+    if not config.job.decoder.reads_writer_schemas:
+        raise ConfigError(f"{config.path}: [job] decoder: etl schema suggest reads writer schemas; decoder = "
+                          f"{config.job.decoder} has none (set decoder = avro or protobuf)")
+    spec = writer_spec(config)
+    have = {column.name for column in spec.schema.columns}
+    kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+    try:
+        topics = kafka.job_topics().loaded
+    finally:
+        kafka.close()
+    suggestions = []
+    for source, writer in current_writer_schemas(spec.decoder, topics):
+        columns, unmapped = [], []
+        for field, hive_type in spec.decoder.fields_of(writer):
+            name = field.lower()
+            if name in have:
+                continue
+            if hive_type is None:
+                unmapped.append((field, "no column type holds it (nested records, arrays and maps)"))
+            elif not HIVE_NAME_RE.match(name):
+                unmapped.append((field, "not a valid Hive column name"))
+            else:
+                columns.append((name, hive_type))
+        suggestions.append(Suggestion(source, tuple(columns), tuple(unmapped)))
+    return suggestions
+
+
+def render(suggestions: list[Suggestion], config: Config) -> str:
+    if not suggestions:
+        return "-- the Schema Registry has no value subject for the job's topics yet"
+    head = (f"-- columns to add at the end of the column list in {config.hive.schema_file}; the next run adds "
+            f"them to the table (schema evolution)")
+    return "\n".join([head, *(s.render() for s in suggestions)])
