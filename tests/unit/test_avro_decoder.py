@@ -123,3 +123,15 @@ def test_a_registry_that_does_not_answer_fails_the_chunk_instead_of_rejecting_it
     value = b"\x00" + (1).to_bytes(4, "big") + b"\x0e"
     with pytest.raises(SchemaRegistryUnavailable, match="did not answer"):
         decoder_for(table, url, retry=RetryConfig(attempts=2, initial_wait_seconds=0.01)).decode([value])
+
+
+def test_uuids_and_times_of_day_read_as_their_text_and_numbers(table):
+    schema = {"type": "record", "name": "U", "fields": [
+        {"name": "note", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "small", "type": {"type": "int", "logicalType": "time-millis"}}]}
+    decoder = make_decoder("avro", table, avro_schema=json.dumps(schema))
+    value = plain_avro(schema, {"note": "8c7f3c9e-1f7e-4f44-9a35-1b2b0e4c2a11", "small": dt.time(0, 0, 1)})
+    decoded = decoder.decode([value])
+    assert decoded.errors == []
+    assert decoded.table.to_pylist()[0]["note"] == "8c7f3c9e-1f7e-4f44-9a35-1b2b0e4c2a11"
+    assert decoded.table.to_pylist()[0]["small"] == 1000

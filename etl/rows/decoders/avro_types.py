@@ -1,8 +1,9 @@
 """Avro types against Hive columns: which field a column can take, how its values are read into
 Arrow, and what Hive type `etl schema suggest` proposes for a field.
 
-The decoder reads timestamps, dates and times as the numbers they are on the wire (their
-logical types are stripped before decoding, see `without_time_logical_types`) and converts
+The decoder reads timestamps, dates and times as the numbers they are on the wire, and uuids
+as their text (those logical types are stripped before decoding, see
+`without_time_logical_types`), and converts
 them in Arrow, a whole column at a time, so that fastavro builds no datetime per record.
 Decimals keep their logical type: fastavro hands over exact Decimals.
 """
@@ -21,6 +22,8 @@ INTEGER_COLUMNS = ("tinyint", "smallint", "int", "bigint")
 # Logical types read as their underlying number; time-* has no Hive type and stays a number.
 TIME_LOGICAL_TYPES = ("timestamp-millis", "timestamp-micros", "timestamp-nanos", "local-timestamp-millis",
                       "local-timestamp-micros", "local-timestamp-nanos", "date", "time-millis", "time-micros")
+# Read as the underlying type too: fastavro would hand over Python objects Arrow does not take.
+STRIPPED_LOGICAL_TYPES = (*TIME_LOGICAL_TYPES, "uuid")
 _PER_MILLISECOND = {"millis": 1, "micros": 1_000, "nanos": 1_000_000}
 _SIMPLE = {  # Avro type -> (Arrow read type, Hive columns that hold it, Hive type suggested)
     "boolean": (pa.bool_(), ("boolean",), "boolean"),
@@ -104,7 +107,7 @@ def without_time_logical_types(schema):
     numbers of timestamps, dates and times instead of Python datetimes."""
     def strip(node):
         if isinstance(node, dict):
-            if node.get("logicalType") in TIME_LOGICAL_TYPES:
+            if node.get("logicalType") in STRIPPED_LOGICAL_TYPES:
                 return node["type"]
             return {key: strip(value) for key, value in node.items()}
         if isinstance(node, list):
