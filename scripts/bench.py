@@ -9,6 +9,7 @@ should), but never fails because something was slow. Needs the local stack
     .venv/bin/python scripts/bench.py --memory-check       # peak Python worker RSS: a 1M vs a 10M partition-batch
     .venv/bin/python scripts/bench.py --partition-scaling 10,100,1000
     .venv/bin/python scripts/bench.py --event-time         # partition_by = column:ts vs planning_time; 720 partitions
+    .venv/bin/python scripts/bench.py --formats            # the same events as JSON, Avro and Protobuf; Avro row by row
     .venv/bin/python scripts/bench.py --json --json-out bench.json
 
 The default run produces --records records into a fresh topic and measures, on exactly the
@@ -60,6 +61,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="only: partition_by = column:ts vs planning_time on --records, and peak worker RSS of a "
                              "range over 1 vs 720 hourly partitions")
     parser.add_argument("--event-memory-records", type=int, default=300_000, help="records per range for --event-time")
+    parser.add_argument("--formats", action="store_true",
+                        help="only: the full batch over the same --records as JSON, Avro and Protobuf (schemas in a "
+                             "Schema Registry test server), and a row-by-row createDataFrame path over the Avro data")
     parser.add_argument("--partition-scaling", metavar="N,N,...", help="only: plan and commit time for topics of N partitions")
     parser.add_argument("--scaling-records", type=int, default=3, help="records per partition per batch (default 3)")
     parser.add_argument("--scaling-batches", type=int, choices=(1, 2), default=2,

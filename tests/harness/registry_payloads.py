@@ -79,25 +79,42 @@ def event_message_class(package: str = "etl.test", extra_field: bool = False):
     """An Event message type: user_id int64, optional country, amount double, ts Timestamp,
     status enum, small int64, payload bytes; with `extra_field`, a `browser` the table lacks.
     A second message type, Other, comes first in the file so that Event's index is 1."""
-    file = descriptor_pb2.FileDescriptorProto(name=f"{package.replace('.', '/')}/event.proto", package=package,
-                                              syntax="proto3", dependency=["google/protobuf/timestamp.proto"])
-    file.message_type.add(name="Other").field.add(name="id", number=1, type=_F.TYPE_INT64, label=_F.LABEL_OPTIONAL)
-    event = file.message_type.add(name="Event")
-    status = file.enum_type.add(name="Status")
-    status.value.add(name="OK", number=0)
-    status.value.add(name="FAILED", number=1)
     fields = [("user_id", _F.TYPE_INT64, None), ("country", _F.TYPE_STRING, None), ("amount", _F.TYPE_DOUBLE, None),
               ("ts", _F.TYPE_MESSAGE, ".google.protobuf.Timestamp"), ("status", _F.TYPE_ENUM, f".{package}.Status"),
               ("small", _F.TYPE_INT64, None), ("payload", _F.TYPE_BYTES, None)]
     if extra_field:
         fields.append(("browser", _F.TYPE_STRING, None))
+    return _message_class(package, fields, optional=("country",), other_first=True)
+
+
+def bench_message_class():
+    """The benchmark's event (tests/perf/formats.py), the only type of its file."""
+    fields = [("event_id", _F.TYPE_INT64, None), ("user_id", _F.TYPE_STRING, None), ("action", _F.TYPE_STRING, None),
+              ("amount", _F.TYPE_DOUBLE, None), ("ts", _F.TYPE_MESSAGE, ".google.protobuf.Timestamp"),
+              ("ok", _F.TYPE_BOOL, None), ("pad", _F.TYPE_STRING, None)]
+    return _message_class("bench", fields)
+
+
+def _message_class(package: str, fields: list, optional: tuple[str, ...] = (), other_first: bool = False):
+    """A message type `Event` built at run time (proto3, a Status enum beside it); `optional`
+    fields get presence; with `other_first`, a message Other precedes it in the file."""
+    file = descriptor_pb2.FileDescriptorProto(name=f"{package.replace('.', '/')}/event.proto", package=package,
+                                              syntax="proto3", dependency=["google/protobuf/timestamp.proto"])
+    if other_first:
+        file.message_type.add(name="Other").field.add(name="id", number=1, type=_F.TYPE_INT64,
+                                                      label=_F.LABEL_OPTIONAL)
+    event = file.message_type.add(name="Event")
+    status = file.enum_type.add(name="Status")
+    status.value.add(name="OK", number=0)
+    status.value.add(name="FAILED", number=1)
     for number, (name, kind, type_name) in enumerate(fields, start=1):
         field = event.field.add(name=name, number=number, type=kind, label=_F.LABEL_OPTIONAL)
         if type_name:
             field.type_name = type_name
-    event.field[1].proto3_optional = True  # country: NULL when unset
-    event.oneof_decl.add(name="_country")
-    event.field[1].oneof_index = 0
+        if name in optional:  # proto3 `optional`: a synthetic oneof gives it presence
+            field.proto3_optional = True
+            field.oneof_index = len(event.oneof_decl)
+            event.oneof_decl.add(name=f"_{name}")
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
     pool.Add(file)

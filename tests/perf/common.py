@@ -10,8 +10,11 @@ from pathlib import Path
 from etl.config import DecoderKind
 from tests.harness.paths import REPO
 
+# Avro and Protobuf carry the JSON events' logical content (tests/perf/formats.py): one table.
 SCHEMAS = {DecoderKind.JSON: REPO / "warehouse_schema" / "events.sql",
-           DecoderKind.ACCESS_LOG: REPO / "warehouse_schema" / "access_log.sql"}
+           DecoderKind.ACCESS_LOG: REPO / "warehouse_schema" / "access_log.sql",
+           DecoderKind.AVRO: REPO / "warehouse_schema" / "events.sql",
+           DecoderKind.PROTOBUF: REPO / "warehouse_schema" / "events.sql"}
 ZK_BENCH_ROOT = "/etl-bench"
 WORK_ROOT = Path(os.environ.get("ETL_BENCH_DIR", "/tmp/kafka-hive-etl-bench"))
 MB = 1_000_000

@@ -54,7 +54,7 @@ class BenchRun:
                 "librdkafka": confluent_kafka.libversion()[0], "loadavg_at_start": list(loadavg())}
 
     def ini(self, label: str, topics: list[str], decoder: str, max_records: int, hive: dict | None = None,
-            **job_extra) -> Path:
+            registry_url: str | None = None, **job_extra) -> Path:
         """The job's INI for one measurement: the bench's own tuning (ZooKeeper session 10 s,
         rejected ratio 0.01, Kafka fetch timeout 30 s, retries up to 2 s, local[P])."""
         table = f"b{self.run_id[-6:]}_{label.replace('-', '_')}"
@@ -65,7 +65,8 @@ class BenchRun:
         return write_config(self.work / f"{label}.ini", self.stack, job_name=f"bench-{label}",
                             zk_root=f"{self.zk_root}/{label}", warehouse_dir=self.work / "warehouse",
                             table=table, tuning=tuning, database=self.database, schema=SCHEMAS[decoder],
-                            kafka={"topics": ",".join(topics)}, job=job_extra, **({"hive": hive} if hive else {}))
+                            kafka={"topics": ",".join(topics)}, job=job_extra, **({"hive": hive} if hive else {}),
+                            **({"schema_registry": {"url": registry_url}} if registry_url else {}))
 
     def start_spark(self) -> None:
         """One session for the whole benchmark, built the way the job builds it; run_job's

@@ -129,6 +129,18 @@ def render(report: dict) -> str:
                         f"{t['column_speed_vs_planning_time']:.2f}x"))
         targets.append(("RSS over 720 partitions <= 1.5x over 1", m["rss_ratio_720_vs_1"] <= 1.5,
                         f"{m['rss_ratio_720_vs_1']:.2f}x"))
+    if "formats" in report:
+        f = report["formats"]
+        lines.append("")
+        lines.append(f"formats, {f['records']:,} records of the same logical content, full batch median (records/s):")
+        for name, seconds in f["seconds"].items():
+            lines.append(f"  {name:<16} {seconds['median']:6.2f}s  {f['rates'][name]:>10,.0f}")
+        r = f["ratios"]
+        targets.append(("avro batch >= 0.7x json", r["avro_vs_json"] >= 0.7, f"{r['avro_vs_json']:.2f}x"))
+        targets.append(("protobuf batch >= 0.6x json", r["protobuf_vs_json"] >= 0.6, f"{r['protobuf_vs_json']:.2f}x"))
+        targets.append(("avro and protobuf >= 3x avro row by row",
+                        min(r["avro_vs_avro_row_by_row"], r["protobuf_vs_avro_row_by_row"]) >= 3,
+                        f"avro {r['avro_vs_avro_row_by_row']:.2f}x, protobuf {r['protobuf_vs_avro_row_by_row']:.2f}x"))
     if "profile" in report:
         p = report["profile"]
         n = p["range"][3] - p["range"][2]

@@ -12,6 +12,7 @@ from tests.harness.stack import STACK_ENV_FILE, Stack, silent_services
 from tests.perf.context import BenchRun
 from tests.perf.event_time import event_time_bench
 from tests.perf.fixed_cost import fixed_cost
+from tests.perf.formats import formats_bench
 from tests.perf.load import loadavg
 from tests.perf.memory import memory_check
 from tests.perf.profiling import profile
@@ -56,7 +57,9 @@ def measure(bench: BenchRun) -> None:
         memory_check(bench)
     if args.event_time:
         event_time_bench(bench)
-    if not (args.memory_check or args.partition_scaling or args.event_time):
+    if args.formats:
+        formats_bench(bench)
+    if not (args.memory_check or args.partition_scaling or args.event_time or args.formats):
         throughput(bench)
         if not args.no_fixed_cost:
             fixed_cost(bench)
