@@ -7,7 +7,7 @@ import re
 from typing import Mapping
 
 from etl.config.model import KafkaConfig
-from etl.config.section import Section, secret_file
+from etl.config.section import Section, read_secret_files
 from etl.errors import ConfigError
 
 TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -36,12 +36,7 @@ def kafka_section(s: Section) -> KafkaConfig:
     for key in KAFKA_RESERVED:
         if key in client:
             raise s.fail(key, "is set by the ETL itself (offsets live in ZooKeeper); remove it")
-    for key in KAFKA_SECRET_KEYS:
-        secret = secret_file(s, f"{key}_file")
-        if secret is not None and key in client:
-            raise s.fail(f"{key}_file", f"set either {key} or {key}_file, not both")
-        if secret is not None:
-            client[key] = secret
+    read_secret_files(s, client, KAFKA_SECRET_KEYS)
     _check_with_librdkafka(s, client)
     topics, topics_regex = _topic_choice(s)
     return KafkaConfig(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from etl.config.model import SchemaRegistryConfig
-from etl.config.section import Section, secret_file
+from etl.config.section import Section, read_secret_files
 
 REGISTRY_SECRET_KEYS = ("basic.auth.user.info", "ssl.key.password")
 REGISTRY_FILE_KEYS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location")
@@ -37,12 +37,7 @@ def schema_registry_section(s: Section) -> SchemaRegistryConfig:
         value = s.get(key)
         if value is not None:
             client[key] = value
-    for key in REGISTRY_SECRET_KEYS:
-        secret = secret_file(s, f"{key}_file")
-        if secret is not None and key in client:
-            raise s.fail(f"{key}_file", f"set either {key} or {key}_file, not both")
-        if secret is not None:
-            client[key] = secret
+    read_secret_files(s, client, REGISTRY_SECRET_KEYS)
     for key in REGISTRY_FILE_KEYS:
         if key in client and not os.path.exists(str(client[key])):
             raise s.fail(key, f"{client[key]} does not exist (it must exist on the driver and on every executor)")

@@ -92,6 +92,17 @@ def resolve(base: Path, raw: str) -> Path:
     return beside if beside.exists() else candidate.resolve()
 
 
+def read_secret_files(s: Section, client: dict, keys: tuple[str, ...]) -> None:
+    """Each secret `key` whose `<key>_file` is set, read from that file into `client` (a
+    client's settings); the key and its file both set is an error."""
+    for key in keys:
+        secret = secret_file(s, f"{key}_file")
+        if secret is not None and key in client:
+            raise s.fail(f"{key}_file", f"set either {key} or {key}_file, not both")
+        if secret is not None:
+            client[key] = secret
+
+
 def secret_file(s: Section, key: str) -> str | None:
     """The secret held by the file that `key` names (relative to the config's folder), or None
     when the key is not set. The file holds the secret alone; a trailing line break is dropped."""

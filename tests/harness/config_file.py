@@ -102,3 +102,27 @@ def write_config(path: Path, stack: Stack, *, job_name: str, zk_root: str, wareh
     sections = job_sections(stack, job_name=job_name, zk_root=zk_root, warehouse_dir=warehouse_dir, table=table,
                             tuning=tuning, database=database, schema=schema)
     return write_ini(path, with_overrides(sections, overrides))
+
+
+_MINIMAL_INI = """[job]
+name = j1
+{job}
+[kafka]
+bootstrap.servers = 127.0.0.1:9092
+{kafka}
+[zookeeper]
+hosts = 127.0.0.1:2181
+[warehouse]
+url = file:///tmp/w
+[hive]
+database = db
+table = t
+schema = {schema}
+{sections}
+"""
+
+
+def minimal_ini(schema: Path | str, job: str = "", kafka: str = "topics = a", sections: str = "") -> str:
+    """The smallest valid job INI, as text, for the unit tests of the config (nothing connects
+    anywhere): `job` and `kafka` are lines added to those sections, `sections` is appended."""
+    return _MINIMAL_INI.format(job=job, kafka=kafka, schema=schema, sections=sections)

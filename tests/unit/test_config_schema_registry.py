@@ -8,27 +8,8 @@ import pytest
 
 from etl.config import DecoderKind, load_config
 from etl.errors import ConfigError
+from tests.harness.config_file import minimal_ini
 from tests.harness.registry_payloads import AVRO_V1
-
-BASE = """
-[job]
-name = j1
-decoder = {decoder}
-{job}
-[kafka]
-bootstrap.servers = 127.0.0.1:9
-topics = a
-[zookeeper]
-hosts = 127.0.0.1:2181
-[warehouse]
-url = file:///tmp/w
-[hive]
-database = db
-table = t
-schema = {schema}
-{registry}
-"""
-
 
 @pytest.fixture
 def write(tmp_path, request):
@@ -36,7 +17,7 @@ def write(tmp_path, request):
 
     def make(decoder="avro", job="", registry="[schema_registry]\nurl = http://127.0.0.1:8081"):
         path = tmp_path / "job.ini"
-        path.write_text(BASE.format(decoder=decoder, job=job, registry=registry, schema=schema))
+        path.write_text(minimal_ini(schema, job=f"decoder = {decoder}\n{job}", sections=registry))
         return path
     return make
 

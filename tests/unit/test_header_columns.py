@@ -14,26 +14,12 @@ from etl.job.partition_writer import PartitionWriter
 from etl.rows.headers import header_values
 from etl.sink.fs import LocalFileSystem
 from etl.source.chunk import RawChunk
+from tests.harness.config_file import minimal_ini
 
 LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp"
 TABLE_SQL = ("CREATE TABLE ${{database}}.${{table}} (event_id bigint, trace_id string, raw_trace binary, "
              "amount int, msg_key string, {lineage}) PARTITIONED BY (dt string, hour string) "
              "LOCATION '${{location}}'").format(lineage=LINEAGE_SQL)
-INI = """[job]
-name = j1
-{job}
-[kafka]
-bootstrap.servers = 127.0.0.1:9092
-topics = events
-[zookeeper]
-hosts = 127.0.0.1:2181
-[warehouse]
-url = file:///tmp/w
-[hive]
-database = db
-table = t
-schema = {schema}
-"""
 T0 = 1_501_423_748_123
 
 
@@ -41,7 +27,7 @@ def config_of(tmp_path: Path, job_lines: str):
     schema = tmp_path / "headers.sql"
     schema.write_text(TABLE_SQL)
     path = tmp_path / "job.ini"
-    path.write_text(INI.format(job=job_lines, schema=schema))
+    path.write_text(minimal_ini(schema, job=job_lines, kafka="topics = events"))
     return load_config(path)
 
 

@@ -7,20 +7,7 @@ import pytest
 from etl.config import load_config
 from etl.errors import ConfigError
 from etl.source.topics import JobTopics, NotLoadedReason, matching_topics, not_loaded_topics
-
-KAFKA = "[kafka]\nbootstrap.servers = 127.0.0.1:9092\n"
-REST = """[job]
-name = j1
-[zookeeper]
-hosts = 127.0.0.1:2181
-[warehouse]
-url = file:///tmp/w
-[hive]
-database = db
-table = t
-schema = {schema}
-"""
-
+from tests.harness.config_file import minimal_ini
 
 @pytest.fixture
 def config_with(tmp_path, request):
@@ -28,7 +15,7 @@ def config_with(tmp_path, request):
 
     def load(kafka_lines: str):
         path = tmp_path / "job.ini"
-        path.write_text(KAFKA + kafka_lines + REST.format(schema=schema))
+        path.write_text(minimal_ini(schema, kafka=kafka_lines))
         return load_config(path)
     return load
 
