@@ -3,7 +3,7 @@
 
   paths, names       the repository's files; names safe for topics, znodes and jobs
   stack              the one local stack (ports from ETL_ZK_PORT, ETL_KAFKA_PORT, ...)
-  config_file        the one INI writer for the job
+  config_file        the one INI writer for the job (and the minimal INI of the config's unit tests)
   kafka              the one producer, watermarks, topics
   spark              the tests' SparkSession on the shared metastore
   etl_process        one `etl` subprocess (EtlProcess, run_etl, Finished)
@@ -18,4 +18,8 @@
   query_views        the oracle of what an analyst's query may see
   soak               the soak behind scripts/soak.py
   webhdfs_server     a WebHDFS protocol test server over a local folder
+  schema_registry_server, schema_registry_store
+                     a Confluent Schema Registry protocol test server (and what it keeps)
+  schema_registry    the registry a test gets: that server, in-process or its own process, or a real one
+  registry_payloads  Avro and Protobuf values as confluent-kafka's serializers write them
 """
