@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batches: int | None = None,
             observer: JobObserver = NO_OBSERVER) -> int:
     spec = writer_spec(config)  # a schema error stops the run before it touches anything
+    _check_producers_schemas(config, spec)  # so does a column that cannot hold its field
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         with timed(observer, Phase.SETUP):
             holder = store.acquire_lock()
@@ -37,16 +38,28 @@ def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batc
     return EXIT_OK
 
 
+def _check_producers_schemas(config: Config, spec) -> None:
+    """Avro and Protobuf: each column against its field in the writer schema producers use now
+    (etl.rows.decoders.startup). With topics_regex, the topics are the ones it matches now."""
+    if not config.job.decoder.reads_writer_schemas:
+        return
+    topics = config.kafka.topics
+    if config.kafka.topics_regex is not None:
+        kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+        try:
+            topics = kafka.job_topics().loaded
+        finally:
+            kafka.close()
+    check_writer_schemas(spec.decoder, topics, f"{config.path}: [hive] schema {config.hive.schema_file}")
+
+
 def _run_locked(config, store, spec, loop, interval, max_batches, observer) -> None:
     finish_pending_reset(store, filesystem_for(config.warehouse), log.warning)  # a reset that died half-way
     with timed(observer, Phase.SETUP):
         kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
     try:
         with timed(observer, Phase.SETUP):
-            topics = kafka.job_topics().loaded
-            kafka.partitions(topics)  # a missing topic fails before Spark starts
-            # and a column that cannot hold its field in the producers' schema, before anything is written
-            check_writer_schemas(spec.decoder, topics, f"{config.path}: [hive] schema {config.hive.schema_file}")
+            kafka.partitions(kafka.job_topics().loaded)  # a missing topic fails before Spark starts
         job = assemble_job(config, store, kafka, spec, observer)
         _run_batches(job, loop, interval, max_batches)
     finally:

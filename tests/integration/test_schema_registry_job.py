@@ -179,3 +179,17 @@ def test_random_sigkills_with_the_avro_decoder_then_completion_is_exactly_once(
     assert len(campaign.kills) == kills
     recover_or_run(config)
     check_exactly_once(hive_reader(spark), config, source.expected, warehouse_dir)
+
+
+def test_a_column_that_cannot_hold_its_field_exits_2_before_anything_is_touched(
+        schema_registry, new_topic, produce, write_config, events_ddl, zk, zk_root):
+    topic = new_topic(partitions=1)
+    produce(topic, {0: [AvroProducerCodec(registry_client(schema_registry.url), AVRO_V1, topic)(avro_record(1))]})
+    events_ddl.write_text(EVENTS_DDL.replace("small int", "small boolean"))
+    config = registry_config(write_config, topic, events_ddl, schema_registry.url)
+
+    result = run_etl(config)
+    assert result.returncode == 2, result.describe()
+    assert f"subject {topic}-value (schema id " in result.stderr, result.stderr[-2000:]
+    assert "field 'small' is Avro long, which a boolean column cannot hold" in result.stderr
+    assert zk.exists(zk_root) is None  # no lock taken, no znode created

@@ -19,12 +19,10 @@ import fastavro
 import pyarrow as pa
 
 from etl.model.schema import Column, TableSchema
-from etl.rows.decoders.avro_types import (
-    FieldReader, Unsupported, field_reader, suggested_hive_type, without_time_logical_types,
-)
-from etl.rows.decoders.base import EMPTY_MESSAGE, Decoded, Decoder
+from etl.rows.decoders.avro_types import FieldReader, field_reader, suggested_hive_type, without_time_logical_types
+from etl.rows.decoders.base import EMPTY_MESSAGE, Decoded, Decoder, Unsupported
 from etl.rows.decoders.framing import HEADER_BYTES, GroupResult, merged, split_frames, to_column, without_rows
-from etl.rows.decoders.writer_schemas import AVRO, WriterSchema, WriterSchemas
+from etl.rows.decoders.writer_schemas import AVRO, WriterSchema, WriterSchemas, unknown_schema_id
 
 # What fastavro raises on bytes that are not a record of the schema (found by feeding it
 # random and truncated payloads; tests/unit/test_avro_decoder.py keeps that up).
@@ -73,11 +71,15 @@ class AvroDecoder(Decoder):
 
     def plan(self, schema_id: int) -> AvroPlan | str:
         """How records of this writer schema become rows, or why none of them can."""
-        if schema_id not in self._plans:
-            plan = self._new_plan(schema_id)
-            if not (isinstance(plan, str) and plan.startswith("unknown")):  # the registry may learn it later
-                self._plans[schema_id] = plan
-            return plan
+        if schema_id in self._plans:
+            return self._plans[schema_id]
+        if schema_id == FIXED_SCHEMA:
+            writer, where = WriterSchema(None, AVRO, self.fixed_schema), "avro_schema"
+        else:
+            writer, where = self.writer_schemas.by_id(schema_id), f"schema id {schema_id}"
+            if writer is None:  # not kept: the registry may learn it (restored from a backup, say)
+                return unknown_schema_id(schema_id, self.writer_schemas)
+        self._plans[schema_id] = self._plan_of(writer, where)
         return self._plans[schema_id]
 
     def check(self, writer: WriterSchema, where: str) -> None:
@@ -93,16 +95,9 @@ class AvroDecoder(Decoder):
         parsed = fastavro.parse_schema(json.loads(writer.text), named_schemas=named)
         return [(field["name"], suggested_hive_type(field["type"], named)) for field in parsed.get("fields", ())]
 
-    def _new_plan(self, schema_id: int) -> AvroPlan | str:
-        if schema_id == FIXED_SCHEMA:
-            writer, where = WriterSchema(None, AVRO, self.fixed_schema), "avro_schema"
-        else:
-            writer, where = self.writer_schemas.by_id(schema_id), f"schema id {schema_id}"
-            if writer is None:
-                return f"unknown schema id {schema_id}: the Schema Registry at {self.writer_schemas.registry.url} " \
-                       f"has no such schema"
-            if writer.schema_type != AVRO:
-                return f"schema id {schema_id} is a {writer.schema_type} schema, not Avro; set [job] decoder"
+    def _plan_of(self, writer: WriterSchema, where: str) -> AvroPlan | str:
+        if writer.schema_type != AVRO:
+            return f"{where} is a {writer.schema_type} schema, not Avro; set [job] decoder"
         try:
             return AvroPlan.of(json.loads(writer.text), self._referenced(writer), self.schema.data_columns,
                                self.output_schema, where)

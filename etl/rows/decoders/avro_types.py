@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl.model.schema import Column
+from etl.rows.decoders.base import INTEGER_COLUMNS, Unsupported
 
-INTEGER_COLUMNS = ("tinyint", "smallint", "int", "bigint")
 # Logical types read as their underlying number; time-* has no Hive type and stays a number.
 TIME_LOGICAL_TYPES = ("timestamp-millis", "timestamp-micros", "timestamp-nanos", "local-timestamp-millis",
                       "local-timestamp-micros", "local-timestamp-nanos", "date", "time-millis", "time-micros")
@@ -36,10 +36,6 @@ _SIMPLE = {  # Avro type -> (Arrow read type, Hive columns that hold it, Hive ty
     "bytes": (pa.binary(), ("binary",), "binary"),
     "fixed": (pa.binary(), ("binary",), "binary"),
 }
-
-
-class Unsupported(ValueError):
-    """A field whose type no column of the table can hold (the message says why)."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,12 @@ import pyarrow.compute as pc
 from etl.model.schema import TableSchema, data_arrow_schema
 
 EMPTY_MESSAGE = "empty message"
+INTEGER_COLUMNS = ("tinyint", "smallint", "int", "bigint")
+
+
+class Unsupported(ValueError):
+    """A writer schema's field that no column of the table can hold (the message says why):
+    refused at start-up, or the reason its records are rejected."""
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,10 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from etl.model.schema import Column, TableSchema
-from etl.rows.decoders.avro_types import Unsupported
-from etl.rows.decoders.base import Decoded, Decoder
+from etl.rows.decoders.base import Decoded, Decoder, Unsupported
 from etl.rows.decoders.framing import HEADER_BYTES, GroupResult, merged, split_frames, to_column, without_rows
 from etl.rows.decoders.protobuf_types import FieldExtractor, extractor, suggested_hive_type
-from etl.rows.decoders.writer_schemas import PROTOBUF, WriterSchema, WriterSchemas
+from etl.rows.decoders.writer_schemas import PROTOBUF, WriterSchema, WriterSchemas, unknown_schema_id
 
 SERIALIZED = "serialized"  # the registry's format: base64 of a FileDescriptorProto
 
@@ -65,12 +64,14 @@ class ProtobufDecoder(Decoder):
         return merged(self.output_schema, results, errors, ignored)
 
     def plan(self, schema_id: int, indexes: tuple[int, ...] = (0,)) -> ProtobufPlan | str:
+        """How records of this writer schema's message type become rows, or why none of them can."""
         key = (schema_id, indexes)
-        if key not in self._plans:
-            plan = self._new_plan(schema_id, indexes)
-            if not (isinstance(plan, str) and plan.startswith("unknown")):  # the registry may learn it later
-                self._plans[key] = plan
-            return plan
+        if key in self._plans:
+            return self._plans[key]
+        writer = self.writer_schemas.by_id(schema_id, fmt=SERIALIZED)
+        if writer is None:  # not kept: the registry may learn it (restored from a backup, say)
+            return unknown_schema_id(schema_id, self.writer_schemas)
+        self._plans[key] = self._plan_of(writer, indexes, f"schema id {schema_id}")
         return self._plans[key]
 
     def check(self, writer: WriterSchema, where: str) -> None:
@@ -93,14 +94,9 @@ class ProtobufDecoder(Decoder):
         shared = [sum(f.name.lower() in columns for f in c.DESCRIPTOR.fields) for c in classes]
         return classes[shared.index(max(shared))] if classes else None
 
-    def _new_plan(self, schema_id: int, indexes: tuple[int, ...]) -> ProtobufPlan | str:
-        writer = self.writer_schemas.by_id(schema_id, fmt=SERIALIZED)
-        if writer is None:
-            return f"unknown schema id {schema_id}: the Schema Registry at {self.writer_schemas.registry.url} " \
-                   f"has no such schema"
+    def _plan_of(self, writer: WriterSchema, indexes: tuple[int, ...], where: str) -> ProtobufPlan | str:
         if writer.schema_type != PROTOBUF:
-            return f"schema id {schema_id} is a {writer.schema_type} schema, not Protobuf; set [job] decoder"
-        where = f"schema id {schema_id}"
+            return f"{where} is a {writer.schema_type} schema, not Protobuf; set [job] decoder"
         try:
             return ProtobufPlan.of(self._message_class(writer, indexes), self.schema.data_columns,
                                    self.output_schema, where)

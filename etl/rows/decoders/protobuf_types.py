@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from google.protobuf.descriptor import FieldDescriptor
 
 from etl.model.schema import Column
-from etl.rows.decoders.avro_types import INTEGER_COLUMNS, Unsupported
+from etl.rows.decoders.base import INTEGER_COLUMNS, Unsupported
 
 F = FieldDescriptor
 _SCALARS = {  # protobuf type -> (Arrow read type, Hive columns that hold it, Hive type suggested)

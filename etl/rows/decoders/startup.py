@@ -9,8 +9,7 @@ import logging
 
 from etl.errors import ConfigError
 from etl.rows.decoders.avro import AvroDecoder
-from etl.rows.decoders.avro_types import Unsupported
-from etl.rows.decoders.base import Decoder
+from etl.rows.decoders.base import Decoder, Unsupported
 from etl.rows.decoders.protobuf import SERIALIZED, ProtobufDecoder
 from etl.rows.decoders.writer_schemas import AVRO, WriterSchema
 

@@ -104,6 +104,11 @@ class WriterSchemas:
                                 lambda: _classified(self.registry.url, what, lambda: fetch(client)))
 
 
+def unknown_schema_id(schema_id: int, schemas: WriterSchemas) -> str:
+    """Why the records naming an id the registry does not know are rejected."""
+    return f"unknown schema id {schema_id}: the Schema Registry at {schemas.registry.url} has no such schema"
+
+
 def _classified(url: str, what: str, call):
     """call(), with the client's failures turned into None (not found) or the ETL's errors."""
     import httpx2
