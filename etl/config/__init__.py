@@ -15,16 +15,18 @@ objects are passed down. Every ConfigError names the section and key at fault.
 from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_RESERVED, KAFKA_SECRET_KEYS, KafkaSettings
 from etl.config.model import (
     HIVE_NAME_RE, WEBHDFS_SCHEMES, Compression, Config, DecoderKind, DimensionChangePolicy, DimensionConfig,
-    DimensionFormat, DimensionKind, HeaderColumn, HiveConfig, HiveFormat, JobConfig, KafkaConfig, LateData, MissingEventTime,
-    OutOfRangePolicy, PartitioningConfig, PartitionSource, RetryConfig, SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth, ZooKeeperConfig,
+    DimensionFormat, DimensionKind, FixedAvroSchema, HeaderColumn, HiveConfig, HiveFormat, JobConfig,
+    KafkaConfig, LateData, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig, RetryConfig,
+    SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth,
+    ZooKeeperConfig,
 )
 from etl.config.parse import load_config, parse_config
 
 __all__ = [
-    "HIVE_NAME_RE", "KAFKA_OWN_KEYS", "KAFKA_RESERVED", "KAFKA_SECRET_KEYS", "WEBHDFS_SCHEMES",
-    "Compression", "Config", "DecoderKind", "DimensionChangePolicy", "DimensionConfig", "DimensionFormat",
-    "DimensionKind", "HeaderColumn", "HiveConfig", "HiveFormat", "JobConfig", "KafkaConfig", "KafkaSettings", "LateData",
-    "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig",
-    "RetryConfig", "SchemaRegistryConfig", "StartingOffsets", "SuccessMarkerConfig", "WarehouseAuth", "WarehouseConfig", "ZooKeeperAuth",
-    "ZooKeeperConfig", "load_config", "parse_config",
+    "HIVE_NAME_RE", "KAFKA_OWN_KEYS", "KAFKA_RESERVED", "KAFKA_SECRET_KEYS", "WEBHDFS_SCHEMES", "Compression",
+    "Config", "DecoderKind", "DimensionChangePolicy", "DimensionConfig", "DimensionFormat", "DimensionKind",
+    "FixedAvroSchema", "HeaderColumn", "HiveConfig", "HiveFormat", "JobConfig", "KafkaConfig", "KafkaSettings",
+    "LateData", "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig", "RetryConfig",
+    "SchemaRegistryConfig", "StartingOffsets", "SuccessMarkerConfig", "WarehouseAuth", "WarehouseConfig",
+    "ZooKeeperAuth", "ZooKeeperConfig", "load_config", "parse_config",
 ]

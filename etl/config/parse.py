@@ -15,13 +15,12 @@ from pathlib import Path
 from etl.config.dimensions import DIMENSION_SECTION, dimension_sections
 from etl.config.headers import header_columns
 from etl.config.kafka import kafka_section
-from etl.config.schema_registry import schema_registry_section
 from etl.config.model import (
-    HIVE_NAME_RE, Compression, Config, DecoderKind, DimensionChangePolicy, FixedAvroSchema, HiveConfig, HiveFormat,
-    JobConfig, SchemaRegistryConfig,
-    LateData, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig, RetryConfig, StartingOffsets,
-    SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
+    HIVE_NAME_RE, Compression, Config, DecoderKind, DimensionChangePolicy, FixedAvroSchema, HiveConfig,
+    HiveFormat, JobConfig, LateData, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig,
+    RetryConfig, SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
+from etl.config.schema_registry import schema_registry_section
 from etl.config.section import Section, hive_name, matching, resolve, secret_file
 from etl.config.warehouse import warehouse_section
 from etl.errors import ConfigError
@@ -107,7 +106,8 @@ def _avro_schema_file(path: Path) -> FixedAvroSchema:
         fastavro.parse_schema(json.loads(text))
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
-    except (ValueError, fastavro.schema.SchemaParseException, TypeError, KeyError) as exc:  # JSON errors are ValueErrors
+    # JSON's errors are ValueErrors, and so are most of fastavro's
+    except (ValueError, fastavro.schema.SchemaParseException, TypeError, KeyError) as exc:
         raise ValueError(f"{path} is not an Avro schema: {exc}") from exc
     return FixedAvroSchema(path, text)
 

@@ -150,5 +150,6 @@ class _RangeSplit:
         last = fingerprint(witness.offsets[-1], witness.timestamps_ms[-1], witness.values[-1]) if witness else None
         return RangeManifest(r.topic, r.partition, r.start, r.end, tuple(self.parts[k] for k in sorted(self.parts)),
                              rejected=count, rejected_partition=partition_path(self.placement.planned) if count else "",
-                             unmatched=self.unmatched, ignored_fields=self.ignored_fields, max_event_ms=self.max_event_ms,
+                             unmatched=self.unmatched, ignored_fields=self.ignored_fields,
+                             max_event_ms=self.max_event_ms,
                              last_record=None if last is None else last.to_json())
