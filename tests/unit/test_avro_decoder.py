@@ -135,3 +135,19 @@ def test_uuids_and_times_of_day_read_as_their_text_and_numbers(table):
     assert decoded.errors == []
     assert decoded.table.to_pylist()[0]["note"] == "8c7f3c9e-1f7e-4f44-9a35-1b2b0e4c2a11"
     assert decoded.table.to_pylist()[0]["small"] == 1000
+
+
+def test_a_schema_whose_named_type_is_registered_under_another_subject_decodes(schema_registry, table):
+    from confluent_kafka.schema_registry import Schema, SchemaReference
+    client = registry_client(schema_registry.url)
+    status = {"type": "enum", "name": "Status", "namespace": "shop", "symbols": ["OK", "FAILED"]}
+    client.register_schema("shop.Status", Schema(json.dumps(status), "AVRO"))
+    order = {"type": "record", "name": "Order", "namespace": "shop",
+             "fields": [{"name": "user_id", "type": "long"}, {"name": "status", "type": "shop.Status"}]}
+    schema_id = client.register_schema("orders-value", Schema(json.dumps(order), "AVRO",
+                                                              [SchemaReference("shop.Status", "shop.Status", 1)]))
+    whole = {**order, "fields": [order["fields"][0], {"name": "status", "type": status}]}
+    value = b"\x00" + schema_id.to_bytes(4, "big") + plain_avro(whole, {"user_id": 5, "status": "FAILED"})
+    decoded = decoder_for(table, schema_registry.url).decode([value])
+    assert decoded.errors == []
+    assert decoded.table.to_pylist()[0]["status"] == "FAILED"
