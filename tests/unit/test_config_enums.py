@@ -11,28 +11,14 @@ from etl.config import (
     Compression, DecoderKind, DimensionChangePolicy, OutOfRangePolicy, StartingOffsets, ZooKeeperAuth, load_config,
 )
 from etl.errors import ConfigError
+from tests.harness.config_file import minimal_ini
 
 SCHEMA = Path(__file__).resolve().parents[2] / "warehouse_schema" / "events.sql"
-INI = """[job]
-name = enums
-{job}
-[kafka]
-bootstrap.servers = 127.0.0.1:9092
-topics = t
-[zookeeper]
-hosts = 127.0.0.1:2181
-[warehouse]
-url = file:///tmp/w
-[hive]
-database = db
-table = t
-schema = {schema}
-"""
 
 
 def load(tmp_path: Path, job: str = ""):
     path = tmp_path / "job.ini"
-    path.write_text(INI.format(job=job, schema=SCHEMA))
+    path.write_text(minimal_ini(SCHEMA, job=job, kafka="topics = t"))
     return load_config(path)
 
 
