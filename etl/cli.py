@@ -71,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
     bind.add_argument("--data-moved", action="store_true",
                       help="the loaded files were moved to the new folders too: verify checks them there")
     bind.set_defaults(command=cmd_bind)
+    compact = commands.add_parser("compact", help="merge the small files of finished Hive partitions, exactly once")
+    compact.add_argument("--config", required=True)
+    compact.add_argument("--partition", action="append", type=_partition, metavar="dt=YYYY-MM-DD/hour=HH",
+                         help="compact this partition whether or not it is finished (repeatable)")
+    compact.add_argument("--dry-run", action="store_true", help="say what would be compacted; change nothing")
+    compact.add_argument("--json", action="store_true")
+    compact.set_defaults(command=cmd_compact)
     schema = commands.add_parser("schema", help="compare the table with the writer schemas producers use")
     schema_commands = schema.add_subparsers(required=True, metavar="SUBCOMMAND")
     suggest = schema_commands.add_parser("suggest", help="print the DDL columns the latest writer schemas have "
@@ -86,6 +93,13 @@ def _positive_int(raw: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError("must be greater than 0")
     return value
+
+
+def _partition(raw: str) -> str:
+    parts = raw.strip("/").split("/")
+    if not all("=" in part and part.split("=", 1)[0] and part.split("=", 1)[1] for part in parts):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a partition path such as dt=2026-11-22/hour=13")
+    return "/".join(parts)
 
 
 def _positive_float(raw: str) -> float:
@@ -132,6 +146,11 @@ def cmd_reset(config: Config, args) -> int:
 def cmd_bind(config: Config, args) -> int:
     from etl.ops.rebind import bind
     return bind(config, yes=args.yes, data_moved=args.data_moved)
+
+
+def cmd_compact(config: Config, args) -> int:
+    from etl.ops.compact import run_compact
+    return run_compact(config, args.partition, dry_run=args.dry_run, as_json=args.json)
 
 
 def cmd_schema_suggest(config: Config, args) -> int:

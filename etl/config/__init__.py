@@ -11,7 +11,9 @@ objects are passed down. Every ConfigError names the section and key at fault.
   dimensions.py  [dimension <name>]: reference data sources
   schema_registry.py  [schema_registry]: the Schema Registry client's settings
   headers.py     [job] header_columns: Kafka record headers into columns
+  compaction.py  [compaction]: when small files are merged
 """
+from etl.config.compaction import CompactionConfig
 from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_RESERVED, KAFKA_SECRET_KEYS, KafkaSettings
 from etl.config.model import (
     HIVE_NAME_RE, WEBHDFS_SCHEMES, Compression, Config, DecoderKind, DimensionChangePolicy, DimensionConfig,
@@ -23,7 +25,8 @@ from etl.config.model import (
 from etl.config.parse import load_config, parse_config
 
 __all__ = [
-    "HIVE_NAME_RE", "KAFKA_OWN_KEYS", "KAFKA_RESERVED", "KAFKA_SECRET_KEYS", "WEBHDFS_SCHEMES", "Compression",
+    "HIVE_NAME_RE", "KAFKA_OWN_KEYS", "KAFKA_RESERVED", "KAFKA_SECRET_KEYS", "WEBHDFS_SCHEMES", "CompactionConfig",
+    "Compression",
     "Config", "DecoderKind", "DimensionChangePolicy", "DimensionConfig", "DimensionFormat", "DimensionKind",
     "FixedAvroSchema", "HeaderColumn", "HiveConfig", "HiveFormat", "JobConfig", "KafkaConfig", "KafkaSettings",
     "LateData", "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig", "RetryConfig",

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
 
+from etl.config.compaction import CompactionConfig
+
 # Hive folds and limits names so; one rule for the config's names and the DDL's placeholders.
 HIVE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 WEBHDFS_SCHEMES = ("webhdfs", "swebhdfs")
@@ -337,3 +339,4 @@ class Config:
     spark: Mapping[str, str] = field(default_factory=dict)
     dimensions: tuple[DimensionConfig, ...] = ()
     schema_registry: SchemaRegistryConfig | None = None
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)

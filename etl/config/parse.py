@@ -21,12 +21,13 @@ from etl.config.model import (
     RetryConfig, SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
 from etl.config.schema_registry import schema_registry_section
-from etl.config.section import Section, hive_name, matching, resolve, secret_file
+from etl.config.compaction import CompactionConfig
+from etl.config.section import Section, boolean, hive_name, matching, non_negative_seconds, resolve, secret_file
 from etl.config.warehouse import warehouse_section
 from etl.errors import ConfigError
 
 SECTIONS = ("job", "kafka", "zookeeper", "warehouse", "hive", "retry", "spark",
-            "schema_registry")  # and [dimension <name>]
+            "schema_registry", "compaction")  # and [dimension <name>]
 TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 # spark.authenticate.secret, spark.ssl.keyPassword, spark.hadoop.fs.s3a.secret.key ...
@@ -67,6 +68,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
         spark=_spark(Section(parser, "spark", path, required=False)),
         dimensions=dimension_sections(parser, path, job),
         schema_registry=_schema_registry(parser, path, job),
+        compaction=_compaction(Section(parser, "compaction", path, required=False)),
     )
 
 
@@ -224,7 +226,7 @@ def _partitioning(s: Section) -> PartitioningConfig:
         timezone=s.get("partition_timezone", "UTC", _timezone),
         on_missing_event_time=s.choice("on_missing_event_time", MissingEventTime, MissingEventTime.REJECT),
         late_data=s.choice("late_data", LateData, LateData.WRITE),
-        idle_partition_seconds=s.get("idle_partition_seconds", 600.0, _non_negative_seconds),
+        idle_partition_seconds=s.get("idle_partition_seconds", 600.0, non_negative_seconds),
         max_open_files=s.positive("max_open_partition_files", 32),
     )
 
@@ -250,23 +252,9 @@ def _timezone(raw: str) -> str:
 
 def _success_markers(s: Section) -> SuccessMarkerConfig:
     return SuccessMarkerConfig(
-        enabled=s.get("success_markers", False, _boolean),
-        delay_seconds=s.get("success_marker_delay_seconds", 300.0, _non_negative_seconds),
+        enabled=s.get("success_markers", False, boolean),
+        delay_seconds=s.get("success_marker_delay_seconds", 300.0, non_negative_seconds),
     )
-
-
-def _boolean(raw: str) -> bool:
-    value = configparser.ConfigParser.BOOLEAN_STATES.get(raw.lower())
-    if value is None:
-        raise ValueError("write true or false")
-    return value
-
-
-def _non_negative_seconds(raw: str) -> float:
-    value = float(raw)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError("must be a number of seconds, 0 or more")
-    return value
 
 
 def _retry(s: Section) -> RetryConfig:
@@ -277,3 +265,23 @@ def _retry(s: Section) -> RetryConfig:
     )
     s.reject_unknown()
     return retry
+
+
+def _compaction(s: Section) -> CompactionConfig:
+    config = CompactionConfig(
+        target_file_mb=s.positive("target_file_mb", 256),
+        min_files=s.get("min_files", 8, _at_least_two),
+        only_finished=s.get("only_finished", True, boolean),
+        keep_superseded_minutes=s.get("keep_superseded_minutes", 60.0,
+                                      lambda raw: non_negative_seconds(raw, "minutes")),
+        after_run=s.get("after_run", False, boolean),
+    )
+    s.reject_unknown()
+    return config
+
+
+def _at_least_two(raw: str) -> int:
+    value = int(raw)
+    if value < 2:
+        raise ValueError("must be 2 or more: merging one file into one file gains nothing")
+    return value

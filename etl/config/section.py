@@ -5,6 +5,7 @@ can find the line at fault.
 """
 from __future__ import annotations
 
+import configparser
 import math
 import re
 from enum import StrEnum
@@ -59,6 +60,20 @@ class Section:
         unknown = sorted(set(self.values) - self.read)
         if unknown:
             raise self.fail(unknown[0], f"unknown key; known keys in [{self.name}]: {sorted(self.read)}")
+
+
+def boolean(raw: str) -> bool:
+    value = configparser.ConfigParser.BOOLEAN_STATES.get(raw.lower())
+    if value is None:
+        raise ValueError("write true or false")
+    return value
+
+
+def non_negative_seconds(raw: str, unit: str = "seconds") -> float:
+    value = float(raw)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"must be a number of {unit}, 0 or more")
+    return value
 
 
 def matching(regex: re.Pattern, what: str) -> Callable[[str], str]:

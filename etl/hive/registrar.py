@@ -30,7 +30,8 @@ from etl.errors import HiveError
 from etl.hive.evolution import plan_evolution
 from etl.hive.sql import quote_identifier, quote_literal
 from etl.model.binding import OWNER_PROPERTY, check_owner
-from etl.model.naming import partition_dir
+from etl.model.compaction import TableKind
+from etl.model.naming import partition_values
 from etl.model.schema import Column, load_table_schema, normalise_hive_type, render_ddl
 from etl.sink.warehouse import Warehouse, same_location
 
@@ -152,22 +153,49 @@ class HiveRegistrar:
 
     def add_partitions(self, main: list[dict[str, str]], rejected: list[dict[str, str]]) -> None:
         """Every partition a batch touched, in one ALTER TABLE ... ADD statement per table (per
-        ADD_PER_STATEMENT of them), each checked to point at the job's folder."""
-        for table, root, partitions in ((self.hive.table, self.warehouse.table_root, main),
-                                        (self.hive.rejected_table, self.warehouse.rejected_root, rejected)):
+        ADD_PER_STATEMENT of them), each checked to point at the folder the job writes it to."""
+        for kind, partitions in ((TableKind.MAIN, main), (TableKind.REJECTED, rejected)):
             for start in range(0, len(partitions), ADD_PER_STATEMENT):
-                self._add(table, root, partitions[start:start + ADD_PER_STATEMENT])
+                self._add(kind, partitions[start:start + ADD_PER_STATEMENT])
 
-    def _add(self, table: str, root: str, partitions: list[dict[str, str]]) -> None:
-        specs = [", ".join(f"{quote_identifier(k)}={quote_literal(v)}" for k, v in values.items())
-                 for values in partitions]
-        locations = [self.warehouse.hive_uri(partition_dir(root, values)) for values in partitions]
+    def _add(self, kind: TableKind, partitions: list[dict[str, str]]) -> None:
+        table = self._table(kind)
+        specs = [_spec(values) for values in partitions]
+        locations = [self.warehouse.hive_uri(self.warehouse.folder(kind, values)) for values in partitions]
         clauses = [f"PARTITION ({spec}) LOCATION {quote_literal(loc)}" for spec, loc in zip(specs, locations)]
         what = f"add partition ({specs[0]})" + (f" and {len(specs) - 1} more" if len(specs) > 1 else "")
         self._sql(f"ALTER TABLE {self._qualified(table)} ADD IF NOT EXISTS {' '.join(clauses)}",
                   f"{what} to {table}", BATCH_STAYS_OPEN)
         for values, location in zip(partitions, locations):
             self._check_location(table, values, location)
+
+    def location(self, kind: TableKind, partition: str) -> str | None:
+        """Where the metastore says a partition's files are; None if it is not registered."""
+        table, values = self._table(kind), partition_values(partition)
+        def read(catalog):
+            spec = self.spark._jvm.PythonUtils.toScalaMap(values)
+            found = catalog.getPartitionOption(self.hive.database, table, spec)
+            return found.get().location().toString() if found.isDefined() else None
+        return self._catalog_call(f"read the location of partition {partition} of {table}", read)
+
+    def set_location(self, kind: TableKind, partition: str, location: str) -> None:
+        """Point a partition at another folder, in one metastore call (etl.job.compactor)."""
+        table, values = self._table(kind), partition_values(partition)
+        self._sql(f"ALTER TABLE {self._qualified(table)} PARTITION ({_spec(values)}) SET LOCATION "
+                  f"{quote_literal(location)}", f"point partition {partition} of {table} at {location}",
+                  "The compaction stays WRITTEN; the next run points it again")
+        self._check_location(table, values, location)
+
+    def partitions(self, kind: TableKind) -> dict[str, str]:
+        """Each partition of the table and its location, as the metastore holds them."""
+        try:
+            return partition_locations(self.spark, self.hive.database, self._table(kind))
+        except Exception as exc:
+            raise HiveError(f"cannot list the partitions of {self.hive.database}.{self._table(kind)} (metastore "
+                            f"{self.hive.metastore}): {_first_line(exc)}") from exc
+
+    def _table(self, kind: TableKind) -> str:
+        return self.hive.table if kind is TableKind.MAIN else self.hive.rejected_table
 
     def _check_location(self, table: str, values: dict[str, str], location: str) -> None:
         """ADD IF NOT EXISTS keeps a partition that exists with another location (an earlier
@@ -194,6 +222,10 @@ class HiveRegistrar:
         except Exception as exc:
             raise HiveError(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
                             f"{then}") from exc
+
+
+def _spec(values: dict[str, str]) -> str:
+    return ", ".join(f"{quote_identifier(k)}={quote_literal(v)}" for k, v in values.items())
 
 
 def columns_fingerprint(columns: tuple[Column, ...]) -> str:

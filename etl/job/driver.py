@@ -31,6 +31,7 @@ from etl.errors import MissingBatchFiles, RejectedRatioExceeded, StateConflict
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import SparkStarter
 from etl.job import pins
+from etl.job.compactor import Compactor
 from etl.job.event_record import event_time_record
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job.partition_writer import WriterSpec
@@ -39,7 +40,7 @@ from etl.job.tasks import RangeResult, RangeTask, run_range_task, task_failure
 from etl.model import binding
 from etl.model import identity
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now, utc_now_iso
-from etl.model.naming import is_temp_name, partition_dir, partition_values
+from etl.model.naming import is_temp_name, partition_values
 from etl.model.partitioning import Placement
 from etl.model.planner import PartitionPosition, plan_ranges
 from etl.rows.dimensions import DimensionLoader, LoadedDimension, to_ipc
@@ -61,6 +62,7 @@ class Job:
         self.fs = filesystem_for(config.warehouse)
         self.warehouse = Warehouse.of(config)
         self.target = binding.Target.of(config, self.warehouse)
+        self.clock = utc_now
         self.spark = spark
         self._registrar: HiveRegistrar | None = None
         self.dimensions = DimensionLoader(config.dimensions, writer.schema, spark.session)
@@ -80,9 +82,24 @@ class Job:
             self._registrar = registrar
         return self._registrar
 
+    def registrar(self) -> HiveRegistrar:
+        return self._ensure_tables()
+
+    def compactor(self) -> Compactor:
+        return Compactor(self.config, self.store, self.fs, self.warehouse, self._ensure_tables, self.clock)
+
+    def _locate_partitions(self) -> None:
+        """Where compacted partitions' files are now (ZooKeeper, moved with the metastore): each
+        batch writes a partition's files where Hive reads it (etl.model.compaction)."""
+        self.warehouse = self.warehouse.with_relocations(self.store.relocations())
+        self.markers.warehouse = self.warehouse
+        if self._registrar is not None:
+            self._registrar.warehouse = self.warehouse
+
     def run_once(self) -> BatchSummary | None:
         """Complete the open batch if there is one, else plan and complete a new one."""
         self.store.assert_lock_held()
+        self._locate_partitions()
         with timed(self.observer, Phase.PLAN):
             opened = self.store.open_batch()
         if opened:
@@ -110,6 +127,7 @@ class Job:
         registered like any batch (so a crash is resumed the same way), committed without moving
         an offset. Each range's `expected` is its partition's committed offset."""
         self.store.assert_lock_held()
+        self._locate_partitions()
         self._check_binding()
         batch = self._new_batch(tuple(ranges), kind=BatchKind.REPAIR)
         self._refuse_foreign_files(batch)
@@ -180,7 +198,7 @@ class Job:
     def _refuse_foreign_files(self, batch: Batch) -> None:
         """A final file for a range that was never planned would be mistaken for a replay and
         hide the new records (a recreated topic, a manual reset), so refuse before writing."""
-        target = partition_dir(self.warehouse.table_root, batch.partition_values)
+        target = self.warehouse.main_dir(batch.partition_values)
         present = set(self.fs.list_dir(target))
         clashes = [r.file_name for r in batch.file_ranges if r.file_name in present]
         if batch.by_event_time:
@@ -249,11 +267,12 @@ class Job:
                                   **more)
 
     def _run_tasks(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> list[RangeResult]:
-        main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
-        rejected_dir = partition_dir(self.warehouse.rejected_root, batch.partition_values)
+        main_dir = self.warehouse.main_dir(batch.partition_values)
+        rejected_dir = self.warehouse.rejected_dir(batch.partition_values)
         tasks = [RangeTask(r, main_dir, rejected_dir, self.config.warehouse, self.config.kafka,
                            f"etl-{self.config.job.name}-reader", self.writer, self._placement(batch),
-                           self.warehouse.table_root, self.partitioning.max_open_files) for r in batch.file_ranges]
+                           self.warehouse.table_root, self.partitioning.max_open_files,
+                           dict(self.warehouse.relocations.main)) for r in batch.file_ranges]
         if not tasks:
             return []
         self.fs.makedirs(main_dir)
@@ -273,14 +292,14 @@ class Job:
     def _missing_files(self, batch: Batch) -> list[str]:
         if batch.by_event_time:  # a range is done once its manifest is published
             return [r.file_name for r in batch.file_ranges if not self.fs.exists(self._manifest(r))]
-        present = set(self.fs.list_dir(partition_dir(self.warehouse.table_root, batch.partition_values)))
+        present = set(self.fs.list_dir(self.warehouse.main_dir(batch.partition_values)))
         return [r.file_name for r in batch.file_ranges if r.file_name not in present]
 
     def _manifest(self, r: OffsetRange) -> str:
         return manifest_path(self.warehouse.table_root, r.topic, r.partition, r.start, r.end)
 
     def _check_files(self, batch: Batch) -> None:
-        main_dir = partition_dir(self.warehouse.table_root, batch.partition_values)
+        main_dir = self.warehouse.main_dir(batch.partition_values)
         missing = self._missing_files(batch)
         if missing:
             where = "have no manifest" if batch.by_event_time else f"are missing in {main_dir}"
@@ -298,10 +317,9 @@ class Job:
                 log.warning("removed %d temp files of dead attempts from %s", len(stale), folder)
 
     def _batch_folders(self, batch: Batch, results: list[RangeResult]) -> list[str]:
-        folders = [partition_dir(root, batch.partition_values)
-                   for root in (self.warehouse.table_root, self.warehouse.rejected_root)]
+        folders = [self.warehouse.main_dir(batch.partition_values), self.warehouse.rejected_dir(batch.partition_values)]
         if batch.by_event_time:
-            folders += sorted({f"{self.warehouse.table_root}/{part.partition}" for r in results for part in r.parts})
+            folders += sorted({self.warehouse.main_dir(part.partition) for r in results for part in r.parts})
             folders += sorted({posixpath.dirname(self._manifest(r)) for r in batch.file_ranges})
         return folders
 

@@ -84,7 +84,7 @@ class _RangeSplit:
         pipeline = RowPipeline(self.spec.rows, r.topic, r.partition, self.tables, self.placement)
         writer = PassWriter(self.fs, self.task.table_root, r.file_name, self.placement.partitioner,
                             pipeline.schema, self.spec.row_group_size, self.spec.compression,
-                            frozenset(self.parts), self.task.max_open_files)
+                            frozenset(self.parts), self.task.max_open_files, self.task.relocated)
         if first:
             self.rejected = ParquetSink(self.fs, posixpath.join(self.task.rejected_dir, temp_name(r.file_name)),
                                         pipeline.rejected_schema, self.spec.row_group_size, self.spec.compression)
@@ -134,7 +134,7 @@ class _RangeSplit:
         key = planned_key(self.placement)
         writer = PassWriter(self.fs, self.task.table_root, self.range.file_name, self.placement.partitioner,
                             arrow_schema(self.spec.schema),
-                            self.spec.row_group_size, self.spec.compression, frozenset(), 1)
+                            self.spec.row_group_size, self.spec.compression, frozenset(), 1, self.task.relocated)
         with writer:
             writer.ensure(key)
             written = writer.close()

@@ -7,6 +7,7 @@ import time
 from etl.config import Config
 from etl.errors import EXIT_OK
 from etl.job.assemble import assemble_job, writer_spec
+from etl.job.compaction import compact
 from etl.job.driver import Job
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job.pending_reset import finish_pending_reset
@@ -61,12 +62,13 @@ def _run_locked(config, store, spec, loop, interval, max_batches, observer) -> N
         with timed(observer, Phase.SETUP):
             kafka.partitions(kafka.job_topics().loaded)  # a missing topic fails before Spark starts
         job = assemble_job(config, store, kafka, spec, observer)
-        _run_batches(job, loop, interval, max_batches)
+        job.compactor().finish_pending()  # before any batch: a batch writes where Hive reads
+        _run_batches(job, loop, interval, max_batches, config.compaction.after_run)
     finally:
         kafka.close()
 
 
-def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None) -> None:
+def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None, compact_after: bool) -> None:
     done = 0
     while max_batches is None or done < max_batches:
         summary = job.run_once()
@@ -75,7 +77,19 @@ def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None)
             log.info(summary.describe())
             print(f"etl: {summary.describe()}")
         caught_up = summary is None or not (summary.resumed or summary.reached_cap)
+        if caught_up and compact_after:
+            _compact(job)
         if caught_up and not loop:
             return
         if caught_up:
             time.sleep(interval)
+    if compact_after:
+        _compact(job)
+
+
+def _compact(job: Job) -> None:
+    """[compaction] after_run: the batches are committed, so none is open."""
+    report = compact(job)
+    if report.planned or report.waiting:
+        log.info("compaction: %s", report.render())
+        print(f"etl: {report.render()}")

@@ -13,6 +13,7 @@ The files are written under temp names beside their final names; publishing is t
 from __future__ import annotations
 
 import posixpath
+from typing import Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -37,8 +38,11 @@ class WrittenPart:
 
 class PassWriter:
     def __init__(self, fs: WarehouseFileSystem, table_root: str, file_name: str, partitioner: TimePartitioner,
-                 schema: pa.Schema, row_group_size: int, compression: str, skip: frozenset[int], max_open: int):
+                 schema: pa.Schema, row_group_size: int, compression: str, skip: frozenset[int], max_open: int,
+                 relocated: Mapping[str, str]):
+        """`relocated`: the folders of compacted partitions (etl.model.compaction), relative to table_root."""
         self._fs, self._root, self._file_name, self._partitioner = fs, table_root, file_name, partitioner
+        self._relocated = relocated
         self._schema, self._row_group_size, self._compression = schema, row_group_size, compression
         self._skip, self._max_open = skip, max_open
         self._sinks: dict[int, ParquetSink] = {}
@@ -76,7 +80,8 @@ class PassWriter:
         for key, sink in sorted(self._sinks.items()):
             sink.close()
             folder = posixpath.dirname(sink.path)
-            parts.append(WrittenPart(key, posixpath.relpath(folder, self._root), sink.path,
+            partition = self._partitioner.path(self._partitioner.values_of_key(key))
+            parts.append(WrittenPart(key, partition, sink.path,
                                      posixpath.join(folder, self._file_name), sink.rows_appended, self._late[key]))
         return parts
 
@@ -92,7 +97,8 @@ class PassWriter:
         if len(self._sinks) >= self._max_open:
             self.deferred = True
             return None
-        folder = posixpath.join(self._root, self._partitioner.path(self._partitioner.values_of_key(key)))
+        partition = self._partitioner.path(self._partitioner.values_of_key(key))
+        folder = posixpath.join(self._root, self._relocated.get(partition, partition))
         sink = ParquetSink(self._fs, posixpath.join(folder, temp_name(self._file_name)), self._schema,
                            self._row_group_size, self._compression)
         sink.open()

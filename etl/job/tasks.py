@@ -47,6 +47,8 @@ class RangeTask:
     placement: Placement | None = None  # by event time: a file per Hive partition (etl.job.event_task)
     table_root: str = ""
     max_open_files: int = 32
+    # By event time: partition path -> folder (relative to table_root) of the compacted partitions
+    relocated: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,11 @@ Built from file names alone (they encode topic+partition+from+until), so taking 
 table costs one directory listing per Hive partition and reads no data. By event time a range
 has a file in each Hive partition it touched (all with its name) and a manifest under
 `_etl_ranges/` (etl.sink.manifest); the manifests are listed by name too.
+
+A compacted partition's files are in the folder ZooKeeper's relocations name (etl.model.compaction):
+there, a merged file is taken once per range its footer lists, so the checks see the same ranges
+as before the compaction. Files in a partition's old folder, or in a compacted folder that is not
+the partition's current one, are not the table's: `superseded`, waiting for deletion (or left over).
 """
 from __future__ import annotations
 
@@ -11,9 +16,12 @@ import posixpath
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from etl.model.compaction import TableKind, partition_of_folder
 from etl.model.naming import FileRange, is_temp_name, parse_final_name
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.manifest import SUFFIX as MANIFEST_SUFFIX
+from etl.sink.merge import read_facts
+from etl.sink.warehouse import Warehouse
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,12 @@ class Inventory:
     rejected: list[WarehouseFile] = field(default_factory=list)
     temps: list[str] = field(default_factory=list)
     manifests: dict[FileRange, str] = field(default_factory=dict)  # range -> its manifest's path
+    superseded: list[str] = field(default_factory=list)  # committed files no partition reads from
+
+    @property
+    def paths(self) -> list[str]:
+        """Each committed file once (a merged file is listed once per range it holds)."""
+        return sorted({f.path for f in self.files + self.rejected})
 
     def by_partition(self) -> dict[tuple[str, int], list[WarehouseFile]]:
         """Committed files of each Kafka partition, in offset order."""
@@ -38,20 +52,39 @@ class Inventory:
         return {key: sorted(files, key=lambda f: (f.range.start, f.range.end)) for key, files in grouped.items()}
 
 
-def take_inventory(fs: WarehouseFileSystem, table_root: str, rejected_root: str) -> Inventory:
+def take_inventory(fs: WarehouseFileSystem, warehouse: Warehouse) -> Inventory:
     inventory = Inventory()
-    for root, target in ((table_root, inventory.files), (rejected_root, inventory.rejected)):
+    for kind, target in ((TableKind.MAIN, inventory.files), (TableKind.REJECTED, inventory.rejected)):
+        root, relocated = warehouse.root(kind), warehouse.relocations.of(kind)
+        current = {folder: partition for partition, folder in relocated.items()}
         for path in fs.walk_files(root):
             name = posixpath.basename(path)
             if is_temp_name(name):
                 inventory.temps.append(path)
                 continue
-            if name.endswith(MANIFEST_SUFFIX) and root == table_root:
+            if name.endswith(MANIFEST_SUFFIX) and kind is TableKind.MAIN:
                 manifest_range = parse_final_name(name.removesuffix(MANIFEST_SUFFIX) + ".parquet")
                 if manifest_range is not None:
                     inventory.manifests[manifest_range] = path
                 continue
             file_range = parse_final_name(name)
-            if file_range is not None:
-                target.append(WarehouseFile(path, posixpath.relpath(posixpath.dirname(path), root), file_range))
+            if file_range is None:
+                continue
+            folder = posixpath.relpath(posixpath.dirname(path), root)
+            if folder in current:
+                target += _ranges_of(fs, path, current[folder], file_range)
+            elif folder in relocated or partition_of_folder(folder) is not None:
+                inventory.superseded.append(path)
+            else:
+                target.append(WarehouseFile(path, folder, file_range))
     return inventory
+
+
+def _ranges_of(fs: WarehouseFileSystem, path: str, partition: str, named: FileRange) -> list[WarehouseFile]:
+    """A file in a compacted folder: merged (its footer lists its ranges), or written there after."""
+    try:
+        ranges = read_facts(fs, path).ranges
+    except Exception:  # unreadable: listed under its name, for `etl verify --deep` and `etl recover` to name
+        ranges = None
+    return [WarehouseFile(path, partition, FileRange(named.topic, named.partition, start, end))
+            for start, end in ranges or [(named.start, named.end)]]

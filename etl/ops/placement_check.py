@@ -8,6 +8,7 @@ batch's planning-time partition). Ranges without a manifest were written by plan
 """
 from __future__ import annotations
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl.model.schema import load_table_schema
@@ -25,18 +26,27 @@ def check_placement(config, fs: WarehouseFileSystem, inventory: Inventory,
     partitioner = load_table_schema(config.hive.schema_file, config.job.key_column).partitioner.in_zone(
         settings.timezone)
     counted = {(m.topic, m.partition, m.start, m.end, p.partition): p.rows for m in manifests for p in m.parts}
-    problems = []
+    by_path: dict[str, list] = {}
     for f in inventory.files:
-        r = f.range
-        expected_rows = counted.get((r.topic, r.partition, r.start, r.end, f.partition_path))
-        if expected_rows is None:
+        by_path.setdefault(f.path, []).append(f)
+    problems = []
+    for path, entries in by_path.items():
+        # A merged file (etl.sink.merge) holds several ranges: each one's rows are counted by offset.
+        expected = {f.range: counted.get((f.range.topic, f.range.partition, f.range.start, f.range.end,
+                                          f.partition_path)) for f in entries}
+        if all(rows is None for rows in expected.values()):
             continue  # no manifest (planning time), or a stray part etl.ops.parts names
-        with fs.open_read(f.path) as handle:
+        with fs.open_read(path) as handle:
             table = pq.read_table(handle, columns=[settings.event_column, "kafka_offset"])
-        if table.num_rows != expected_rows:
-            problems.append(Problem("part_rows_mismatch", f.path, f"holds {table.num_rows} rows, its manifest says "
-                                    f"{expected_rows}", "move the file out of the warehouse and run `etl recover`"))
-        problems += _misplaced(f, table, settings.event_column, partitioner)
+        offsets = table.column("kafka_offset")
+        for r, rows in expected.items():
+            held = table.num_rows if len(entries) == 1 else pc.sum(pc.and_(
+                pc.greater_equal(offsets, r.start), pc.less(offsets, r.end)).cast("int64")).as_py() or 0
+            if rows is not None and held != rows:
+                problems.append(Problem("part_rows_mismatch", path, f"holds {held} rows of offsets [{r.start}, "
+                                        f"{r.end}), its manifest says {rows}",
+                                        "move the file out of the warehouse and run `etl recover`"))
+        problems += _misplaced(entries[0], table, settings.event_column, partitioner)
         if len(problems) >= MAX_LISTED:
             break
     return problems

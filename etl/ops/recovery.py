@@ -21,6 +21,7 @@ from etl.errors import EXIT_BATCH_FAILED, EXIT_OK
 from etl.job.assemble import assemble_job, writer_spec
 from etl.job.pending_reset import finish_pending_reset
 from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
+from etl.model.compaction import CompactionState
 from etl.model.events import AcceptedLoss, MovedAside
 from etl.model.identity import recreated_partitions
 from etl.model.naming import FileRange, final_name, partition_path
@@ -76,6 +77,8 @@ def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory:
         actions += _open_batch_actions(batch, missing)
     if store.pending_reset() is not None:
         actions.insert(0, "finish the offset reset that a dead `etl reset-offsets` left half done")
+    actions[:0] = [f"finish {plan.describe()}" for plan, _ in store.open_compactions()
+                   if plan.state is not CompactionState.SWITCHED]
     if inventory.temps:
         actions.append(f"delete {len(inventory.temps)} temp files left by dead attempts")
     if moving:
@@ -208,7 +211,7 @@ def recover(config: Config, dry_run: bool, accept_loss: bool = False, out=print)
             return EXIT_OK
         kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
         try:
-            inventory = take_inventory(fs, warehouse.table_root, warehouse.rejected_root)
+            inventory = take_inventory(fs, warehouse.with_relocations(store.relocations()))
             found = assess(config, store, kafka, inventory, fs, accept_loss)
             _report(found, out)
             if found.problems or dry_run or not found.actions:
@@ -244,9 +247,8 @@ def _repair(config, store, kafka, fs: WarehouseFileSystem, warehouse: Warehouse,
             fs.delete(path)
         if found.moving:
             _move_out(store, fs, warehouse, config.job.name, found.moving, out)
-        job = None
-        if found.open_batch is not None or found.rewrite:
-            job = assemble_job(config, store, kafka, writer_spec(config))
+        job = assemble_job(config, store, kafka, writer_spec(config))
+        job.compactor().finish_pending()  # before a batch: it must write where Hive reads
         if found.open_batch is not None:
             out(f"done: {job.run_once().describe()}")
         if found.lost:

@@ -89,8 +89,8 @@ def _reset_locked(config, store, targets, yes, move_aside, out) -> int:
         topic_ids = kafka.topic_ids(sorted({c.topic for c in changes}))
     finally:
         kafka.close()
-    warehouse, fs = Warehouse.of(config), filesystem_for(config.warehouse)
-    inventory = take_inventory(fs, warehouse.table_root, warehouse.rejected_root)
+    warehouse, fs = Warehouse.of(config).with_relocations(store.relocations()), filesystem_for(config.warehouse)
+    inventory = take_inventory(fs, warehouse)
     refusals, moving = _backwards(changes, inventory, move_aside)
     for c in changes:
         out(f"{c.topic}[{c.partition}]: {c.old} -> {c.new}"
@@ -132,7 +132,13 @@ def _backwards(changes: list[OffsetChange], inventory: Inventory, move_aside: bo
         after += sorted({inventory.manifests[f.range] for f in mine
                          if f.range.start >= c.new and f.range in inventory.manifests})
         where = f"{c.topic}[{c.partition}] -> {c.new}"
-        if inside:
+        split = sorted({f.path for f in mine if f.range.start < c.new} & set(after))
+        if split:  # a compacted file holds ranges on both sides: moving it would lose the earlier ones
+            held = [f.range for f in mine if f.path == split[0]]
+            refusals.append(f"{where} falls between the ranges of the compacted file {split[0]}, which holds "
+                            f"offsets [{min(r.start for r in held)}, {max(r.end for r in held)}): reset to one of "
+                            f"those two offsets instead (a file is loaded or reloaded whole)")
+        elif inside:
             refusals.append(f"{where} is inside {inside[0].path}, which holds offsets [{inside[0].range.start}, "
                             f"{inside[0].range.end}): reset to {inside[0].range.start} or {inside[0].range.end} "
                             f"instead (a file is loaded or reloaded whole)")

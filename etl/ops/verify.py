@@ -7,7 +7,9 @@ for it (recorded with the offset). So a deleted first file, or a partition whose
 all gone, is a gap. A gap is accepted only where ZooKeeper records why: a skip of lost
 offsets, an operator's reset, or a loss the operator accepted. Files never overlap; every
 file is in a registered Hive partition whose location is the folder the job writes; no temp
-file is left. By event time each range's files match its manifest (etl.ops.parts). `--deep`
+file is left. By event time each range's files match its manifest (etl.ops.parts). A compacted
+partition is checked in its current folder, with each merged file's ranges (etl.ops.inventory);
+replaced files are accepted only while a compaction waits to delete them (etl.ops.compaction_check). `--deep`
 (etl.ops.verify_deep) reads every file and both tables through Hive and
 proves that no (topic, partition, offset) appears twice and that every committed offset is
 in the table, in the rejected table, or absent from Kafka. The checks are etl.ops.coverage's
@@ -20,12 +22,13 @@ topics_regex matches but whose names Hive would hide (etl.source.topics).
 """
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass, field
 
 from etl.errors import KafkaReadError, KafkaUnavailable
 from etl.hive.registrar import partition_locations
 from etl.hive.spark import build_spark
+from etl.model.compaction import TableKind
+from etl.ops.compaction_check import check_superseded, switching, warehouse_table
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
 from etl.ops.inventory import Inventory, take_inventory
 from etl.ops.parts import check_parts
@@ -67,26 +70,29 @@ class VerifyReport:
 
 
 def run_verify(config, deep: bool) -> VerifyReport:
-    warehouse, fs = Warehouse.of(config), filesystem_for(config.warehouse)
-    inventory = take_inventory(fs, warehouse.table_root, warehouse.rejected_root)
+    fs = filesystem_for(config.warehouse)
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         committed, opened, events = store.committed_offsets(), store.open_batch(), store.events()
-        holder = store.lock_holder()
+        holder, compactions = store.lock_holder(), [plan for plan, _ in store.open_compactions()]
+        warehouse = Warehouse.of(config).with_relocations(store.relocations())
+    inventory = take_inventory(fs, warehouse)
     open_batch = opened[0] if opened else None
     problems = check_ranges(inventory, committed, open_batch, events)
     manifests = list_manifests(fs, warehouse.table_root)
     problems += check_parts(inventory, manifests, open_batch)
     problems += check_temps(inventory, holder.describe() if holder else None)
+    problems += check_superseded(inventory, compactions, warehouse)
     spark = build_spark(config)
-    for table, root in ((config.hive.table, warehouse.table_root), (config.hive.rejected_table, warehouse.rejected_root)):
-        locations = partition_locations(spark, config.hive.database, table)
-        expected = {path: warehouse.hive_uri(posixpath.join(root, path)) for path in locations}
-        problems += check_registered(inventory if table == config.hive.table else Inventory(), locations, expected,
-                                     open_batch)
+    for kind in TableKind:
+        locations = partition_locations(spark, config.hive.database, warehouse_table(config, kind))
+        expected = {path: warehouse.hive_uri(warehouse.folder(kind, path)) for path in locations}
+        found = check_registered(inventory if kind is TableKind.MAIN else Inventory(), locations, expected,
+                                 open_batch)
+        problems += switching(found, kind, compactions, locations, warehouse)
     if deep:
         problems += _deep(config, spark, fs, inventory, committed, events)
         problems += check_placement(config, fs, inventory, manifests)
-    return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.files), deep,
+    return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.paths), deep,
                         *_topics_not_loaded(config, committed))
 
 

@@ -27,12 +27,12 @@ def check_readable(fs: WarehouseFileSystem, inventory: Inventory) -> list[Proble
 def unreadable_files(fs: WarehouseFileSystem, inventory: Inventory) -> list[tuple[str, str]]:
     """(path, why) of every committed file, main or rejected, whose Parquet footer cannot be read."""
     found = []
-    for f in inventory.files + inventory.rejected:
+    for path in inventory.paths:
         try:
-            with fs.open_read(f.path) as handle:
+            with fs.open_read(path) as handle:
                 pq.ParquetFile(handle).metadata
         except Exception as exc:  # pyarrow says ArrowInvalid, OSError or worse for a broken file
-            found.append((f.path, _first_line(exc)))
+            found.append((path, _first_line(exc)))
     return found
 
 

@@ -53,7 +53,7 @@ from typing import Callable, Mapping
 from etl.config import Config, SuccessMarkerConfig
 from etl.errors import EtlError, WarehouseError
 from etl.model.batch import Batch, BatchState
-from etl.model.naming import partition_dir, partition_path, partition_values, temp_name
+from etl.model.naming import partition_path, partition_values, temp_name
 from etl.model.partitioning import Partitioner, Window
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
@@ -144,8 +144,7 @@ class SuccessMarkers:
         if batch.by_event_time:
             return replace(batch, extra={**batch.extra, LEDGER_KEY: ledger.to_json()})
         ledger = ledger.adding(batch.partition_values, self.partitioner)
-        if self.fs.exists(posixpath.join(partition_dir(self.warehouse.table_root, batch.partition_values),
-                                         MARKER_NAME)):
+        if self.fs.exists(posixpath.join(self.warehouse.main_dir(batch.partition_values), MARKER_NAME)):
             ledger = ledger.with_late(self._report_late(batch))
         return replace(batch, extra={**batch.extra, LEDGER_KEY: ledger.to_json()})
 
@@ -207,10 +206,10 @@ class SuccessMarkers:
         return [k for k in ledger.unmarked if window_of(self.partitioner, dict(k)).end <= cutoff]
 
     def _mark(self, values: dict[str, str]) -> None:
-        rejected = partition_dir(self.warehouse.rejected_root, values)
+        rejected = self.warehouse.rejected_dir(values)
         if self.fs.exists(rejected):  # first: the main table's marker vouches for both
             self._publish(rejected, values)
-        self._publish(partition_dir(self.warehouse.table_root, values), values)
+        self._publish(self.warehouse.main_dir(values), values)
 
     def _publish(self, folder: str, values: dict[str, str]) -> None:
         final = posixpath.join(folder, MARKER_NAME)

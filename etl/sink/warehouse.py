@@ -3,15 +3,19 @@
 The ETL writes through its warehouse filesystem (a local path, or a WebHDFS path); Hive
 must be told the folder under its own URI (file:///..., hdfs://nameservice/...). Paths are
 derived here once, from the config, and translated here only.
+
+A partition's folder is `<table root>/dt=…/hour=…` until a compaction moves it
+(etl.model.compaction); `relocations`, read from ZooKeeper, says where each moved one is now.
 """
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from etl.config import Config
-from etl.model.naming import table_location
+from etl.model.compaction import Relocations, TableKind
+from etl.model.naming import partition_path, table_location
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,7 @@ class Warehouse:
     database_root: str
     table_root: str
     rejected_root: str
+    relocations: Relocations = field(default_factory=Relocations)
 
     @classmethod
     def of(cls, config: Config) -> "Warehouse":
@@ -29,6 +34,23 @@ class Warehouse:
                    database_root=posixpath.join(root, f"{hive.database}.db"),
                    table_root=table_location(root, hive.database, hive.table),
                    rejected_root=table_location(root, hive.database, hive.rejected_table))
+
+    def with_relocations(self, relocations: Relocations) -> "Warehouse":
+        return replace(self, relocations=relocations)
+
+    def root(self, table: TableKind) -> str:
+        return self.table_root if table is TableKind.MAIN else self.rejected_root
+
+    def folder(self, table: TableKind, partition: str | dict[str, str]) -> str:
+        """Where a Hive partition's files are now (`partition`: a path, or its values)."""
+        path = partition if isinstance(partition, str) else partition_path(partition)
+        return posixpath.join(self.root(table), self.relocations.folder(table, path))
+
+    def main_dir(self, partition: str | dict[str, str]) -> str:
+        return self.folder(TableKind.MAIN, partition)
+
+    def rejected_dir(self, partition: str | dict[str, str]) -> str:
+        return self.folder(TableKind.REJECTED, partition)
 
     def hive_uri(self, fs_path: str) -> str:
         """The Hive LOCATION of a folder given as a warehouse filesystem path."""

@@ -8,6 +8,8 @@
                 /events/event-N    what operators and skips did (etl.model.events)
                 /binding           the table and folders the job writes (etl.model.binding)
                 /pending-reset     a reset with files to move (etl.ops.reset)
+                /compactions       the last compaction id; its children: compactions under way
+                /relocations       where compacted partitions' files are now (etl.model.compaction)
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ class ZkPaths:
         self.events = f"{self.job}/events"
         self.binding = f"{self.job}/binding"  # the table and folders the job writes (etl.model.binding)
         self.pending_reset = f"{self.job}/pending-reset"  # a reset with files to move (etl.ops.reset)
+        self.compactions = f"{self.job}/compactions"
+        self.relocations = f"{self.job}/relocations"
 
     def topic(self, topic: str) -> str:
         """Holds the topic's id (etl.model.identity) once known; its children hold the offsets."""
@@ -39,3 +43,6 @@ class ZkPaths:
     def touched(self, batch_id: int, index: int) -> str:
         """A chunk of the Hive partitions a batch by event time touched (set at WRITTEN)."""
         return f"{self.batch(batch_id)}/partitions-{index:05d}"
+
+    def compaction(self, compaction_id: int) -> str:
+        return f"{self.compactions}/{compaction_id:010d}"

@@ -25,6 +25,7 @@ from etl.model.identity import RecordFingerprint
 from etl.retry import retry_idempotent
 from etl.state import acl as zk_acl
 from etl.state.paths import ZkPaths
+from etl.state.compaction_records import CompactionRecords
 from etl.state.records import OperatorRecords
 from etl.state.znodes import CommittedOffset, LockHolder, dump, this_run
 
@@ -41,7 +42,7 @@ class ZooKeeperUnavailable(EtlError):
     """ZooKeeper could not be reached."""
 
 
-class ZkStateStore(OperatorRecords):
+class ZkStateStore(OperatorRecords, CompactionRecords):
     def __init__(self, config: ZooKeeperConfig, job_name: str, retry: RetryConfig):
         self.config, self.retry = config, retry
         self.paths = ZkPaths(config.root, job_name)

@@ -1,0 +1,97 @@
+"""`etl compact`, and the same step at the end of `etl run` ([compaction] after_run): finish the
+compactions under way, then plan and carry out new ones (etl.job.compactor, etl.job.compaction_choice).
+
+The caller holds the job lock. No batch may be open: its files would be written into a folder
+the compaction is replacing. `etl run` and `etl recover` complete an open batch first.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from etl import faults
+from etl.errors import StateConflict
+from etl.job.compaction_choice import Choice, CompactionChooser
+from etl.job.driver import Job
+from etl.model.compaction import CompactionPlan, TableKind
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CompactionReport:
+    dry_run: bool
+    looked_at: list[Choice] = field(default_factory=list)
+    planned: list[CompactionPlan] = field(default_factory=list)  # done, or in --dry-run what would be
+    waiting: list[CompactionPlan] = field(default_factory=list)  # superseded files in their grace period
+
+    @property
+    def skipped(self) -> list[Choice]:
+        return [c for c in self.looked_at if c.skipped]
+
+    def render(self) -> str:
+        verb = "would compact" if self.dry_run else "compacted"
+        files = sum(len(p.inputs) for p in self.planned)
+        lines = [f"{verb} {len(self.planned)} partitions: {files} files into "
+                 f"{sum(len(p.outputs) for p in self.planned)}"]
+        lines += [f"  {p.table.value} {p.partition}: {len(p.inputs)} files ({p.input_bytes / 1e6:.1f} MB, "
+                  f"{p.rows} rows) -> {len(p.outputs)} in {p.target}" for p in self.planned]
+        lines += [f"  left alone: {c.table.value} {c.partition} ({c.files} files): {c.skipped}" for c in self.skipped
+                  if c.files > 1]
+        lines += [f"  waiting: compaction {p.compaction_id} of {p.table.value} {p.partition}: the replaced files "
+                  f"are deleted after keep_superseded_minutes from {p.switched_at}" for p in self.waiting]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"dry_run": self.dry_run, "compacted": [p.to_json() | {"rows": p.rows, "input_bytes": p.input_bytes}
+                                                       for p in self.planned],
+                "looked_at": [c.to_json() for c in self.looked_at],
+                "waiting": [{"id": p.compaction_id, "table": p.table.value, "partition": p.partition,
+                             "switched_at": p.switched_at} for p in self.waiting]}
+
+
+def compact(job: Job, only: list[str] | None = None, dry_run: bool = False) -> CompactionReport:
+    store = job.store
+    store.assert_lock_held()
+    opened = store.open_batch()
+    if opened:
+        batch = opened[0]
+        raise StateConflict(f"batch {batch.batch_id} is open in state {batch.state.value}: nothing is compacted "
+                            f"while a batch may still write. `etl run` (or `etl recover`) completes it; then "
+                            f"compact again")
+    report = CompactionReport(dry_run)
+    compactor = job.compactor()
+    if not dry_run:
+        report.waiting = compactor.finish_pending()
+    busy = {(p.table, p.partition) for p in report.waiting}
+    chooser = CompactionChooser(job.config, job.fs, job.registrar(), job.partitioner, job.clock)
+    committed = store.committed_offsets()
+    for choice in chooser.look(compactor.warehouse, only):
+        if not choice.skipped and (choice.table, choice.partition) in busy:
+            choice = Choice(choice.table, choice.partition, choice.files, choice.bytes,
+                            "its last compaction's replaced files are still in their grace period")
+        if choice.skipped:
+            report.looked_at.append(choice)
+            continue
+        next_id = store.next_compaction_id() + (len(report.planned) if dry_run else 0)
+        found = chooser.plan(compactor.warehouse, choice, next_id, committed, store.me.describe())
+        if isinstance(found, Choice):
+            report.looked_at.append(found)
+            continue
+        report.looked_at.append(choice)
+        report.planned.append(found)
+        if not dry_run:
+            _carry_out(job, compactor, found, report)
+    seen = {c.partition for c in report.looked_at}
+    report.looked_at += [Choice(TableKind.MAIN, name, 0, 0, "not a partition of the table")
+                         for name in only or () if name not in seen]
+    return report
+
+
+def _carry_out(job: Job, compactor, plan: CompactionPlan, report: CompactionReport) -> None:
+    job.store.write_compaction(plan)
+    log.info("compaction %d PLANNED: %s", plan.compaction_id, plan.describe())
+    faults.checkpoint("compact:PLANNED")
+    left = compactor.carry_on(plan, 0)
+    if left is not None:
+        report.waiting.append(left)

@@ -1,0 +1,113 @@
+"""Which Hive partitions `etl compact` merges, and the plan of each (etl.model.compaction).
+
+A partition is compacted when its folder (where Hive reads it now) holds at least `min_files`
+committed files and, with `only_finished`, its `_SUCCESS` is written or its window closed more
+than [hive] success_marker_delay_seconds ago: rows still arriving would only make new small
+files beside the merged ones. `--partition` names partitions whatever their state. Partitions
+come from the metastore, each checked to be registered where the job keeps it; one registered
+elsewhere is skipped with the reason, like one whose files overlap or reach past the committed
+offsets (both are `etl verify`'s to explain).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import posixpath
+from dataclasses import dataclass
+
+from etl.config import Config
+from etl.hive.registrar import HiveRegistrar
+from etl.model.batch import utc_now_iso
+from etl.model.compaction import (CompactionPlan, InputFile, TableKind, compacted_folder, plan_outputs)
+from etl.model.naming import parse_final_name, partition_values
+from etl.model.partitioning import Partitioner
+from etl.sink.fs import WarehouseFileSystem
+from etl.sink.markers import MARKER_NAME
+from etl.sink.merge import read_facts
+from etl.sink.warehouse import Warehouse, same_location
+from etl.errors import StateConflict
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One partition looked at: chosen (skipped None) or left alone, and why."""
+
+    table: TableKind
+    partition: str
+    files: int
+    bytes: int
+    skipped: str | None = None
+
+    def to_json(self) -> dict:
+        return {"table": self.table.value, "partition": self.partition, "files": self.files, "bytes": self.bytes,
+                "skipped": self.skipped}
+
+
+class CompactionChooser:
+    def __init__(self, config: Config, fs: WarehouseFileSystem, registrar: HiveRegistrar,
+                 partitioner: Partitioner, clock):
+        self.config, self.fs, self.registrar, self.partitioner, self.clock = config, fs, registrar, partitioner, clock
+        self.settings = config.compaction
+
+    def look(self, warehouse: Warehouse, only: list[str] | None) -> list[Choice]:
+        """Every partition of both tables (or of `only`), chosen or not."""
+        choices = []
+        for kind in TableKind:
+            registered = self.registrar.partitions(kind)
+            for partition in sorted(registered) if only is None else [p for p in only if p in registered]:
+                choices.append(self._look_at(warehouse, kind, partition, registered[partition], only is not None))
+        return choices
+
+    def _look_at(self, warehouse: Warehouse, kind: TableKind, partition: str, registered: str,
+                 named: bool) -> Choice:
+        folder = warehouse.folder(kind, partition)
+        names = self.fs.list_dir(folder)
+        files = [n for n in names if parse_final_name(n) is not None]
+        size = sum(self.fs.info(posixpath.join(folder, n)).size for n in files)
+        choice = Choice(kind, partition, len(files), size)
+        if not same_location(registered, warehouse.hive_uri(folder)):
+            return _skip(choice, f"registered at {registered}, not at {warehouse.hive_uri(folder)} where the job "
+                                 f"keeps it (`etl verify` explains)")
+        if len(files) < self.settings.min_files:
+            return _skip(choice, f"{len(files)} files, fewer than min_files = {self.settings.min_files}")
+        if self.settings.only_finished and not named and not self._finished(partition, MARKER_NAME in names):
+            return _skip(choice, "not finished: no _SUCCESS, and its window closed less than "
+                                 "success_marker_delay_seconds ago")
+        return choice
+
+    def _finished(self, partition: str, has_marker: bool) -> bool:
+        if has_marker:
+            return True
+        delay = dt.timedelta(seconds=self.config.hive.success_markers.delay_seconds)
+        try:
+            end = self.partitioner.window(partition_values(partition)).end
+        except (KeyError, ValueError):
+            return False  # a partition whose values name no time is never finished by the clock
+        return end + delay <= self.clock()
+
+    def plan(self, warehouse: Warehouse, choice: Choice, compaction_id: int, committed: dict,
+             planned_by: str) -> CompactionPlan | Choice:
+        """The plan of a chosen partition, or the choice skipped with the reason."""
+        folder = warehouse.folder(choice.table, choice.partition)
+        inputs = []
+        for name in sorted(n for n in self.fs.list_dir(folder) if parse_final_name(n) is not None):
+            path = posixpath.join(folder, name)
+            facts, named = read_facts(self.fs, path), parse_final_name(name)
+            ranges = tuple(facts.ranges or [(named.start, named.end)])
+            offset = committed.get((named.topic, named.partition))
+            if offset is None or ranges[-1][1] > offset.value:
+                return _skip(choice, f"{name} reaches past the committed offset; `etl verify` explains")
+            inputs.append(InputFile(name, self.fs.info(path).size, facts.rows, ranges))
+        try:
+            outputs = plan_outputs(inputs, self.settings.target_bytes)
+        except StateConflict as exc:
+            return _skip(choice, str(exc))
+        if len(outputs) >= len(inputs):
+            return _skip(choice, f"its {len(inputs)} files are already as large as target_file_mb allows")
+        root = warehouse.root(choice.table)
+        return CompactionPlan(compaction_id, choice.table, choice.partition, posixpath.relpath(folder, root),
+                              compacted_folder(choice.partition, compaction_id), tuple(inputs), outputs,
+                              utc_now_iso(), planned_by, marker=MARKER_NAME in self.fs.list_dir(folder))
+
+
+def _skip(choice: Choice, why: str) -> Choice:
+    return Choice(choice.table, choice.partition, choice.files, choice.bytes, why)

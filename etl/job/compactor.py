@@ -1,0 +1,166 @@
+"""Compaction of a Hive partition's small files, exactly once, while analysts query.
+
+Each compaction is a write-ahead plan in ZooKeeper (etl.model.compaction) walked forward:
+  PLANNED   the merged files are written into a new folder, under temp names, each published
+            by a no-replace rename: a replay finds the ones already there and writes the rest.
+  WRITTEN   every merged file is in place: `ALTER TABLE ... PARTITION ... SET LOCATION` points
+            the Hive partition at the new folder, in one metastore call, so a query through the
+            metastore reads all the old files or all the new ones, never both or neither.
+  SWITCHED  set with the partition's new folder in ZooKeeper in one fenced transaction, so the
+            next batch writes its late rows where Hive reads. The replaced files stay readable
+            for `keep_superseded_minutes`, for queries that listed them before the switch; a
+            later run deletes them, and then the plan.
+A run killed anywhere is carried on by the next `etl compact`, `etl run` or `etl recover`. A
+PLANNED compaction whose inputs are no longer all there (deleted by hand) is rolled back: its
+new folder is deleted and the partition stays as it was, for `etl verify` to report.
+All of it runs under the job lock, with no batch open.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import posixpath
+from typing import Callable
+
+from etl import faults
+from etl.config import Config
+from etl.errors import HiveError, WarehouseError
+from etl.hive.registrar import HiveRegistrar
+from etl.model.batch import utc_now_iso
+from etl.model.compaction import CompactionPlan, CompactionState, TableKind, partition_of_folder
+from etl.model.naming import is_temp_name, temp_name
+from etl.sink.commit import publish
+from etl.sink.fs import WarehouseFileSystem
+from etl.sink.markers import MARKER_NAME
+from etl.sink.merge import merge_files
+from etl.sink.warehouse import Warehouse, same_location
+from etl.state.store import ZkStateStore
+
+log = logging.getLogger(__name__)
+
+
+class Compactor:
+    def __init__(self, config: Config, store: ZkStateStore, fs: WarehouseFileSystem, warehouse: Warehouse,
+                 registrar: Callable[[], HiveRegistrar], clock: Callable[[], dt.datetime]):
+        """`registrar` starts Spark (and the metastore client) on first call: a run that only
+        deletes superseded files never starts it."""
+        self.config, self.store, self.fs, self.clock = config, store, fs, clock
+        self.warehouse = warehouse.with_relocations(store.relocations())
+        self._registrar = registrar
+
+    def finish_pending(self) -> list[CompactionPlan]:
+        """Carry every compaction under way as far as it may go now; returns those still waiting
+        for their superseded files' grace period."""
+        waiting = []
+        for plan, version in self.store.open_compactions():
+            plan = self.carry_on(plan, version)
+            if plan is not None:
+                waiting.append(plan)
+        return waiting
+
+    def carry_on(self, plan: CompactionPlan, version: int) -> CompactionPlan | None:
+        """Walk one compaction forward; None once it is finished or rolled back."""
+        self.store.assert_lock_held()
+        if plan.state is CompactionState.PLANNED:
+            missing = [f.name for f in plan.inputs if not self.fs.exists(self._source(plan, f.name))]
+            if missing:
+                self._roll_back(plan, version, missing)
+                return None
+            self._write_outputs(plan)
+            plan, version = self.store.advance_compaction(plan, version, CompactionState.WRITTEN)
+            faults.checkpoint("compact:WRITTEN")
+        if plan.state is CompactionState.WRITTEN:
+            self._switch(plan)
+            faults.checkpoint("compact:switched")
+            plan, version = self.store.advance_compaction(plan, version, CompactionState.SWITCHED,
+                                                          switched_at=utc_now_iso())
+            self.warehouse = self.warehouse.with_relocations(self.store.relocations())
+            log.info("%s", plan.describe())
+            faults.checkpoint("compact:SWITCHED")
+        if not self._grace_over(plan):
+            return plan
+        self._delete_superseded(plan)
+        faults.checkpoint("compact:DELETED")
+        self.store.drop_compaction(plan, version)
+        return None
+
+    # -- PLANNED -> WRITTEN ---------------------------------------------------------------
+    def _write_outputs(self, plan: CompactionPlan) -> None:
+        target = self._folder(plan, plan.target)
+        self.fs.makedirs(target)
+        for index, output in enumerate(plan.outputs):
+            final = posixpath.join(target, output.name)
+            if self.fs.exists(final):
+                continue  # published by an earlier attempt
+            temp = posixpath.join(target, temp_name(output.name))
+            merge_files(self.fs, [self._source(plan, name) for name in output.inputs], temp, plan.ranges_of(output),
+                        self.config.job.row_group_size, str(self.config.job.compression))
+            publish(self.fs, temp, final)
+            faults.checkpoint(f"compact:merged:{index}")
+        if plan.marker:
+            self._copy_marker(plan, target)
+        for name in self.fs.list_dir(target):  # temp files of attempts that died
+            if is_temp_name(name):
+                self.fs.delete(posixpath.join(target, name))
+        present = set(self.fs.list_dir(target))
+        absent = [o.name for o in plan.outputs if o.name not in present]
+        if absent:
+            raise WarehouseError(f"compaction {plan.compaction_id}: {absent[0]} is not in {target} after it was "
+                                 f"published; the next run writes it again")
+
+    def _copy_marker(self, plan: CompactionPlan, target: str) -> None:
+        final = posixpath.join(target, MARKER_NAME)
+        if self.fs.exists(final) or not self.fs.exists(self._source(plan, MARKER_NAME)):
+            return
+        with self.fs.open_read(self._source(plan, MARKER_NAME)) as handle:
+            body = handle.read()
+        temp = posixpath.join(target, temp_name(MARKER_NAME))
+        with self.fs.open_write(temp) as handle:
+            handle.write(body)
+        publish(self.fs, temp, final)
+
+    # -- WRITTEN -> SWITCHED --------------------------------------------------------------
+    def _switch(self, plan: CompactionPlan) -> None:
+        """Point the Hive partition at the new folder: once, and idempotent on a replay."""
+        registrar = self._registrar()
+        registered = registrar.location(plan.table, plan.partition)
+        source_uri = self.warehouse.hive_uri(self._folder(plan, plan.source))
+        target_uri = self.warehouse.hive_uri(self._folder(plan, plan.target))
+        if registered is not None and not (same_location(registered, source_uri)
+                                           or same_location(registered, target_uri)):
+            raise HiveError(f"compaction {plan.compaction_id}: Hive partition {plan.partition} of the "
+                            f"{plan.table.value} table is registered at {registered}, neither at {source_uri} where "
+                            f"its files were nor at {target_uri} where they are merged; it was moved by hand. "
+                            f"Point it back with ALTER TABLE ... PARTITION (...) SET LOCATION '{source_uri}' and run "
+                            f"again")
+        registrar.set_location(plan.table, plan.partition, target_uri)
+
+    # -- SWITCHED -> gone -----------------------------------------------------------------
+    def _grace_over(self, plan: CompactionPlan) -> bool:
+        switched = dt.datetime.fromisoformat(plan.switched_at)
+        keep = dt.timedelta(seconds=self.config.compaction.keep_superseded_seconds)
+        return self.clock() >= switched + keep
+
+    def _delete_superseded(self, plan: CompactionPlan) -> None:
+        names = [f.name for f in plan.inputs]
+        if partition_of_folder(plan.source) is not None:
+            names.append(MARKER_NAME)  # an earlier compaction's folder: nothing is left to vouch for
+        for name in names:
+            self.fs.delete(self._source(plan, name))  # False when an earlier attempt deleted it
+        log.info("compaction %d: deleted %d superseded files from %s", plan.compaction_id, len(plan.inputs),
+                 plan.source)
+
+    def _roll_back(self, plan: CompactionPlan, version: int, missing: list[str]) -> None:
+        target = self._folder(plan, plan.target)
+        for name in self.fs.list_dir(target):
+            self.fs.delete(posixpath.join(target, name))
+        log.error("compaction %d rolled back: %d of its input files are gone from %s (e.g. %s); the partition is "
+                  "left as it is: run `etl verify`", plan.compaction_id, len(missing), plan.source, missing[0])
+        self.store.drop_compaction(plan, version)
+
+    # -- paths ----------------------------------------------------------------------------
+    def _folder(self, plan: CompactionPlan, relative: str) -> str:
+        return posixpath.join(self.warehouse.root(plan.table), relative)
+
+    def _source(self, plan: CompactionPlan, name: str) -> str:
+        return posixpath.join(self._folder(plan, plan.source), name)

@@ -1,0 +1,200 @@
+"""A compaction: the write-ahead plan that merges one Hive partition's files into few.
+
+PLANNED -> WRITTEN -> SWITCHED, then gone. The plan is stored in ZooKeeper before any file is
+written; the merged files go to a new folder, the Hive partition is pointed at it in one
+metastore call, and the replaced files are deleted by a later run, after a grace period for
+the queries still reading them (etl.job.compactor carries it out).
+
+The new folder is `<table>/_compacted/<dt=…/hour=…>/c<id>`: the partition it holds is in its
+path, the compaction's id (a ZooKeeper sequence number) makes it unique, so two compactions of
+one partition never share a folder, and the leading `_` keeps it out of every listing of the
+table's root by Hive, Spark or MSCK REPAIR: a reader that discovers partitions from folders
+sees the old files, never both.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Mapping
+
+from etl.errors import StateConflict
+from etl.model.naming import final_name, parse_final_name
+
+COMPACTED_FOLDER = "_compacted"
+
+
+class CompactionState(str, Enum):
+    PLANNED = "PLANNED"  # plan stored; merged files being written to the new folder
+    WRITTEN = "WRITTEN"  # every merged file is in the new folder; Hive still reads the old one
+    SWITCHED = "SWITCHED"  # Hive reads the new folder; the old files wait for their grace period
+
+
+class TableKind(str, Enum):
+    MAIN = "main"
+    REJECTED = "rejected"
+
+
+def compacted_folder(partition: str, compaction_id: int) -> str:
+    """The new folder of a compacted partition, relative to its table's root."""
+    return f"{COMPACTED_FOLDER}/{partition}/c{compaction_id:010d}"
+
+
+def partition_of_folder(folder: str) -> str | None:
+    """The partition path a compacted folder holds, or None if `folder` is not one."""
+    if not folder.startswith(COMPACTED_FOLDER + "/"):
+        return None
+    return posixpath.dirname(folder[len(COMPACTED_FOLDER) + 1:]) or None
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """A file a compaction replaces: its name, size and rows, and the offset ranges it holds
+    (one for a batch's file, several for a file an earlier compaction merged)."""
+
+    name: str
+    size: int
+    rows: int
+    ranges: tuple[tuple[int, int], ...]
+
+    @property
+    def kafka_partition(self) -> tuple[str, int]:
+        parsed = parse_final_name(self.name)
+        return parsed.topic, parsed.partition
+
+    def to_json(self) -> list:
+        return [self.name, self.size, self.rows, [list(r) for r in self.ranges]]
+
+    @classmethod
+    def from_json(cls, raw: list) -> "InputFile":
+        name, size, rows, ranges = raw
+        return cls(name, int(size), int(rows), tuple((int(a), int(b)) for a, b in ranges))
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    name: str
+    inputs: tuple[str, ...]  # in offset order
+
+    def to_json(self) -> list:
+        return [self.name, list(self.inputs)]
+
+    @classmethod
+    def from_json(cls, raw: list) -> "OutputFile":
+        return cls(raw[0], tuple(raw[1]))
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    compaction_id: int
+    table: TableKind
+    partition: str  # dt=2026-11-22/hour=13
+    source: str  # the folder Hive reads now, relative to the table's root
+    target: str  # the new folder, relative to the table's root
+    inputs: tuple[InputFile, ...]
+    outputs: tuple[OutputFile, ...]
+    planned_at: str
+    planned_by: str
+    state: CompactionState = CompactionState.PLANNED
+    switched_at: str | None = None
+    marker: bool = False  # the source holds `_SUCCESS`: the target gets one too, before the switch
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self.inputs)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(f.size for f in self.inputs)
+
+    def input(self, name: str) -> InputFile:
+        return next(f for f in self.inputs if f.name == name)
+
+    def ranges_of(self, output: OutputFile) -> list[tuple[int, int]]:
+        return sorted(r for name in output.inputs for r in self.input(name).ranges)
+
+    def advanced(self, to: CompactionState, **changes) -> "CompactionPlan":
+        order = list(CompactionState)
+        if order.index(to) != order.index(self.state) + 1:
+            raise StateConflict(f"compaction {self.compaction_id} cannot go from {self.state.value} to {to.value}")
+        return replace(self, state=to, **changes)
+
+    def describe(self) -> str:
+        return (f"compaction {self.compaction_id} of {self.table.value} partition {self.partition}: "
+                f"{len(self.inputs)} files ({self.input_bytes / 1e6:.1f} MB, {self.rows} rows) into "
+                f"{len(self.outputs)} in {self.target}, {self.state.value}")
+
+    def to_json(self) -> dict:
+        return {"id": self.compaction_id, "table": self.table.value, "partition": self.partition,
+                "source": self.source, "target": self.target, "inputs": [f.to_json() for f in self.inputs],
+                "outputs": [f.to_json() for f in self.outputs], "planned_at": self.planned_at,
+                "planned_by": self.planned_by, "state": self.state.value, "switched_at": self.switched_at,
+                "marker": self.marker}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "CompactionPlan":
+        return cls(int(raw["id"]), TableKind(raw["table"]), raw["partition"], raw["source"], raw["target"],
+                   tuple(InputFile.from_json(f) for f in raw["inputs"]),
+                   tuple(OutputFile.from_json(f) for f in raw["outputs"]), raw["planned_at"], raw["planned_by"],
+                   CompactionState(raw["state"]), raw.get("switched_at"), bool(raw.get("marker")))
+
+
+def plan_outputs(inputs: list[InputFile], target_bytes: int) -> tuple[OutputFile, ...]:
+    """One merged file per Kafka partition, or several when its files hold more than
+    `target_bytes`: consecutive files in offset order, each output named by its lowest start
+    and highest end. Ranges that overlap are refused: the partition holds a copy (`etl verify`)."""
+    by_partition: dict[tuple[str, int], list[InputFile]] = {}
+    for f in inputs:
+        by_partition.setdefault(f.kafka_partition, []).append(f)
+    outputs = []
+    for (topic, partition), files in sorted(by_partition.items()):
+        files.sort(key=lambda f: f.ranges[0])
+        _refuse_overlaps(topic, partition, files)
+        group: list[InputFile] = []
+        for f in files:
+            if group and sum(g.size for g in group) + f.size > target_bytes:
+                outputs.append(_output(topic, partition, group))
+                group = []
+            group.append(f)
+        outputs.append(_output(topic, partition, group))
+    return tuple(outputs)
+
+
+def _output(topic: str, partition: int, group: list[InputFile]) -> OutputFile:
+    start, end = min(r[0] for f in group for r in f.ranges), max(r[1] for f in group for r in f.ranges)
+    return OutputFile(final_name(topic, partition, start, end), tuple(f.name for f in group))
+
+
+def _refuse_overlaps(topic: str, partition: int, files: list[InputFile]) -> None:
+    ranges = sorted(r for f in files for r in f.ranges)
+    for (a_start, a_end), (b_start, b_end) in zip(ranges, ranges[1:]):
+        if b_start < a_end:
+            raise StateConflict(f"{topic}[{partition}]: two files of the partition both hold offsets "
+                                f"[{b_start}, {min(a_end, b_end)}); run `etl verify`, which names them, and "
+                                f"compact after the overlap is resolved")
+
+
+@dataclass(frozen=True)
+class Relocations:
+    """The partitions whose files are no longer in their default folder (`<root>/dt=…/hour=…`):
+    partition path -> folder relative to the table's root, for the table and its rejected one."""
+
+    main: Mapping[str, str] = field(default_factory=dict)
+    rejected: Mapping[str, str] = field(default_factory=dict)
+
+    def of(self, table: TableKind) -> Mapping[str, str]:
+        return self.main if table is TableKind.MAIN else self.rejected
+
+    def folder(self, table: TableKind, partition: str) -> str:
+        return self.of(table).get(partition, partition)
+
+    def moved(self, table: TableKind, partition: str, folder: str) -> "Relocations":
+        changed = {**self.of(table), partition: folder}
+        return replace(self, **{table.value: changed})
+
+    def to_json(self) -> dict:
+        return {"main": dict(sorted(self.main.items())), "rejected": dict(sorted(self.rejected.items()))}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "Relocations":
+        return cls(dict(raw.get("main", {})), dict(raw.get("rejected", {})))

@@ -1,0 +1,98 @@
+"""Compactions in ZooKeeper: the plan of each one under way, and where compacted partitions live.
+
+A part of ZkStateStore (etl.state.store), like etl.state.records: every write is fenced by the
+job lock. `/compactions` holds the last id handed out, so that a compaction's folder, named by
+its id, is never reused, even after a plan is rolled back; its children are the plans under way.
+`/relocations` (zlib-compressed JSON: a year of hourly partitions is ~9,000 entries) changes only
+in the transaction that marks a compaction SWITCHED, so ZooKeeper's view of where a partition's
+files are moves with the metastore's, and batches write where Hive reads.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+
+from kazoo.exceptions import NoNodeError
+
+from etl.errors import StateConflict
+from etl.model.compaction import CompactionPlan, CompactionState, Relocations
+from etl.state.znodes import dump
+
+
+class CompactionRecords:
+    """Mixed into ZkStateStore, whose client, paths, reads and fenced transactions it uses."""
+
+    def relocations(self) -> Relocations:
+        return self._relocations()[0]
+
+    def _relocations(self) -> tuple[Relocations, int | None]:
+        """With the znode's version; None when no partition was ever compacted."""
+        try:
+            data, stat = self._read(lambda: self.client.get(self.paths.relocations), "read relocations")
+        except NoNodeError:
+            return Relocations(), None
+        return Relocations.from_json(json.loads(zlib.decompress(data))), stat.version
+
+    def open_compactions(self) -> list[tuple[CompactionPlan, int]]:
+        """The compactions under way, oldest first, each with its znode version."""
+        try:
+            names = self._read(lambda: self.client.get_children(self.paths.compactions), "list compactions")
+        except NoNodeError:
+            return []
+        found = []
+        for name in sorted(names):
+            data, stat = self._read(lambda n=name: self.client.get(f"{self.paths.compactions}/{n}"),
+                                    "read a compaction")
+            found.append((CompactionPlan.from_json(json.loads(data)), stat.version))
+        return found
+
+    def next_compaction_id(self) -> int:
+        try:
+            data, _ = self._read(lambda: self.client.get(self.paths.compactions), "read the last compaction id")
+        except NoNodeError:
+            return 1
+        return int(data or 0) + 1
+
+    def write_compaction(self, plan: CompactionPlan) -> int:
+        """Store a PLANNED compaction and take its id, in one fenced transaction."""
+        self._read(lambda: self.client.ensure_path(self.paths.compactions), "create the compactions node")
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.set_data(self.paths.compactions, str(plan.compaction_id).encode(),
+                     version=self._last_id_version(plan.compaction_id - 1))
+        txn.create(self.paths.compaction(plan.compaction_id), dump(plan.to_json()))
+        self._commit_fenced(txn, f"store the plan of compaction {plan.compaction_id}")
+        return 0
+
+    def _last_id_version(self, expected: int) -> int:
+        data, stat = self._read(lambda: self.client.get(self.paths.compactions), "read the last compaction id")
+        if int(data or 0) != expected:
+            raise StateConflict(f"compaction id {expected + 1} was taken meanwhile")
+        return stat.version
+
+    def advance_compaction(self, plan: CompactionPlan, version: int, to: CompactionState,
+                           **changes) -> tuple[CompactionPlan, int]:
+        """Move a compaction forward; to SWITCHED together with the partition's new folder."""
+        moved = plan.advanced(to, **changes)
+        txn = self.client.transaction()
+        self._fence(txn)
+        if to is CompactionState.SWITCHED:
+            self._relocate(txn, moved)
+        txn.set_data(self.paths.compaction(plan.compaction_id), dump(moved.to_json()), version=version)
+        results = self._commit_fenced(txn, f"move compaction {plan.compaction_id} to {to.value}")
+        return moved, results[-1].version
+
+    def _relocate(self, txn, plan: CompactionPlan) -> None:
+        current, version = self._relocations()
+        data = zlib.compress(dump(current.moved(plan.table, plan.partition, plan.target).to_json()))
+        if version is None:
+            txn.create(self.paths.relocations, data)
+        else:
+            txn.set_data(self.paths.relocations, data, version=version)
+
+    def drop_compaction(self, plan: CompactionPlan, version: int) -> None:
+        """Forget a finished (or rolled back) compaction."""
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.delete(self.paths.compaction(plan.compaction_id), version=version)
+        self._commit_fenced(txn, f"finish compaction {plan.compaction_id}")
