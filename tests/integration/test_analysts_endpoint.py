@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from etl.model.naming import FileRange, parse_final_name
 from tests.harness.data import event
 from tests.harness.etl_process import run_etl
+from tests.harness.jdbc import JdbcReader, offsets_sql, parse_offsets
 from tests.harness.query_views import snapshot_problems
 
 
@@ -47,48 +48,6 @@ PARTITIONS = 2
 
 
 BAD_EVERY = 40  # every 40th record is garbled, so <table>_rejected gets files too
-
-
-# -- the reader -----------------------------------------------------------------------------------
-class JdbcReader:
-    """Queries the Thrift Server through Hive's JDBC driver, in the test's JVM."""
-
-    def __init__(self, jvm, url: str):
-        jvm.java.lang.Class.forName("org.apache.hive.jdbc.HiveDriver")
-        self.jvm, self.url = jvm, url
-
-    def connect(self):
-        return self.jvm.java.sql.DriverManager.getConnection(self.url, "", "")
-
-    @staticmethod
-    def query(connection, sql: str) -> list[tuple]:
-        statement = connection.createStatement()
-        try:
-            result = statement.executeQuery(sql)
-            width = result.getMetaData().getColumnCount()
-            rows = []
-            while result.next():
-                rows.append(tuple(result.getString(i + 1) for i in range(width)))
-            return rows
-        finally:
-            statement.close()
-
-
-def offsets_sql(table: str) -> str:
-    """Every row's coordinates, both tables in one statement: one row per table and partition,
-    the offsets as a list (collect_list keeps duplicates)."""
-    def part(label: str, name: str) -> str:
-        return (f"SELECT '{label}', kafka_topic, kafka_partition, "
-                f"concat_ws(',', collect_list(CAST(kafka_offset AS STRING))) "
-                f"FROM `{DB}`.`{name}` GROUP BY kafka_topic, kafka_partition")
-    return f"{part('main', table)} UNION ALL {part('rejected', table + '_rejected')}"
-
-
-def parse_offsets(rows) -> dict[str, Counter]:
-    seen = {"main": Counter(), "rejected": Counter()}
-    for label, topic, partition, offsets in rows:
-        seen[label].update((topic, int(partition), int(o)) for o in offsets.split(",") if o)
-    return seen
 
 
 def temp_beside_final(table_dir: Path, topic: str) -> bool:
