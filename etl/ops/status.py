@@ -45,6 +45,8 @@ def collect_status(config: Config, store: ZkStateStore, kafka: KafkaMetadata) ->
         "lock": None if holder is None else holder.describe(),
         "events": [event_json(event) for event in store.events()],
         "markers": marker_status(config.hive.success_markers, None if last is None else last[0]),
+        "compactions": [plan.describe() for plan, _ in store.open_compactions()],
+        "compacted_partitions": {kind: len(folders) for kind, folders in store.relocations().to_json().items()},
     }
 
 
@@ -74,6 +76,11 @@ def render_status(status: dict) -> str:
     for event in status["events"]:
         lines.append(f"event: {parse_event(event).describe()}")
     lines += render_marker_status(status["markers"])
+    compacted = status["compacted_partitions"]
+    if any(compacted.values()) or status["compactions"]:
+        lines.append(f"compacted partitions: {compacted['main']} of the table, {compacted['rejected']} of the "
+                     f"rejected table")
+    lines += [f"under way: {described}" for described in status["compactions"]]
     return "\n".join(lines)
 
 
