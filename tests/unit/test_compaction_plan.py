@@ -1,0 +1,93 @@
+"""The compaction's plan and config, without services: which files merge into which, the new
+folder's name, the plan's JSON and state order, and [compaction] keys checked at the edge."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from etl.config import load_config
+from etl.errors import ConfigError, StateConflict
+from etl.model.compaction import (CompactionPlan, CompactionState, InputFile, Relocations, TableKind,
+                                  compacted_folder, partition_of_folder, plan_outputs)
+from etl.model.naming import final_name
+from tests.harness.config_file import minimal_ini
+
+SCHEMA = Path(__file__).resolve().parents[2] / "warehouse_schema" / "events.sql"
+
+
+def batch_file(partition: int, start: int, end: int, size: int = 1000) -> InputFile:
+    return InputFile(final_name("t", partition, start, end), size, end - start, ((start, end),))
+
+
+def test_one_merged_file_per_kafka_partition_named_by_its_lowest_start_and_highest_end():
+    inputs = [batch_file(0, 0, 6), batch_file(1, 0, 4), batch_file(0, 6, 12), batch_file(0, 20, 30)]
+    outputs = plan_outputs(inputs, target_bytes=10_000)
+    assert [o.name for o in outputs] == [final_name("t", 0, 0, 30), final_name("t", 1, 0, 4)]
+    assert outputs[0].inputs == (inputs[0].name, inputs[2].name, inputs[3].name)  # offset order
+
+
+def test_files_beyond_the_target_size_make_several_outputs_in_offset_order():
+    inputs = [batch_file(0, i * 10, i * 10 + 10, size=400) for i in range(5)]
+    outputs = plan_outputs(inputs, target_bytes=1000)
+    assert [o.name for o in outputs] == [final_name("t", 0, 0, 20), final_name("t", 0, 20, 40),
+                                         final_name("t", 0, 40, 50)]
+
+
+def test_overlapping_ranges_are_refused():
+    with pytest.raises(StateConflict, match=r"both hold offsets \[5, 10\)"):
+        plan_outputs([batch_file(0, 0, 10), batch_file(0, 5, 12)], target_bytes=10_000)
+
+
+def test_the_new_folder_shows_the_partition_and_parses_back():
+    folder = compacted_folder("dt=2026-11-22/hour=13", 7)
+    assert folder == "_compacted/dt=2026-11-22/hour=13/c0000000007"
+    assert partition_of_folder(folder) == "dt=2026-11-22/hour=13" and partition_of_folder("dt=2026-11-22") is None
+
+
+def test_a_plan_round_trips_and_moves_forward_only():
+    inputs = (batch_file(0, 0, 6), batch_file(0, 6, 12))
+    plan = CompactionPlan(3, TableKind.REJECTED, "dt=x/hour=1", "dt=x/hour=1", compacted_folder("dt=x/hour=1", 3),
+                          inputs, plan_outputs(list(inputs), 10_000), "2026-11-24T10:00:00+00:00", "me")
+    assert CompactionPlan.from_json(plan.to_json()) == plan
+    assert plan.ranges_of(plan.outputs[0]) == [(0, 6), (6, 12)] and plan.rows == 12
+    with pytest.raises(StateConflict):
+        plan.advanced(CompactionState.SWITCHED)
+    assert plan.advanced(CompactionState.WRITTEN).state is CompactionState.WRITTEN
+
+
+def test_relocations_per_table():
+    moved = Relocations().moved(TableKind.MAIN, "dt=x/hour=1", "_compacted/dt=x/hour=1/c0000000001")
+    assert moved.folder(TableKind.MAIN, "dt=x/hour=1").endswith("c0000000001")
+    assert moved.folder(TableKind.REJECTED, "dt=x/hour=1") == "dt=x/hour=1"
+    assert Relocations.from_json(moved.to_json()) == moved
+
+
+def load(tmp_path: Path, compaction: str):
+    path = tmp_path / "job.ini"
+    path.write_text(minimal_ini(SCHEMA, sections=f"[compaction]\n{compaction}\n"))
+    return load_config(path)
+
+
+def test_compaction_defaults_and_keys(tmp_path):
+    settings = load(tmp_path, "target_file_mb = 64\nafter_run = true").compaction
+    assert settings.target_bytes == 64 * 1024 * 1024 and settings.after_run and settings.min_files == 8
+    assert settings.only_finished and settings.keep_superseded_seconds == 3600
+
+
+@pytest.mark.parametrize("line, key", [("min_files = 1", "min_files"), ("target_file_mb = 0", "target_file_mb"),
+                                       ("keep_superseded_minutes = -1", "keep_superseded_minutes"),
+                                       ("after_run = maybe", "after_run"), ("target_mb = 5", "target_mb")])
+def test_a_bad_compaction_key_is_named(tmp_path, line, key):
+    with pytest.raises(ConfigError, match=rf"\[compaction\] {key}:"):
+        load(tmp_path, line)
+
+
+def test_etl_compact_with_a_bad_key_exits_2_naming_it(tmp_path):
+    path = tmp_path / "job.ini"
+    path.write_text(minimal_ini(SCHEMA, sections="[compaction]\nmin_files = 1\n"))
+    done = subprocess.run([sys.executable, "-m", "etl", "compact", "--config", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "[compaction] min_files" in done.stderr, done.stderr
