@@ -7,6 +7,7 @@ offset is in the table once, and `etl verify --deep` agrees.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from etl.config import load_config
@@ -87,8 +88,13 @@ def test_below_min_files_is_left_alone_and_an_open_batch_is_refused(zk, new_topi
     assert not (root / COMPACTED_FOLDER).exists()
 
 
-KILL_POINTS = ("compact:PLANNED", "compact:merged:0", "compact:WRITTEN", "compact:switched", "compact:SWITCHED",
-               "compact:DELETED")
+ALL_KILL_POINTS = ("compact:PLANNED", "compact:merged:0", "compact:WRITTEN", "compact:switched",
+                   "compact:SWITCHED", "compact:DELETED")
+# About a minute a point: by default the three that leave the most half done (some merged files
+# published; the metastore switched but not ZooKeeper; replaced files half deleted).
+# ETL_COMPACTION_KILL_POINTS=all runs every step (measured: 6 min, all passed).
+KILL_POINTS = ALL_KILL_POINTS if os.environ.get("ETL_COMPACTION_KILL_POINTS") == "all" else \
+    ("compact:merged:0", "compact:switched", "compact:DELETED")
 
 
 def test_sigkill_at_every_step_of_a_compaction_is_carried_on_exactly_once(
