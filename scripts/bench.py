@@ -10,6 +10,7 @@ should), but never fails because something was slow. Needs the local stack
     .venv/bin/python scripts/bench.py --partition-scaling 10,100,1000
     .venv/bin/python scripts/bench.py --event-time         # partition_by = column:ts vs planning_time; 720 partitions
     .venv/bin/python scripts/bench.py --formats            # the same events as JSON, Avro and Protobuf; Avro row by row
+    .venv/bin/python scripts/bench.py --compaction         # one partition of 504 small files: queries, etl compact, merge
     .venv/bin/python scripts/bench.py --json --json-out bench.json
 
 The default run produces --records records into a fresh topic and measures, on exactly the
@@ -43,6 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from etl.config import DecoderKind  # noqa: E402
+from tests.perf.compaction_run import run_compaction  # noqa: E402
 from tests.perf.runner import run  # noqa: E402  (needs the path above)
 
 
@@ -64,6 +66,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--formats", action="store_true",
                         help="only: the full batch over the same --records as JSON, Avro and Protobuf (schemas in a "
                              "Schema Registry test server), and a row-by-row createDataFrame path over the Avro data")
+    parser.add_argument("--compaction", action="store_true",
+                        help="only: GROUP BY over one Hive partition of partitions x batches small files, `etl compact` "
+                             "on it, the GROUP BY again; merge_files vs a plain pyarrow rewrite of the same files")
+    parser.add_argument("--compaction-records", type=int, default=545_884, help="records for --compaction")
+    parser.add_argument("--compaction-partitions", type=int, default=18, help="Kafka partitions for --compaction")
+    parser.add_argument("--compaction-batches", type=int, default=28, help="batches (files per partition)")
     parser.add_argument("--partition-scaling", metavar="N,N,...", help="only: plan and commit time for topics of N partitions")
     parser.add_argument("--scaling-records", type=int, default=3, help="records per partition per batch (default 3)")
     parser.add_argument("--scaling-batches", type=int, choices=(1, 2), default=2,
@@ -76,8 +84,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                              "(py-spy is in the dev extra that scripts/setup installs)")
     parser.add_argument("--no-fixed-cost", action="store_true", help="skip the no-data run and Spark start-up timing")
     parser.add_argument("--load-threshold", type=float, default=1.0, help="measure when the 1-minute load is below this")
-    parser.add_argument("--max-wait", type=float, default=1200.0,
-                        help="seconds to wait for a quiet machine, in all (default 1200; 0: never wait)")
+    parser.add_argument("--max-wait", type=float, default=None,
+                        help="seconds to wait for a quiet machine, in all (default 1200, 90 with --compaction; 0: never)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     parser.add_argument("--json-out", metavar="FILE", help="write the JSON object to FILE (implies --json)")
     parser.add_argument("--keep", action="store_true", help="keep topics, ZooKeeper nodes, tables and files")
@@ -85,8 +93,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.records < args.partitions or args.partitions < 1 or args.repeat < 1 or args.parallelism < 1:
         parser.error("need --records >= --partitions >= 1, --repeat >= 1 and --parallelism >= 1")
+    if args.max_wait is None:
+        args.max_wait = 90.0 if args.compaction else 1200.0
     return args
 
 
 if __name__ == "__main__":
-    sys.exit(run(parse(sys.argv[1:]), sys.argv[1:]))
+    options = parse(sys.argv[1:])
+    sys.exit((run_compaction if options.compaction else run)(options, sys.argv[1:]))
