@@ -44,7 +44,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from etl.config import DecoderKind  # noqa: E402
-from tests.perf.compaction_run import run_compaction  # noqa: E402
 from tests.perf.runner import run  # noqa: E402  (needs the path above)
 
 
@@ -100,4 +99,4 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 if __name__ == "__main__":
     options = parse(sys.argv[1:])
-    sys.exit((run_compaction if options.compaction else run)(options, sys.argv[1:]))
+    sys.exit(run(options, sys.argv[1:]))

@@ -62,8 +62,7 @@ class CompactionChooser:
         folder = warehouse.folder(kind, partition)
         names = self.fs.list_dir(folder)
         files = [n for n in names if parse_final_name(n) is not None]
-        size = sum(self.fs.info(posixpath.join(folder, n)).size for n in files)
-        choice = Choice(kind, partition, len(files), size)
+        choice = Choice(kind, partition, len(files), 0)  # sizes asked for only once chosen: a call per file
         if not same_location(registered, warehouse.hive_uri(folder)):
             return _skip(choice, f"registered at {registered}, not at {warehouse.hive_uri(folder)} where the job "
                                  f"keeps it (`etl verify` explains)")
@@ -72,7 +71,7 @@ class CompactionChooser:
         if self.settings.only_finished and not named and not self._finished(partition, MARKER_NAME in names):
             return _skip(choice, "not finished: no _SUCCESS, and its window closed less than "
                                  "success_marker_delay_seconds ago")
-        return choice
+        return Choice(kind, partition, len(files), sum(self.fs.info(posixpath.join(folder, n)).size for n in files))
 
     def _finished(self, partition: str, has_marker: bool) -> bool:
         if has_marker:

@@ -1,51 +1,8 @@
-"""scripts/bench.py --compaction: the run (as tests/perf/runner.py runs the others) and its table."""
+"""scripts/bench.py --compaction: its table (tests/perf/runner.py runs it like the others)."""
 from __future__ import annotations
 
-import argparse
-import json
-import logging
-import os
-import sys
-from pathlib import Path
 
-from tests.harness.stack import STACK_ENV_FILE, Stack, silent_services
 from tests.perf.common import MB
-from tests.perf.compaction_bench import compaction_bench
-from tests.perf.context import BenchRun
-from tests.perf.load import loadavg
-from tests.perf.report import render
-from tests.perf.runner import NEEDED
-
-
-def run_compaction(args: argparse.Namespace, argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    stack = Stack.from_environment(STACK_ENV_FILE)
-    silent = silent_services(stack, NEEDED)
-    if silent:
-        sys.exit(f"bench: {', '.join(silent)} does not answer ({stack}); start the local stack: scripts/local-stack up")
-    bench = BenchRun(args, stack)
-    bench.report["argv"] = [Path(sys.executable).name, "scripts/bench.py", *argv]
-    bench.report["args"] = vars(args)
-    try:
-        compaction_bench(bench)
-    finally:
-        bench.report["loadavg_at_end"] = list(loadavg())
-        bench.report["load_waited_s"] = bench.gate.waited
-        bench.report["load_gate_gave_up"] = bench.gate.gave_up
-        bench.cleanup()
-    text = render(bench.report) + "\n\n" + render_compaction(bench.report["compaction"])
-    blob = json.dumps(bench.report, indent=2, default=str)
-    if args.json_out:
-        Path(args.json_out).write_text(blob + "\n")
-    if args.json and not args.json_out:
-        print(blob)
-        print(text, file=sys.stderr)
-    else:
-        print(text)
-    return 0
 
 
 def render_compaction(c: dict) -> str:

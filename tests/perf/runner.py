@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 from tests.harness.stack import STACK_ENV_FILE, Stack, silent_services
+from tests.perf.compaction_bench import compaction_bench
+from tests.perf.compaction_run import render_compaction
 from tests.perf.context import BenchRun
 from tests.perf.event_time import event_time_bench
 from tests.perf.fixed_cost import fixed_cost
@@ -51,6 +53,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
 
 def measure(bench: BenchRun) -> None:
     args = bench.args
+    if args.compaction:
+        compaction_bench(bench)
+        return
     if args.partition_scaling:
         partition_scaling(bench)
     if args.memory_check:
@@ -70,7 +75,7 @@ def measure(bench: BenchRun) -> None:
 def show(report: dict, args: argparse.Namespace) -> None:
     """The text report on stdout; with --json the JSON object on stdout (text to stderr), with
     --json-out the JSON in the file (text on stdout)."""
-    text = render(report)
+    text = render(report) + (f"\n\n{render_compaction(report['compaction'])}" if "compaction" in report else "")
     if args.json or args.json_out:
         blob = json.dumps(report, indent=2, default=str)
         if args.json_out:
