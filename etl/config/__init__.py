@@ -12,8 +12,10 @@ objects are passed down. Every ConfigError names the section and key at fault.
   schema_registry.py  [schema_registry]: the Schema Registry client's settings
   headers.py     [job] header_columns: Kafka record headers into columns
   compaction.py  [compaction]: when small files are merged
+  metrics.py     [metrics]: where `etl run` publishes Prometheus metrics
 """
 from etl.config.compaction import CompactionConfig
+from etl.config.metrics import MetricsConfig
 from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_RESERVED, KAFKA_SECRET_KEYS, KafkaSettings
 from etl.config.model import (
     HIVE_NAME_RE, WEBHDFS_SCHEMES, Compression, Config, DecoderKind, DimensionChangePolicy, DimensionConfig,
@@ -29,7 +31,7 @@ __all__ = [
     "Compression",
     "Config", "DecoderKind", "DimensionChangePolicy", "DimensionConfig", "DimensionFormat", "DimensionKind",
     "FixedAvroSchema", "HeaderColumn", "HiveConfig", "HiveFormat", "JobConfig", "KafkaConfig", "KafkaSettings",
-    "LateData", "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig", "RetryConfig",
+    "LateData", "MetricsConfig", "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig", "RetryConfig",
     "SchemaRegistryConfig", "StartingOffsets", "SuccessMarkerConfig", "WarehouseAuth", "WarehouseConfig",
     "ZooKeeperAuth", "ZooKeeperConfig", "load_config", "parse_config",
 ]

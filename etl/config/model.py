@@ -15,6 +15,7 @@ from typing import Mapping
 from urllib.parse import urlsplit
 
 from etl.config.compaction import CompactionConfig
+from etl.config.metrics import MetricsConfig
 
 # Hive folds and limits names so; one rule for the config's names and the DDL's placeholders.
 HIVE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -340,3 +341,4 @@ class Config:
     dimensions: tuple[DimensionConfig, ...] = ()
     schema_registry: SchemaRegistryConfig | None = None
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
