@@ -1,7 +1,7 @@
 """The analysts' endpoint: the Spark Thrift Server (HiveServer2) that scripts/local-stack starts.
 
 Analysts query it with beeline (scripts/beeline) while the ETL keeps committing. The promise
-(README, "For analysts") is that a query sees whole files only, never a row twice, and, with no
+(docs/analysts.md) is that a query sees whole files only, never a row twice, and, with no
 REFRESH TABLE, what the ETL has committed. The reader here is a HiveServer2 client (Hive's JDBC
 driver, the one beeline uses, through the `spark` fixture's JVM). It queries over and over,
 on one long-lived session and on fresh ones, while `etl run`s are held mid-batch by fault
@@ -12,7 +12,7 @@ The oracle, for every result: no (topic, partition, offset) twice; in each table
 a data file are all there or none (the files' contents are read from the files afterwards, so
 nothing is hard-coded); no row outside a file. At the end, the table and `<table>_rejected`
 together hold every produced offset exactly once, read on the long session (no stale listing)
-and through scripts/beeline (the README's way).
+and through scripts/beeline (the documented way).
 
 Checked that it fails: against a Thrift Server with Spark's default per-session file listing
 cache (no spark.sql.hive.filesourcePartitionFileCacheSize=0), the long session's final read
@@ -166,7 +166,7 @@ def test_queries_during_etl_commits_see_whole_files_once_and_finally_everything(
     assert problems == []
 
     # Finally everything, once, in exactly one of the two tables: on the long session (a stale
-    # file listing would show up here) and through scripts/beeline, the README's way.
+    # file listing would show up here) and through scripts/beeline, the documented way.
     expected = Counter((topic, p, o) for p, n in produced.items() for o in range(n))
     final_long = parse_offsets(JdbcReader.query(long_session, sql))
     long_session.close()
@@ -195,16 +195,16 @@ def beeline(url: str, *args: str) -> list[str]:
             for line in result.stdout.decode(errors="replace").split("\n")]
 
 
-# -- the README's queries -------------------------------------------------------------------------
+# -- the analysts' page's queries -----------------------------------------------------------------
 def readme_example_queries() -> str:
-    """The SQL block under "Example queries" in the README's "For analysts" section."""
-    section = (REPO / "README.md").read_text(encoding="utf-8").split("\n## For analysts\n", 1)[1].split("\n## ", 1)[0]
-    return section.split("**Example queries.**", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
+    """The SQL block under "Example queries" in docs/analysts.md."""
+    page = (REPO / "docs" / "analysts.md").read_text(encoding="utf-8")
+    return page.split("**Example queries.**", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
 
 
-def test_the_readme_example_queries_run_through_scripts_beeline(
+def test_the_documented_example_queries_run_through_scripts_beeline(
         stack, thrift_url, new_topic, produce, write_config, hive_table_name, warehouse_dir, tmp_path):
-    """The README's block, on a table of the quickstart's kind: logs.access_log and the topic
+    """The analysts' page's block, on a table of the quickstart's kind: logs.access_log and the topic
     access_logs replaced by the test's own, run as one file through scripts/beeline."""
     import datetime
 
