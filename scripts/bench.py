@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark of the ETL against the local stack (issue 5): throughput, memory, fixed cost, scale.
+"""Benchmark of the ETL against the local stack: throughput, memory, fixed cost, scale.
 
 A benchmark, not a test: it prints figures (and checks that every run loaded exactly what it
 should), but never fails because something was slow. Needs the local stack
@@ -12,6 +12,7 @@ should), but never fails because something was slow. Needs the local stack
     .venv/bin/python scripts/bench.py --formats            # the same events as JSON, Avro and Protobuf; Avro row by row
     .venv/bin/python scripts/bench.py --compaction         # one partition of 504 small files: queries, etl compact, merge
     .venv/bin/python scripts/bench.py --json --json-out bench.json
+    .venv/bin/python scripts/bench.py --plot docs/images --plot-from docs/perf/*.json   # charts, no Spark
 
 The default run produces --records records into a fresh topic and measures, on exactly the
 same offset ranges, in one Spark session (local[P], one task per Kafka partition), each
@@ -44,6 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from etl.config import DecoderKind  # noqa: E402
+from tests.perf.plot import draw_files  # noqa: E402
 from tests.perf.runner import run  # noqa: E402  (needs the path above)
 
 
@@ -87,11 +89,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="seconds to wait for a quiet machine, in all (default 1200, 90 with --compaction; 0: never)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     parser.add_argument("--json-out", metavar="FILE", help="write the JSON object to FILE (implies --json)")
+    parser.add_argument("--plot", metavar="DIR", help="also draw what the run measured as PNG charts into DIR")
+    parser.add_argument("--plot-from", metavar="FILE", nargs="+",
+                        help="only: draw the charts into --plot DIR from saved --json-out files (no Spark)")
     parser.add_argument("--keep", action="store_true", help="keep topics, ZooKeeper nodes, tables and files")
     parser.add_argument("--verbose", action="store_true", help="show the job's INFO log lines")
     args = parser.parse_args(argv)
     if args.records < args.partitions or args.partitions < 1 or args.repeat < 1 or args.parallelism < 1:
         parser.error("need --records >= --partitions >= 1, --repeat >= 1 and --parallelism >= 1")
+    if args.plot_from and not args.plot:
+        parser.error("--plot-from needs --plot DIR")
     if args.max_wait is None:
         args.max_wait = 90.0 if args.compaction else 1200.0
     return args
@@ -99,4 +106,4 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 if __name__ == "__main__":
     options = parse(sys.argv[1:])
-    sys.exit(run(options, sys.argv[1:]))
+    sys.exit(draw_files(options.plot_from, Path(options.plot)) if options.plot_from else run(options, sys.argv[1:]))

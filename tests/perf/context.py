@@ -20,6 +20,13 @@ from tests.perf.load import LoadGate, Monitor, loadavg
 from tests.perf.spark_tasks import warm_task
 
 
+def memory_gib() -> float:
+    """The machine's RAM (MemTotal), for the report and the charts' footnotes."""
+    with open("/proc/meminfo") as f:
+        kib = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
+    return round(kib / 2**20, 1)
+
+
 def zk_client(stack: Stack) -> KazooClient:
     client = KazooClient(hosts=stack.zk_hosts, timeout=10)
     client.start(timeout=15)
@@ -51,7 +58,8 @@ class BenchRun:
         import confluent_kafka
         return {"cpus": os.cpu_count(), "python": platform.python_version(), "pyspark": pyspark.__version__,
                 "pyarrow": pyarrow.__version__, "confluent_kafka": confluent_kafka.version()[0],
-                "librdkafka": confluent_kafka.libversion()[0], "loadavg_at_start": list(loadavg())}
+                "librdkafka": confluent_kafka.libversion()[0], "memory_gib": memory_gib(),
+                "loadavg_at_start": list(loadavg())}
 
     def ini(self, label: str, topics: list[str], decoder: str, max_records: int, hive: dict | None = None,
             registry_url: str | None = None, **job_extra) -> Path:

@@ -1,4 +1,4 @@
-"""Event-time partitioning (issue 11): what placing rows by their own time costs.
+"""Event-time partitioning: what placing rows by their own time costs.
 
   throughput  the same 1M records, their ts spread over 3 hours, loaded by the full batch with
               [hive] partition_by = planning_time and = column:ts, interleaved; medians, ratio

@@ -1,4 +1,4 @@
-"""Avro and Protobuf (issue 12): the full batch over the same logical records in three
+"""Avro and Protobuf: the full batch over the same logical records in three
 encodings, interleaved, and a row-by-row path over the Avro data.
 
   json      tests/perf/data.py's events (event_id, user_id, action, amount, ts, ok, pad)

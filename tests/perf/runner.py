@@ -17,6 +17,7 @@ from tests.perf.fixed_cost import fixed_cost
 from tests.perf.formats import formats_bench
 from tests.perf.load import loadavg
 from tests.perf.memory import memory_check
+from tests.perf.plot import draw
 from tests.perf.profiling import profile
 from tests.perf.report import render
 from tests.perf.scaling import partition_scaling
@@ -27,7 +28,8 @@ NEEDED = {"ZooKeeper": True, "Kafka": True, "metastore": True}
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:
-    """Measure what `args` asks for, print the report (and the JSON), clean up; returns 0."""
+    """Measure what `args` asks for, print the report (and the JSON), clean up, draw the charts
+    with --plot; returns 0."""
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -48,6 +50,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         bench.report["load_gate_gave_up"] = bench.gate.gave_up
         bench.cleanup()
     show(bench.report, args)
+    if args.plot:
+        draw([bench.report], Path(args.plot))
     return 0
 
 
