@@ -2,19 +2,49 @@
 
 Each error carries an exit code for the CLI and says what is wrong and what the operator
 can do about it. Which failures are worth retrying is plain data (RETRYABLE_*), so that
-retry policies never guess.
+retry policies never guess. The exit codes are the scheduler's contract (EXIT_CODES, shown by
+`etl --help`): a failure that a later run will get past by itself derives from Retryable (75),
+one that needs an operator keeps EtlError's 1.
 """
 from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_BATCH_FAILED = 1
 EXIT_USAGE = 2
+EXIT_LAG_ABOVE_MAX = 3
+EXIT_RETRYABLE = 75  # EX_TEMPFAIL in sysexits.h
+
+EXIT_CODES = (
+    (EXIT_OK, "success, also when there was nothing new to load"),
+    (EXIT_BATCH_FAILED, "failed, needs an operator: running again will not help (rejected ratio exceeded, "
+                        "dimension changed, state conflict, missing files, verify found problems, ...)"),
+    (EXIT_USAGE, "usage or config error; nothing was touched"),
+    (EXIT_LAG_ABOVE_MAX, "etl status --max-lag N: some partition's lag is above N"),
+    (EXIT_RETRYABLE, "failed, running again will help: ZooKeeper, Kafka, the metastore, the warehouse or the "
+                     "Schema Registry did not answer, or the job lock was lost. An open batch is resumed by "
+                     "the next run"),
+    ("N", "etl run --lock-held-exit-code N (default 0): another run holds the job's lock; nothing was done"),
+)
 
 
 class EtlError(Exception):
     """Root of the ETL's own errors. `exit_code` is what the CLI exits with."""
 
     exit_code = EXIT_BATCH_FAILED
+
+
+class Retryable(EtlError):
+    """A failure of something the job depends on, not of the data or the state: the same run
+    later gets past it. Whatever was under way stays recorded and the next run resumes it."""
+
+    exit_code = EXIT_RETRYABLE
+
+
+class LockHeld(EtlError):
+    """Another run holds the job's lock; this one did nothing. The CLI exits with
+    --lock-held-exit-code (0 unless asked otherwise)."""
+
+    exit_code = EXIT_OK
 
 
 class ConfigError(EtlError):
@@ -36,7 +66,7 @@ class TopicNotFound(EtlError):
     """A configured topic does not exist on the brokers."""
 
 
-class KafkaUnavailable(EtlError):
+class KafkaUnavailable(Retryable):
     """The brokers did not answer within the configured retries."""
 
 
@@ -44,11 +74,16 @@ class KafkaReadError(EtlError):
     """A task could not read its planned offset range."""
 
 
+class KafkaStalled(KafkaReadError, Retryable):
+    """A task's reads made no progress within [kafka] fetch_timeout_seconds: the broker is down
+    or unreachable."""
+
+
 class OffsetOutOfRange(EtlError):
     """A committed or planned offset is outside what Kafka still holds."""
 
 
-class LockLost(EtlError):
+class LockLost(Retryable):
     """This run no longer owns the job lock (its ZooKeeper session expired or was taken over)."""
 
 
@@ -64,7 +99,7 @@ class RejectedRatioExceeded(EtlError):
     """Too many records of a batch could not be decoded."""
 
 
-class SchemaRegistryUnavailable(EtlError):
+class SchemaRegistryUnavailable(Retryable):
     """The Schema Registry did not answer (or answered 5xx) within the configured retries. The
     batch fails and stays open; records are never rejected for it."""
 
@@ -75,11 +110,21 @@ class SchemaRegistryRefused(EtlError):
 
 
 class HiveError(EtlError):
-    """A Hive metastore operation failed."""
+    """A Hive metastore operation failed, or its answer needs an operator (a partition registered
+    at another location than the job writes it to)."""
+
+
+class HiveUnavailable(HiveError, Retryable):
+    """The Hive metastore could not be reached or did not answer in time."""
 
 
 class WarehouseError(EtlError):
     """A warehouse filesystem operation failed or returned an unexpected result."""
+
+
+class WarehouseUnavailable(WarehouseError, Retryable):
+    """The warehouse filesystem did not answer (WebHDFS unreachable after the retries, a NameNode
+    busy, in standby or in safe mode, an upload cut off)."""
 
 
 class DimensionError(EtlError):
@@ -88,6 +133,15 @@ class DimensionError(EtlError):
 
 class DimensionChanged(DimensionError):
     """A resumed batch's pinned dimension snapshot changed or vanished since the batch was planned."""
+
+
+class TaskFailed(EtlError):
+    """A Spark task of a batch failed; the message names the task's own error where Spark
+    reported one. The batch stays open."""
+
+
+class TaskFailedRetryable(TaskFailed, Retryable):
+    """A Spark task failed with one of the Retryable errors (a broker that stopped answering)."""
 
 
 class TransformError(EtlError):

@@ -26,7 +26,7 @@ import logging
 from pathlib import Path
 
 from etl.config import HiveConfig
-from etl.errors import HiveError
+from etl.errors import HiveError, HiveUnavailable
 from etl.hive.evolution import plan_evolution
 from etl.hive.sql import quote_identifier, quote_literal
 from etl.model.binding import OWNER_PROPERTY, check_owner
@@ -100,7 +100,7 @@ class HiveRegistrar:
         try:
             listed = self.spark.catalog.listColumns(name)
         except Exception as exc:
-            raise HiveError(f"cannot list the columns of {self.hive.database}.{table} (metastore "
+            raise _failure(exc)(f"cannot list the columns of {self.hive.database}.{table} (metastore "
                             f"{self.hive.metastore}): {_first_line(exc)}") from exc
         return tuple(Column(c.name.lower(), normalise_hive_type(c.dataType, name)) for c in listed
                      if not c.isPartition)
@@ -138,14 +138,14 @@ class HiveRegistrar:
         try:
             return call(catalog)
         except Exception as exc:
-            raise HiveError(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
+            raise _failure(exc)(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
                             f"{NOTHING_CHANGED}") from exc
 
     def _table_exists(self, table: str) -> bool:
         try:
             return self.spark.catalog.tableExists(self._qualified(table))
         except Exception as exc:
-            raise HiveError(f"cannot reach the Hive metastore ({self.hive.metastore}) to look up "
+            raise _failure(exc)(f"cannot reach the Hive metastore ({self.hive.metastore}) to look up "
                             f"{self.hive.database}.{table}: {_first_line(exc)}") from exc
 
     def add_partition(self, partition_values: dict[str, str], with_rejected: bool) -> None:
@@ -191,7 +191,7 @@ class HiveRegistrar:
         try:
             return partition_locations(self.spark, self.hive.database, self._table(kind))
         except Exception as exc:
-            raise HiveError(f"cannot list the partitions of {self.hive.database}.{self._table(kind)} (metastore "
+            raise _failure(exc)(f"cannot list the partitions of {self.hive.database}.{self._table(kind)} (metastore "
                             f"{self.hive.metastore}): {_first_line(exc)}") from exc
 
     def _table(self, kind: TableKind) -> str:
@@ -220,7 +220,7 @@ class HiveRegistrar:
         try:
             self.spark.sql(statement)
         except Exception as exc:
-            raise HiveError(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
+            raise _failure(exc)(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
                             f"{then}") from exc
 
 
@@ -231,6 +231,19 @@ def _spec(values: dict[str, str]) -> str:
 def columns_fingerprint(columns: tuple[Column, ...]) -> str:
     text = ",".join(f"{c.name.lower()} {c.hive_type}" for c in columns)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# What Spark's Hive client says when the metastore does not answer, as opposed to refusing a
+# statement: a later run gets past the first, an operator must look at the second.
+_UNREACHABLE = ("TTransportException", "ConnectException", "Connection refused", "SocketTimeoutException",
+                "Read timed out", "connect timed out", "Could not connect to meta store",
+                "Unable to instantiate org.apache.hadoop.hive", "UnknownHostException")
+
+
+def _failure(exc: Exception) -> type[HiveError]:
+    """HiveUnavailable (exit 75) when the metastore did not answer, else HiveError (exit 1)."""
+    text = str(exc)
+    return HiveUnavailable if any(marker in text for marker in _UNREACHABLE) else HiveError
 
 
 def _first_line(exc: Exception) -> str:

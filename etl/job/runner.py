@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict
+from typing import Callable
 
 from etl.config import Config
-from etl.errors import EXIT_OK
+from etl.errors import EXIT_OK, LockHeld
 from etl.job.assemble import assemble_job, writer_spec
 from etl.job.compaction import compact
 from etl.job.driver import Job
@@ -19,20 +21,25 @@ from etl.state.store import ZkStateStore
 log = logging.getLogger(__name__)
 
 
+# Receives what `etl run` reports (a committed batch, a compaction) as a JSON object: --json.
+Emit = Callable[[dict], None]
+
+
 def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batches: int | None = None,
-            observer: JobObserver = NO_OBSERVER) -> int:
+            observer: JobObserver = NO_OBSERVER, emit: Emit | None = None) -> int:
+    """Raises LockHeld, having done nothing, when another run holds the job's lock."""
     spec = writer_spec(config)  # a schema error stops the run before it touches anything
     _check_producers_schemas(config, spec)  # so does a column that cannot hold its field
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         with timed(observer, Phase.SETUP):
             holder = store.acquire_lock()
         if holder is not None:
-            print(f"etl: job {config.job.name} is already running: {holder.describe()}. Exiting without "
-                  f"changes. If that run died, its lock disappears when its ZooKeeper session expires "
-                  f"(at most {config.zookeeper.session_timeout_seconds:g}s after it died); then run again.")
-            return EXIT_OK
+            observer.lock_held()
+            raise LockHeld(f"job {config.job.name} is already running: {holder.describe()}. Exiting without "
+                           f"changes. If that run died, its lock disappears when its ZooKeeper session expires "
+                           f"(at most {config.zookeeper.session_timeout_seconds:g}s after it died); then run again.")
         try:
-            _run_locked(config, store, spec, loop, interval, max_batches, observer)
+            _run_locked(config, store, spec, loop, interval, max_batches, observer, emit)
         finally:
             with timed(observer, Phase.CLEANUP):
                 store.release_lock()
@@ -54,7 +61,7 @@ def _check_producers_schemas(config: Config, spec) -> None:
     check_writer_schemas(spec.decoder, topics, f"{config.path}: [hive] schema {config.hive.schema_file}")
 
 
-def _run_locked(config, store, spec, loop, interval, max_batches, observer) -> None:
+def _run_locked(config, store, spec, loop, interval, max_batches, observer, emit) -> None:
     finish_pending_reset(store, filesystem_for(config.warehouse), log.warning)  # a reset that died half-way
     with timed(observer, Phase.SETUP):
         kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
@@ -63,33 +70,45 @@ def _run_locked(config, store, spec, loop, interval, max_batches, observer) -> N
             kafka.partitions(kafka.job_topics().loaded)  # a missing topic fails before Spark starts
         job = assemble_job(config, store, kafka, spec, observer)
         job.compactor().finish_pending()  # before any batch: a batch writes where Hive reads
-        _run_batches(job, loop, interval, max_batches, config.compaction.after_run)
+        _run_batches(job, loop, interval, max_batches, config.compaction.after_run, emit, observer)
     finally:
         kafka.close()
 
 
-def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None, compact_after: bool) -> None:
+def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None, compact_after: bool,
+                 emit: Emit | None, observer: JobObserver = NO_OBSERVER) -> None:
     done = 0
     while max_batches is None or done < max_batches:
         summary = job.run_once()
         if summary is not None:
             done += 1
+            observer.batch_committed(summary, job.committed)
             log.info(summary.describe())
-            print(f"etl: {summary.describe()}")
+            _say(emit, summary.describe(), {"event": "committed", **asdict(summary)})
+        elif emit is not None and done == 0:
+            emit({"event": "nothing_to_do", "job": job.config.job.name})
         caught_up = summary is None or not (summary.resumed or summary.reached_cap)
         if caught_up and compact_after:
-            _compact(job)
+            _compact(job, emit)
         if caught_up and not loop:
             return
         if caught_up:
             time.sleep(interval)
     if compact_after:
-        _compact(job)
+        _compact(job, emit)
 
 
-def _compact(job: Job) -> None:
+def _compact(job: Job, emit: Emit | None) -> None:
     """[compaction] after_run: the batches are committed, so none is open."""
     report = compact(job)
     if report.planned or report.waiting:
         log.info("compaction: %s", report.render())
-        print(f"etl: {report.render()}")
+        _say(emit, report.render(), {"event": "compaction", **report.to_json()})
+
+
+def _say(emit: Emit | None, text: str, record: dict) -> None:
+    """A line for people on stdout, or with --json the same as one JSON object."""
+    if emit is None:
+        print(f"etl: {text}")
+    else:
+        emit(record)

@@ -19,9 +19,9 @@ from typing import Mapping
 
 import pyarrow.parquet as pq
 
-from etl import faults
+from etl import errors, faults
 from etl.config import KafkaConfig, WarehouseConfig
-from etl.errors import EtlError
+from etl.errors import EtlError, Retryable, TaskFailed, TaskFailedRetryable
 from etl.job.event_task import range_chunks, run_event_range_task
 from etl.job.partition_writer import IGNORED_FIELDS_METADATA_KEY, UNMATCHED_METADATA_KEY, PartitionWriter, WriterSpec
 from etl.model.batch import Batch, OffsetRange
@@ -138,6 +138,9 @@ def task_failure(batch: Batch, exc: Exception) -> EtlError:
     own = [match for match in found if match[0].startswith("etl.errors.")]
     found = own or found
     cause = f"{found[-1][0]}: {found[-1][1]}" if found else text.strip().splitlines()[0]
-    return EtlError(f"batch {batch.batch_id}: a task failed: {cause}. The batch stays PLANNED; files already "
-                    f"published are kept and the next run writes the rest")
+    named = getattr(errors, found[-1][0].removeprefix("etl.errors."), None) if own else None
+    # The exit code follows the task's own error: a broker that stopped answering is worth a retry.
+    failed = TaskFailedRetryable if isinstance(named, type) and issubclass(named, Retryable) else TaskFailed
+    return failed(f"batch {batch.batch_id}: a task failed: {cause}. The batch stays PLANNED; files already "
+                  f"published are kept and the next run writes the rest")
 

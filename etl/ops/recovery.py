@@ -200,12 +200,15 @@ def _lost_from_kafka(batch: Batch, missing: list, kafka: KafkaMetadata) -> list[
             for r in missing if r.start < marks[(r.topic, r.partition)][0]]
 
 
-def recover(config: Config, dry_run: bool, accept_loss: bool = False, out=print) -> int:
+def recover(config: Config, dry_run: bool, accept_loss: bool = False, out=print, report: dict | None = None) -> int:
+    """`report`, when given, receives what was found as JSON (`etl recover --json`)."""
+    report = {} if report is None else report
     fs = filesystem_for(config.warehouse)
     warehouse = Warehouse.of(config)
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         holder = store.lock_holder()
         if holder is not None:
+            report["lock"] = holder.describe()
             out(f"a run holds the job lock: {holder.describe()}. recover changes nothing while a run is live; "
                 f"if it died, its lock disappears within {config.zookeeper.session_timeout_seconds:g}s.")
             return EXIT_OK
@@ -213,12 +216,20 @@ def recover(config: Config, dry_run: bool, accept_loss: bool = False, out=print)
         try:
             inventory = take_inventory(fs, warehouse.with_relocations(store.relocations()))
             found = assess(config, store, kafka, inventory, fs, accept_loss)
+            report.update(assessment_json(found))
             _report(found, out)
             if found.problems or dry_run or not found.actions:
                 return EXIT_BATCH_FAILED if found.problems else EXIT_OK
             return _repair(config, store, kafka, fs, warehouse, inventory, found, out)
         finally:
             kafka.close()
+
+
+def assessment_json(found: Assessment) -> dict:
+    return {"open_batch": None if found.open_batch is None else found.open_batch.batch_id,
+            "findings": found.lines, "problems": [p.to_json() for p in found.problems], "actions": found.actions,
+            "rewrite": [_describe(s) for s in found.rewrite], "lost": [_describe(s) for s in found.lost],
+            "move_out": found.moving}
 
 
 def _report(found: Assessment, out) -> None:

@@ -64,23 +64,28 @@ def plan_changes(config: Config, store: ZkStateStore, kafka: KafkaMetadata, targ
     return changes
 
 
-def reset_offsets(config: Config, to: list[str], yes: bool, move_aside: bool = False, out=print) -> int:
+def reset_offsets(config: Config, to: list[str], yes: bool, move_aside: bool = False, out=print,
+                  report: dict | None = None) -> int:
+    """`report`, when given, receives the changes, refusals and moves as JSON (`--json`)."""
+    report = {} if report is None else report
     targets = parse_targets(to)
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         holder = store.acquire_lock()
         if holder is not None:
+            report["lock"] = holder.describe()
             out(f"refused: a run holds the job lock ({holder.describe()}); try again when it has finished")
             return EXIT_BATCH_FAILED
         try:
             finish_pending_reset(store, filesystem_for(config.warehouse), out)
-            return _reset_locked(config, store, targets, yes, move_aside, out)
+            return _reset_locked(config, store, targets, yes, move_aside, out, report)
         finally:
             store.release_lock()
 
 
-def _reset_locked(config, store, targets, yes, move_aside, out) -> int:
+def _reset_locked(config, store, targets, yes, move_aside, out, report: dict) -> int:
     opened = store.open_batch()
     if opened:
+        report["open_batch"] = opened[0].batch_id
         out(f"refused: batch {opened[0].batch_id} is open ({opened[0].state.value}); run `etl recover` first")
         return EXIT_BATCH_FAILED
     kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
@@ -92,6 +97,8 @@ def _reset_locked(config, store, targets, yes, move_aside, out) -> int:
     warehouse, fs = Warehouse.of(config).with_relocations(store.relocations()), filesystem_for(config.warehouse)
     inventory = take_inventory(fs, warehouse)
     refusals, moving = _backwards(changes, inventory, move_aside)
+    report.update(changes=[{**c.__dict__, "backwards": c.old is not None and c.new < c.old} for c in changes],
+                  refusals=refusals, move_out=moving, applied=False)
     for c in changes:
         out(f"{c.topic}[{c.partition}]: {c.old} -> {c.new}"
             f"{'  (backwards)' if c.old is not None and c.new < c.old else ''}")
@@ -111,6 +118,7 @@ def _reset_locked(config, store, targets, yes, move_aside, out) -> int:
     event = Reset(at, getpass.getuser(), tuple(changes), tuple(moves))
     store.write_pending_reset(PendingReset(event, topic_ids))
     finish_pending_reset(store, fs, out)
+    report["applied"] = True
     return EXIT_OK
 
 

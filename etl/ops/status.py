@@ -115,3 +115,17 @@ def render_marker_status(status: dict) -> list[str]:
                      f"{status['late_count']}; the last: batch {last['batch_id']} into {last['partition']}, "
                      f"planned {last['planned_at']} by {last['planned_by']}")
     return lines
+
+
+def over_max_lag(status: dict, max_lag: int) -> list[dict]:
+    """`etl status --max-lag N`: the partitions whose lag is above N (the CLI then exits 3)."""
+    return [{"topic": p["topic"], "partition": p["partition"], "lag": p["lag"]}
+            for p in status["partitions"] if p["lag"] > max_lag]
+
+
+def render_over_max_lag(over: list[dict], max_lag: int) -> str:
+    if not over:
+        return f"lag: every partition is at or below --max-lag {max_lag}"
+    shown = ", ".join(f"{p['topic']}[{p['partition']}] ({p['lag']})" for p in over[:10])
+    return (f"LAG ABOVE --max-lag {max_lag} in {len(over)} partitions: {shown}"
+            + (f" and {len(over) - 10} more" if len(over) > 10 else ""))

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from etl.config import KafkaConfig, RetryConfig
-from etl.errors import KafkaReadError, KafkaUnavailable, OffsetOutOfRange, TopicNotFound
+from etl.errors import KafkaReadError, KafkaStalled, KafkaUnavailable, OffsetOutOfRange, TopicNotFound
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.retry import retry_idempotent
 from etl.source.chunk import RawChunk
@@ -204,7 +204,7 @@ def _consume_until(consumer, config, topic, partition, start, end, with_keys,
         if records or position >= end:
             deadline = time.monotonic() + config.fetch_timeout_seconds
         elif time.monotonic() > deadline:
-            raise KafkaReadError(f"{topic}[{partition}]: no progress for {config.fetch_timeout_seconds}s at "
+            raise KafkaStalled(f"{topic}[{partition}]: no progress for {config.fetch_timeout_seconds}s at "
                                  f"offset {position} while reading [{start}, {end}); is the broker up? "
                                  f"The batch stays open and the next run resumes it")
 

@@ -18,7 +18,7 @@ from kazoo.exceptions import (ConnectionLoss, NoAuthError, NodeExistsError, NoNo
 from kazoo.handlers.threading import KazooTimeoutError
 
 from etl.config import RetryConfig, ZooKeeperConfig
-from etl.errors import EtlError, LockLost, StateConflict
+from etl.errors import LockLost, Retryable, StateConflict
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now_iso
 from etl.model.events import Skipped
 from etl.model.identity import RecordFingerprint
@@ -38,7 +38,7 @@ RANGES_PER_CHUNK = 2000  # ~40 bytes a range: a chunk stays far below the 1 MB z
 BATCHES_KEPT = 50
 
 
-class ZooKeeperUnavailable(EtlError):
+class ZooKeeperUnavailable(Retryable):
     """ZooKeeper could not be reached."""
 
 

@@ -35,7 +35,7 @@ from typing import Callable, Iterator, TypeVar
 import requests
 
 from etl.config import WarehouseConfig
-from etl.errors import WarehouseError
+from etl.errors import WarehouseError, WarehouseUnavailable
 from etl.retry import retry_idempotent
 from etl.sink.fs.base import FileInfo, PathExists, PathNotFound
 from etl.sink.fs.webhdfs_client import RETRYABLE_WEBHDFS_ERRORS, auth_hint, make_client, remote_error, send
@@ -89,7 +89,7 @@ class WebHdfsFileSystem:
         try:
             response = self._send("CREATE", path, overwrite="false")
         except RETRYABLE_WEBHDFS_ERRORS as exc:
-            raise WarehouseError(f"{what} failed at the NameNode {self.warehouse.namenode_urls} ({exc}); CREATE "
+            raise WarehouseUnavailable(f"{what} failed at the NameNode {self.warehouse.namenode_urls} ({exc}); CREATE "
                                  f"is never sent twice, so this write fails and its retry starts over with a new "
                                  f"temp file") from exc
         if response.status_code != 307 or "location" not in response.headers:
@@ -250,7 +250,7 @@ class WebHdfsFileSystem:
         try:
             return retry_idempotent(policy, RETRYABLE_WEBHDFS_ERRORS, what, call)
         except RETRYABLE_WEBHDFS_ERRORS as exc:
-            raise WarehouseError(f"{what} failed {policy.attempts} times, the last time with: {exc}. Check that "
+            raise WarehouseUnavailable(f"{what} failed {policy.attempts} times, the last time with: {exc}. Check that "
                                  f"WebHDFS at {self.warehouse.namenode_urls} is up and reachable from this host, "
                                  f"then run again") from exc
 

@@ -15,11 +15,11 @@ from hdfs import InsecureClient
 from hdfs.util import HdfsError
 
 from etl.config import WarehouseAuth, WarehouseConfig
-from etl.errors import RETRYABLE_OS_ERRORS, ConfigError, WarehouseError
+from etl.errors import RETRYABLE_OS_ERRORS, ConfigError, WarehouseError, WarehouseUnavailable
 from etl.sink.fs.base import PathExists, PathNotFound
 
 
-class NameNodeBusy(WarehouseError):
+class NameNodeBusy(WarehouseUnavailable):
     """The NameNode answered RetriableException or StandbyException: it did not run the call."""
 
 
@@ -102,7 +102,7 @@ def remote_error(response: requests.Response, what: str, path: str, hint: str) -
     if name in _DENIED_EXCEPTIONS or response.status_code == 401:
         return WarehouseError(f"{what}: permission denied ({name or 'HTTP 401'}: {message}). {hint}")
     if name == "SafeModeException":
-        return WarehouseError(f"{what}: the NameNode is in safe mode ({message}); run again once it has left "
+        return WarehouseUnavailable(f"{what}: the NameNode is in safe mode ({message}); run again once it has left "
                               f"safe mode (hdfs dfsadmin -safemode get)")
     return WarehouseError(f"{what}: WebHDFS answered HTTP {response.status_code} {name}: {message}")
 

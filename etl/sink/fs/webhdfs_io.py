@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 import requests
 
 from etl.config import WarehouseConfig
-from etl.errors import WarehouseError
+from etl.errors import WarehouseError, WarehouseUnavailable
 from etl.sink.fs.webhdfs_client import auth_hint, remote_error
 
 UPLOAD_CHUNK_BYTES = 1 << 20  # bytes handed to the upload thread at a time
@@ -148,7 +148,7 @@ class WebHdfsUpload(io.RawIOBase):
         except _UploadAborted:
             return
         except requests.exceptions.RequestException as exc:
-            self._error = WarehouseError(f"{what} failed: {exc}; the file is incomplete. CREATE is never sent "
+            self._error = WarehouseUnavailable(f"{what} failed: {exc}; the file is incomplete. CREATE is never sent "
                                          f"twice: this write fails, and its retry starts over with a new temp "
                                          f"file (incomplete temp files are deleted or swept)")
             return
