@@ -65,6 +65,7 @@ class Job:
         self.clock = utc_now
         self.spark = spark
         self._registrar: HiveRegistrar | None = None
+        self.committed: Batch | None = None  # the last batch this Job committed
         self.dimensions = DimensionLoader(config.dimensions, writer.schema, spark.session)
         # The clock that partitions a batch is the one that closes its window.
         self.partitioning = config.hive.partitioning
@@ -336,12 +337,8 @@ class Job:
                 f"resumes with the same files and nothing is lost")
 
     def _summary(self, batch: Batch, resumed: bool, seconds: float) -> BatchSummary:
-        cap = self.config.job.max_records_per_partition
-        return BatchSummary(batch.batch_id, resumed, len(batch.file_ranges), batch.record_count,
-                            batch.rows or 0, batch.rejected or 0, seconds,
-                            reached_cap=any(r.size >= cap for r in batch.ranges),
-                            unmatched=dict(batch.unmatched or {}), dimension_changes=len(batch.dimension_changes),
-                            ignored_fields=dict(batch.ignored_fields))
+        self.committed = batch  # for the observer's batch_committed (etl.job.runner)
+        return BatchSummary.of(batch, resumed, seconds, self.config.job.max_records_per_partition)
 
 
 def _value(committed) -> int | None:

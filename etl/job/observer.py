@@ -1,13 +1,18 @@
-"""The Job's observer hook: told how long each phase of a run took.
+"""The Job's observer hooks: how long each phase of a run took, each batch committed, and a run
+that found the job's lock held.
 
-The default observer ignores it; the benchmark (tests/perf) and, later, metrics subscribe.
-A phase may be reported more than once in a run (one report per batch, per table ensure)."""
+The default observer ignores them; the benchmark (tests/perf) and the metrics (etl.ops.metrics)
+subscribe. A phase may be reported more than once in a run (one report per batch, per table ensure)."""
 from __future__ import annotations
 
 import contextlib
 import time
 from enum import StrEnum
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from etl.job.summary import BatchSummary
+    from etl.model.batch import Batch
 
 
 class Phase(StrEnum):
@@ -28,6 +33,12 @@ class JobObserver:
 
     def phase_done(self, phase: Phase, seconds: float) -> None:
         pass
+
+    def batch_committed(self, summary: "BatchSummary", batch: "Batch") -> None:
+        """A batch reached COMMITTED (etl.job.runner, after each batch); `batch` as committed."""
+
+    def lock_held(self) -> None:
+        """Another run holds the job's lock: this run does nothing (called before LockHeld)."""
 
 
 NO_OBSERVER = JobObserver()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from etl.model.batch import Batch
+
 
 @dataclass(frozen=True)
 class BatchSummary:
@@ -19,6 +21,16 @@ class BatchSummary:
     unmatched: dict = field(default_factory=dict)  # joined dimension -> rows whose key found no match
     dimension_changes: int = 0  # pins replaced under on_dimension_change = use_current
     ignored_fields: dict = field(default_factory=dict)  # writer-schema field the table lacks -> records
+    late_rows: int = 0  # by event time: rows written into partitions already due their _SUCCESS
+
+    @classmethod
+    def of(cls, batch: Batch, resumed: bool, seconds: float, cap: int) -> "BatchSummary":
+        """`cap`: [job] max_records_per_partition."""
+        return cls(batch.batch_id, resumed, len(batch.file_ranges), batch.record_count, batch.rows or 0,
+                   batch.rejected or 0, seconds, reached_cap=any(r.size >= cap for r in batch.ranges),
+                   unmatched=dict(batch.unmatched or {}), dimension_changes=len(batch.dimension_changes),
+                   ignored_fields=dict(batch.ignored_fields),
+                   late_rows=sum(part.get("late", 0) for part in batch.partitions or ()))
 
     def describe(self) -> str:
         kind = "resumed" if self.resumed else "new"

@@ -1,0 +1,214 @@
+"""Prometheus metrics of one `etl run`, published when it ends ([metrics], etl.config.metrics).
+
+A batch job is gone before Prometheus could scrape it, so the run's metrics go to a
+Pushgateway or to node_exporter's textfile collector (etl.ops.metrics_publish). They are
+collected into a private CollectorRegistry per run (no process-wide state) from three places:
+  - the run itself, through the JobObserver hooks: seconds per phase, and each committed
+    batch's rows, rejected and late rows, files and their bytes;
+  - ZooKeeper and Kafka, read once when the run ends, the way `etl status` reads them: each
+    partition's committed offset and lag, and the age of the open batch (a failed run leaves
+    one behind);
+  - the outcome: the time of the last success, failure or lock-held exit.
+A metric that could not be collected is left out (and logged), never guessed. Publishing
+never changes the run's exit code (etl.ops.metrics_publish). docs/monitoring.md lists them.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import time
+from dataclasses import replace
+from typing import Iterator
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from etl.config import Config
+from etl.errors import EXIT_OK, EtlError
+from etl.job.observer import NO_OBSERVER, JobObserver, Phase
+from etl.job.summary import BatchSummary
+from etl.model.batch import Batch
+from etl.ops.metrics_publish import publish
+from etl.ops.status import PartitionStatus
+from etl.sink.fs import filesystem_for
+from etl.sink.warehouse import Warehouse
+from etl.source.kafka import KafkaMetadata
+from etl.state.store import ZkStateStore
+
+log = logging.getLogger(__name__)
+
+SUCCESS, FAILURE, LOCK_HELD = "success", "failure", "lock_held"
+
+
+class RunMetrics(JobObserver):
+    """What the run reports through the JobObserver hooks, kept until it is published."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.started = time.monotonic()
+        self.phases = {phase: 0.0 for phase in Phase}
+        self.summaries: list[BatchSummary] = []
+        self.batches: list[Batch] = []
+        self.found_lock_held = False
+
+    def phase_done(self, phase: Phase, seconds: float) -> None:
+        self.phases[phase] += seconds
+
+    def batch_committed(self, summary: BatchSummary, batch: Batch) -> None:
+        self.summaries.append(summary)
+        self.batches.append(batch)
+
+    def lock_held(self) -> None:
+        self.found_lock_held = True
+
+
+@contextlib.contextmanager
+def published_metrics(config: Config) -> Iterator[JobObserver]:
+    """The observer for run_job; on the way out, however the run ends, its metrics are
+    published. Without [metrics] there is nothing to publish and the observer is the no-op one."""
+    if not config.metrics.enabled:
+        yield NO_OBSERVER
+        return
+    metrics = RunMetrics(config)
+    try:
+        yield metrics
+    except BaseException as exc:  # also Ctrl-C: a run that stopped half-way is the one to see
+        outcome = LOCK_HELD if metrics.found_lock_held else FAILURE
+        _publish_quietly(metrics, outcome, exc.exit_code if isinstance(exc, EtlError) else 1)
+        raise
+    _publish_quietly(metrics, LOCK_HELD if metrics.found_lock_held else SUCCESS, EXIT_OK)
+
+
+def _publish_quietly(metrics: RunMetrics, outcome: str, exit_code: int) -> None:
+    """Publishing is best effort: whatever goes wrong is one WARNING, never the run's failure."""
+    try:
+        publish(metrics.config.metrics, metrics.config.job.name, build_registry(metrics, outcome, exit_code))
+    except Exception as exc:  # noqa: BLE001 - a metrics bug must not turn a committed batch into a failure
+        log.warning("metrics not published: %s: %s", type(exc).__name__, exc)
+
+
+def build_registry(metrics: RunMetrics, outcome: str, exit_code: int) -> CollectorRegistry:
+    """A lock-held run reports only that: the run holding the lock publishes the rest."""
+    registry = CollectorRegistry(auto_describe=True)
+    job = metrics.config.job.name
+    now = time.time()
+    if outcome == LOCK_HELD:
+        _gauge(registry, "etl_last_lock_held_timestamp_seconds",
+               "When a run last exited because another run held the job's lock (changes() counts them)",
+               job=job).set(now)
+        return registry
+    stamp = "etl_last_success_timestamp_seconds" if outcome == SUCCESS else "etl_last_failure_timestamp_seconds"
+    _gauge(registry, stamp, f"When a run last ended in {outcome}", job=job).set(now)
+    _gauge(registry, "etl_last_run_exit_code", "The last run's exit code (0 success, 1 needs an operator, "
+                                               "75 a retry will help)", job=job).set(exit_code)
+    _gauge(registry, "etl_run_duration_seconds", "Wall time of the last run", job=job).set(
+        time.monotonic() - metrics.started)
+    _run_metrics(registry, metrics, job)
+    _state_metrics(registry, metrics.config, metrics.batches, job)
+    return registry
+
+
+def _gauge(registry: CollectorRegistry, name: str, documentation: str, **labels: str):
+    """A gauge with these labels, set once: every metric here is a value of the last run (a
+    push replaces the previous one, so a counter could not accumulate across runs)."""
+    return Gauge(name, documentation, list(labels), registry=registry).labels(**labels)
+
+
+def _run_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -> None:
+    seconds = Gauge("etl_run_phase_seconds", "Seconds the last run spent in each phase, over all its batches",
+                    ["job", "phase"], registry=registry)
+    for phase, spent in metrics.phases.items():
+        seconds.labels(job=job, phase=phase.value).set(spent)
+    table = f"{metrics.config.hive.database}.{metrics.config.hive.table}"
+    done = metrics.summaries
+    _gauge(registry, "etl_run_batches", "Batches the last run committed", job=job).set(len(done))
+    for name, documentation, value in (
+            ("etl_run_rows", "Rows the last run's batches wrote to the table", sum(s.rows for s in done)),
+            ("etl_run_rejected_rows", "Records the last run's batches could not decode (into the rejected table)",
+             sum(s.rejected for s in done)),
+            ("etl_run_late_rows", "Rows written into partitions already due their _SUCCESS (event time)",
+             sum(s.late_rows for s in done)),
+            ("etl_run_offsets", "Kafka offsets the last run's batches covered", sum(s.records for s in done))):
+        _gauge(registry, name, documentation, job=job, table=table).set(value)
+
+
+def _state_metrics(registry: CollectorRegistry, config: Config, batches: list[Batch], job: str) -> None:
+    """From ZooKeeper, Kafka and the warehouse, once. One attempt each: the run has already
+    waited out its retries on whatever is down, the metrics do not wait again."""
+    retry = replace(config.retry, attempts=1)
+    table = f"{config.hive.database}.{config.hive.table}"
+    try:
+        with ZkStateStore(config.zookeeper, config.job.name, retry) as store:
+            committed = {tp: c.value for tp, c in store.committed_offsets().items()}
+            opened = store.open_batch()
+            warehouse = Warehouse.of(config).with_relocations(store.relocations())
+    except EtlError as exc:
+        log.warning("metrics: ZooKeeper not read, so no offsets, lag or open batch age: %s", exc)
+        return
+    age = 0.0 if opened is None else max(0.0, time.time() - _epoch(opened[0].planned_at))
+    _gauge(registry, "etl_open_batch_age_seconds", "Seconds since the open batch was planned (0: none open)",
+           job=job).set(age)
+    _files_metrics(registry, config, warehouse, batches, job, table)
+    _partition_metrics(registry, config, retry, committed, job)
+
+
+def _files_metrics(registry, config: Config, warehouse: Warehouse, batches: list[Batch], job: str,
+                   table: str) -> None:
+    try:
+        files, size = written_files(config, warehouse, batches)
+    except EtlError as exc:
+        log.warning("metrics: the written files' sizes not read: %s", exc)
+        return
+    _gauge(registry, "etl_run_files_written", "Data files the last run's batches published", job=job,
+           table=table).set(files)
+    _gauge(registry, "etl_run_bytes_written", "Bytes of those files", job=job, table=table).set(size)
+
+
+def written_files(config: Config, warehouse: Warehouse, batches: list[Batch]) -> tuple[int, int]:
+    """(count, bytes) of the batches' data files, main and rejected. Batches record file names,
+    not sizes: each file is looked up once (a stat, or one WebHDFS request), and a file found
+    nowhere (moved since) is not counted. By event time a range has a file in each partition it
+    touched, under the range's name, so each touched folder is listed once."""
+    fs = filesystem_for(config.warehouse)
+    count = size = 0
+    for batch in batches:
+        names = {r.file_name for r in batch.file_ranges}
+        parts = [p["partition"] for p in batch.partitions or ()] if batch.by_event_time else \
+            [batch.partition_values]
+        folders = [warehouse.main_dir(part) for part in parts] + [warehouse.rejected_dir(batch.partition_values)]
+        for folder in folders:
+            for name in names.intersection(fs.list_dir(folder)):
+                info = fs.info(f"{folder}/{name}")
+                if info is not None:
+                    count, size = count + 1, size + info.size
+    return count, size
+
+
+def _partition_metrics(registry: CollectorRegistry, config: Config, retry, committed: dict, job: str) -> None:
+    """Lag as `etl status` computes it (etl.ops.status.PartitionStatus): a partition never
+    committed lags from its earliest offset."""
+    try:
+        kafka = KafkaMetadata(config.kafka, retry, config.job.name)
+        try:
+            partitions = kafka.partitions(kafka.job_topics().loaded)
+            marks = kafka.watermarks(partitions)
+        finally:
+            kafka.close()
+    except EtlError as exc:
+        log.warning("metrics: Kafka not read, so no lag: %s", exc)
+        return
+    offset = Gauge("etl_committed_offset", "The next offset the job will read, as committed in ZooKeeper",
+                   ["job", "topic", "partition"], registry=registry)
+    lag = Gauge("etl_lag_records", "Records in Kafka not yet committed to the table (latest - committed)",
+                ["job", "topic", "partition"], registry=registry)
+    for topic, partition in partitions:
+        labels = {"job": job, "topic": topic, "partition": str(partition)}
+        status = PartitionStatus(topic, partition, committed.get((topic, partition)), *marks[(topic, partition)])
+        if status.committed is not None:
+            offset.labels(**labels).set(status.committed)
+        lag.labels(**labels).set(status.lag)
+
+
+def _epoch(iso: str) -> float:
+    stamp = dt.datetime.fromisoformat(iso)
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)).timestamp()

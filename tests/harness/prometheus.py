@@ -1,0 +1,122 @@
+"""A real Prometheus and Pushgateway (the Debian packages' binaries), each a subprocess of the
+test on free ports with its own temporary config and storage, never the system's services.
+
+Prometheus scrapes the gateway every second with honor_labels: true, as
+deploy/prometheus/prometheus.yml does, so that a pushed metric keeps its job label.
+Usable without pytest:
+
+    with PrometheusStack(tmp_dir) as prom:
+        ... push to prom.gateway_url ...
+        prom.wait_for("etl_run_rows{job='j'}")  -> the /api/v1/query result list
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+PROMETHEUS = "/usr/bin/prometheus"
+PUSHGATEWAY = "/usr/bin/prometheus-pushgateway"
+PROMTOOL = "/usr/bin/promtool"
+
+
+def missing_binaries() -> list[str]:
+    return [path for path in (PROMETHEUS, PUSHGATEWAY, PROMTOOL) if shutil.which(path) is None]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrometheusStack:
+    def __init__(self, workdir: Path):
+        self.workdir = Path(workdir)
+        self.gateway_port, self.prometheus_port = free_port(), free_port()
+        self.gateway_url = f"http://127.0.0.1:{self.gateway_port}"
+        self.prometheus_url = f"http://127.0.0.1:{self.prometheus_port}"
+        self.processes: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "PrometheusStack":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "scrape_configs:\n  - job_name: pushgateway\n    honor_labels: true\n"
+            f"    static_configs:\n      - targets: ['127.0.0.1:{self.gateway_port}']\n")
+        self._spawn("pushgateway", [PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{self.gateway_port}"])
+        self._wait_ready(self.gateway_url, "pushgateway")
+        self._spawn("prometheus", [PROMETHEUS, f"--config.file={config}",
+                                   f"--storage.tsdb.path={self.workdir / 'data'}",
+                                   f"--web.listen-address=127.0.0.1:{self.prometheus_port}"])
+        self._wait_ready(self.prometheus_url, "prometheus")
+
+    def _spawn(self, name: str, command: list[str]) -> None:
+        log = open(self.workdir / f"{name}.log", "wb")
+        self.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, cwd=self.workdir))
+        log.close()
+
+    def _wait_ready(self, url: str, name: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(p.poll() is not None for p in self.processes):
+                raise RuntimeError(f"{name} exited: {self.log(name)[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"{name} not ready at {url} within {timeout}s: {self.log(name)[-2000:]}")
+
+    def log(self, name: str) -> str:
+        path = self.workdir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.processes.clear()
+
+    def query(self, promql: str) -> dict:
+        """The JSON answer of /api/v1/query for this instant."""
+        url = f"{self.prometheus_url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.loads(response.read())
+
+    def wait_for(self, promql: str, timeout: float = 60) -> dict:
+        """The first answer whose result is not empty: the gateway was scraped since the push."""
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = self.query(promql)
+            if answer["status"] == "success" and answer["data"]["result"]:
+                return answer
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no result for {promql} within {timeout}s: {answer}")
+            time.sleep(0.5)

@@ -1,0 +1,105 @@
+"""[metrics] against a real Prometheus and Pushgateway (tests.harness.prometheus): `etl run`
+pushes, Prometheus scrapes the gateway, and PromQL answers with the batch's rows and lag.
+Also: a gateway that does not answer leaves the run's exit code alone, and the textfile."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from etl.config import load_config
+from tests.harness.data import event, events_by_partition
+from tests.harness.etl_process import run_etl
+from tests.harness.prometheus import PrometheusStack, free_port, missing_binaries
+
+pytestmark = pytest.mark.skipif(bool(missing_binaries()), reason=f"not installed: {missing_binaries()} "
+                                                                 f"(scripts/setup installs them)")
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    with PrometheusStack(tmp_path_factory.mktemp("prometheus")) as stack:
+        yield stack
+
+
+def values(answer: dict) -> dict[tuple, float]:
+    """{(label values but __name__ and job): value} of an instant query's answer."""
+    return {tuple(v for k, v in sorted(r["metric"].items()) if k not in ("__name__", "job")): float(r["value"][1])
+            for r in answer["data"]["result"]}
+
+
+@pytest.mark.slow
+def test_a_batch_rows_and_lag_reach_prometheus_through_the_pushgateway(prometheus, new_topic, produce, write_config):
+    topic = new_topic(partitions=3)
+    produce(topic, events_by_partition(3, 40))  # N = 120
+    config = write_config(kafka={"topics": topic}, metrics={"pushgateway": prometheus.gateway_url})
+    job = load_config(config).job.name
+    result = run_etl(config)
+    assert result.returncode == 0, result.describe()
+    assert "metrics not pushed" not in result.stderr
+
+    rows_query = f'sum(etl_run_rows{{job="{job}"}})'
+    rows = prometheus.wait_for(rows_query)
+    lag_query = f'etl_lag_records{{job="{job}"}}'
+    lag = prometheus.wait_for(lag_query)
+    print(f"\nPromQL {rows_query} -> {json.dumps(rows)}\nPromQL {lag_query} -> {json.dumps(lag)}")
+    assert values(rows) == {(): 120.0}
+    assert values(lag) == {(str(p), topic): 0.0 for p in range(3)}
+    offsets = prometheus.wait_for(f'etl_committed_offset{{job="{job}"}}')
+    assert values(offsets) == {(str(p), topic): 40.0 for p in range(3)}
+    table = values(prometheus.wait_for(f'etl_run_files_written{{job="{job}"}}'))
+    assert list(table.values()) == [3.0]
+    assert values(prometheus.wait_for(f'etl_run_bytes_written{{job="{job}"}} > 0'))
+    assert values(prometheus.wait_for(f'etl_open_batch_age_seconds{{job="{job}"}}')) == {(): 0.0}
+    assert values(prometheus.wait_for(f'etl_run_phase_seconds{{job="{job}", phase="tasks"}} > 0'))
+    assert values(prometheus.wait_for(f'time() - etl_last_success_timestamp_seconds{{job="{job}"}} < 600'))
+
+
+@pytest.mark.slow
+def test_a_failed_run_pushes_its_failure_and_the_open_batch_age_and_keeps_the_last_success(
+        prometheus, new_topic, produce, write_config):
+    topic = new_topic(partitions=1)
+    produce(topic, {0: [event(0), b"bad", b"worse", event(3)]})
+    strict = write_config(kafka={"topics": topic}, job={"max_rejected_ratio": "0.1"},
+                          metrics={"pushgateway": prometheus.gateway_url})
+    job = load_config(strict).job.name
+    failed = run_etl(strict)
+    assert failed.returncode == 1, failed.describe()  # the rejected ratio: needs an operator
+    assert "metrics not pushed" not in failed.stderr
+    assert values(prometheus.wait_for(f'etl_last_run_exit_code{{job="{job}"}}')) == {(): 1.0}
+    assert values(prometheus.wait_for(f'etl_open_batch_age_seconds{{job="{job}"}} > 0'))
+    assert values(prometheus.wait_for(f'etl_lag_records{{job="{job}"}}')) == {("0", topic): 4.0}
+    assert not prometheus.query(f'etl_last_success_timestamp_seconds{{job="{job}"}}')["data"]["result"]
+
+    lenient = write_config(kafka={"topics": topic}, job={"max_rejected_ratio": "0.6"},
+                           metrics={"pushgateway": prometheus.gateway_url})
+    resumed = run_etl(lenient)
+    assert resumed.returncode == 0, resumed.describe()
+    assert values(prometheus.wait_for(f'etl_run_rejected_rows{{job="{job}"}} == 2'))
+    assert values(prometheus.wait_for(f'etl_open_batch_age_seconds{{job="{job}"}} == 0'))
+    success = prometheus.wait_for(f'etl_last_success_timestamp_seconds{{job="{job}"}}')
+    failure = prometheus.wait_for(f'etl_last_failure_timestamp_seconds{{job="{job}"}}')
+    assert values(success)[()] >= values(failure)[()]  # the success's push kept the failure's time
+
+
+@pytest.mark.slow
+def test_an_unreachable_pushgateway_is_one_warning_and_the_textfile_is_still_written(
+        tmp_path, new_topic, produce, write_config):
+    topic = new_topic(partitions=2)
+    produce(topic, events_by_partition(2, 15))
+    textfile = tmp_path / "textfile" / "etl_job.prom"
+    textfile.parent.mkdir()
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    config = write_config(kafka={"topics": topic},
+                          metrics={"pushgateway": closed, "textfile": str(textfile), "push_timeout_seconds": "2"})
+    result = run_etl(config)
+    assert result.returncode == 0, result.describe()
+    warnings = [line for line in result.stderr.splitlines() if "metrics not pushed" in line]
+    assert len(warnings) == 1 and "WARNING" in warnings[0] and closed in warnings[0], result.stderr[-3000:]
+
+    families = {f.name: f for f in text_string_to_metric_families(textfile.read_text())}
+    assert sum(s.value for s in families["etl_run_rows"].samples) == 30
+    assert {(s.labels["topic"], s.labels["partition"], s.value) for s in families["etl_lag_records"].samples} == \
+        {(topic, "0", 0.0), (topic, "1", 0.0)}
+    assert not [p for p in textfile.parent.iterdir() if p != textfile]  # no temporary file left behind
