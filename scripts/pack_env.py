@@ -5,7 +5,7 @@
 
 The archive is a virtualenv with a regular (not editable) install of the project, made for
 `--archives ENV.tar.gz#environment --conf spark.pyspark.python=./environment/bin/python`
-(README "Running on a cluster"). Like venv-pack's archives it does not contain Python
+(docs/cluster.md, "Running on a cluster"). Like venv-pack's archives it does not contain Python
 itself: environment/bin/python is a symlink to the base interpreter, which must exist at the
 same path, in the same version, on every node. Build it on the nodes' OS image.
 

@@ -52,7 +52,7 @@ class Target:
 
 def move_hint(config) -> str:
     return (f"If the change is a mistake, restore the config; to move the job on purpose, run "
-            f"`etl bind --config {config.path} --yes` (see the README, 'Moving a job to another table')")
+            f"`etl bind --config {config.path} --yes` (see docs/operating.md, 'Moving a job to another table')")
 
 
 def check_bound(bound: Target, current: Target, config) -> None:

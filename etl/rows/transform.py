@@ -1,6 +1,6 @@
 """Custom transforms: `[job] transform = module:function`, applied in each task to each chunk.
 
-The contract (README, "Custom transforms"):
+The contract (docs/enrichment.md, "Custom transforms"):
   - called as function(table) or function(table, lookups), with at least one row;
   - `table` has the file's schema: every DDL column in DDL order (decoded, enriched, lineage,
     key; a column nobody filled yet is NULL), one row per decoded record, in offset order;

@@ -1,4 +1,4 @@
-"""The README's cluster recipe, run for real: `spark-submit --archives ENV.tar.gz#environment`
+"""The cluster recipe of docs/cluster.md, run for real: `spark-submit --archives ENV.tar.gz#environment`
 with the archive from scripts/pack-env, on a local-cluster master (a standalone master and two
 workers, each executor a JVM of its own that unpacks the archive into its working folder).
 
@@ -76,7 +76,7 @@ def spark_work_dir():
 
 def spark_submit(config: Path, archive: Path, driver_python: Path, probe_dir: Path, cwd: Path,
                  timeout: float = 900) -> subprocess.CompletedProcess:
-    """The README's client-mode recipe, with nothing of this repository on any PYTHONPATH."""
+    """The client-mode recipe of docs/cluster.md, with nothing of this repository on any PYTHONPATH."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "VIRTUAL_ENV", "SPARK_HOME")}
     env.update(SPARK_HOME=str(SPARK_HOME), PYSPARK_DRIVER_PYTHON=str(driver_python),
