@@ -9,6 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from etl.config import load_config
+from etl.state.store import ZkStateStore
 from tests.harness.data import event, events_by_partition
 from tests.harness.etl_process import run_etl
 from tests.harness.prometheus import PrometheusStack, free_port, missing_binaries
@@ -103,3 +104,18 @@ def test_an_unreachable_pushgateway_is_one_warning_and_the_textfile_is_still_wri
     assert {(s.labels["topic"], s.labels["partition"], s.value) for s in families["etl_lag_records"].samples} == \
         {(topic, "0", 0.0), (topic, "1", 0.0)}
     assert not [p for p in textfile.parent.iterdir() if p != textfile]  # no temporary file left behind
+
+
+def test_a_run_that_finds_the_lock_held_pushes_only_that(prometheus, new_topic, write_config):
+    topic = new_topic(partitions=1)
+    config = write_config(kafka={"topics": topic}, metrics={"pushgateway": prometheus.gateway_url})
+    cfg = load_config(config)
+    with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as holder:
+        assert holder.acquire_lock() is None
+        blocked = run_etl(config, "--lock-held-exit-code", "99")
+    assert blocked.returncode == 99, blocked.describe()
+    query = f'etl_last_lock_held_timestamp_seconds{{job="{cfg.job.name}"}}'
+    assert values(prometheus.wait_for(f"time() - {query} < 600"))
+    # the run holding the lock publishes the rest: nothing of this run's is pushed
+    assert not prometheus.query(f'{{job="{cfg.job.name}", __name__=~"etl_run_.*|etl_last_run_exit_code"}}'
+                                )["data"]["result"]
