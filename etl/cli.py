@@ -13,8 +13,8 @@ import sys
 import textwrap
 from importlib import metadata
 
-from etl import faults
-from etl.config import Config, load_config
+from etl import faults, logs
+from etl.config import Config, effective_ini, load_config, render_effective
 from kazoo.handlers.threading import KazooTimeoutError
 
 from etl.errors import (EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE,
@@ -28,11 +28,10 @@ log = logging.getLogger("etl")
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     faults.arm()
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per Schema Registry request is noise
     try:
+        logs.configure(args.verbosity, args.log_format)
         config = load_config(args.config)
+        logs.bind(job=config.job.name)
         return args.command(config, args)
     except LockHeld as exc:
         return _lock_held(exc, args)
@@ -130,6 +129,10 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument("--dry-run", action="store_true", help="say what would be compacted; change nothing")
     compact.add_argument("--json", action="store_true")
     compact.set_defaults(command=cmd_compact)
+    show = commands.add_parser("config", help="check the config, then print it as the job sees it: the file with "
+                                              "its ETL__ environment overrides, secrets masked")
+    show.add_argument("--config", required=True)
+    show.set_defaults(command=cmd_config)
     schema = commands.add_parser("schema", help="compare the table with the writer schemas producers use")
     schema_commands = schema.add_subparsers(required=True, metavar="SUBCOMMAND")
     suggest = schema_commands.add_parser("suggest", help="print the DDL columns the latest writer schemas have "
@@ -137,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     suggest.add_argument("--config", required=True)
     suggest.add_argument("--json", action="store_true")
     suggest.set_defaults(command=cmd_schema_suggest)
+    logs.add_options(parser, [*commands.choices.values(), *schema_commands.choices.values()])
     return parser
 
 
@@ -254,6 +258,13 @@ def cmd_bind(config: Config, args) -> int:
 def cmd_compact(config: Config, args) -> int:
     from etl.ops.compact import run_compact
     return run_compact(config, args.partition, dry_run=args.dry_run, as_json=args.json)
+
+
+def cmd_config(config: Config, args) -> int:
+    """The config was checked (load_config) before this runs; here it is shown, not re-checked."""
+    parser, overrides = effective_ini(config.path)
+    print(render_effective(parser, overrides, str(config.path)), end="")
+    return EXIT_OK
 
 
 def cmd_schema_suggest(config: Config, args) -> int:

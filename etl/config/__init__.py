@@ -12,6 +12,8 @@ objects are passed down. Every ConfigError names the section and key at fault.
   schema_registry.py  [schema_registry]: the Schema Registry client's settings
   headers.py     [job] header_columns: Kafka record headers into columns
   compaction.py  [compaction]: when small files are merged
+  ini.py         the INI syntax (comments) every reader uses, and which keys hold secrets
+  overrides.py   ETL__SECTION__KEY environment overrides, and the effective config, masked
   metrics.py     [metrics]: where `etl run` publishes Prometheus metrics
 """
 from etl.config.compaction import CompactionConfig
@@ -24,7 +26,8 @@ from etl.config.model import (
     SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth,
     ZooKeeperConfig,
 )
-from etl.config.parse import load_config, parse_config
+from etl.config.overrides import Override, render_effective
+from etl.config.parse import effective_ini, load_config, parse_config
 
 __all__ = [
     "HIVE_NAME_RE", "KAFKA_OWN_KEYS", "KAFKA_RESERVED", "KAFKA_SECRET_KEYS", "WEBHDFS_SCHEMES", "CompactionConfig",
@@ -33,5 +36,5 @@ __all__ = [
     "FixedAvroSchema", "HeaderColumn", "HiveConfig", "HiveFormat", "JobConfig", "KafkaConfig", "KafkaSettings",
     "LateData", "MetricsConfig", "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig", "RetryConfig",
     "SchemaRegistryConfig", "StartingOffsets", "SuccessMarkerConfig", "WarehouseAuth", "WarehouseConfig",
-    "ZooKeeperAuth", "ZooKeeperConfig", "load_config", "parse_config",
+    "ZooKeeperAuth", "ZooKeeperConfig", "Override", "effective_ini", "load_config", "parse_config", "render_effective",
 ]

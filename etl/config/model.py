@@ -149,6 +149,7 @@ class JobConfig:
     transform: str | None = None  # module:function, applied to each decoded and enriched Arrow batch
     avro_schema: FixedAvroSchema | None = None  # decoder avro without framing
     header_columns: tuple[HeaderColumn, ...] = ()  # Kafka record headers copied into columns
+    progress_seconds: float = 10.0  # between two progress lines while a batch's tasks run
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,13 @@ import re
 import zoneinfo
 from dataclasses import replace
 from pathlib import Path
+from typing import Mapping
 
 from etl.config.dimensions import DIMENSION_SECTION, dimension_sections
 from etl.config.headers import header_columns
+from etl.config.ini import read_ini
 from etl.config.kafka import kafka_section
+from etl.config.overrides import Override, apply_env_overrides, naming_the_variable
 from etl.config.model import (
     HIVE_NAME_RE, Compression, Config, DecoderKind, DimensionChangePolicy, FixedAvroSchema, HiveConfig,
     HiveFormat, JobConfig, LateData, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig,
@@ -36,18 +39,25 @@ _SPARK_SECRET_RE = re.compile(r"(^|\.)secret(\.|$)|password[^.]*$|secret$", re.I
 ZOOKEEPER_ONLY_DIGEST_KEYS = ("digest_user", "digest_password_file")
 
 
-def load_config(path: str | os.PathLike) -> Config:
-    """Read and validate the INI file at `path`; raise ConfigError naming the bad key."""
+def load_config(path: str | os.PathLike, environ: Mapping[str, str] | None = None) -> Config:
+    """Read the INI file at `path`, apply the ETL__ environment overrides (of os.environ unless
+    `environ` is given), and validate; raise ConfigError naming the bad key, and the variable
+    that set it if one did."""
+    parser, overrides = effective_ini(path, environ)
+    try:
+        return parse_config(parser, Path(path))
+    except ConfigError as exc:
+        raise naming_the_variable(exc, overrides) from exc
+
+
+def effective_ini(path: str | os.PathLike, environ: Mapping[str, str] | None = None,
+                  ) -> tuple[configparser.ConfigParser, tuple[Override, ...]]:
+    """The INI file at `path` with the environment's overrides applied, not yet validated."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist; pass --config with the job's INI file")
-    parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
-    parser.optionxform = str  # keep Kafka and Spark keys' case
-    try:
-        parser.read(path, encoding="utf-8")
-    except configparser.Error as exc:
-        raise ConfigError(f"{path}: cannot parse: {exc}") from exc
-    return parse_config(parser, path)
+    parser = read_ini(path)
+    return parser, apply_env_overrides(parser, os.environ if environ is None else environ)
 
 
 def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
@@ -97,6 +107,7 @@ def _job(s: Section) -> JobConfig:
                                                                   "etl.examples:minute_and_country")),
         avro_schema=s.get("avro_schema", None, lambda raw: _avro_schema_file(resolve(s.path.parent, raw))),
         header_columns=s.get("header_columns", (), header_columns),
+        progress_seconds=s.positive("progress_seconds", 10.0, float),
     )
     s.reject_unknown()
     return job

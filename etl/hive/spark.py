@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from etl.config import Config
 
 LOOPBACK = "127.0.0.1"
+# The driver JVM's log4j2 config: warnings and errors only (package data; see the file).
+DRIVER_LOG4J2 = Path(__file__).with_name("log4j2-driver.properties")
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def build_spark(config: Config):
@@ -20,6 +24,7 @@ def build_spark(config: Config):
         if key == "spark.master" and submitted.contains("spark.master"):
             continue
         builder = builder.config(key, value)
+    builder = _quiet_driver(builder, config.spark)
     if not submitted.contains("spark.master") and "spark.master" not in config.spark:
         builder = builder.master("local[*]")
     master = submitted.get("spark.master", None) or config.spark.get("spark.master", "local[*]")
@@ -31,6 +36,16 @@ def build_spark(config: Config):
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _quiet_driver(builder, settings: dict[str, str]):
+    """Under `etl run` pyspark starts the driver JVM with these options: Spark's INFO lines stay
+    off (DRIVER_LOG4J2), unless the [spark] options name a log4j config of their own. Under
+    spark-submit the JVM is up before the job starts: --driver-java-options says it there."""
+    options = settings.get(DRIVER_JAVA_OPTIONS, "")
+    if "PYSPARK_GATEWAY_PORT" in os.environ or "log4j" in options:
+        return builder
+    return builder.config(DRIVER_JAVA_OPTIONS, f"{options} -Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()}".strip())
 
 
 def _loopback_only(builder, submitted, settings: dict[str, str]):

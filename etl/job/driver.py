@@ -25,16 +25,18 @@ import posixpath
 import time
 from dataclasses import replace
 
-from etl import faults
+from etl import faults, logs
 from etl.config import Config
-from etl.errors import MissingBatchFiles, RejectedRatioExceeded, StateConflict
+from etl.errors import MissingBatchFiles, StateConflict
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import SparkStarter
 from etl.job import pins
 from etl.job.compactor import Compactor
 from etl.job.event_record import event_time_record
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
+from etl.job import progress
 from etl.job.partition_writer import WriterSpec
+from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
 from etl.job.tasks import RangeResult, RangeTask, run_range_task, task_failure
 from etl.model import binding
@@ -101,6 +103,7 @@ class Job:
         """Complete the open batch if there is one, else plan and complete a new one."""
         self.store.assert_lock_held()
         self._locate_partitions()
+        logs.bind(batch_id=None, state=None)  # until a batch is planned or resumed, lines are of none
         with timed(self.observer, Phase.PLAN):
             opened = self.store.open_batch()
         if opened:
@@ -154,6 +157,7 @@ class Job:
         batch = replace(batch, dimensions={name: d.snapshot.to_json() for name, d in loaded.items()})
         with timed(self.observer, Phase.PLAN):
             version = self.store.write_plan(batch)
+        logs.bind(batch_id=batch.batch_id, state=batch.state.value)
         log.info("batch %d %s PLANNED: %d ranges, %d offsets, Hive partition %s", batch.batch_id,
                  batch.kind.value, len(batch.file_ranges), batch.record_count, batch.partition_values)
         faults.checkpoint("state:PLANNED")
@@ -213,18 +217,22 @@ class Job:
     def _complete(self, batch: Batch, version: int, resumed: bool,
                   loaded: dict[str, LoadedDimension] | None = None) -> BatchSummary:
         started = time.monotonic()
+        logs.bind(batch_id=batch.batch_id, state=batch.state.value)  # the batch's state as each line is logged
         if batch.state is BatchState.PLANNED:
             batch, version = self._write_files(batch, version, loaded)
+            logs.bind(state=batch.state.value)
             faults.checkpoint("state:WRITTEN")
         if batch.state is BatchState.WRITTEN:
             registrar = self._ensure_tables()
             with timed(self.observer, Phase.REGISTER):
                 self._register(registrar, batch)
                 batch, version = self.store.advance(batch, version, BatchState.REGISTERED)
+            logs.bind(state=batch.state.value)
             faults.checkpoint("state:REGISTERED")
         if batch.state is BatchState.REGISTERED:
             with timed(self.observer, Phase.COMMIT):
                 batch = self.store.commit(batch, version)
+            logs.bind(state=batch.state.value)
             faults.checkpoint("state:COMMITTED")
         with timed(self.observer, Phase.MARKERS):
             self.markers.write_due()  # only now: a marker never waits on, nor holds back, a batch's data
@@ -256,7 +264,7 @@ class Job:
         self._check_files(batch)
         self._sweep_temp_files(batch, results)
         rows, rejected = sum(r.rows for r in results), sum(r.rejected for r in results)
-        self._check_rejected_ratio(batch, rows, rejected)
+        check_rejected_ratio(self.config, batch, rows, rejected)
         unmatched = {d.name: sum(r.unmatched.get(d.name, 0) for r in results)
                      for d in self.config.dimensions if d.joined}
         ignored = summed(r.ignored_fields for r in results)
@@ -283,7 +291,8 @@ class Job:
         # One RDD partition per range: Spark task i reads exactly range i, as the direct stream does.
         rdd = context.parallelize(tasks, len(tasks))
         try:
-            return rdd.map(functools.partial(run_range_task, lookups=broadcasts)).collect()
+            with progress.reporting(context, batch.batch_id, len(tasks), self.config.job.progress_seconds) as shown:
+                return rdd.map(shown.counted(functools.partial(run_range_task, lookups=broadcasts))).collect()
         except Exception as exc:
             raise task_failure(batch, exc) from exc
         finally:
@@ -323,18 +332,6 @@ class Job:
             folders += sorted({self.warehouse.main_dir(part.partition) for r in results for part in r.parts})
             folders += sorted({posixpath.dirname(self._manifest(r)) for r in batch.file_ranges})
         return folders
-
-    def _check_rejected_ratio(self, batch: Batch, rows: int, rejected: int) -> None:
-        total = rows + rejected
-        limit = self.config.job.max_rejected_ratio
-        if total and rejected / total > limit:
-            raise RejectedRatioExceeded(
-                f"batch {batch.batch_id}: {rejected} of {total} records ({rejected / total:.1%}) could not be "
-                f"decoded, more than max_rejected_ratio={limit}. They are in table "
-                f"{self.config.hive.database}.{self.config.hive.rejected_table}, partition "
-                f"{batch.partition_values} (columns error, raw_value). Fix the producer or the decoder; to "
-                f"accept this batch as it is, raise [job] max_rejected_ratio and run again: the batch "
-                f"resumes with the same files and nothing is lost")
 
     def _summary(self, batch: Batch, resumed: bool, seconds: float) -> BatchSummary:
         self.committed = batch  # for the observer's batch_committed (etl.job.runner)

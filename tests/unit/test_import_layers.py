@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "etl"
 # Bottom to top. A room is a sub-package of etl, or a module directly in etl/.
 FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(rooms) for rooms in (
     {"errors"},
+    {"logs"},
     {"config"},
     {"retry", "faults"},
     {"model"},

@@ -1,0 +1,68 @@
+"""The INI syntax of a job's config: one parser, with the options every reader of it uses
+(load_config, `etl config`, the docs' snippet test), and which keys hold secrets.
+
+Comments: a line that starts with `#` or `;` is a comment, and so is the rest of a line
+from ` #` or ` ;` on (the marker must follow whitespace): `hosts = zk1:2181  # the quorum`.
+A value cannot hold ` #` or ` ;` itself; a `#` or `;` with no space before it stays in the
+value (`url = http://host/#fragment`, `topics_regex = ^a;b$`). A secret key refuses a
+comment after its value: a password such as `abc #1` would be cut short without a word, so
+the line must hold the value alone (or the secret goes in its `*_file` key).
+"""
+from __future__ import annotations
+
+import configparser
+import re
+from pathlib import Path
+
+from etl.errors import ConfigError
+
+COMMENT_PREFIXES = ("#", ";")
+# A key whose value is a secret, in any section: passwords, client secrets, tokens, key
+# material and `user:password` pairs. A `*_file` or `*.location` key names a file, which is no secret.
+_SECRET_KEY_RE = re.compile(r"password|secret|token|user\.info|credential|jaas|private|oauthbearer\.config|"
+                            r"key\.pem$|\.key$", re.I)
+_FILE_KEY_RE = re.compile(r"(_file|\.location)$")
+
+
+def new_parser(inline_comments: bool = True) -> configparser.ConfigParser:
+    """An empty parser with the config's syntax: `=` only (Kafka and Spark values hold `:`),
+    no interpolation (values hold `%`), keys' case kept (Kafka and Spark keys are case-sensitive)."""
+    parser = configparser.ConfigParser(
+        interpolation=None, delimiters=("=",),
+        inline_comment_prefixes=COMMENT_PREFIXES if inline_comments else None)
+    parser.optionxform = str
+    return parser
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(_SECRET_KEY_RE.search(key)) and not _FILE_KEY_RE.search(key)
+
+
+def read_ini(path: Path) -> configparser.ConfigParser:
+    """The file at `path`, parsed; a syntax error is a ConfigError naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
+    return parse_ini(text, str(path))
+
+
+def parse_ini(text: str, source: str) -> configparser.ConfigParser:
+    """`text` parsed as a config file named `source`; a syntax error is a ConfigError."""
+    parser, verbatim = new_parser(), new_parser(inline_comments=False)
+    try:
+        parser.read_string(text, source=source)
+        verbatim.read_string(text, source=source)
+    except configparser.Error as exc:
+        raise ConfigError(f"{source}: cannot parse: {exc}") from exc
+    _refuse_comments_after_secrets(parser, verbatim, source)
+    return parser
+
+
+def _refuse_comments_after_secrets(parser, verbatim, source: str) -> None:
+    for section in parser.sections():
+        for key, value in parser[section].items():
+            if is_secret_key(key) and verbatim[section][key] != value:
+                raise ConfigError(f"{source}: [{section}] {key}: a secret's line must hold its value alone: ' #' or "
+                                  f"' ;' would start a comment, and a password may contain either; put a comment "
+                                  f"on a line of its own, or the secret in {key}_file")

@@ -1,0 +1,188 @@
+"""etl.logs (formats, levels, the job/batch fields, the options) and the progress line's text."""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import re
+
+import pytest
+
+from etl import logs
+from etl.errors import ConfigError
+from etl.job.progress import Snapshot, _Counted
+
+TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (\w+) ([\w.]+): (.*)$")
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """configure(...) -> the text logged to its stream; the root logger is restored after."""
+    monkeypatch.delenv(logs.FORMAT_ENV, raising=False)
+    root, saved = logging.getLogger(), list(logging.getLogger().handlers)
+    levels = {name: logging.getLogger(name).level for name in ("", "etl", *logs.LIBRARY_LEVELS)}
+    fields = logs.bound()
+    stream = io.StringIO()
+
+    def configure(verbosity=logs.Verbosity.NORMAL, log_format=None):
+        logs.configure(verbosity, log_format, stream=stream)
+        return stream
+
+    yield configure
+    root.handlers[:] = saved
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    logs.bind(**{key: None for key in logs.FIELDS})
+    logs.bind(**fields)
+
+
+def _log_everything() -> None:
+    logging.getLogger("etl.job.driver").debug("a debug line")
+    logging.getLogger("etl.job.driver").info("an info line")
+    logging.getLogger("etl.job.driver").warning("a warning")
+    logging.getLogger("kazoo.client").info("Connecting to 127.0.0.1:2181")
+    logging.getLogger("kazoo.client").warning("Connection dropped: socket connection error")
+    logging.getLogger("kazoo.client").error("a kazoo error")
+    logging.getLogger("py4j.clientserver").info("Closing down clientserver connection")
+    logging.getLogger("some.other.library").info("hello")
+
+
+def _lines(stream: io.StringIO) -> list[tuple[str, str, str]]:
+    found = []
+    for line in stream.getvalue().splitlines():
+        match = TEXT_LINE.match(line)
+        assert match, f"not a text log line: {line!r}"
+        found.append(match.groups())
+    return found
+
+
+def test_text_lines_are_utc_iso_8601_with_level_and_logger(captured):
+    stream = captured()
+    record = logging.LogRecord("etl.job.driver", logging.INFO, __file__, 1, "batch %d PLANNED", (12,), None)
+    record.created = 1795529725.123  # 2026-11-24 14:15:25.123 UTC, whatever the machine's zone
+    logging.getLogger().handlers[0].handle(record)
+    assert stream.getvalue() == "2026-11-24T14:15:25.123Z INFO etl.job.driver: batch 12 PLANNED\n"
+
+
+def test_by_default_the_job_says_info_and_libraries_only_what_matters(captured):
+    stream = captured()
+    _log_everything()
+    assert [(level, name) for level, name, _ in _lines(stream)] == [
+        ("INFO", "etl.job.driver"), ("WARNING", "etl.job.driver"), ("ERROR", "kazoo.client")]
+
+
+def test_quiet_keeps_warnings_and_errors(captured):
+    stream = captured(logs.Verbosity.QUIET)
+    _log_everything()
+    assert [(level, name) for level, name, _ in _lines(stream)] == [
+        ("WARNING", "etl.job.driver"), ("ERROR", "kazoo.client")]
+
+
+def test_verbose_adds_the_jobs_debug_and_the_libraries_info(captured):
+    stream = captured(logs.Verbosity.VERBOSE)
+    _log_everything()
+    assert [(level, name) for level, name, _ in _lines(stream)] == [
+        ("DEBUG", "etl.job.driver"), ("INFO", "etl.job.driver"), ("WARNING", "etl.job.driver"),
+        ("INFO", "kazoo.client"), ("WARNING", "kazoo.client"), ("ERROR", "kazoo.client"),
+        ("INFO", "py4j.clientserver"), ("INFO", "some.other.library")]
+
+
+def test_json_lines_carry_the_job_batch_and_state_from_any_thread(captured):
+    import threading
+    stream = captured(log_format="json")
+    logs.bind(job="clicks")
+    logging.getLogger("etl.job.runner").info("no batch yet")
+    logs.bind(batch_id=12, state="PLANNED")
+    thread = threading.Thread(target=logging.getLogger("etl.job.progress").info, args=("batch 12 tasks: 1/2",))
+    thread.start()
+    thread.join()
+    logs.bind(state="COMMITTED")
+    try:
+        raise RuntimeError("boom\nsecond line")
+    except RuntimeError:
+        logging.getLogger("etl.job.driver").exception("failed")
+    entries = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert len(entries) == 3  # the traceback stays inside its line
+    assert entries[0] == {"ts": entries[0]["ts"], "level": "INFO", "logger": "etl.job.runner",
+                          "message": "no batch yet", "job": "clicks"}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entries[0]["ts"])
+    assert {k: entries[1][k] for k in ("message", "job", "batch_id", "state")} == {
+        "message": "batch 12 tasks: 1/2", "job": "clicks", "batch_id": 12, "state": "PLANNED"}
+    assert entries[2]["state"] == "COMMITTED" and entries[2]["level"] == "ERROR"
+    assert "RuntimeError: boom\nsecond line" in entries[2]["exc"]
+
+
+def test_a_fields_value_given_with_the_record_wins(captured):
+    stream = captured(log_format="json")
+    logs.bind(job="clicks", batch_id=3)
+    logging.getLogger("etl.ops.recovery").info("about batch 2", extra={"batch_id": 2})
+    assert json.loads(stream.getvalue())["batch_id"] == 2
+
+
+def test_the_format_comes_from_the_environment_unless_given(captured, monkeypatch):
+    monkeypatch.setenv(logs.FORMAT_ENV, "json")
+    stream = captured()
+    logging.getLogger("etl").info("x")
+    assert json.loads(stream.getvalue())["message"] == "x"
+    monkeypatch.setenv(logs.FORMAT_ENV, "xml")
+    with pytest.raises(ConfigError, match=r"\$ETL_LOG_FORMAT='xml': choose one of text, json"):
+        captured()
+    stream = captured(log_format="text")  # the option wins over the environment
+    stream.seek(0)
+    stream.truncate()
+    logging.getLogger("etl").info("y")
+    assert _lines(stream)[-1] == ("INFO", "etl", "y")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="etl")
+    commands = parser.add_subparsers(required=True)
+    run = commands.add_parser("run")
+    run.add_argument("--config")
+    logs.add_options(parser, [run])
+    return parser
+
+
+@pytest.mark.parametrize("argv, verbosity, log_format", [
+    (["run"], "normal", None),
+    (["-q", "run"], "quiet", None),
+    (["run", "-q"], "quiet", None),
+    (["-v", "--log-format", "json", "run", "--config", "F"], "verbose", "json"),
+    (["--log-format", "json", "run", "-v"], "verbose", "json"),
+    (["run", "--log-format", "text"], "normal", "text"),
+])
+def test_the_options_go_before_or_after_the_command(argv, verbosity, log_format):
+    args = _parser().parse_args(argv)
+    assert (args.verbosity, args.log_format) == (verbosity, log_format)
+
+
+def test_quiet_and_verbose_together_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["-q", "-v", "run"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("snapshot, line", [
+    (Snapshot(12, 8, 3, 1_234_567, 12.6), "batch 12 tasks: 3/8 ranges done, 1,234,567 rows, 97,982 rows/s"),
+    (Snapshot(1, 4, 0, 0, 5.0), "batch 1 tasks: 0/4 ranges done, 0 rows, 0 rows/s"),
+    (Snapshot(1, 4, 0, 0, 0.0), "batch 1 tasks: 0/4 ranges done, 0 rows, 0 rows/s"),
+])
+def test_the_progress_line(snapshot, line):
+    assert snapshot.describe() == line
+
+
+class _Accumulator:
+    def __init__(self):
+        self.value = 0
+
+    def add(self, amount):
+        self.value += amount
+
+
+def test_a_counted_task_adds_its_rows_and_returns_its_result():
+    rows = _Accumulator()
+    result = argparse.Namespace(rows=250, rejected=3)
+    counted = _Counted(lambda task: result, rows)
+    assert counted("task") is result and counted("task") is result
+    assert rows.value == 500
