@@ -2,17 +2,18 @@
 whether an archive already built from them can be reused."""
 from __future__ import annotations
 
-import configparser
 import hashlib
 import json
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE_FILES = ("setup.cfg", "pyproject.toml", "README.md")  # README: setup.cfg's long_description
+PACKAGE_FILES = ("pyproject.toml", "README.md", "LICENSE")  # README: the long description
+RUNTIME_LOCK = "requirements/runtime.txt"  # scripts/lock writes it
 PACKAGE_DIRS = ("etl",)
-LEFT_TO_THE_CLUSTER = ("pyspark",)  # provided on PYTHONPATH by the cluster's spark-submit
+LEFT_TO_THE_CLUSTER = ("pyspark", "py4j")  # provided on PYTHONPATH by the cluster's spark-submit
 REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -34,7 +35,7 @@ def packer_sources() -> list[Path]:
 
 def cache_key(python: Path, extras: tuple[str, ...], with_pyspark: bool) -> str:
     digest = hashlib.sha256()
-    for path in [*package_sources(), *packer_sources()]:
+    for path in [*package_sources(), Path(RUNTIME_LOCK), *packer_sources()]:
         digest.update(str(path).encode() + b"\0" + (ROOT / path).read_bytes() + b"\0")
     version = subprocess.run([str(python), "-c", "import sys; print(sys.version)"], check=True,
                              capture_output=True, text=True).stdout
@@ -42,20 +43,27 @@ def cache_key(python: Path, extras: tuple[str, ...], with_pyspark: bool) -> str:
     return digest.hexdigest()
 
 
-def requirements(setup_cfg: Path, extras: tuple[str, ...], with_pyspark: bool) -> list[str]:
-    """install_requires (and the extras' requirements) from setup.cfg, less what the cluster provides."""
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(setup_cfg, encoding="utf-8")
-    lines = _requirement_lines(parser["options"]["install_requires"])
-    known = parser["options.extras_require"] if parser.has_section("options.extras_require") else {}
+def requirements(extras: tuple[str, ...], with_pyspark: bool) -> tuple[list[str], list[str]]:
+    """What to install: the runtime lock's entries (each a requirement line with its hashes),
+    less what the cluster provides; and the extras' requirement ranges from pyproject.toml,
+    which the lock does not hold (kerberos builds against the machine's MIT Kerberos)."""
+    locked = [entry for entry in _lock_entries(ROOT / RUNTIME_LOCK)
+              if with_pyspark or REQUIREMENT_NAME.match(entry).group(1).lower() not in LEFT_TO_THE_CLUSTER]
+    known = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    extra_lines: list[str] = []
     for extra in extras:
-        if extra not in known:
-            raise SystemExit(f"pack-env: no extra {extra!r} in setup.cfg; known: {', '.join(known)}")
-        lines += _requirement_lines(known[extra])
-    if with_pyspark:
-        return lines
-    return [line for line in lines if REQUIREMENT_NAME.match(line).group(1).lower() not in LEFT_TO_THE_CLUSTER]
+        if extra not in known or extra == "dev":
+            raise SystemExit(f"pack-env: no extra {extra!r} to pack; known: {', '.join(e for e in known if e != 'dev')}")
+        extra_lines += known[extra]
+    return locked, extra_lines
 
 
-def _requirement_lines(raw: str) -> list[str]:
-    return [line.split("#")[0].strip() for line in raw.splitlines() if line.split("#")[0].strip()]
+def _lock_entries(lock: Path) -> list[str]:
+    """pip-compile's entries: a `name==version \\` line, its `--hash` lines, its `# via` comments."""
+    entries: list[str] = []
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        if REQUIREMENT_NAME.match(line) and not line.startswith(" "):
+            entries.append(line)
+        elif line.strip().startswith("--hash") and entries:
+            entries[-1] += "\n" + line
+    return entries

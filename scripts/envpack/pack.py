@@ -44,7 +44,7 @@ def _build(request: PackRequest, key: str, key_file: Path) -> int:
     started = time.monotonic()
     output = request.output
     workdir = output.parent / (output.name + ".build")
-    venv = build_venv(workdir, request.python, requirements(ROOT / "setup.cfg", request.extras, request.with_pyspark))
+    venv = build_venv(workdir, request.python, *requirements(request.extras, request.with_pyspark))
     write_archive(venv, output)
     shutil.rmtree(workdir)
     if request.check:

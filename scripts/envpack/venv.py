@@ -10,8 +10,9 @@ from pathlib import Path
 from envpack.inputs import ROOT, package_sources
 
 
-def build_venv(workdir: Path, python: Path, reqs: list[str]) -> Path:
-    """A fresh venv with the dependencies and a regular install of the project."""
+def build_venv(workdir: Path, python: Path, locked: list[str], extras: list[str]) -> Path:
+    """A fresh venv with the locked dependencies (exact versions, hashes checked), the extras'
+    requirements, and a regular install of the project."""
     if workdir.exists():
         shutil.rmtree(workdir)
     source, venv = workdir / "src", workdir / "venv"
@@ -20,7 +21,11 @@ def build_venv(workdir: Path, python: Path, reqs: list[str]) -> Path:
     _run([str(python), "-m", "venv", "--without-pip", str(venv)])
     pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
            "--quiet", "--disable-pip-version-check"]
-    _run([*pip, *reqs])
+    lock = workdir / "lock.txt"
+    lock.write_text("\n".join(locked) + "\n", encoding="utf-8")
+    _run([*pip, "--require-hashes", "--no-deps", "-r", str(lock)])
+    if extras:  # not in the lock (docs/installing.md); pip checks them against what is there
+        _run([*pip, *extras])
     # --no-deps: the dependencies are in; this keeps pip from pulling the left-out pyspark back.
     _run([*pip, "--no-deps", str(source)])
     return venv

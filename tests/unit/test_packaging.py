@@ -1,0 +1,99 @@
+"""The package's metadata: one version string, ranges in pyproject.toml, a lock that satisfies
+them with hashes, package data that a regular install carries, and the license."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from fnmatch import fnmatch
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+import etl
+
+REPO = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+PROJECT = PYPROJECT["project"]
+LOCKED_EXTRAS = ("dev",)  # kerberos builds against MIT Kerberos: not locked (docs/installing.md)
+ENTRY = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)")
+
+
+def lock(name: str) -> dict[str, tuple[str, int]]:
+    """{canonical name: (version, number of hashes)} of a lock file."""
+    entries: dict[str, tuple[str, int]] = {}
+    current = None
+    for line in (REPO / "requirements" / name).read_text(encoding="utf-8").splitlines():
+        found = ENTRY.match(line)
+        if found:
+            current = canonicalize_name(found["name"])
+            entries[current] = (found["version"], 0)
+        elif line.strip().startswith("--hash=sha256:") and current:
+            entries[current] = (entries[current][0], entries[current][1] + 1)
+    return entries
+
+
+def test_python_m_etl_version_prints_the_installed_distributions_version():
+    result = subprocess.run([sys.executable, "-m", "etl", "--version"], capture_output=True, text=True, cwd="/")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"etl {metadata.version('kafka-hive-etl')}\n"
+
+
+def test_the_version_is_written_once():
+    assert PROJECT["dynamic"] == ["version"] and "version" not in PROJECT
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "etl.__version__"}
+    assert metadata.version("kafka-hive-etl") == etl.__version__, "reinstall: scripts/setup"
+    assert not (REPO / "setup.cfg").exists() or "version" not in (REPO / "setup.cfg").read_text()
+
+
+@pytest.mark.parametrize("requirement", PROJECT["dependencies"])
+def test_runtime_dependencies_are_ranges_not_pins(requirement):
+    assert "==" not in str(Requirement(requirement).specifier), \
+        f"{requirement}: an exact pin clashes inside Airflow or a cluster; pin it in the lock (scripts/lock)"
+
+
+def test_the_lock_pins_every_locked_requirement_within_its_range_with_hashes():
+    locked = lock("lock.txt")
+    wanted = [*PROJECT["dependencies"], *(r for extra in LOCKED_EXTRAS for r in PROJECT["optional-dependencies"][extra])]
+    for raw in wanted:
+        requirement = Requirement(raw)
+        name = canonicalize_name(requirement.name)
+        assert name in locked, f"{raw} is not in requirements/lock.txt: run scripts/lock"
+        assert requirement.specifier.contains(locked[name][0], prereleases=True), \
+            f"requirements/lock.txt has {name}=={locked[name][0]}, outside {raw}: run scripts/lock"
+    unhashed = sorted(name for name, (_, hashes) in locked.items() if not hashes)
+    assert not unhashed, f"entries without hashes: {unhashed}"
+
+
+def test_the_runtime_lock_is_the_runtime_part_of_the_lock_at_the_same_versions():
+    full, runtime = lock("lock.txt"), lock("runtime.txt")
+    assert {name: version for name, (version, _) in runtime.items()} == \
+        {name: full[name][0] for name in runtime}
+    for raw in PROJECT["dependencies"]:
+        assert canonicalize_name(Requirement(raw).name) in runtime
+    dev_only = {canonicalize_name(Requirement(r).name) for r in PROJECT["optional-dependencies"]["dev"]}
+    assert not dev_only & set(runtime), "dev tools in the runtime lock would go into pack-env's archive"
+
+
+def test_every_data_file_of_the_package_is_package_data():
+    tracked = subprocess.run(["git", "ls-files", "etl"], cwd=REPO, capture_output=True, text=True, check=True)
+    data = [Path(name) for name in tracked.stdout.split() if not name.endswith(".py")]
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]
+
+    def covered(path: Path) -> bool:
+        package = ".".join(path.parent.parts)
+        return any(fnmatch(path.name, pattern) for key in (package, "*") for pattern in patterns.get(key, ()))
+    assert [path for path in data if not covered(path)] == []
+    assert Path("etl/hive/rejected.sql") in data
+
+
+def test_the_license_is_apache_2_and_matches_the_metadata():
+    text = (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert PROJECT["license"] == "Apache-2.0"
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    assert text.startswith("Copyright ")
