@@ -1,4 +1,4 @@
-"""Produce sample application log lines (the seed 002 example) into a Kafka topic.
+"""Produce sample application log lines (the access-log example of conf/local.ini) into a Kafka topic.
 
     produce_sample_logs.py --bootstrap 127.0.0.1:9092 --topic access_logs --count 20000
 

@@ -36,7 +36,7 @@ from etl.model.schema import Column, load_table_schema, normalise_hive_type, ren
 from etl.sink.warehouse import Warehouse, same_location
 
 log = logging.getLogger(__name__)
-# Package data (setup.cfg), not in warehouse_schema/: a regular install, such as the archive that
+# Package data (pyproject.toml), not in warehouse_schema/: a regular install, such as the archive that
 # scripts/pack-env ships to a cluster, has the package and nothing else of the repository.
 REJECTED_DDL = Path(__file__).resolve().parent / "rejected.sql"
 CASCADED_PROPERTY = "etl.cascaded_columns"
