@@ -24,7 +24,7 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, Gauge
 
 from etl.config import Config
-from etl.errors import EXIT_OK, EtlError
+from etl.errors import EXIT_OK, EXIT_USAGE, EtlError
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase
 from etl.job.summary import BatchSummary
 from etl.model.batch import Batch
@@ -33,7 +33,7 @@ from etl.ops.status import PartitionStatus
 from etl.sink.fs import filesystem_for
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
-from etl.state.store import ZkStateStore
+from etl.state.store import ZkStateStore, ZooKeeperUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -74,21 +74,26 @@ def published_metrics(config: Config) -> Iterator[JobObserver]:
         yield metrics
     except BaseException as exc:  # also Ctrl-C: a run that stopped half-way is the one to see
         outcome = LOCK_HELD if metrics.found_lock_held else FAILURE
-        _publish_quietly(metrics, outcome, exc.exit_code if isinstance(exc, EtlError) else 1)
+        code = exc.exit_code if isinstance(exc, EtlError) else 1
+        # Not read again: ZooKeeper that just failed the run, nor anything after a config error
+        # found at run time, which exits 2 having touched nothing.
+        _publish_quietly(metrics, outcome, code, not isinstance(exc, ZooKeeperUnavailable) and code != EXIT_USAGE)
         raise
     _publish_quietly(metrics, LOCK_HELD if metrics.found_lock_held else SUCCESS, EXIT_OK)
 
 
-def _publish_quietly(metrics: RunMetrics, outcome: str, exit_code: int) -> None:
+def _publish_quietly(metrics: RunMetrics, outcome: str, exit_code: int, read_state: bool = True) -> None:
     """Publishing is best effort: whatever goes wrong is one WARNING, never the run's failure."""
     try:
-        publish(metrics.config.metrics, metrics.config.job.name, build_registry(metrics, outcome, exit_code))
+        registry = build_registry(metrics, outcome, exit_code, read_state)
+        publish(metrics.config.metrics, metrics.config.job.name, registry)
     except Exception as exc:  # noqa: BLE001 - a metrics bug must not turn a committed batch into a failure
         log.warning("metrics not published: %s: %s", type(exc).__name__, exc)
 
 
-def build_registry(metrics: RunMetrics, outcome: str, exit_code: int) -> CollectorRegistry:
-    """A lock-held run reports only that: the run holding the lock publishes the rest."""
+def build_registry(metrics: RunMetrics, outcome: str, exit_code: int, read_state: bool = True) -> CollectorRegistry:
+    """A lock-held run reports only that: the run holding the lock publishes the rest.
+    `read_state`: also read offsets, lag and the open batch from ZooKeeper and Kafka."""
     registry = CollectorRegistry(auto_describe=True)
     job = metrics.config.job.name
     now = time.time()
@@ -104,7 +109,8 @@ def build_registry(metrics: RunMetrics, outcome: str, exit_code: int) -> Collect
     _gauge(registry, "etl_run_duration_seconds", "Wall time of the last run", job=job).set(
         time.monotonic() - metrics.started)
     _run_metrics(registry, metrics, job)
-    _state_metrics(registry, metrics.config, metrics.batches, job)
+    if read_state:
+        _state_metrics(registry, metrics.config, metrics.batches, job)
     return registry
 
 
