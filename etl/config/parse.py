@@ -162,6 +162,15 @@ def _spark(s: Section) -> dict[str, str]:
     return dict(s.values)
 
 
+def _zk_hosts(raw: str) -> str:
+    """Checked here as kazoo will read it, which would otherwise fail later with a traceback."""
+    from kazoo.hosts import collect_hosts
+    hosts, _ = collect_hosts(raw)  # a ValueError names the bad port
+    if not hosts:
+        raise ValueError("names no server; write host:port, separated by commas")
+    return raw
+
+
 def _zk_root(raw: str) -> str:
     if not raw.startswith("/") or raw.endswith("/") and raw != "/" or "//" in raw:
         raise ValueError("must be an absolute znode path like /etl")
@@ -172,7 +181,7 @@ def _zk_root(raw: str) -> str:
 
 def _zookeeper(s: Section) -> ZooKeeperConfig:
     zk = ZooKeeperConfig(
-        hosts=s.get("hosts", required=True),
+        hosts=s.get("hosts", convert=_zk_hosts, required=True),
         root=s.get("root", "/etl", _zk_root),
         session_timeout_seconds=s.positive("session_timeout_seconds", 10.0, float),
         **_zookeeper_auth(s),

@@ -165,3 +165,10 @@ def test_etl_with_a_bad_override_exits_2_naming_the_variable(tmp_path):
     assert result.returncode == 2
     assert "[zookeeper] root:" in result.stderr and "ETL__ZOOKEEPER__ROOT" in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("hosts", ["zk1:abc", "zk1:2181 zk2:2181", ","])
+def test_a_bad_zookeeper_hosts_value_is_a_config_error_not_a_client_traceback(tmp_path, hosts):
+    path = write(tmp_path, BASE.replace("hosts = 127.0.0.1:2181", f"hosts = {hosts}"))
+    with pytest.raises(ConfigError, match=r"\[zookeeper\] hosts: .* is not valid"):
+        load_config(path, environ={})
