@@ -28,7 +28,17 @@ def _pyplot():
     return plt
 
 
-def footnote(report: dict) -> str:
+def during(measurements: list[dict]) -> str:
+    """The 1-minute load before, and the CPU other processes used during, the measurements drawn."""
+    loads = [m["loadavg_before"][0] for m in measurements if m.get("loadavg_before")]
+    foreign = [m["foreign_cpu_cores"] for m in measurements if m.get("foreign_cpu_cores") is not None]
+    if not loads:
+        return ""
+    return (f"; before each measurement the 1-min load was {min(loads):.2f}-{max(loads):.2f}, other processes used "
+            f"{min(foreign):.2f}-{max(foreign):.2f} CPU cores meanwhile")
+
+
+def footnote(report: dict, measured: str = "") -> str:
     """The machine, the versions, the load and the command of one run, as the chart's footnote."""
     host, args = report["host"], report.get("args", {})
     memory = f", {host['memory_gib']:.0f} GiB RAM" if host.get("memory_gib") else ""
@@ -38,13 +48,13 @@ def footnote(report: dict) -> str:
     gave_up = " (gave up waiting: measured under load)" if report.get("load_gate_gave_up") else ""
     machine = (f"run {report['run_id']}: {host['cpus']} CPUs{memory}, Python {host['python']}, Spark "
                f"{host['pyspark']} local[{args.get('parallelism', '?')}], pyarrow {host['pyarrow']}; "
-               f"{load}{waited}{gave_up}")
+               f"{load}{waited}{gave_up}{measured}")
     command = "command: " + " ".join(report.get("argv", ["?"]))
     return "\n".join(textwrap.wrap(machine, 150) + textwrap.wrap(command, 150))
 
 
-def _finish(fig, report: dict, path: Path) -> Path:
-    note = footnote(report)
+def _finish(fig, report: dict, path: Path, measurements: list[dict]) -> Path:
+    note = footnote(report, during(measurements))
     lines = note.count("\n") + 1
     fig.text(0.01, 0.01, note, fontsize=7, color="0.35", va="bottom", ha="left")
     fig.tight_layout(rect=(0, 0.035 * lines, 1, 1))
@@ -69,8 +79,8 @@ def throughput_chart(report: dict, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.6))
     colors = ["0.6", "0.6", "tab:blue", "tab:orange"]
     bars = ax.barh(labels, rates, xerr=[low, high], color=colors, capsize=4)
-    for bar, key, value in zip(bars, (k for k, _ in PATHS), rates):
-        ax.text(bar.get_width() + max(high) + max(rates) * 0.01, bar.get_y() + bar.get_height() / 2,
+    for bar, key, value, above in zip(bars, (k for k, _ in PATHS), rates, high):
+        ax.text(value + above + max(rates) * 0.02, bar.get_y() + bar.get_height() / 2,
                 f"{value / 1000:,.0f}K/s ({t[key]['seconds']['median']:.2f} s)", va="center", fontsize=9)
     ax.invert_yaxis()
     ax.set_xlim(0, max(r + h for r, h in zip(rates, high)) * 1.3)
@@ -81,7 +91,9 @@ def throughput_chart(report: dict, path: Path) -> Path:
                  f"{data['partitions']} partitions, {len(t['full_batch']['seconds']['runs'])} repetitions\n"
                  f"full batch = {r['full_batch_vs_drain']:.2f}x the drain, "
                  f"{r['full_batch_vs_row_by_row']:.1f}x row by row", fontsize=10)
-    return _finish(fig, report, path)
+    runs = [{"loadavg_before": [load], "foreign_cpu_cores": cores} for key, _ in PATHS
+            for load, cores in zip(t[key].get("loadavg_before", []), t[key].get("foreign_cpu_cores", []))]
+    return _finish(fig, report, path, runs)
 
 
 def memory_chart(report: dict, path: Path) -> Path:
@@ -105,7 +117,7 @@ def memory_chart(report: dict, path: Path) -> Path:
     ax.set_title(f"Peak Python worker RSS by partition-batch size (one partition, row_group_size "
                  f"{runs[0]['row_group_size']:,})\n{runs[-1]['records'] // runs[0]['records']}x the records: "
                  f"{growth:.2f}x the peak RSS", fontsize=10)
-    return _finish(fig, report, path)
+    return _finish(fig, report, path, runs)
 
 
 def _scaling_series(entry: dict) -> list[tuple[str, float, float]]:
@@ -148,7 +160,7 @@ def scaling_chart(report: dict, path: Path) -> Path:
                  f"{entries[0]['records_per_partition_per_batch']} records per partition per batch)\n"
                  "batch 1 creates the offsets, batch 2 updates them; the commit is one ZooKeeper transaction",
                  fontsize=10)
-    return _finish(fig, report, path)
+    return _finish(fig, report, path, [b for e in entries for b in e["batches"]])
 
 
 CHARTS = (("throughput", "bench-throughput.png", throughput_chart),
