@@ -101,7 +101,7 @@ class HiveRegistrar:
             listed = self.spark.catalog.listColumns(name)
         except Exception as exc:
             raise _failure(exc)(f"cannot list the columns of {self.hive.database}.{table} (metastore "
-                            f"{self.hive.metastore}): {_first_line(exc)}") from exc
+                                f"{self.hive.metastore}): {_first_line(exc)}") from exc
         return tuple(Column(c.name.lower(), normalise_hive_type(c.dataType, name)) for c in listed
                      if not c.isPartition)
 
@@ -139,14 +139,14 @@ class HiveRegistrar:
             return call(catalog)
         except Exception as exc:
             raise _failure(exc)(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
-                            f"{NOTHING_CHANGED}") from exc
+                                f"{NOTHING_CHANGED}") from exc
 
     def _table_exists(self, table: str) -> bool:
         try:
             return self.spark.catalog.tableExists(self._qualified(table))
         except Exception as exc:
             raise _failure(exc)(f"cannot reach the Hive metastore ({self.hive.metastore}) to look up "
-                            f"{self.hive.database}.{table}: {_first_line(exc)}") from exc
+                                f"{self.hive.database}.{table}: {_first_line(exc)}") from exc
 
     def add_partition(self, partition_values: dict[str, str], with_rejected: bool) -> None:
         self.add_partitions([partition_values], [partition_values] if with_rejected else [])
@@ -191,8 +191,8 @@ class HiveRegistrar:
         try:
             return partition_locations(self.spark, self.hive.database, self._table(kind))
         except Exception as exc:
-            raise _failure(exc)(f"cannot list the partitions of {self.hive.database}.{self._table(kind)} (metastore "
-                            f"{self.hive.metastore}): {_first_line(exc)}") from exc
+            raise _failure(exc)(f"cannot list the partitions of {self.hive.database}.{self._table(kind)} "
+                                f"(metastore {self.hive.metastore}): {_first_line(exc)}") from exc
 
     def _table(self, kind: TableKind) -> str:
         return self.hive.table if kind is TableKind.MAIN else self.hive.rejected_table
@@ -221,7 +221,7 @@ class HiveRegistrar:
             self.spark.sql(statement)
         except Exception as exc:
             raise _failure(exc)(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
-                            f"{then}") from exc
+                                f"{then}") from exc
 
 
 def _spec(values: dict[str, str]) -> str:

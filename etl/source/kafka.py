@@ -205,8 +205,8 @@ def _consume_until(consumer, config, topic, partition, start, end, with_keys,
             deadline = time.monotonic() + config.fetch_timeout_seconds
         elif time.monotonic() > deadline:
             raise KafkaStalled(f"{topic}[{partition}]: no progress for {config.fetch_timeout_seconds}s at "
-                                 f"offset {position} while reading [{start}, {end}); is the broker up? "
-                                 f"The batch stays open and the next run resumes it")
+                               f"offset {position} while reading [{start}, {end}); is the broker up? "
+                               f"The batch stays open and the next run resumes it")
 
 
 def _records_of(messages: list, topic: str, partition: int, position: int, end: int) -> tuple[list, bool]:

@@ -89,9 +89,9 @@ class WebHdfsFileSystem:
         try:
             response = self._send("CREATE", path, overwrite="false")
         except RETRYABLE_WEBHDFS_ERRORS as exc:
-            raise WarehouseUnavailable(f"{what} failed at the NameNode {self.warehouse.namenode_urls} ({exc}); CREATE "
-                                 f"is never sent twice, so this write fails and its retry starts over with a new "
-                                 f"temp file") from exc
+            raise WarehouseUnavailable(
+                f"{what} failed at the NameNode {self.warehouse.namenode_urls} ({exc}); CREATE is never sent "
+                f"twice, so this write fails and its retry starts over with a new temp file") from exc
         if response.status_code != 307 or "location" not in response.headers:
             if not response.ok:
                 self._fail(response, what, path)
@@ -250,9 +250,9 @@ class WebHdfsFileSystem:
         try:
             return retry_idempotent(policy, RETRYABLE_WEBHDFS_ERRORS, what, call)
         except RETRYABLE_WEBHDFS_ERRORS as exc:
-            raise WarehouseUnavailable(f"{what} failed {policy.attempts} times, the last time with: {exc}. Check that "
-                                 f"WebHDFS at {self.warehouse.namenode_urls} is up and reachable from this host, "
-                                 f"then run again") from exc
+            raise WarehouseUnavailable(
+                f"{what} failed {policy.attempts} times, the last time with: {exc}. Check that WebHDFS at "
+                f"{self.warehouse.namenode_urls} is up and reachable from this host, then run again") from exc
 
     def _send(self, op: str, path: str, **params) -> requests.Response:
         """One WebHDFS call, its answer unread (see webhdfs_client.send)."""

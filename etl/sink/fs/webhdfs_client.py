@@ -102,8 +102,8 @@ def remote_error(response: requests.Response, what: str, path: str, hint: str) -
     if name in _DENIED_EXCEPTIONS or response.status_code == 401:
         return WarehouseError(f"{what}: permission denied ({name or 'HTTP 401'}: {message}). {hint}")
     if name == "SafeModeException":
-        return WarehouseUnavailable(f"{what}: the NameNode is in safe mode ({message}); run again once it has left "
-                              f"safe mode (hdfs dfsadmin -safemode get)")
+        return WarehouseUnavailable(f"{what}: the NameNode is in safe mode ({message}); run again once it has "
+                                    f"left safe mode (hdfs dfsadmin -safemode get)")
     return WarehouseError(f"{what}: WebHDFS answered HTTP {response.status_code} {name}: {message}")
 
 

@@ -148,9 +148,9 @@ class WebHdfsUpload(io.RawIOBase):
         except _UploadAborted:
             return
         except requests.exceptions.RequestException as exc:
-            self._error = WarehouseUnavailable(f"{what} failed: {exc}; the file is incomplete. CREATE is never sent "
-                                         f"twice: this write fails, and its retry starts over with a new temp "
-                                         f"file (incomplete temp files are deleted or swept)")
+            self._error = WarehouseUnavailable(
+                f"{what} failed: {exc}; the file is incomplete. CREATE is never sent twice: this write fails, and "
+                f"its retry starts over with a new temp file (incomplete temp files are deleted or swept)")
             return
         except BaseException as exc:  # noqa: BLE001 -- reported to the writer, never lost in the thread
             self._error = WarehouseError(f"{what} failed: {type(exc).__name__}: {exc}")
