@@ -104,15 +104,16 @@ def memory_chart(report: dict, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.6))
     peaks = [m["peak_worker_rss_mb"] for m in runs]
     bars = ax.bar(labels, peaks, color="tab:blue", width=0.5, label="peak worker RSS during the batch")
-    ax.scatter(labels, [m["worker_rss_before_mb"] for m in runs], color="0.3", marker="_", s=900, zorder=3,
-               label="worker RSS before the batch")
+    before = [(label, m["worker_rss_before_mb"]) for label, m in zip(labels, runs) if m.get("worker_rss_before_mb")]
+    if before:  # 0: no worker was alive yet when the batch started
+        ax.scatter(*zip(*before), color="0.3", marker="_", s=900, zorder=3, label="worker RSS before the batch")
     for bar, m in zip(bars, runs):
         ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() * 1.01,
                 f"{m['peak_worker_rss_mb']:.0f} MB\nbatch {m['phases']['batch']:.1f} s", ha="center", va="bottom",
                 fontsize=9)
     ax.set_ylim(0, max(peaks) * 1.45)
     ax.set_ylabel("MB (RSS of the largest Python worker)")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left", fontsize=8, markerscale=0.4)
     growth = runs[-1]["peak_worker_rss_mb"] / runs[0]["peak_worker_rss_mb"] if runs[0]["peak_worker_rss_mb"] else 0
     ax.set_title(f"Peak Python worker RSS by partition-batch size (one partition, row_group_size "
                  f"{runs[0]['row_group_size']:,})\n{runs[-1]['records'] // runs[0]['records']}x the records: "
