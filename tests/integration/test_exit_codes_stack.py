@@ -73,6 +73,8 @@ def test_history_json_runs_and_reports_after_two_batches(
     for b in batches:
         assert b["committed_at"] >= b["planned_at"] and b["duration_seconds"] >= 0
         assert b["rows_per_second"] is None or b["rows_per_second"] > 0
+    assert main(["history", "--config", config]) == EXIT_OK
+    print(capsys.readouterr().out)  # shown with -s: docs/scheduling.md quotes it
     assert main(["history", "--config", config, "--limit", "1"]) == EXIT_OK
     table = capsys.readouterr().out.splitlines()
     assert table[0].endswith("the last 1 batches, newest first") and "rows/s" in table[1]
