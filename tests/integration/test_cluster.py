@@ -23,6 +23,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from etl.hive.spark import DRIVER_LOG4J2
 from tests.harness.data import events_by_partition
 from tests.harness.oracle import expected_offsets, table_offsets
 from tests.harness.paths import REPO
@@ -81,7 +82,11 @@ def spark_submit(config: Path, archive: Path, driver_python: Path, probe_dir: Pa
            if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "VIRTUAL_ENV", "SPARK_HOME")}
     env.update(SPARK_HOME=str(SPARK_HOME), PYSPARK_DRIVER_PYTHON=str(driver_python),
                PYSPARK_PYTHON="./environment/bin/python", PYTHONPATH=str(probe_dir))
+    # The driver JVM logs warnings and errors only, with the config the archive's etl package carries.
+    log4j2 = driver_python.parent.parent / "lib" / "python3.11" / "site-packages" / "etl" / "hive" / DRIVER_LOG4J2.name
+    assert log4j2.is_file(), f"{log4j2}: the packed etl package lacks its log4j2 config"
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", "local-cluster[2,1,1024]",
+               "--driver-java-options", f"-Dlog4j2.configurationFile={log4j2}",
                "--archives", f"{archive}#environment",
                "--conf", f"spark.executorEnv.PYTHONPATH={probe_dir}",
                str(REPO / "scripts" / "run_etl.py"), "--config", str(config)]
