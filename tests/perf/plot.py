@@ -145,13 +145,17 @@ def scaling_chart(report: dict, path: Path) -> Path:
         style = ":" if "ZooKeeper" in label else "--" if label.startswith("batch 2") else "-"
         ax.plot(xs, ys, marker="o" if phase == "plan" else "s", linestyle=style, color=PHASE_COLORS[phase],
                 alpha=1.0 if style == "-" else 0.7, label=f"{phase}, {label}")
+        first = label.startswith("batch 1")  # batch 1's figures right of the points, the others' left
         for x, y in points:
             ax.annotate(f"{y:.3f}", (x, y), textcoords="offset points", fontsize=7, color=PHASE_COLORS[phase],
-                        xytext=(5, 4) if phase == "plan" else (5, -10))
+                        ha="left" if first else "right",
+                        xytext=(5 if first else -5, 4 if phase == "plan" else -10))
     ax.set_xscale("log")
     ax.set_yscale("log")
     counts = [e["partitions"] for e in entries]
-    ax.set_xlim(min(counts) / 1.5, max(counts) * 1.8)  # room for the figures beside the points
+    ax.set_xlim(min(counts) / 1.8, max(counts) * 1.8)  # room for the figures beside the points
+    low, high = ax.get_ylim()
+    ax.set_ylim(low / 1.5, high * 1.5)
     ax.set_xticks(counts, [f"{n:,}" for n in counts])
     ax.set_xlabel("partitions in the topic (one offset range each)")
     ax.set_ylabel("seconds")
