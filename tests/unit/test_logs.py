@@ -186,3 +186,34 @@ def test_a_counted_task_adds_its_rows_and_returns_its_result():
     counted = _Counted(lambda task: result, rows)
     assert counted("task") is result and counted("task") is result
     assert rows.value == 500
+
+
+# -- the driver JVM's log4j2 config under `etl run` (etl.hive.spark; no JVM is started) ----------
+def _java_options(settings: dict[str, str], monkeypatch, gateway: bool = False) -> str | None:
+    from pyspark.sql import SparkSession
+
+    from etl.hive.spark import DRIVER_JAVA_OPTIONS, _quiet_driver
+    if gateway:
+        monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "4040")
+    else:
+        monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    builder = SparkSession.Builder()
+    return _quiet_driver(builder, settings)._options.get(DRIVER_JAVA_OPTIONS)
+
+
+def test_etl_run_starts_the_driver_jvm_with_the_packaged_log4j2_config(monkeypatch):
+    from etl.hive.spark import DRIVER_LOG4J2
+    option = f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()}"
+    assert _java_options({}, monkeypatch) == option
+    assert _java_options({"spark.driver.extraJavaOptions": "-XX:+UseSerialGC"}, monkeypatch) == \
+        f"-XX:+UseSerialGC {option}"
+    text = DRIVER_LOG4J2.read_text()
+    assert "rootLogger.level = warn" in text and "target = SYSTEM_ERR" in text
+
+
+@pytest.mark.parametrize("settings, gateway", [
+    ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/spark/mine.properties"}, False),
+    ({}, True),  # under spark-submit the JVM is up already: --driver-java-options says it there
+])
+def test_a_log4j_config_of_the_users_own_is_left_alone(settings, gateway, monkeypatch):
+    assert _java_options(settings, monkeypatch, gateway) is None
