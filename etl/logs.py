@@ -27,6 +27,7 @@ from etl.errors import ConfigError
 
 FORMAT_ENV = "ETL_LOG_FORMAT"
 FIELDS = ("job", "batch_id", "state")
+HANDLER_NAME = "etl"
 
 
 class Verbosity(StrEnum):
@@ -90,7 +91,8 @@ class JsonFormatter(logging.Formatter):
 
 def configure(verbosity: Verbosity | str = Verbosity.NORMAL, log_format: LogFormat | str | None = None,
               stream: TextIO | None = None) -> None:
-    """Route every logger to one handler on `stream` (stderr), replacing any handler before.
+    """Route every logger to one handler on `stream` (stderr), replacing the one an earlier call
+    installed; a handler someone else put on the root logger (a test runner's) stays.
 
     `log_format` None: $ETL_LOG_FORMAT, else text. A bad value raises ConfigError naming it."""
     verbosity = Verbosity(verbosity)
@@ -102,8 +104,9 @@ def configure(verbosity: Verbosity | str = Verbosity.NORMAL, log_format: LogForm
         raise ConfigError(f"{source}={chosen!r}: choose one of {', '.join(LogFormat)}") from None
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if chosen is LogFormat.JSON else TextFormatter())
+    handler.set_name(HANDLER_NAME)
     root = logging.getLogger()
-    for old in list(root.handlers):
+    for old in [h for h in root.handlers if h.get_name() == HANDLER_NAME]:  # configured before, in this process
         root.removeHandler(old)
     root.addHandler(handler)
     verbose = verbosity is Verbosity.VERBOSE

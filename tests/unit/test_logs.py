@@ -61,7 +61,7 @@ def test_text_lines_are_utc_iso_8601_with_level_and_logger(captured):
     stream = captured()
     record = logging.LogRecord("etl.job.driver", logging.INFO, __file__, 1, "batch %d PLANNED", (12,), None)
     record.created = 1795529725.123  # 2026-11-24 14:15:25.123 UTC, whatever the machine's zone
-    logging.getLogger().handlers[0].handle(record)
+    next(h for h in logging.getLogger().handlers if h.get_name() == logs.HANDLER_NAME).handle(record)
     assert stream.getvalue() == "2026-11-24T14:15:25.123Z INFO etl.job.driver: batch 12 PLANNED\n"
 
 
