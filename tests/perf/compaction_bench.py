@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import calendar
 import json
 import math
 import os
@@ -36,7 +37,7 @@ from tests.perf.phases import job_state, run_job_timed
 
 COMPACTION = "\n[compaction]\nmin_files = 2\nkeep_superseded_minutes = 0\ntarget_file_mb = 256\n" \
              "only_finished = true\nafter_run = false\n"
-LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) \w+ [\w.]+: (.*)$")
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{3})Z \w+ [\w.]+: (.*)$")  # etl.logs' text, UTC
 HOUR_MARGIN_S = 240  # the load takes ~1-2 minutes here: never start it this close to the hour
 
 
@@ -145,7 +146,8 @@ def _queries(run: BenchRun, table: str, sql: str, counts: dict[int, int], when: 
 
 
 def _compact(run: BenchRun, ini: Path, partition: str) -> dict:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "ETL_LOG_FORMAT": "text"}
     command = [ETL_CLI, "compact", "--config", str(ini), "--partition", partition, "--json"]
     run.gate.wait("etl compact")
     wall_start = time.time()
@@ -186,7 +188,7 @@ def _log_marks(stderr: str) -> dict[str, float]:
         match = LOG_LINE.match(line)
         if not match:
             continue
-        at = time.mktime(time.strptime(match[1], "%Y-%m-%d %H:%M:%S")) + int(match[2]) / 1000
+        at = calendar.timegm(time.strptime(match[1], "%Y-%m-%dT%H:%M:%S")) + int(match[2]) / 1000
         text = match[3]
         if re.match(r"compaction \d+ PLANNED", text):
             marks["planned"] = at
