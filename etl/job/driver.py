@@ -111,6 +111,7 @@ class Job:
         self._check_binding()
         if opened:
             batch, version = opened
+            logs.bind(batch_id=batch.batch_id, state=batch.state.value)
             log.warning("resuming batch %d, left in state %s by %s", batch.batch_id, batch.state.value,
                         batch.planned_by)
             if batch.by_event_time != self.partitioning.by_event_time:
@@ -217,10 +218,9 @@ class Job:
     def _complete(self, batch: Batch, version: int, resumed: bool,
                   loaded: dict[str, LoadedDimension] | None = None) -> BatchSummary:
         started = time.monotonic()
-        logs.bind(batch_id=batch.batch_id, state=batch.state.value)  # the batch's state as each line is logged
         if batch.state is BatchState.PLANNED:
             batch, version = self._write_files(batch, version, loaded)
-            logs.bind(state=batch.state.value)
+            logs.bind(state=batch.state.value)  # each line names the state the batch is in
             faults.checkpoint("state:WRITTEN")
         if batch.state is BatchState.WRITTEN:
             registrar = self._ensure_tables()
