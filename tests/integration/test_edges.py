@@ -77,6 +77,6 @@ def test_a_partition_registered_elsewhere_is_an_error_naming_both_locations(
 def test_a_metastore_down_at_start_is_not_reported_as_a_batch_problem(new_topic, write_config):
     config = write_config(kafka={"topics": new_topic()}, hive={"metastore": "thrift://127.0.0.1:9"})
     result = run_etl(config, timeout=300)
-    assert result.returncode == 1, result.stderr[-2000:]
+    assert result.returncode == 75, result.stderr[-2000:]  # HiveUnavailable: a retry helps
     assert "metastore thrift://127.0.0.1:9" in result.stderr, result.stderr[-2000:]
     assert "batch" not in result.stderr.split("metastore thrift://127.0.0.1:9", 1)[1], result.stderr[-2000:]

@@ -129,7 +129,7 @@ def test_a_registry_stopped_mid_batch_fails_the_run_and_the_next_run_resumes_exa
     run = EtlProcess(config, fault="state:PLANNED", action="sleep:6")
     run.wait_until(lambda: "PLANNED" in run.stderr + run.stdout, 120, "the batch to be planned")
     registry_process.stop()  # the driver has checked the latest schema; the tasks still need schema ids
-    assert run.wait(180) == 1, run.describe()
+    assert run.wait(180) == 75, run.describe()  # SchemaRegistryUnavailable in a task: a retry helps
     assert "did not answer" in run.stderr, run.stderr[-3000:]
     assert job_state(config).open_state == "PLANNED"
 
