@@ -62,7 +62,9 @@ class PrometheusStack:
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
             "scrape_configs:\n  - job_name: pushgateway\n    honor_labels: true\n"
             f"    static_configs:\n      - targets: ['127.0.0.1:{self.gateway_port}']\n")
-        self._spawn("pushgateway", [PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{self.gateway_port}"])
+        # In memory only: Debian's default persistence file is shared with every other gateway.
+        self._spawn("pushgateway", [PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{self.gateway_port}",
+                                    "--persistence.file="])
         self._wait_ready(self.gateway_url, "pushgateway")
         self._spawn("prometheus", [PROMETHEUS, f"--config.file={config}",
                                    f"--storage.tsdb.path={self.workdir / 'data'}",
