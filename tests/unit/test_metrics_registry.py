@@ -73,7 +73,8 @@ def test_a_success_is_published_with_its_time(metrics, caplog):
     text = metrics.config.metrics.textfile.read_text()
     published = {(s.name, s.labels.get("phase")): s.value for f in text_string_to_metric_families(text)
                  for s in f.samples}
-    assert published[("etl_last_run_exit_code", None)] == 0 and ("etl_last_success_timestamp_seconds", None) in published
+    assert published[("etl_last_run_exit_code", None)] == 0
+    assert ("etl_last_success_timestamp_seconds", None) in published
     assert published[("etl_run_phase_seconds", "tasks")] == 2.0
     assert [r.getMessage() for r in caplog.records if r.name == "etl.ops.metrics"][0].startswith(
         "metrics: ZooKeeper not read")  # this job's ZooKeeper is a closed port
