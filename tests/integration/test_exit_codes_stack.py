@@ -6,7 +6,7 @@ import json
 
 from etl.cli import main
 from etl.config import load_config
-from etl.errors import EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_USAGE
+from etl.errors import EXIT_BATCH_FAILED, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_USAGE
 from etl.state.store import ZkStateStore
 from tests.harness.data import events_by_partition
 from tests.harness.oracle import expected_offsets, table_offsets
@@ -33,6 +33,11 @@ def test_lock_held_exits_with_the_code_asked_for_and_nothing_is_done(new_topic, 
     shown = capsys.readouterr().out.splitlines()
     assert "is already running" in shown[0]
     assert json_lines(shown[1])[0]["event"] == "lock_held" and json_lines(shown[1])[0]["exit_code"] == 99
+
+
+def test_a_missing_topic_exits_1_an_operator_must_act(write_config, capsys):
+    assert main(["run", "--config", str(write_config(kafka={"topics": "no-such-topic-here"}))]) == EXIT_BATCH_FAILED
+    assert "topic 'no-such-topic-here' does not exist" in capsys.readouterr().err
 
 
 def test_status_max_lag_exits_3_naming_the_partitions_above_it(new_topic, produce, write_config, capsys):
@@ -74,7 +79,9 @@ def test_history_json_runs_and_reports_after_two_batches(
         assert b["committed_at"] >= b["planned_at"] and b["duration_seconds"] >= 0
         assert b["rows_per_second"] is None or b["rows_per_second"] > 0
     assert main(["history", "--config", config]) == EXIT_OK
-    print(capsys.readouterr().out)  # shown with -s: docs/scheduling.md quotes it
+    shown = capsys.readouterr().out
+    with capsys.disabled():  # shown with -s: docs/scheduling.md quotes it
+        print(shown)
     assert main(["history", "--config", config, "--limit", "1"]) == EXIT_OK
     table = capsys.readouterr().out.splitlines()
     assert table[0].endswith("the last 1 batches, newest first") and "rows/s" in table[1]
