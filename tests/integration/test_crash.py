@@ -448,7 +448,7 @@ def test_broker_stopping_mid_batch_fails_the_run_cleanly_and_the_next_run_comple
     assert "Traceback" not in run.stderr.split("etl: error")[-1]
     state = job_state(config)
     assert (state.last_state, state.committed, state.lock_held) == ("PLANNED", {}, False)
-    report(f"broker stopped at PLANNED: run failed (exit 1) {failed_after:.1f}s after the broker stopped: "
+    report(f"broker stopped at PLANNED: run failed (exit {code}) {failed_after:.1f}s after the broker stopped: "
            f"{[line for line in run.stderr.splitlines() if line.startswith('etl: error')]}")
 
     rerun = run_etl(config)
@@ -472,7 +472,7 @@ def test_broker_stopped_before_the_run_fails_fast_touching_nothing(
     assert not warehouse_dir.exists()
     state = job_state(config)
     assert (state.last_batch_id, state.committed, state.lock_held) == (None, {}, False)
-    report(f"broker stopped before the run: exit 1 after {failed.seconds:.1f}s, nothing written: "
+    report(f"broker stopped before the run: exit {failed.returncode} after {failed.seconds:.1f}s, nothing written: "
            f"{[line for line in failed.stderr.splitlines() if line.startswith('etl: error')]}")
 
     rerun = run_etl(config)
