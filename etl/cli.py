@@ -13,10 +13,10 @@ import sys
 import textwrap
 from importlib import metadata
 
-from etl import faults, logs
-from etl.config import Config, effective_ini, load_config, render_effective
 from kazoo.handlers.threading import KazooTimeoutError
 
+from etl import faults, logs
+from etl.config import Config, effective_ini, load_config, render_effective
 from etl.errors import (EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE,
                         RETRYABLE_OS_ERRORS, EtlError, LockHeld)
 from etl.source.kafka import KafkaMetadata
