@@ -50,7 +50,7 @@ def footnote(report: dict, measured: str = "") -> str:
                f"{host['pyspark']} local[{args.get('parallelism', '?')}], pyarrow {host['pyarrow']}; "
                f"{load}{waited}{gave_up}{measured}")
     command = "command: " + " ".join(report.get("argv", ["?"]))
-    return "\n".join(textwrap.wrap(machine, 150) + textwrap.wrap(command, 150))
+    return "\n".join(textwrap.wrap(machine, 140) + textwrap.wrap(command, 140))
 
 
 def _finish(fig, report: dict, path: Path, measurements: list[dict]) -> Path:
