@@ -115,6 +115,8 @@ def configure(verbosity: Verbosity | str = Verbosity.NORMAL, log_format: LogForm
                                        Verbosity.VERBOSE: logging.DEBUG}[verbosity])
     for name, level in LIBRARY_LEVELS.items():
         logging.getLogger(name).setLevel(logging.INFO if verbose else level)
+    global _fields
+    _fields = {}  # a new command starts with no job or batch: an earlier one in this process had its own
 
 
 def add_options(top: argparse.ArgumentParser, commands: Iterable[argparse.ArgumentParser]) -> None:

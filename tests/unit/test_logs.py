@@ -217,3 +217,12 @@ def test_etl_run_starts_the_driver_jvm_with_the_packaged_log4j2_config(monkeypat
 ])
 def test_a_log4j_config_of_the_users_own_is_left_alone(settings, gateway, monkeypatch):
     assert _java_options(settings, monkeypatch, gateway) is None
+
+
+def test_a_new_configuration_forgets_the_fields_an_earlier_command_bound(captured):
+    """main() runs more than once in one process (tests, an embedding scheduler): the second
+    command's lines must not carry the first one's job, batch and state."""
+    captured()
+    logs.bind(job="first", batch_id=2, state="COMMITTED")
+    captured()
+    assert logs.bound() == {}
