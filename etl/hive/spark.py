@@ -1,11 +1,14 @@
 """The SparkSession the driver uses: Hive support and the job's [spark] settings."""
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
 
 from etl.config import Config
+
+log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 # The driver JVM's log4j2 config: warnings and errors only (package data; see the file).
@@ -35,6 +38,7 @@ def build_spark(config: Config):
         builder = builder.config("spark.hadoop.hive.metastore.uris", config.hive.metastore)
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    log.debug("Spark session started, master %s", spark.sparkContext.master)
     return spark
 
 

@@ -69,6 +69,7 @@ class ZkStateStore(OperatorRecords, CompactionRecords):
                 f"cannot connect to ZooKeeper at {self.config.hosts} within "
                 f"{self.config.session_timeout_seconds}s; check [zookeeper] hosts and that it is running") from exc
         self.client.add_listener(self._on_state)
+        log.debug("connected to ZooKeeper at %s", self.config.hosts)
         try:
             self._ensure_job_nodes()
         except BaseException:

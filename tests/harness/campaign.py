@@ -15,6 +15,10 @@ from tests.harness.etl_process import EtlProcess
 from tests.harness.oracle import check_interim
 from tests.harness.state import JobState, job_state, wait_for_lock_release
 
+# The job's own DEBUG lines (the campaign runs `etl -v run`): the libraries' INFO lines are off by
+# default and Spark's go through the package's log4j2 config, so neither marks a step any more.
+ZK_CONNECTED = "connected to ZooKeeper at"  # etl.state.store
+SPARK_STARTED = "Spark session started"  # etl.hive.spark
 _COMMITTED_LINE = re.compile(r"batch \d+ \((?:new|resumed)\) COMMITTED")
 _BATCH_LINE = re.compile(r"batch \d+ PLANNED|resuming batch \d+|batch \d+ \((?:new|resumed)\) COMMITTED")
 
@@ -24,9 +28,9 @@ def classify(stderr: str, before: JobState, after: JobState, tasks_started: bool
     workers seen: tasks ran), and the batch state in ZooKeeper before the run and right after
     the kill. A step counts as reached when this run moved the batch there (or, for writing,
     when its tasks ran); a state left open by an earlier kill is not this run's progress."""
-    if "Zookeeper connection established" not in stderr:
+    if ZK_CONNECTED not in stderr:
         return "process start-up (before ZooKeeper)"
-    if "Setting default log level" not in stderr:
+    if SPARK_STARTED not in stderr:
         return "Spark start-up"
     moved = (after.last_batch_id, after.last_state) != (before.last_batch_id, before.last_state)
     open_state = after.open_state
@@ -135,7 +139,7 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
             report.produced += source.produce(n)
             log(f"[campaign] produced {n} more records per partition (backlog was {backlog})")
         delay = rng.uniform(0, 1.2 * baseline_seconds)
-        proc = EtlProcess(config)
+        proc = EtlProcess(config, "run", "-v")
         deadline = proc.started + delay
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
