@@ -206,7 +206,7 @@ def test_the_oracle_catches_a_duplicate_a_loss_and_a_temp_file(
 def test_random_sigkills_then_completion_is_exactly_once(
         spark, zk, new_topic, produce, write_config, hive_table_name, warehouse_dir):
     seed = int(os.environ.get("ETL_CRASH_SEED", "20261121"))
-    kills = int(os.environ.get("ETL_CRASH_KILLS", "30"))
+    kills = int(os.environ.get("ETL_CRASH_KILLS", "16"))
     report(f"random kills: seed {seed} (replay with ETL_CRASH_SEED={seed}), {kills} kills (ETL_CRASH_KILLS)")
     topic = new_topic(partitions=4)
     source = DataSource(topic, 4, produce)
@@ -445,7 +445,10 @@ def test_broker_stopping_mid_batch_fails_the_run_cleanly_and_the_next_run_comple
         run.reap()
     assert code == EXIT_RETRYABLE, run.describe()  # a stalled broker: a retry helps
     assert "no progress for 5.0s" in run.stderr and "is the broker up?" in run.stderr, run.describe()
-    assert "Traceback" not in run.stderr.split("etl: error")[-1]
+    # The job's error is one line with the task's own error, no traceback. Spark may still log
+    # the other tasks' failures (WARN, with their Python tracebacks) after it while it shuts down.
+    [error] = [line for line in run.stderr.splitlines() if line.startswith("etl: error")]
+    assert "a task failed: etl.errors.KafkaStalled" in error and "Traceback" not in error, run.describe()
     state = job_state(config)
     assert (state.last_state, state.committed, state.lock_held) == ("PLANNED", {}, False)
     report(f"broker stopped at PLANNED: run failed (exit {code}) {failed_after:.1f}s after the broker stopped: "
