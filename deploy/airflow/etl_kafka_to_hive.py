@@ -1,4 +1,9 @@
-"""Airflow DAG: load the Kafka topics into Hive every hour, then wait for the closed hour's `_SUCCESS`.
+"""Airflow DAGs: load the Kafka topics into Hive every hour, then wait for the closed hour's `_SUCCESS`.
+
+Two DAGs with the same schedule and the same sensor; use one of them:
+  etl_kafka_to_hive                 spark-submit through a BashOperator (the one we recommend)
+  etl_kafka_to_hive_spark_submit    the same through the Spark provider's SparkSubmitOperator and
+                                    its connection spark_default (master, deploy mode, binary)
 
 Install: copy this file into Airflow's dags folder and set the Variables below (Admin ->
 Variables, or AIRFLOW_VAR_<NAME> in the environment). docs/scheduling.md explains each choice.
@@ -15,16 +20,21 @@ Variables (default in brackets):
   etl_partition_timezone  [hive] partition_timezone [UTC]
 The sensor reads files through the Airflow connection `fs_default` (type File (path), path /).
 
-Why BashOperator and not SparkSubmitOperator: the task runs the same spark-submit command line,
-but `etl run --lock-held-exit-code 99` must end as "skipped" when another run holds the job's
-lock. BashOperator's skip_on_exit_code does exactly that; SparkSubmitOperator turns every non-zero
-exit into a failure, so a lock held would fail the task or, with exit code 0, show a success
-although nothing ran.
+  etl_application         (etl_kafka_to_hive_spark_submit only) the installed package's
+                          etl/__main__.py, as `python -c "import etl.__main__ as m; print(m.__file__)"` prints
+
+Why BashOperator first: `etl run --lock-held-exit-code 99` must end as "skipped" when another run
+holds the job's lock. BashOperator's skip_on_exit_code does exactly that. SparkSubmitOperator
+turns every non-zero exit into a failure, so EtlSparkSubmitOperator below maps exit 99 to a skip
+by reading the exit code its hook saw: that relies on the provider's internals (tested with
+apache-airflow-providers-apache-spark 6.3.4, deploy/airflow/requirements.txt).
 """
 from __future__ import annotations
 
 import datetime as dt
 
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.bash import BashOperator
 from airflow.providers.standard.sensors.filesystem import FileSensor
 from airflow.sdk import DAG
@@ -46,16 +56,50 @@ CLOSED_HOUR = ("(logical_date - macros.timedelta(hours=1))"
                ".in_timezone(var.value.get('etl_partition_timezone', 'UTC'))"
                ".strftime(var.value.get('etl_partition_format', 'dt=%Y-%m-%d/hour=%H'))")
 
-with DAG(
-    dag_id="etl_kafka_to_hive",
-    description="etl run (Kafka to Hive, exactly once), then the closed hour's _SUCCESS marker",
-    schedule="10 * * * *",
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
-    catchup=False,  # one run loads everything new: there is nothing to backfill hour by hour
-    max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": dt.timedelta(minutes=5)},
-    tags=["etl"],
-) as dag:
+
+class EtlSparkSubmitOperator(SparkSubmitOperator):
+    """SparkSubmitOperator where `etl run` exiting LOCK_HELD (another run holds the job's lock)
+    ends the task as skipped instead of failed."""
+
+    def execute(self, context):
+        try:
+            return super().execute(context)
+        except AirflowException:
+            submitted = getattr(self._hook, "_submit_sp", None)  # the spark-submit process the hook ran
+            if submitted is not None and submitted.returncode == LOCK_HELD:
+                raise AirflowSkipException("another run holds the job's lock: nothing was loaded") from None
+            raise
+
+
+def closed_hour_marker() -> FileSensor:
+    # On the marker, not on the Hive partition: the first batch of an hour registers the
+    # partition, so it exists long before the hour's last rows are loaded.
+    return FileSensor(
+        task_id="closed_hour_success_marker",
+        filepath="{{ var.value.get('etl_table_path') }}/{{ " + CLOSED_HOUR + " }}/_SUCCESS",
+        fs_conn_id="fs_default",
+        mode="reschedule",
+        poke_interval=60,
+        timeout=3 * 3600,
+        # Also when etl_run was skipped: the run holding the lock writes the marker as well.
+        trigger_rule="none_failed",
+    )
+
+
+def hourly(dag_id: str, description: str) -> DAG:
+    return DAG(
+        dag_id=dag_id,
+        description=description,
+        schedule="10 * * * *",
+        start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+        catchup=False,  # one run loads everything new: there is nothing to backfill hour by hour
+        max_active_runs=1,
+        default_args={"retries": 2, "retry_delay": dt.timedelta(minutes=5)},
+        tags=["etl"],
+    )
+
+
+with hourly("etl_kafka_to_hive", "etl run (Kafka to Hive, exactly once), then the closed hour's _SUCCESS marker"):
     run = BashOperator(
         task_id="etl_run",
         bash_command=RUN_ETL,
@@ -68,16 +112,17 @@ with DAG(
         append_env=True,  # keep PATH, JAVA_HOME, HADOOP_CONF_DIR and the like
         skip_on_exit_code=LOCK_HELD,
     )
-    # On the marker, not on the Hive partition: the first batch of an hour registers the
-    # partition, so it exists long before the hour's last rows are loaded.
-    marker = FileSensor(
-        task_id="closed_hour_success_marker",
-        filepath="{{ var.value.get('etl_table_path') }}/{{ " + CLOSED_HOUR + " }}/_SUCCESS",
-        fs_conn_id="fs_default",
-        mode="reschedule",
-        poke_interval=60,
-        timeout=3 * 3600,
-        # Also when etl_run was skipped: the run holding the lock writes the marker as well.
-        trigger_rule="none_failed",
+    run >> closed_hour_marker()
+
+with hourly("etl_kafka_to_hive_spark_submit", "the same as etl_kafka_to_hive, through SparkSubmitOperator"):
+    python = "{{ var.value.get('etl_python', 'python3') }}"
+    run = EtlSparkSubmitOperator(
+        task_id="etl_run",
+        conn_id="spark_default",  # master, deploy mode and spark-binary (spark-submit on the PATH)
+        application="{{ var.value.get('etl_application') }}",
+        application_args=["run", "--config", "{{ var.value.get('etl_config', '/etc/etl/etl.ini') }}",
+                          "--lock-held-exit-code", str(LOCK_HELD)],
+        env_vars={"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python},
+        name="etl",
     )
-    run >> marker
+    run >> closed_hour_marker()

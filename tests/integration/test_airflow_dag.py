@@ -1,6 +1,6 @@
-"""deploy/airflow/etl_kafka_to_hive.py under real Airflow (`airflow dags test`, SQLite) against the
-local stack: spark-submit loads the topic exactly once and the closed hour's `_SUCCESS` sensor
-succeeds; with the job's lock held by another run, the load is skipped, not failed.
+"""The two DAGs of deploy/airflow/etl_kafka_to_hive.py (BashOperator, SparkSubmitOperator) under
+real Airflow (`airflow dags test`, SQLite) against the local stack: spark-submit loads the topic
+exactly once and the closed hour's `_SUCCESS` sensor succeeds; with the job's lock held by another run, the load is skipped, not failed.
 
 Airflow lives in its own venv (.airflow-venv, installed by scripts/airflow-venv, which scripts/test
 runs); this test is skipped only when it is missing. Event times are on a past day, so the hour
@@ -24,7 +24,7 @@ from tests.harness.oracle import check_exactly_once, expected_offsets, hive_read
 from tests.harness.paths import REPO
 
 AIRFLOW = REPO / ".airflow-venv" / "bin" / "airflow"
-DAG_ID = "etl_kafka_to_hive"
+DAGS = ("etl_kafka_to_hive", "etl_kafka_to_hive_spark_submit")  # BashOperator, SparkSubmitOperator
 DB = "etl_test"
 DAY = "2026-11-20"
 LOGICAL_DATE = f"{DAY}T11:10:00+00:00"  # waits for hour 10's marker
@@ -45,24 +45,29 @@ def airflow_env(home: Path, config: Path, table_path: Path) -> dict[str, str]:
             "AIRFLOW_VAR_ETL_CONFIG": str(config), "AIRFLOW_VAR_ETL_PYTHON": sys.executable,
             "AIRFLOW_VAR_ETL_SPARK_SUBMIT": str(bin_dir / "spark-submit"),
             "AIRFLOW_VAR_ETL_SPARK_ARGS": "--master local[2]", "AIRFLOW_VAR_ETL_TABLE_PATH": str(table_path),
+            "AIRFLOW_VAR_ETL_APPLICATION": str(REPO / "etl" / "__main__.py"),
+            # SparkSubmitOperator's connection: the master, and spark-submit found on the PATH
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             "AIRFLOW_CONN_FS_DEFAULT": json.dumps({"conn_type": "fs", "extra": {"path": "/"}})}
 
 
-def dags_test(home: Path, env: dict[str, str]) -> tuple[str, dict[str, str], str]:
+def dags_test(dag_id: str, home: Path, env: dict[str, str]) -> tuple[str, dict[str, str], str]:
     """Run the DAG once in a fresh Airflow home: (the run's final state, task -> state, output)."""
     home.mkdir()
-    for command in (["db", "migrate"], ["dags", "test", DAG_ID, LOGICAL_DATE]):
+    for command in (["db", "migrate"], ["dags", "test", dag_id, LOGICAL_DATE]):
         done = subprocess.run([str(AIRFLOW), *command], env=env, capture_output=True, text=True, timeout=900)
         output = done.stdout + done.stderr
         assert done.returncode == 0, output[-6000:]
     with sqlite3.connect(home / "airflow.db") as db:
-        [(state,)] = db.execute("SELECT state FROM dag_run WHERE dag_id = ?", (DAG_ID,)).fetchall()
-        tasks = dict(db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ?", (DAG_ID,)).fetchall())
+        [(state,)] = db.execute("SELECT state FROM dag_run WHERE dag_id = ?", (dag_id,)).fetchall()
+        tasks = dict(db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ?", (dag_id,)).fetchall())
     return state, tasks, output
 
 
+@pytest.mark.parametrize("dag_id", DAGS)
 def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skips_when_the_lock_is_held(
-        spark, tmp_path, new_topic, produce, write_config, hive_table_name, warehouse_dir):
+        dag_id, spark, tmp_path, new_topic, produce, write_config, hive_table_name, warehouse_dir):
     topic = new_topic(partitions=1)
     produce(topic, {0: [at("10:05", 1), at("10:40", 2), at("12:10", 3)]})  # watermark 12:10: hour 10 closed
     config = write_config(kafka={"topics": topic}, job={"max_rejected_ratio": "1"},
@@ -71,7 +76,7 @@ def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skip
     table_path = warehouse_dir / f"{DB}.db" / hive_table_name
     env = airflow_env(tmp_path / "airflow", config, table_path)
 
-    state, tasks, output = dags_test(tmp_path / "airflow", env)
+    state, tasks, output = dags_test(dag_id, tmp_path / "airflow", env)
     print(f"DAG run final state: {state}; tasks: {tasks}")
     print("\n".join(line for line in output.splitlines() if "DagRun Finished" in line))
     assert (state, tasks) == ("success", {"etl_run": "success", "closed_hour_success_marker": "success"}), \
@@ -84,7 +89,7 @@ def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skip
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as holder:
         assert holder.acquire_lock() is None
         home = tmp_path / "airflow-lock-held"
-        state, tasks, output = dags_test(home, {**env, "AIRFLOW_HOME": str(home)})
+        state, tasks, output = dags_test(dag_id, home, {**env, "AIRFLOW_HOME": str(home)})
     print(f"DAG run with the lock held, final state: {state}; tasks: {tasks}")
     assert (state, tasks) == ("success", {"etl_run": "skipped", "closed_hour_success_marker": "success"}), \
         output[-6000:]
