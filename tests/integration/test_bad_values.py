@@ -1,4 +1,4 @@
-"""Bad input never makes a table unreadable (issue 9): end to end on the real stack.
+"""Bad input never makes a table unreadable: end to end on the real stack.
 
 A producer bug once sent a record with a Kafka timestamp in year 242869; the ETL accepted it
 and from then on every `SELECT *` through the analysts' endpoint failed ("Unrecognized column

@@ -1,5 +1,5 @@
 """The promise at its edges, the rest: what reaches SQL, where Hive registers a batch, and what
-an operator reads when the metastore is down. Each test failed on the code before it (issue 9).
+an operator reads when the metastore is down. Each test failed on the code before it.
 """
 from __future__ import annotations
 

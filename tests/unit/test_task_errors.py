@@ -1,5 +1,5 @@
 """The promise at its edges (tests/integration/test_edges.py), the part without services: which
-error a failed task is reported by. It failed on the code before it (issue 9).
+error a failed task is reported by. It failed on the code before it.
 """
 from __future__ import annotations
 
