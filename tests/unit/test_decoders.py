@@ -416,7 +416,7 @@ def test_arange_and_invalid_utf8_positions():
     assert invalid_utf8_positions(pa.array([], pa.binary())) == []
 
 
-# --- values Hive or Spark cannot read back---------------------------------------
+# --- values Hive or Spark cannot read back ---------------------------------------
 TS_RANGE = "0001-01-02 00:00:00 .. 9999-12-30 23:59:59.999 UTC"
 DATE_RANGE = "0001-01-01 .. 9999-12-31"
 
