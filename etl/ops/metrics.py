@@ -172,9 +172,9 @@ def _files_metrics(registry, config: Config, warehouse: Warehouse, batches: list
 
 def written_files(config: Config, warehouse: Warehouse, batches: list[Batch]) -> tuple[int, int]:
     """(count, bytes) of the batches' data files, main and rejected. Batches record file names,
-    not sizes: each file is looked up once (a stat, or one WebHDFS request), and a file found
-    nowhere (moved since) is not counted. By event time a range has a file in each partition it
-    touched, under the range's name, so each touched folder is listed once."""
+    not sizes: each folder a batch wrote to is listed once, with sizes (one WebHDFS request per
+    folder), and a file found nowhere (moved since) is not counted. By event time a range has a
+    file in each partition it touched, under the range's name."""
     fs = filesystem_for(config.warehouse)
     count = size = 0
     for batch in batches:
@@ -183,9 +183,8 @@ def written_files(config: Config, warehouse: Warehouse, batches: list[Batch]) ->
             [batch.partition_values]
         folders = [warehouse.main_dir(part) for part in parts] + [warehouse.rejected_dir(batch.partition_values)]
         for folder in folders:
-            for name in names.intersection(fs.list_dir(folder)):
-                info = fs.info(f"{folder}/{name}")
-                if info is not None:
+            for info in fs.list_files(folder):
+                if info.path.rsplit("/", 1)[-1] in names:
                     count, size = count + 1, size + info.size
     return count, size
 

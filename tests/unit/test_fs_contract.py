@@ -183,6 +183,17 @@ def test_list_dir_gives_sorted_names_and_nothing_for_a_missing_folder(backend):
     assert backend.fs.list_dir(backend.path("missing")) == []
 
 
+def test_list_files_gives_each_files_size_and_skips_folders(backend):
+    for name, size in (("b.parquet", 7), ("a.parquet", 1234)):
+        backend.put(backend.path("p", name), b"x" * size)
+    backend.fs.makedirs(backend.path("p", "hour=10"))
+    found = backend.fs.list_files(backend.path("p"))
+    assert [(info.path, info.size) for info in found] == [(backend.path("p", "a.parquet"), 1234),
+                                                          (backend.path("p", "b.parquet"), 7)]
+    assert all(info.modified > 0 for info in found)
+    assert backend.fs.list_files(backend.path("missing")) == []
+
+
 def test_walk_files_finds_files_at_any_depth(backend):
     paths = [backend.path("dt=1", "hour=0", "a"), backend.path("dt=1", "hour=1", "b"), backend.path("dt=2", "c"),
              backend.path("top")]

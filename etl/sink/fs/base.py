@@ -59,6 +59,10 @@ class WarehouseFileSystem(Protocol):
     def list_dir(self, path: str) -> list[str]:
         """Sorted names in the folder; [] when it does not exist."""
 
+    def list_files(self, path: str) -> list[FileInfo]:
+        """The files directly in the folder with their sizes, in one listing (one WebHDFS
+        request, not one per file), sorted by path; [] when it does not exist."""
+
     def walk_files(self, path: str) -> Iterator[str]:
         """Paths of all files under the folder, at any depth; nothing when it does not exist."""
 

@@ -71,6 +71,17 @@ class LocalFileSystem:
         except OSError as exc:
             raise WarehouseError(f"cannot list {path}: {exc}") from exc
 
+    def list_files(self, path: str) -> list[FileInfo]:
+        try:
+            with os.scandir(path) as entries:
+                found = [FileInfo(entry.path, stat.st_size, stat.st_mtime)
+                         for entry in entries if entry.is_file() for stat in (entry.stat(),)]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise WarehouseError(f"cannot list {path}: {exc}") from exc
+        return sorted(found, key=lambda info: info.path)
+
     def walk_files(self, path: str) -> Iterator[str]:
         for folder, _dirs, names in os.walk(path):
             for name in names:

@@ -146,6 +146,12 @@ class WebHdfsFileSystem:
         """Names in the folder `path`; [] when it does not exist."""
         return sorted(entry["pathSuffix"] for entry in self._list(_checked(path)))
 
+    def list_files(self, path: str) -> list[FileInfo]:
+        folder = _checked(path)
+        return sorted((FileInfo(posixpath.join(folder, entry["pathSuffix"]), int(entry["length"]),
+                                entry["modificationTime"] / 1000.0)
+                       for entry in self._list(folder) if entry["type"] == "FILE"), key=lambda info: info.path)
+
     def walk_files(self, path: str) -> Iterator[str]:
         folder = _checked(path)
         for entry in sorted(self._list(folder), key=lambda e: e["pathSuffix"]):
