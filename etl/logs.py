@@ -89,6 +89,18 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to sys.stderr as it is when a record comes: a test runner or an embedding
+    scheduler swaps it per command, and closes the one it swapped out."""
+
+    def __init__(self):
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+
 def configure(verbosity: Verbosity | str = Verbosity.NORMAL, log_format: LogFormat | str | None = None,
               stream: TextIO | None = None) -> None:
     """Route every logger to one handler on `stream` (stderr), replacing the one an earlier call
@@ -102,7 +114,7 @@ def configure(verbosity: Verbosity | str = Verbosity.NORMAL, log_format: LogForm
     except ValueError:
         source = f"${FORMAT_ENV}" if log_format is None else "--log-format"
         raise ConfigError(f"{source}={chosen!r}: choose one of {', '.join(LogFormat)}") from None
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(JsonFormatter() if chosen is LogFormat.JSON else TextFormatter())
     handler.set_name(HANDLER_NAME)
     root = logging.getLogger()

@@ -226,3 +226,20 @@ def test_a_new_configuration_forgets_the_fields_an_earlier_command_bound(capture
     logs.bind(job="first", batch_id=2, state="COMMITTED")
     captured()
     assert logs.bound() == {}
+
+
+def test_lines_go_to_the_stderr_of_the_moment_not_one_closed_since(captured, monkeypatch):
+    """A test runner (or an embedding scheduler) swaps sys.stderr per command and closes the old
+    one: the next command's lines must reach the new stream, with no "Logging error"."""
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stderr", first)
+    root, saved = logging.getLogger(), list(logging.getLogger().handlers)
+    try:
+        logs.configure(logs.Verbosity.NORMAL, logs.LogFormat.TEXT)
+        first.close()
+        monkeypatch.setattr("sys.stderr", second)
+        logging.getLogger("etl.job.driver").warning("after the swap")
+    finally:
+        root.handlers[:] = saved
+    assert "Logging error" not in second.getvalue()
+    assert [line[2] for line in _lines(second)] == ["after the swap"]
