@@ -5,6 +5,9 @@
       the batch reached that state in ZooKeeper)
   writing:<p>   (task of Kafka partition p, after its first chunk went into the temp file)
   renamed:<p>   (task of Kafka partition p, right after it published its file)
+  plan:ranges-written       (store, a plan's range chunks written, its header not yet)
+  commit:snapshot-written   (store, the offsets' snapshot written, the pointer not yet moved)
+  migrate:snapshot-written  (store, the old offset znodes copied to a snapshot, no pointer yet)
 `ETL_FAULT_ACTION` says what happens there:
   kill (default)        SIGKILL the job's whole process group (driver, JVM, Python workers),
                         as `kill -9` or a lost machine would; tests start the job in its own group

@@ -121,6 +121,9 @@ class Batch:
     partitions: tuple[dict, ...] | None = None
     # Set at WRITTEN by event time: "topic:partition" -> latest event time (ms) among its rows.
     event_high: dict = field(default_factory=dict)
+    # Set at REGISTERED: the snapshot of the offsets after this batch, written before the commit
+    # that points to it (etl.state.snapshots); "" until then, or when it must be written at commit.
+    snapshot: str = ""
 
     @property
     def by_event_time(self) -> bool:
@@ -161,6 +164,7 @@ class Batch:
             # The partitions themselves are stored in chunks beside the header (etl.state.store).
             **({"partition_count": len(self.partitions)} if self.partitions is not None else {}),
             **({"event_high": self.event_high} if self.event_high else {}),
+            **({"snapshot": self.snapshot} if self.snapshot else {}),
         }
 
     @classmethod
@@ -179,6 +183,7 @@ class Batch:
             topic_ids=header.get("topic_ids", {}), last_records=header.get("last_records", {}),
             placement=header.get("placement", {}), event_high=header.get("event_high", {}),
             partitions=None if partitions is None else tuple(partitions),
+            snapshot=header.get("snapshot", ""),
         )
 
 

@@ -2,9 +2,18 @@
 
     <root>/<job>/lock              ephemeral: the run that holds the job
                 /owner             who took the lock last (its version fences every write)
-                /offsets/<topic>   the topic's id; its children: each partition's committed offset
-                /batches/<id>      a batch plan's header; its children: the plan's ranges, in chunks,
-                                   and by event time the partitions it touched, in chunks
+                /committed         names the snapshot of the committed offsets; its version is the
+                                   compare-and-set every offset move checks (etl.state.snapshots)
+                /snapshots/s-N     a snapshot: topic ids and counts; its children: every partition's
+                                   committed offset, in compressed chunks
+                /offsets/<topic>   before snapshots: the topic's id; its children each partition's
+                                   offset. Read once by the migration, then left as they were, with
+                                   a child `~migrated` that makes older versions fail (etl.state.migration)
+                /plans/<id>        a plan's base (the pointer version it started from); its children:
+                                   the plan's ranges, in chunks, written before the batch's header
+                /batches/<id>      a batch's header; by event time its children are the partitions
+                                   it touched, in chunks (and, for batches planned before snapshots,
+                                   the plan's ranges)
                 /events/event-N    what operators and skips did (etl.model.events)
                 /binding           the table and folders the job writes (etl.model.binding)
                 /pending-reset     a reset with files to move (etl.ops.reset)
@@ -19,7 +28,11 @@ class ZkPaths:
         self.job = f"{root.rstrip('/')}/{job}"
         self.lock = f"{self.job}/lock"
         self.owner = f"{self.job}/owner"
-        self.offsets = f"{self.job}/offsets"
+        self.offsets = f"{self.job}/offsets"  # the layout before snapshots (etl.state.migration)
+        self.migrated = f"{self.offsets}/~migrated"  # no topic is named so: Kafka's names exclude '~'
+        self.committed = f"{self.job}/committed"
+        self.snapshots = f"{self.job}/snapshots"
+        self.plans = f"{self.job}/plans"
         self.batches = f"{self.job}/batches"
         self.events = f"{self.job}/events"
         self.binding = f"{self.job}/binding"  # the table and folders the job writes (etl.model.binding)
@@ -34,10 +47,23 @@ class ZkPaths:
     def offset(self, topic: str, partition: int) -> str:
         return f"{self.offsets}/{topic}/{partition}"
 
+    def snapshot(self, name: str) -> str:
+        return f"{self.snapshots}/{name}"
+
+    def snapshot_chunk(self, name: str, index: int) -> str:
+        return f"{self.snapshots}/{name}/offsets-{index:05d}"
+
+    def plan(self, batch_id: int) -> str:
+        return f"{self.plans}/{batch_id:010d}"
+
+    def plan_chunk(self, batch_id: int, index: int) -> str:
+        return f"{self.plan(batch_id)}/ranges-{index:05d}"
+
     def batch(self, batch_id: int) -> str:
         return f"{self.batches}/{batch_id:010d}"
 
     def chunk(self, batch_id: int, index: int) -> str:
+        """Where batches planned before snapshots keep their ranges (now: plan_chunk)."""
         return f"{self.batch(batch_id)}/ranges-{index:05d}"
 
     def touched(self, batch_id: int, index: int) -> str:

@@ -37,27 +37,29 @@ class OperatorRecords:
         self._commit_fenced(txn, "record the reset's plan")
 
     def finish_reset(self, event: Reset, topic_ids: dict[str, str | None]) -> None:
-        """Set committed offsets by hand, recording the event and the topics' ids as they are now,
-        in one fenced transaction. Each change's `old` is checked against ZooKeeper, and by version."""
-        current = self.committed_offsets()
+        """Set committed offsets by hand, recording the event and the topics' ids as they are now:
+        a new snapshot, then one fenced transaction that moves the pointer over the version it
+        was built on, with the event. Each change's `old` is checked against the snapshot."""
+        state = self.committed_state()
+        offsets, ids = dict(state.offsets), dict(state.topic_ids)
         for change in event.changes:
-            found = current.get((change.topic, change.partition))
+            found = offsets.get((change.topic, change.partition))
             if (None if found is None else found.value) != change.old:
                 raise StateConflict(f"cannot reset {change.topic}[{change.partition}]: its committed offset "
                                     f"is {None if found is None else found.value}, not {change.old} as planned")
-        for topic in {c.topic for c in event.changes}:
-            self._read(lambda t=topic: self.client.ensure_path(self.paths.topic(t)), "create topic node")
+            # A new partition starts at the new offset; the last record loaded is no witness once
+            # the position moved by hand.
+            offsets[(change.topic, change.partition)] = CommittedOffset(
+                change.new, 0, change.new if found is None else found.origin)
+        for topic, topic_id in topic_ids.items():
+            if topic_id:
+                ids[topic] = topic_id
+            else:
+                ids.pop(topic, None)
+        name = self.write_snapshot(offsets, ids, state.version, "reset")
         txn = self.client.transaction()
         self._fence(txn)
-        for change in event.changes:
-            path = self.paths.offset(change.topic, change.partition)
-            found = current.get((change.topic, change.partition))
-            if found is None:  # the job starts reading this partition at the new offset
-                txn.create(path, CommittedOffset(change.new, 0, origin=change.new).to_bytes())
-            else:  # the last record loaded is no witness once the position moved by hand
-                txn.set_data(path, CommittedOffset(change.new, 0, found.origin).to_bytes(), version=found.version)
-        for topic, topic_id in sorted(topic_ids.items()):
-            txn.set_data(self.paths.topic(topic), dump({"topic_id": topic_id}) if topic_id else b"")
+        self.move_pointer(txn, name, state.version, reset=event.at)
         self._append_event(txn, event)
         if self.pending_reset() is not None:
             txn.delete(self.paths.pending_reset)
@@ -82,15 +84,19 @@ class OperatorRecords:
         """Bind the job to another table, in one fenced transaction with its event. With
         reset_origins, every partition's origin moves to its committed offset: the new table
         holds what is loaded from now on."""
+        state = self.committed_state()
+        if reset_origins:
+            moved = {key: CommittedOffset(found.value, 0, found.value, found.last)
+                     for key, found in state.offsets.items()}
+            name = self.write_snapshot(moved, state.topic_ids, state.version, "rebind")
         txn = self.client.transaction()
         self._fence(txn)
         if self.binding() is None:
             txn.create(self.paths.binding, dump(target.to_json()))
         else:
             txn.set_data(self.paths.binding, dump(target.to_json()))
-        for (topic, partition), found in (self.committed_offsets() if reset_origins else {}).items():
-            moved = CommittedOffset(found.value, 0, found.value, found.last)
-            txn.set_data(self.paths.offset(topic, partition), moved.to_bytes(), version=found.version)
+        if reset_origins:
+            self.move_pointer(txn, name, state.version, rebind=event.at)
         self._append_event(txn, event)
         self._commit_fenced(txn, "bind the job to another table")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from dataclasses import replace
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (ConnectionLoss, NoAuthError, NodeExistsError, NoNodeError, OperationTimeoutError,
@@ -19,22 +20,23 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import LockLost, Retryable, StateConflict
-from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now_iso
-from etl.model.events import Skipped
-from etl.model.identity import RecordFingerprint
+from etl.model.batch import Batch, BatchState
 from etl.retry import retry_idempotent
 from etl.state import acl as zk_acl
 from etl.state.paths import ZkPaths
+from etl.state.batch_nodes import (header_bytes, merge_records, partition_chunk_count, partition_chunks,
+                                   record_chunk_count, record_chunks)
+from etl.state.commits import Commits
 from etl.state.compaction_records import CompactionRecords
+from etl.state.migration import migrate_offsets
 from etl.state.records import OperatorRecords
-from etl.state.znodes import CommittedOffset, LockHolder, dump, this_run
+from etl.state.snapshots import SnapshotRecords
+from etl.state.znodes import LockHolder, dump, this_run
 
 log = logging.getLogger(__name__)
 
 # Failures of a read that say nothing about the data; reads are retried on these.
 RETRYABLE_ZK_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
-PARTITIONS_PER_CHUNK = 5000  # ~60 bytes a touched partition
-RANGES_PER_CHUNK = 2000  # ~40 bytes a range: a chunk stays far below the 1 MB znode limit
 BATCHES_KEPT = 50
 
 
@@ -42,7 +44,7 @@ class ZooKeeperUnavailable(Retryable):
     """ZooKeeper could not be reached."""
 
 
-class ZkStateStore(OperatorRecords, CompactionRecords):
+class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords):
     def __init__(self, config: ZooKeeperConfig, job_name: str, retry: RetryConfig):
         self.config, self.retry = config, retry
         self.paths = ZkPaths(config.root, job_name)
@@ -80,7 +82,7 @@ class ZkStateStore(OperatorRecords, CompactionRecords):
         """Create the job's nodes if missing, and check that this client may use them as
         [zookeeper] auth says, before anything else is read or written."""
         try:
-            for path in (self.paths.offsets, self.paths.batches, self.paths.events):
+            for path in (self.paths.snapshots, self.paths.plans, self.paths.batches, self.paths.events):
                 self._read(lambda p=path: self.client.ensure_path(p), f"create {path}")
             acls, _ = self._read(lambda: self.client.get_acls(self.paths.job), "read the job's ACL")
         except NoAuthError as exc:
@@ -112,6 +114,7 @@ class ZkStateStore(OperatorRecords, CompactionRecords):
             return self.lock_holder() or self.acquire_lock()
         _raise_if_failed(results, "take the job lock")
         self._owner_version = results[1].version
+        migrate_offsets(self)  # a job's first run under snapshots: a no-op once the pointer exists
         return None
 
     def lock_holder(self) -> LockHolder | None:
@@ -155,33 +158,6 @@ class ZkStateStore(OperatorRecords, CompactionRecords):
         _raise_if_failed(results, what)
         return results
 
-    # -- offsets --------------------------------------------------------------------------
-    def committed_offsets(self) -> dict[tuple[str, int], CommittedOffset]:
-        return self._read(self._committed_offsets, "read committed offsets")
-
-    def _committed_offsets(self) -> dict[tuple[str, int], CommittedOffset]:
-        reads = {}
-        for topic in self.client.get_children(self.paths.offsets):
-            for part in self.client.get_children(f"{self.paths.offsets}/{topic}"):
-                reads[(topic, int(part))] = self.client.get_async(self.paths.offset(topic, int(part)))
-        offsets = {}
-        for key, async_result in reads.items():
-            data, stat = async_result.get()
-            offsets[key] = CommittedOffset.parse(data, stat.version)
-        return offsets
-
-    def topic_ids(self) -> dict[str, str]:
-        """The topic ids stored at commit, for topics whose broker reported one."""
-        return self._read(self._topic_ids, "read topic ids")
-
-    def _topic_ids(self) -> dict[str, str]:
-        ids = {}
-        for topic in self.client.get_children(self.paths.offsets):
-            data, _ = self.client.get(self.paths.topic(topic))
-            if data:
-                ids[topic] = json.loads(data)["topic_id"]
-        return ids
-
     # -- batches --------------------------------------------------------------------------
     def batch_ids(self) -> list[int]:
         children = self._read(lambda: self.client.get_children(self.paths.batches), "list batches")
@@ -202,139 +178,69 @@ class ZkStateStore(OperatorRecords, CompactionRecords):
     def _read_batch(self, batch_id: int) -> tuple[Batch, int]:
         data, stat = self.client.get(self.paths.batch(batch_id))
         header = json.loads(data)
-        ranges = []
-        for index in range(_chunk_count(header["range_count"])):
-            chunk, _ = self.client.get(self.paths.chunk(batch_id, index))
-            ranges.extend(json.loads(chunk))
+        ranges = self.read_ranges(batch_id, header["range_count"])
+        batch_node = self.paths.batch(batch_id)
+        records = [self.client.get_async(f"{batch_node}/records-{i:05d}") for i in range(record_chunk_count(header))]
+        header = merge_records(header, [read.get()[0] for read in records])
         partitions = None
         if "partition_count" in header:
-            partitions = []
-            for index in range(-(-header["partition_count"] // PARTITIONS_PER_CHUNK)):
-                chunk, _ = self.client.get(self.paths.touched(batch_id, index))
-                partitions.extend(json.loads(chunk))
+            reads = [self.client.get_async(self.paths.touched(batch_id, i)) for i in range(partition_chunk_count(header))]
+            partitions = [p for read in reads for p in json.loads(read.get()[0])]
         return Batch.from_json(header, ranges, partitions), stat.version
-
-    def write_plan(self, batch: Batch) -> int:
-        """Store a PLANNED batch: header and range chunks in one fenced transaction."""
-        txn = self.client.transaction()
-        self._fence(txn)
-        txn.create(self.paths.batch(batch.batch_id), dump(batch.header_json()))
-        for index, chunk in enumerate(_chunks(batch.ranges)):
-            txn.create(self.paths.chunk(batch.batch_id, index), dump([r.to_json() for r in chunk]))
-        for skipped in batch.skipped:
-            self._append_event(txn, Skipped.of(batch.batch_id, batch.planned_at, skipped))
-        self._commit_fenced(txn, f"store the plan of batch {batch.batch_id}")
-        return 0  # a new znode's version
 
     def advance(self, batch: Batch, version: int, to: BatchState, **changes) -> tuple[Batch, int]:
         moved = batch.advanced(to, **changes)
+        if to is BatchState.REGISTERED:  # the offsets after the batch, so that the commit stays small
+            moved = replace(moved, snapshot=self.prepare_commit(moved))
+        node = self.paths.batch(batch.batch_id)
+        if (moved.last_records, moved.event_high) != (batch.last_records, batch.event_high):
+            self._write_beside(node, "records", record_chunks(moved), batch.batch_id)
+        if batch.partitions is None and moved.partitions is not None:  # WRITTEN by event time
+            self._write_beside(node, "partitions", partition_chunks(moved), batch.batch_id)
         txn = self.client.transaction()
         self._fence(txn)
-        if batch.partitions is None and moved.partitions is not None:  # WRITTEN by event time: in chunks
-            touched = moved.partitions
-            for index, start in enumerate(range(0, len(touched), PARTITIONS_PER_CHUNK)):
-                txn.create(self.paths.touched(batch.batch_id, index),
-                           dump(list(touched[start:start + PARTITIONS_PER_CHUNK])))
-        txn.set_data(self.paths.batch(batch.batch_id), dump(moved.header_json()), version=version)  # last: its stat
+        txn.set_data(node, header_bytes(moved), version=version)
         results = self._commit_fenced(txn, f"move batch {batch.batch_id} to {to.value}")
         return moved, results[-1].version
+
+    def _write_beside(self, node: str, prefix: str, chunks: list[bytes], batch_id: int) -> None:
+        """Chunks under a batch's znode, each its own fenced write, before the header that counts
+        them; a crash's leftovers (the header not yet moved) are deleted first."""
+        stale = [c for c in self._read(lambda: self.client.get_children(node), "list a batch's chunks")
+                 if c.startswith(f"{prefix}-")]
+        if stale:
+            txn = self.client.transaction()
+            self._fence(txn)
+            for child in stale:
+                txn.delete(f"{node}/{child}")
+            self._commit_fenced(txn, f"delete what a crash left of batch {batch_id}'s {prefix}")
+        self.create_fenced([(f"{node}/{prefix}-{i:05d}", c) for i, c in enumerate(chunks)],
+                           f"store batch {batch_id}'s {prefix}")
 
     def amend(self, batch: Batch, version: int, **changes) -> tuple[Batch, int]:
         """Rewrite the header of a batch, state unchanged (fenced, and only over `version`)."""
         amended = batch.amended(**changes)
         txn = self.client.transaction()
         self._fence(txn)
-        txn.set_data(self.paths.batch(batch.batch_id), dump(amended.header_json()), version=version)
+        txn.set_data(self.paths.batch(batch.batch_id), header_bytes(amended), version=version)
         results = self._commit_fenced(txn, f"update batch {batch.batch_id}")
         return amended, results[-1].version
 
-    def commit(self, batch: Batch, version: int) -> Batch:
-        """Move every range's offset from its expected value to its end and mark the batch
-        COMMITTED, all in one transaction that aborts if anything moved underneath. A REPAIR
-        batch moves no offset: it only checks that none moved since it was planned."""
-        committed = batch.advanced(BatchState.COMMITTED)
-        self.assert_lock_held()  # a fenced-out run must hear that, not a misleading offset mismatch
-        current = self.committed_offsets()
-        _check_expected(batch, current)
-        stored_ids = self.topic_ids()
-        for topic in {r.topic for r in batch.ranges}:
-            self._read(lambda t=topic: self.client.ensure_path(self.paths.topic(t)), "create topic node")
-        txn = self.client.transaction()
-        self._fence(txn)
-        for r in batch.ranges:
-            self._commit_range(txn, batch, r, current.get((r.topic, r.partition)))
-        for topic, topic_id in sorted(batch.topic_ids.items()):
-            if topic_id and stored_ids.get(topic) != topic_id and batch.kind is BatchKind.LOAD:
-                txn.set_data(self.paths.topic(topic), dump({"topic_id": topic_id}))
-        txn.set_data(self.paths.batch(batch.batch_id), dump(committed.header_json()), version=version)
-        try:
-            self._commit_fenced(txn, f"commit batch {batch.batch_id}")
-        except (ConnectionLoss, OperationTimeoutError, LockLost) as exc:
-            # After a lost connection or session the outcome is unknown: the transaction may
-            # have been applied before the answer was lost. The batch node says which.
-            unknown = not isinstance(exc, LockLost) or isinstance(exc.__cause__, SessionExpiredError)
-            if not unknown or self.read_batch(batch.batch_id)[0].state is not BatchState.COMMITTED:
-                raise
-        return committed
-
-    def _commit_range(self, txn, batch: Batch, r: OffsetRange, found: CommittedOffset | None) -> None:
-        path = self.paths.offset(r.topic, r.partition)
-        if batch.kind is BatchKind.REPAIR:
-            txn.check(path, found.version)
-            return
-        last = RecordFingerprint.from_json(batch.last_records.get(f"{r.topic}:{r.partition}"))
-        high, active = _event_time(batch, r, found)
-        if found is None:
-            txn.create(path, CommittedOffset(r.end, 0, r.start, last, high, active).to_bytes())
-            return
-        skipped = any(s.topic == r.topic and s.partition == r.partition for s in batch.skipped)
-        # After a skip the old record is no witness of the new log; else keep it when the range read none.
-        kept = last or (None if skipped else found.last)
-        txn.set_data(path, CommittedOffset(r.end, 0, found.origin, kept, high, active).to_bytes(),
-                     version=found.version)
-
     def prune_batches(self) -> None:
-        """Keep the newest committed batches only; they serve status and recovery reports."""
-        for batch_id in self.batch_ids()[:-BATCHES_KEPT]:
+        """Keep the newest committed batches only; they serve status and recovery reports. Their
+        plans go with them, and every snapshot but the committed one and an open batch's."""
+        ids = self.batch_ids()
+        for batch_id in ids[:-BATCHES_KEPT]:
             self._read(lambda b=batch_id: self.client.delete(self.paths.batch(b), recursive=True),
                        f"delete old batch {batch_id}")
+        kept = set(ids[-BATCHES_KEPT:])
+        plans = self._read(lambda: self.client.get_children(self.paths.plans), "list plans")
+        for plan in sorted(int(p) for p in plans):
+            if plan not in kept and kept and plan < max(kept):  # the next plan clears one after the last
+                self.delete_fenced(self.paths.plan(plan), f"delete the plan of old batch {plan}")
+        opened = self.open_batch()
+        self.prune_snapshots({opened[0].snapshot} if opened and opened[0].snapshot else set())
 
-
-
-def _event_time(batch: Batch, r: OffsetRange, found: CommittedOffset | None) -> tuple[int | None, str | None]:
-    """The partition's latest event time and last activity, carried forward and moved by this
-    batch's range: what the event-time watermark is computed from."""
-    high, active = (None, None) if found is None else (found.max_event_ms, found.active_at)
-    new = batch.event_high.get(f"{r.topic}:{r.partition}")
-    if new is not None:
-        high = new if high is None else max(high, new)
-    if r.size > 0 and batch.by_event_time:
-        active = utc_now_iso()
-    return high, active
-
-
-def _chunks(ranges: tuple[OffsetRange, ...]):
-    for start in range(0, len(ranges), RANGES_PER_CHUNK):
-        yield ranges[start:start + RANGES_PER_CHUNK]
-
-
-def _chunk_count(range_count: int) -> int:
-    return -(-range_count // RANGES_PER_CHUNK)
-
-
-def _check_expected(batch: Batch, current: dict[tuple[str, int], CommittedOffset]) -> None:
-    """Name every partition whose committed offset is not what the plan started from."""
-    mismatches = []
-    for r in batch.ranges:
-        found = current.get((r.topic, r.partition))
-        found_value = None if found is None else found.value
-        if found_value != r.expected:
-            mismatches.append(f"{r.topic}[{r.partition}]: plan expects {r.expected}, ZooKeeper has {found_value}")
-    if mismatches:
-        raise StateConflict(
-            f"batch {batch.batch_id} cannot commit: committed offsets moved since it was planned "
-            f"({'; '.join(mismatches[:10])}). Another writer or a manual reset changed them; run "
-            f"`etl status` and reconcile before running again.")
 
 
 def _failed(result) -> bool:

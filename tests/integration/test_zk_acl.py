@@ -71,8 +71,9 @@ def _config(stack, root, password, auth="digest", secret=None) -> ZooKeeperConfi
 
 
 def _make_state(config: ZooKeeperConfig) -> ZkPaths:
-    """Every kind of znode the store creates: lock, owner, offsets (topic and partition), a
-    batch with its range chunk, a skip event and a reset event. The lock stays held."""
+    """Every kind of znode the store creates: lock, owner, the committed pointer, snapshots
+    with their chunks, a plan with its range chunk, a batch, a skip event and a reset event.
+    The lock stays held."""
     store = ZkStateStore(config, "job", RETRY)
     store.connect()
     assert store.acquire_lock() is None
@@ -105,8 +106,10 @@ def test_every_znode_the_job_creates_carries_the_digest_acl(stack, job_root, pas
         nodes = _tree(owner, job_root)
         relative = {node[len(job_root):] for node in nodes}
         # Each kind of node, created by ensure_path, create or a transaction's create:
-        assert {"", "/job", "/job/lock", "/job/owner", "/job/offsets/t", "/job/offsets/t/0", "/job/offsets/t/1",
-                "/job/batches/0000000001", "/job/batches/0000000001/ranges-00000"} <= relative, relative
+        assert {"", "/job", "/job/lock", "/job/owner", "/job/committed", "/job/offsets/~migrated",
+                "/job/offsets/~migrated/see-committed", "/job/plans/0000000001",
+                "/job/plans/0000000001/ranges-00000", "/job/batches/0000000001"} <= relative, relative
+        assert any(n.startswith("/job/snapshots/s-") and "/offsets-" in n for n in relative), relative
         assert len([n for n in relative if n.startswith("/job/events/event-")]) == 2, relative
         expected = [make_digest_acl(USER, password[0], all=True)]
         unprotected = {node: owner.get_acls(node)[0] for node in nodes if owner.get_acls(node)[0] != expected}
@@ -190,7 +193,7 @@ def test_a_job_made_without_auth_is_refused_until_protected_with_the_command_the
                             timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     with pytest.raises(NoAuthError):
-        zk.get(f"{job}/offsets/t/0")  # the shared open client is locked out now
+        zk.get(f"{job}/committed")  # the shared open client is locked out now
     store = ZkStateStore(_config(stack, job_root, password), "job", RETRY)
     store.connect()
     try:

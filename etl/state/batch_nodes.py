@@ -1,0 +1,65 @@
+"""What a batch's znodes hold: the header, and beside it what grows with the partition count.
+
+A header rewritten at every state change must stay far below ZooKeeper's 1 MB request limit
+whatever the number of partitions. So the per-partition maps set at WRITTEN (the last record's
+fingerprint and, by event time, the latest event time of each partition) go to compressed chunks
+`records-NNNNN` under the batch's znode when there are many, and the header keeps their count;
+the Hive partitions a batch by event time touched go to `partitions-NNNNN` the same way. Small
+batches keep the maps in the header, as versions before chunks wrote them (and still read them).
+"""
+from __future__ import annotations
+
+import json
+import zlib
+
+from etl.model.batch import Batch
+from etl.state.znodes import dump
+
+INLINE_RECORDS = 1000  # ~80 bytes a partition: up to ~80 KB stays in the header
+RECORDS_PER_CHUNK = 2000
+PARTITIONS_PER_CHUNK = 5000  # ~60 bytes a touched partition
+
+
+def header_bytes(batch: Batch) -> bytes:
+    header = batch.header_json()
+    keys = _record_keys(batch)
+    if len(keys) > INLINE_RECORDS:
+        del header["last_records"]
+        header.pop("event_high", None)
+        header["record_count"] = len(keys)
+    return dump(header)
+
+
+def record_chunks(batch: Batch) -> list[bytes]:
+    """The chunks of per-partition maps; none when they stay in the header."""
+    keys = _record_keys(batch)
+    if len(keys) <= INLINE_RECORDS:
+        return []
+    entries = [[k, batch.last_records.get(k), batch.event_high.get(k)] for k in keys]
+    return [zlib.compress(dump(entries[i:i + RECORDS_PER_CHUNK])) for i in range(0, len(entries), RECORDS_PER_CHUNK)]
+
+
+def record_chunk_count(header: dict) -> int:
+    return -(-header.get("record_count", 0) // RECORDS_PER_CHUNK)
+
+
+def merge_records(header: dict, chunks: list[bytes]) -> dict:
+    """The header as Batch.from_json reads it, with the per-partition maps from their chunks."""
+    if "record_count" not in header:
+        return header
+    entries = [e for chunk in chunks for e in json.loads(zlib.decompress(chunk))]
+    return {**header, "last_records": {k: last for k, last, _ in entries if last is not None},
+            "event_high": {k: high for k, _, high in entries if high is not None}}
+
+
+def partition_chunks(batch: Batch) -> list[bytes]:
+    touched = batch.partitions or ()
+    return [dump(list(touched[i:i + PARTITIONS_PER_CHUNK])) for i in range(0, len(touched), PARTITIONS_PER_CHUNK)]
+
+
+def partition_chunk_count(header: dict) -> int:
+    return -(-header["partition_count"] // PARTITIONS_PER_CHUNK) if "partition_count" in header else 0
+
+
+def _record_keys(batch: Batch) -> list[str]:
+    return sorted(set(batch.last_records) | set(batch.event_high))

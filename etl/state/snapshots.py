@@ -1,0 +1,199 @@
+"""Committed offsets as snapshots behind one pointer znode.
+
+ZooKeeper refuses a request over jute.maxbuffer (1 MB by default), so one transaction with a
+compare-and-set per partition stops working at a few thousand partitions. Instead, every state
+of the committed offsets is an immutable snapshot, `/snapshots/s-N`: its znode holds the topic
+ids and counts, its children every partition's CommittedOffset in zlib-compressed chunks. Each
+chunk is its own small fenced write, made before anything points to the snapshot, so a crash
+leaves only an unreferenced snapshot, which pruning deletes.
+
+`/committed` names the current snapshot. Whatever moves offsets (a batch's commit, a reset, a
+rebind) writes a new snapshot, then moves the pointer in one fenced transaction with
+`set_data(version=...)`: the pointer's version is the compare-and-set that the per-partition
+znode versions were. A plan records the pointer version it started from (`/plans/<id>`), so a
+plan made before any other move of the offsets can no longer commit.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, field
+
+from kazoo.exceptions import NoNodeError
+
+from etl.errors import StateConflict
+from etl.model.batch import utc_now_iso
+from etl.model.identity import RecordFingerprint
+from etl.state.znodes import CommittedOffset, dump
+
+# ~40-400 bytes a partition before compression (topic names are at most 249 characters): a chunk
+# stays below 1 MB even uncompressed.
+OFFSETS_PER_CHUNK = 2000
+
+
+@dataclass(frozen=True)
+class CommittedState:
+    """The committed offsets and topic ids, and the pointer version they were read at (None:
+    no pointer yet, the state was read from the layout before snapshots)."""
+
+    offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    version: int | None = None
+    snapshot: str | None = None
+
+
+class SnapshotRecords:
+    """Mixed into ZkStateStore, whose client, paths, reads and fenced transactions it uses."""
+
+    _state_cache: tuple | None = None  # ((pointer version, pointer data), CommittedState)
+
+    # -- reading --------------------------------------------------------------------------
+    def committed_offsets(self) -> dict[tuple[str, int], CommittedOffset]:
+        """Every partition's committed offset; each CommittedOffset's `version` is the pointer's."""
+        return dict(self.committed_state().offsets)
+
+    def topic_ids(self) -> dict[str, str]:
+        """The topic ids stored at commit, for topics whose broker reported one."""
+        return dict(self.committed_state().topic_ids)
+
+    def committed_state(self) -> CommittedState:
+        return self._read(self._committed_state, "read committed offsets")
+
+    def pointer_version(self) -> int | None:
+        stat = self._read(lambda: self.client.exists(self.paths.committed), "read the committed pointer")
+        return None if stat is None else stat.version
+
+    def _committed_state(self) -> CommittedState:
+        try:
+            data, stat = self.client.get(self.paths.committed)
+        except NoNodeError:
+            return self._legacy_state()
+        key = (stat.version, data)
+        if self._state_cache is not None and self._state_cache[0] == key:
+            return self._state_cache[1]  # snapshots never change once written: reread only the pointer
+        name = json.loads(data)["snapshot"]
+        meta_data, _ = self.client.get(self.paths.snapshot(name))
+        meta = json.loads(meta_data)
+        reads = [self.client.get_async(self.paths.snapshot_chunk(name, i)) for i in range(meta["chunks"])]
+        offsets = {}
+        for read in reads:
+            chunk, _ = read.get()
+            offsets.update(_decode(json.loads(zlib.decompress(chunk)), stat.version))
+        if len(offsets) != meta["count"]:
+            raise StateConflict(f"snapshot {name} holds {len(offsets)} offsets, its header says {meta['count']}")
+        state = CommittedState(offsets, dict(meta["topic_ids"]), stat.version, name)
+        self._state_cache = (key, state)
+        return state
+
+    def _legacy_state(self) -> CommittedState:
+        """The offsets as versions before snapshots stored them: a znode per partition under
+        `/offsets/<topic>`, whose data is the topic id (etl.state.migration moves them)."""
+        try:
+            topics = [t for t in self.client.get_children(self.paths.offsets) if not t.startswith("~")]
+        except NoNodeError:
+            return CommittedState()
+        reads, ids = {}, {}
+        for topic in topics:
+            data, _ = self.client.get(self.paths.topic(topic))
+            if data:
+                ids[topic] = json.loads(data)["topic_id"]
+            for part in self.client.get_children(self.paths.topic(topic)):
+                reads[(topic, int(part))] = self.client.get_async(self.paths.offset(topic, int(part)))
+        offsets = {}
+        for key, read in reads.items():
+            data, stat = read.get()
+            offsets[key] = CommittedOffset.parse(data, stat.version)
+        return CommittedState(offsets, ids)
+
+    def snapshot_base(self, name: str) -> int | None:
+        """The pointer version a snapshot was built on; None if it is gone."""
+        try:
+            data, _ = self._read(lambda: self.client.get(self.paths.snapshot(name)), f"read snapshot {name}")
+        except NoNodeError:
+            return None
+        return json.loads(data)["base"]
+
+    # -- writing --------------------------------------------------------------------------
+    def write_snapshot(self, offsets: dict[tuple[str, int], CommittedOffset], topic_ids: dict[str, str],
+                       base: int | None, why: str) -> str:
+        """Store a snapshot, invisible until a pointer move names it; returns its name."""
+        entries = [_encode(key, found) for key, found in sorted(offsets.items())]
+        chunks = [zlib.compress(dump(entries[i:i + OFFSETS_PER_CHUNK]))
+                  for i in range(0, len(entries), OFFSETS_PER_CHUNK)]
+        meta = {"count": len(entries), "chunks": len(chunks), "topic_ids": topic_ids, "base": base,
+                "why": why, "at": utc_now_iso()}
+        self._read(lambda: self.client.ensure_path(self.paths.snapshots), "create the snapshots node")
+        txn = self.client.transaction()
+        self._fence(txn)
+        txn.create(self.paths.snapshot("s-"), dump(meta), sequence=True)
+        name = self._commit_fenced(txn, f"start a snapshot ({why})")[-1].rsplit("/", 1)[1]
+        self.create_fenced([(self.paths.snapshot_chunk(name, i), c) for i, c in enumerate(chunks)],
+                           f"store snapshot {name}")
+        return name
+
+    def create_fenced(self, nodes: list[tuple[str, bytes]], what: str) -> None:
+        """Create znodes, each in its own fenced transaction, all sent before the first answer
+        is awaited: each request stays small, and ZooKeeper pipelines them."""
+        pending = []
+        for path, data in nodes:
+            txn = self.client.transaction()
+            self._fence(txn)
+            txn.create(path, data)
+            pending.append(txn.commit_async())
+        for sent in pending:
+            self._commit_fenced(_Sent(sent), what)
+
+    def move_pointer(self, txn, name: str, version: int | None, **why) -> None:
+        """Add the pointer's move to `name` to a fenced transaction, over `version` (None: the
+        pointer's creation, which fails if another run created it meanwhile)."""
+        data = dump({"snapshot": name, "at": utc_now_iso(), **why})
+        txn.check(self.paths.snapshot(name), 0)  # the snapshot is still there (its znode is never set)
+        if version is None:
+            txn.create(self.paths.committed, data)
+        else:
+            txn.set_data(self.paths.committed, data, version=version)
+
+    def delete_fenced(self, path: str, what: str) -> None:
+        """Delete a znode and its children (one level) in one fenced transaction."""
+        try:
+            children = self._read(lambda: self.client.get_children(path), f"list {path}")
+        except NoNodeError:
+            return
+        txn = self.client.transaction()
+        self._fence(txn)
+        for child in children:
+            txn.delete(f"{path}/{child}")
+        txn.delete(path)
+        self._commit_fenced(txn, what)
+
+    def prune_snapshots(self, keep: set[str]) -> None:
+        """Delete every snapshot but the pointer's and those in `keep`: older states, and
+        snapshots a crash left before any pointer named them."""
+        current = self.committed_state().snapshot
+        try:
+            names = self._read(lambda: self.client.get_children(self.paths.snapshots), "list snapshots")
+        except NoNodeError:
+            return
+        for name in sorted(set(names) - keep - {current}):
+            self.delete_fenced(self.paths.snapshot(name), f"delete snapshot {name}")
+
+
+class _Sent:
+    """A transaction already sent, as _commit_fenced expects it (commit() waits for its answer)."""
+
+    def __init__(self, sent):
+        self._sent = sent
+
+    def commit(self) -> list:
+        return self._sent.get()
+
+
+def _encode(key: tuple[str, int], found: CommittedOffset) -> list:
+    last = None if found.last is None else found.last.to_json()
+    return [key[0], key[1], found.value, found.origin, last, found.max_event_ms, found.active_at]
+
+
+def _decode(entries: list[list], version: int) -> dict[tuple[str, int], CommittedOffset]:
+    return {(topic, partition): CommittedOffset(value, version, origin, RecordFingerprint.from_json(last), high,
+                                                active)
+            for topic, partition, value, origin, last, high, active in entries}

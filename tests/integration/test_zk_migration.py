@@ -1,0 +1,161 @@
+"""A job's state from before snapshots moves to them on the first run that takes the lock, and
+a crash at any step of a plan, a commit or that move leaves state the next run finishes. Old
+state is built as the earlier versions wrote it: a znode per partition under /offsets/<topic>
+(whose data is the topic id), and batches with their range chunks under the header."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from etl.config import RetryConfig, ZooKeeperConfig
+from etl.errors import InjectedFault
+from etl.model.batch import Batch, BatchState, OffsetRange
+from etl.model.identity import RecordFingerprint
+from etl.state.store import ZkStateStore
+from etl.state.znodes import CommittedOffset, dump
+
+RETRY = RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)
+OLD = {("clicks", 0): CommittedOffset(120, 0, 0, RecordFingerprint(119, 1767225600000, "00aa11bb22cc33dd")),
+       ("clicks", 1): CommittedOffset(80, 0, 10, None),
+       ("views", 0): CommittedOffset(7, 0, 0, None, 1767225600123, "2026-01-01T00:00:00+00:00")}
+IDS = {"clicks": "AaIFnTSZfgCuWxfsrPJLjg"}
+
+
+def zk_config(stack, zk_root):
+    return ZooKeeperConfig(hosts=stack.zk_hosts, root=zk_root, session_timeout_seconds=4)
+
+
+def write_old_layout(zk, job: str, open_batch: bool = False) -> None:
+    """The znodes as versions before snapshots left them: offsets (one in the first format, the
+    offset alone), topic ids, a committed batch and, optionally, a REGISTERED one."""
+    for (topic, partition), found in OLD.items():
+        zk.ensure_path(f"{job}/offsets/{topic}")
+        zk.set(f"{job}/offsets/{topic}", dump({"topic_id": IDS[topic]}) if topic in IDS else b"")
+        zk.create(f"{job}/offsets/{topic}/{partition}", found.to_bytes())
+    zk.create(f"{job}/offsets/views/1", b"42")  # the first format
+    zk.ensure_path(f"{job}/batches")
+    zk.ensure_path(f"{job}/events")
+    _old_batch(zk, job, 1, BatchState.COMMITTED, [OffsetRange("clicks", 0, 100, 120, 100)])
+    if open_batch:
+        _old_batch(zk, job, 2, BatchState.REGISTERED, [OffsetRange("clicks", 0, 120, 130, 120),
+                                                       OffsetRange("views", 1, 42, 50, 42)])
+
+
+def _old_batch(zk, job, batch_id, state, ranges):
+    batch = Batch(batch_id, state, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"}, tuple(ranges))
+    zk.create(f"{job}/batches/{batch_id:010d}", dump(batch.header_json()))
+    zk.create(f"{job}/batches/{batch_id:010d}/ranges-00000", dump([r.to_json() for r in ranges]))
+
+
+def expected_offsets() -> dict:
+    return {**{key: (o.value, o.origin, o.last, o.max_event_ms, o.active_at) for key, o in OLD.items()},
+            ("views", 1): (42, None, None, None, None)}
+
+
+def offsets_of(store) -> dict:
+    return {key: (o.value, o.origin, o.last, o.max_event_ms, o.active_at) for key, o in store.committed_offsets().items()}
+
+
+def take_lock(store, within=30):
+    deadline = time.monotonic() + within
+    while store.acquire_lock() is not None:  # a killed run's lock lives until its session expires
+        assert time.monotonic() < deadline, "the lock was not released"
+        time.sleep(0.2)
+
+
+def test_the_first_run_moves_old_offsets_and_topic_ids_into_a_snapshot(stack, zk, zk_root):
+    write_old_layout(zk, f"{zk_root}/job")
+    with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
+        assert offsets_of(store) == expected_offsets()  # readable before the move too
+        take_lock(store)
+        assert offsets_of(store) == expected_offsets() and store.topic_ids() == IDS
+        version = store.pointer_version()
+        assert version == 0 and store.read_batch(1)[0].ranges == (OffsetRange("clicks", 0, 100, 120, 100),)
+        store.release_lock()
+        take_lock(store)  # a second run finds the pointer and moves nothing
+        assert store.pointer_version() == version and offsets_of(store) == expected_offsets()
+        store.release_lock()
+    assert zk.get(f"{zk_root}/job/offsets/clicks/0")[0] == OLD[("clicks", 0)].to_bytes()  # left as they were
+
+
+def test_an_older_version_started_after_the_move_fails_on_reading_the_offsets(stack, zk, zk_root):
+    """What the versions before snapshots ran to read the offsets, against the moved state."""
+    write_old_layout(zk, f"{zk_root}/job")
+    with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
+        take_lock(store)
+        store.release_lock()
+    offsets = f"{zk_root}/job/offsets"
+    with pytest.raises(ValueError):
+        [int(part) for topic in zk.get_children(offsets) for part in zk.get_children(f"{offsets}/{topic}")]
+
+
+def test_a_batch_registered_before_the_move_commits_after_it(stack, zk, zk_root):
+    write_old_layout(zk, f"{zk_root}/job", open_batch=True)
+    with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
+        take_lock(store)
+        batch, version = store.open_batch()
+        assert batch.state is BatchState.REGISTERED and len(batch.ranges) == 2
+        store.commit(batch, version)
+        found = offsets_of(store)
+        assert found[("clicks", 0)][0] == 130 and found[("views", 1)][0] == 50
+        assert found[("clicks", 1)] == expected_offsets()[("clicks", 1)]
+        store.release_lock()
+
+
+def test_a_move_killed_before_the_pointer_is_done_again_by_the_next_run(stack, zk, zk_root):
+    write_old_layout(zk, f"{zk_root}/job")
+    code = ("import sys; from etl.config import RetryConfig, ZooKeeperConfig; from etl.state.store import ZkStateStore;"
+            f"s = ZkStateStore(ZooKeeperConfig(hosts={stack.zk_hosts!r}, root={zk_root!r}, session_timeout_seconds=4),"
+            " 'job', RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)); s.connect();"
+            " s.acquire_lock(); sys.exit(3)")
+    env = {**os.environ, "ETL_FAULT_POINT": "migrate:snapshot-written", "ETL_FAULT_ACTION": "kill"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, start_new_session=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    assert zk.exists(f"{zk_root}/job/committed") is None and len(zk.get_children(f"{zk_root}/job/snapshots")) == 1
+    with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
+        take_lock(store)
+        assert offsets_of(store) == expected_offsets() and store.topic_ids() == IDS
+        store.prune_batches()
+        assert zk.get_children(f"{zk_root}/job/snapshots") == [store.committed_state().snapshot]
+        store.release_lock()
+
+
+def test_a_plan_broken_off_before_its_header_is_invisible_and_replaced(stack, zk_root, monkeypatch):
+    ranges = tuple(OffsetRange("t", p, 0, 5, None) for p in range(4500))
+    batch = Batch(1, BatchState.PLANNED, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"}, ranges)
+    with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
+        take_lock(store)
+        monkeypatch.setenv("ETL_FAULT_POINT", "plan:ranges-written")
+        monkeypatch.setenv("ETL_FAULT_ACTION", "raise")
+        with pytest.raises(InjectedFault):
+            store.write_plan(batch)
+        monkeypatch.delenv("ETL_FAULT_POINT")
+        assert store.batch_ids() == [] and store.open_batch() is None
+        version = store.write_plan(batch)
+        assert store.read_batch(1) == (batch, version)
+
+
+def test_a_commit_broken_off_after_its_snapshot_moves_nothing_and_is_done_again(stack, zk, zk_root, monkeypatch):
+    batch = Batch(1, BatchState.PLANNED, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"},
+                  (OffsetRange("t", 0, 0, 5, None),))
+    with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
+        take_lock(store)
+        version = store.write_plan(batch)
+        batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=5, rejected=0)
+        batch, version = store.advance(batch, version, BatchState.REGISTERED)
+        monkeypatch.setenv("ETL_FAULT_POINT", "commit:snapshot-written")
+        monkeypatch.setenv("ETL_FAULT_ACTION", "raise")
+        with pytest.raises(InjectedFault):
+            store.commit(*store.open_batch())
+        monkeypatch.delenv("ETL_FAULT_POINT")
+        assert store.committed_offsets() == {} and store.open_batch()[0].state is BatchState.REGISTERED
+        store.prune_batches()  # keeps the open batch's snapshot
+        assert len(zk.get_children(f"{zk_root}/job/snapshots")) == 2
+        store.commit(*store.open_batch())
+        store.prune_batches()
+        assert store.committed_offsets()[("t", 0)].value == 5
+        assert zk.get_children(f"{zk_root}/job/snapshots") == [store.committed_state().snapshot]

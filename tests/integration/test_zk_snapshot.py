@@ -1,0 +1,109 @@
+"""Committed offsets as chunked snapshots behind one pointer znode, against a real ZooKeeper:
+plans and commits of more partitions than one ZooKeeper request holds, the pointer as the
+compare-and-set, and pruning."""
+import pytest
+from kazoo.client import KazooClient
+
+from etl.config import RetryConfig, ZooKeeperConfig
+from etl.errors import StateConflict
+from etl.model.batch import Batch, BatchState, OffsetRange
+from etl.model.events import OffsetChange, Reset
+from etl.state.store import ZkStateStore
+
+RETRY = RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)
+
+
+@pytest.fixture
+def new_store(stack, zk_root):
+    stores = []
+
+    def make():
+        store = ZkStateStore(ZooKeeperConfig(hosts=stack.zk_hosts, root=zk_root, session_timeout_seconds=4),
+                             "job", RETRY)
+        store.connect()
+        stores.append(store)
+        return store
+    yield make
+    for store in stores:
+        store.close()
+
+
+def planned(batch_id, ranges):
+    return Batch(batch_id, BatchState.PLANNED, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"},
+                 tuple(ranges))
+
+
+def load(store, batch, **written):
+    """Plan, write, register and commit a batch; returns it COMMITTED."""
+    version = store.write_plan(batch)
+    batch, version = store.read_batch(batch.batch_id)
+    batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=batch.record_count, rejected=0, **written)
+    batch, version = store.advance(batch, version, BatchState.REGISTERED)
+    return store.commit(batch, version)
+
+
+def test_a_batch_of_20000_partitions_plans_and_commits_below_the_request_limit(new_store):
+    """One ZooKeeper request holds at most 1 MB: 20,000 per-partition compare-and-sets (or one
+    transaction of all range chunks) do not fit, a snapshot in chunks behind a pointer does."""
+    store = new_store()
+    assert store.acquire_lock() is None
+    n = 20000
+    first = [OffsetRange(f"topic-with-a-long-name-{p % 7}", p, 0, 3, None) for p in range(n)]
+    last = {f"{r.topic}:{r.partition}": [2, 1767225600000 + r.partition, f"{r.partition:016x}"] for r in first}
+    load(store, planned(1, first), last_records=last)
+    second = [OffsetRange(r.topic, r.partition, 3, 5, 3) for r in first]
+    load(store, planned(2, second))
+    offsets = store.committed_offsets()
+    assert len(offsets) == n and {o.value for o in offsets.values()} == {5}
+    sample = offsets[("topic-with-a-long-name-3", 10)]
+    assert sample.origin == 0 and sample.last.to_json() == [2, 1767225600010, f"{10:016x}"]
+    assert store.open_batch() is None
+
+
+def test_a_plan_made_before_a_reset_cannot_commit_after_it(new_store):
+    """Offsets move only from the state the plan started from: a reset, even of another
+    partition, moves the pointer, and the plan made before it is refused at commit."""
+    store = new_store()
+    assert store.acquire_lock() is None
+    load(store, planned(1, [OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 0, 5, None)]))
+    stale = planned(2, [OffsetRange("t", 0, 10, 12, 10)])
+    version = store.write_plan(stale)
+    written, version = store.advance(stale, version, BatchState.WRITTEN, rows=2, rejected=0)
+    registered, version = store.advance(written, version, BatchState.REGISTERED)
+    store.finish_reset(Reset("2026-01-01T00:00:00+00:00", "test", (OffsetChange("t", 1, 5, 2),)), {})
+    with pytest.raises(StateConflict, match="moved since it was planned"):
+        store.commit(registered, version)
+    assert {k: o.value for k, o in store.committed_offsets().items()} == {("t", 0): 10, ("t", 1): 2}
+
+
+def test_the_commit_is_one_small_transaction_whatever_the_partition_count(new_store, zk, zk_root):
+    """The step that makes a batch COMMITTED writes the pointer and the header only: the
+    snapshot it names was written, in chunks, before."""
+    store = new_store()
+    assert store.acquire_lock() is None
+    ranges = [OffsetRange("t", p, 0, 1, None) for p in range(6000)]
+    batch = planned(1, ranges)
+    version = store.write_plan(batch)
+    batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=6000, rejected=0)
+    batch, version = store.advance(batch, version, BatchState.REGISTERED)
+    ops = []
+    real = store.client.transaction
+
+    def counting():
+        txn = real()
+        ops.append(txn.operations)
+        return txn
+    store.client.transaction = counting
+    store.commit(batch, version)
+    assert len(ops) == 1 and len(ops[0]) <= 5, [type(o).__name__ for o in ops[0]]
+
+
+def test_old_snapshots_and_plans_are_pruned_with_their_batches(new_store, zk, zk_root):
+    store = new_store()
+    assert store.acquire_lock() is None
+    for batch_id in range(1, 4):
+        load(store, planned(batch_id, [OffsetRange("t", 0, batch_id - 1, batch_id, batch_id - 1 or None)]))
+        store.prune_batches()
+    snapshots = zk.get_children(f"{zk_root}/job/snapshots")
+    assert len(snapshots) == 1, snapshots
+    assert store.committed_offsets()[("t", 0)].value == 3
