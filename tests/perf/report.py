@@ -97,8 +97,10 @@ def render(report: dict) -> str:
                     tm, z = b["timings"], b["znodes"]
                     lines.append(f"  {n:>10} {b['batch']:>6} {'-':>7} {tm['zk_reads']:>6.3f} "
                                  f"{tm['write_plan']:>7.3f} {tm['commit']:>7.3f} {'-':>7} {'-':>7}  {z['header_bytes']}, "
-                                 f"{z['range_chunks']} x {z['range_chunk_bytes']}, ~{z['commit_request_bytes_estimate']:,}"
-                                 f"  offsets match: {b['offsets_match']} (ZooKeeper only)")
+                                 f"{z['range_chunks']} x <= {max(z['range_chunk_bytes'], default=0)}, "
+                                 f"~{z['commit_request_bytes_estimate']:,}  offsets match: {b['offsets_match']} "
+                                 f"(ZooKeeper only; WRITTEN {tm.get('written', 0):.3f}, REGISTERED with the "
+                                 f"snapshot {tm.get('registered', 0):.3f}, all {tm.get('total', 0):.3f})")
                     ok_all &= b["offsets_match"]
                 continue
             rows = [(str(b["batch"]), b["phases"], b["znodes"], b["loaded"]) for b in entry["batches"]]

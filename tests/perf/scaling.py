@@ -2,6 +2,7 @@
 on ZooKeeper alone, when the broker cannot create the topic)."""
 from __future__ import annotations
 
+import json
 import time
 
 from tests.harness.kafka import watermarks
@@ -53,67 +54,86 @@ def partition_scaling(run: BenchRun) -> None:
     run.report["partition_scaling"] = out
 
 def znode_sizes(run: BenchRun, config, batch_id: int) -> dict:
+    """The batch's znodes and the committed snapshot's, and the size of the commit request."""
     from etl.state.store import ZkPaths
     paths = ZkPaths(config.zookeeper.root, config.job.name)
     client = zk_client(run.stack)
     try:
         header = client.exists(paths.batch(batch_id)).dataLength
-        chunks = sorted(client.get_children(paths.batch(batch_id)))
-        chunk_sizes = [client.exists(f"{paths.batch(batch_id)}/{c}").dataLength for c in chunks]
-        offsets = 0
-        offset_paths = []
-        for topic in client.get_children(paths.offsets):
-            parts = client.get_children(f"{paths.offsets}/{topic}")
-            offsets += len(parts)
-            offset_paths += [(f"{paths.offsets}/{topic}/{p}", 12) for p in parts]
+        plan = paths.plan(batch_id)
+        chunk_sizes = [client.exists(f"{plan}/{c}").dataLength for c in sorted(client.get_children(plan))]
+        beside = [client.exists(f"{paths.batch(batch_id)}/{c}").dataLength
+                  for c in sorted(client.get_children(paths.batch(batch_id)))]
+        pointer, _ = client.get(paths.committed)
+        snapshot = paths.snapshot(json.loads(pointer)["snapshot"])
+        snapshot_sizes = [client.exists(f"{snapshot}/{c}").dataLength for c in client.get_children(snapshot)]
     finally:
         client.stop()
         client.close()
-    # The commit is one multi-op request: 2 fence checks, a set (or create) per offset, the
-    # header. Jute sizes: op header 9 B; path and data 4 B + bytes; version 4 B; a create's ACL ~30 B.
-    txn = 2 * (9 + 4 + len(paths.lock) + 4) + sum(9 + 4 + len(p) + 4 + size + 4 + 30 for p, size in offset_paths) \
-        + 9 + 4 + len(paths.batch(batch_id)) + 4 + header + 4
+    # The commit is one multi-op request: 2 fence checks, the snapshot's check, the pointer's set,
+    # the header's set. Jute sizes: op header 9 B; path and data 4 B + bytes; version 4 B.
+    checks = 2 * (9 + 4 + len(paths.lock) + 4) + 9 + 4 + len(snapshot) + 4
+    txn = checks + 9 + 4 + len(paths.committed) + 4 + len(pointer) + 4 + 9 + 4 + len(paths.batch(batch_id)) + 4 \
+        + header + 4
     return {"header_bytes": header, "range_chunks": len(chunk_sizes), "range_chunk_bytes": chunk_sizes,
-            "offset_znodes": offsets, "commit_request_bytes_estimate": txn}
+            "beside_header_bytes": beside, "snapshot_chunks": len(snapshot_sizes),
+            "snapshot_chunk_max_bytes": max(snapshot_sizes, default=0), "commit_request_bytes_estimate": txn}
+
 
 def zk_only_scaling(run: BenchRun, n: int, label: str) -> dict:
-    """No topic: plan, store, advance and commit a batch of n ranges with etl.state.store directly."""
-    from etl.model.batch import Batch, BatchState, OffsetRange, utc_now, utc_now_iso
-    from etl.model.partitioning import PLANNING_TIME_HOURLY
+    """No topic: plan, store, advance and commit a batch of n ranges with etl.state.store directly,
+    with a last-record fingerprint per partition set at WRITTEN, as a real batch has."""
     from etl.config import load_config
     from etl.state.store import ZkStateStore
     config = load_config(run.ini(label, ["zk-only"], run.args.decoder, 1000))
-    k = run.args.scaling_records
     results = []
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
         if store.acquire_lock() is not None:
             raise RuntimeError("lock held")
         try:
             for batch_no in (1, 2):
-                timings = {}
-                started = time.monotonic()
-                committed = store.committed_offsets()
-                timings["zk_reads"] = time.monotonic() - started
-                ranges = tuple(OffsetRange("zk-only", p, (batch_no - 1) * k, batch_no * k,
-                                           committed[("zk-only", p)].value if ("zk-only", p) in committed else None)
-                               for p in range(n))
-                now = utc_now()
-                batch = Batch(batch_no, BatchState.PLANNED, now.isoformat(timespec="seconds"),
-                              PLANNING_TIME_HOURLY.values_for_plan(now), ranges, planned_by=store.me.describe(), updated_at=utc_now_iso())
-                started = time.monotonic()
-                version = store.write_plan(batch)
-                timings["write_plan"] = time.monotonic() - started
-                batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=n * k, rejected=0)
-                batch, version = store.advance(batch, version, BatchState.REGISTERED)
-                started = time.monotonic()
-                store.commit(batch, version)
-                timings["commit"] = time.monotonic() - started
-                offsets = {key: v.value for key, v in store.committed_offsets().items()}
-                ok = all(offsets.get(("zk-only", p)) == batch_no * k for p in range(n))
+                timings, ok = _zk_only_batch(store, n, run.args.scaling_records, batch_no)
                 results.append({"batch": batch_no, "timings": timings, "offsets_match": ok,
                                 "znodes": znode_sizes(run, config, batch_no)})
+                store.prune_batches()
         finally:
             store.release_lock()
     return {"batches": results}
+
+
+def _zk_only_batch(store, n: int, k: int, batch_no: int) -> tuple[dict, bool]:
+    """One batch's ZooKeeper work, each step timed: reads (and plan), plan write, WRITTEN (with
+    each partition's last record), REGISTERED (the snapshot of the offsets after the batch), commit."""
+    from etl.model.batch import Batch, BatchState, OffsetRange, utc_now, utc_now_iso
+    from etl.model.partitioning import PLANNING_TIME_HOURLY
+    timings = {}
+    store._state_cache = None  # read as a new run does, not from the snapshot this process cached
+    started = time.monotonic()
+    committed = store.committed_offsets()
+    timings["zk_reads"] = time.monotonic() - started
+    ranges = tuple(OffsetRange("zk-only", p, (batch_no - 1) * k, batch_no * k,
+                               committed[("zk-only", p)].value if ("zk-only", p) in committed else None)
+                   for p in range(n))
+    now = utc_now()
+    batch = Batch(batch_no, BatchState.PLANNED, now.isoformat(timespec="seconds"),
+                  PLANNING_TIME_HOURLY.values_for_plan(now), ranges, planned_by=store.me.describe(),
+                  updated_at=utc_now_iso())
+    last = {f"zk-only:{p}": [batch_no * k - 1, 1767225600000 + p, f"{p:016x}"] for p in range(n)}
+    steps = [("write_plan", lambda b, v: (b, store.write_plan(b))),
+             ("written", lambda b, v: store.advance(b, v, BatchState.WRITTEN, rows=n * k, rejected=0,
+                                                    last_records=last)),
+             ("registered", lambda b, v: store.advance(b, v, BatchState.REGISTERED)),
+             ("commit", lambda b, v: (store.commit(b, v), v))]
+    version = None
+    for name, step in steps:
+        started = time.monotonic()
+        batch, version = step(batch, version)
+        timings[name] = time.monotonic() - started
+    timings["total"] = sum(timings.values())
+    offsets = store.committed_offsets()
+    ok = len(offsets) == n and all(offsets[("zk-only", p)].value == batch_no * k
+                                   and offsets[("zk-only", p)].last.to_json() == last[f"zk-only:{p}"]
+                                   for p in range(n))
+    return timings, ok
 
 # -- 5b: profile ---------------------------------------------------------------------------
