@@ -2,7 +2,7 @@
 plans and commits of more partitions than one ZooKeeper request holds, the pointer as the
 compare-and-set, and pruning."""
 import pytest
-from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import StateConflict
@@ -107,3 +107,36 @@ def test_old_snapshots_and_plans_are_pruned_with_their_batches(new_store, zk, zk
     snapshots = zk.get_children(f"{zk_root}/job/snapshots")
     assert len(snapshots) == 1, snapshots
     assert store.committed_offsets()[("t", 0)].value == 3
+
+
+@pytest.mark.parametrize("applied", [True, False])
+def test_a_commit_whose_answer_was_lost_knows_whether_it_was_applied(new_store, applied):
+    """The connection drops after the commit request was sent: the header, moved in the same
+    transaction as the pointer, says whether it went through."""
+    store = new_store()
+    assert store.acquire_lock() is None
+    batch = planned(1, [OffsetRange("t", p, 0, 4, None) for p in range(3000)])
+    version = store.write_plan(batch)
+    batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=12000, rejected=0)
+    batch, version = store.advance(batch, version, BatchState.REGISTERED)
+    real = store.client.transaction
+
+    def answer_lost():
+        txn = real()
+        send = txn.commit
+
+        def commit():
+            if applied:
+                send()
+            raise ConnectionLoss()
+        txn.commit = commit
+        return txn
+    store.client.transaction = answer_lost
+    if applied:
+        assert store.commit(batch, version).state is BatchState.COMMITTED
+    else:
+        with pytest.raises(ConnectionLoss):
+            store.commit(batch, version)
+    store.client.transaction = real
+    offsets = store.committed_offsets()
+    assert (len(offsets), store.open_batch() is None) == ((3000, True) if applied else (0, False))
