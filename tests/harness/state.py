@@ -66,3 +66,26 @@ def wait_for_lock_release(zk, config: Path | str, timeout: float = 60) -> float:
             raise TimeoutError(f"lock {lock} still held after {timeout}s")
         time.sleep(0.1)
     return time.monotonic() - started
+
+
+def rewrite_committed(config: Path | str, change) -> None:
+    """Change the committed offsets by hand, as a test that plays a broker or an operator does:
+    `change(offsets, topic_ids)` edits copies of them, which become a new snapshot that the
+    pointer moves to, holding the job lock (etl.state.snapshots)."""
+    from etl.config import load_config
+    from etl.state.store import ZkStateStore
+    cfg = load_config(config)
+    with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
+        if store.acquire_lock() is not None:
+            raise RuntimeError("the job lock is held: cannot change its offsets")
+        try:
+            state = store.committed_state()
+            offsets, topic_ids = dict(state.offsets), dict(state.topic_ids)
+            change(offsets, topic_ids)
+            name = store.write_snapshot(offsets, topic_ids, state.version, "changed by a test")
+            txn = store.client.transaction()
+            store._fence(txn)
+            store.move_pointer(txn, name, state.version)
+            store._commit_fenced(txn, "change the committed offsets by hand")
+        finally:
+            store.release_lock()

@@ -4,7 +4,6 @@ used to break with `run` and `verify` both exiting 0."""
 from __future__ import annotations
 
 import functools
-import json
 
 from etl.config import load_config
 from etl.job.runner import run_job
@@ -15,7 +14,7 @@ from etl.state.store import ZkPaths, ZkStateStore
 from tests.harness.data import events_by_partition, loaded_job
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import expected_offsets, table_offsets
-from tests.harness.state import wait_for_lock_release
+from tests.harness.state import rewrite_committed, wait_for_lock_release
 from test_pipeline import recreate_topic
 
 DB = "etl_test"
@@ -97,7 +96,7 @@ def test_a_topic_recreated_with_more_records_is_refused_by_its_last_record_witho
         spark, new_topic, produce, write_config, hive_table_name, kafka_admin, zk):
     topic, config = loaded(new_topic, produce, write_config, partitions=1, per_partition=30)
     cfg = load_config(config)
-    zk.set(ZkPaths(cfg.zookeeper.root, cfg.job.name).topic(topic), b"")  # as from a broker without topic ids
+    rewrite_committed(config, lambda offsets, ids: ids.pop(topic))  # as from a broker without topic ids
     recreate_topic(kafka_admin, topic)
     produce(topic, events_by_partition(1, 80, first_id=1000))
     result = run_etl(config)
@@ -109,9 +108,9 @@ def test_a_topic_recreated_with_more_records_is_refused_by_its_last_record_witho
 def test_the_last_record_stored_at_commit_is_the_ranges_last(new_topic, produce, write_config, zk, spark):
     topic, config = loaded(new_topic, produce, write_config, partitions=1, per_partition=30)
     cfg = load_config(config)
-    data, _ = zk.get(ZkPaths(cfg.zookeeper.root, cfg.job.name).offset(topic, 0))
-    stored = json.loads(data)
-    assert stored["offset"] == 30 and stored["origin"] == 0 and stored["last"][0] == 29
+    with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
+        stored = store.committed_offsets()[(topic, 0)]
+    assert stored.value == 30 and stored.origin == 0 and stored.last.offset == 29
 
 
 def test_a_second_job_on_an_owned_table_is_refused_before_it_writes(
@@ -232,7 +231,7 @@ def test_a_new_partition_of_a_known_topic_starts_at_earliest_whatever_starting_o
     assert run_job(cfg) == 0  # a topic new to the job: latest, for both partitions
     assert committed(config) == {(topic, 0): 5, (topic, 1): 0}
     # The broker here cannot add partitions: forget partition 1, as if it had just been created.
-    zk.delete(ZkPaths(cfg.zookeeper.root, cfg.job.name).offset(topic, 1))
+    rewrite_committed(config, lambda offsets, ids: offsets.pop((topic, 1)))
     produce(topic, events_by_partition(2, 10, first_id=100))
     assert run_job(cfg) == 0
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 15}, start=5) \
