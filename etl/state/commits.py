@@ -90,6 +90,7 @@ class Commits:
         conflict = self._conflict(batch, state)
         if conflict:
             raise StateConflict(conflict)
+        self.store_records(batch, committed)  # a header from before chunks: its maps go beside it first
         txn = self.client.transaction()
         self._fence(txn)
         if batch.kind is BatchKind.REPAIR:

@@ -193,8 +193,7 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
         if to is BatchState.REGISTERED:  # the offsets after the batch, so that the commit stays small
             moved = replace(moved, snapshot=self.prepare_commit(moved))
         node = self.paths.batch(batch.batch_id)
-        if (moved.last_records, moved.event_high) != (batch.last_records, batch.event_high):
-            self._write_beside(node, "records", record_chunks(moved), batch.batch_id)
+        self.store_records(batch, moved)
         if batch.partitions is None and moved.partitions is not None:  # WRITTEN by event time
             self._write_beside(node, "partitions", partition_chunks(moved), batch.batch_id)
         txn = self.client.transaction()
@@ -202,6 +201,15 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
         txn.set_data(node, header_bytes(moved), version=version)
         results = self._commit_fenced(txn, f"move batch {batch.batch_id} to {to.value}")
         return moved, results[-1].version
+
+    def store_records(self, before: Batch, moved: Batch) -> None:
+        """Write the per-partition maps beside the header (etl.state.batch_nodes) when they
+        changed, or when a header from before chunks held them inline and is about to drop them."""
+        chunks = record_chunks(moved)
+        first = f"{self.paths.batch(moved.batch_id)}/records-00000"
+        changed = (moved.last_records, moved.event_high) != (before.last_records, before.event_high)
+        if changed or chunks and self._read(lambda: self.client.exists(first), "look for a batch's records") is None:
+            self._write_beside(self.paths.batch(moved.batch_id), "records", chunks, moved.batch_id)
 
     def _write_beside(self, node: str, prefix: str, chunks: list[bytes], batch_id: int) -> None:
         """Chunks under a batch's znode, each its own fenced write, before the header that counts
@@ -220,6 +228,7 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
     def amend(self, batch: Batch, version: int, **changes) -> tuple[Batch, int]:
         """Rewrite the header of a batch, state unchanged (fenced, and only over `version`)."""
         amended = batch.amended(**changes)
+        self.store_records(batch, amended)
         txn = self.client.transaction()
         self._fence(txn)
         txn.set_data(self.paths.batch(batch.batch_id), header_bytes(amended), version=version)

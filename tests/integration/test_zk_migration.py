@@ -159,3 +159,25 @@ def test_a_commit_broken_off_after_its_snapshot_moves_nothing_and_is_done_again(
         store.prune_batches()
         assert store.committed_offsets()[("t", 0)].value == 5
         assert zk.get_children(f"{zk_root}/job/snapshots") == [store.committed_state().snapshot]
+
+
+def test_a_large_batch_written_before_the_move_keeps_its_fingerprints_through_commit(stack, zk, zk_root):
+    """Older versions kept every partition's last record in the header; once the header moves
+    on, they go beside it in chunks, so the batch still reads back whole after its commit."""
+    job = f"{zk_root}/job"
+    write_old_layout(zk, job)
+    ranges = tuple(OffsetRange("wide", p, 0, 2, None) for p in range(1500))
+    last = {f"wide:{p}": [1, 1767225600000, f"{p:016x}"] for p in range(1500)}
+    batch = Batch(2, BatchState.WRITTEN, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"}, ranges,
+                  last_records=last)
+    zk.create(f"{job}/batches/{2:010d}", dump(batch.header_json()))
+    zk.create(f"{job}/batches/{2:010d}/ranges-00000", dump([r.to_json() for r in ranges]))
+    with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
+        take_lock(store)
+        opened, version = store.open_batch()
+        assert opened == batch
+        registered, version = store.advance(opened, version, BatchState.REGISTERED)
+        store.commit(registered, version)
+        assert store.read_batch(2)[0].last_records == last
+        assert store.committed_offsets()[("wide", 7)].last.to_json() == last["wide:7"]
+        store.release_lock()
