@@ -30,6 +30,10 @@ def header_bytes(batch: Batch) -> bytes:
     return dump(header)
 
 
+def has_record_chunks(batch: Batch) -> bool:
+    return len(_record_keys(batch)) > INLINE_RECORDS
+
+
 def record_chunks(batch: Batch) -> list[bytes]:
     """The chunks of per-partition maps; none when they stay in the header."""
     keys = _record_keys(batch)

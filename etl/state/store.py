@@ -24,8 +24,8 @@ from etl.model.batch import Batch, BatchState
 from etl.retry import retry_idempotent
 from etl.state import acl as zk_acl
 from etl.state.paths import ZkPaths
-from etl.state.batch_nodes import (header_bytes, merge_records, partition_chunk_count, partition_chunks,
-                                   record_chunk_count, record_chunks)
+from etl.state.batch_nodes import (has_record_chunks, header_bytes, merge_records, partition_chunk_count,
+                                   partition_chunks, record_chunk_count, record_chunks)
 from etl.state.commits import Commits
 from etl.state.compaction_records import CompactionRecords
 from etl.state.migration import migrate_offsets
@@ -205,11 +205,11 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
     def store_records(self, before: Batch, moved: Batch) -> None:
         """Write the per-partition maps beside the header (etl.state.batch_nodes) when they
         changed, or when a header from before chunks held them inline and is about to drop them."""
-        chunks = record_chunks(moved)
         first = f"{self.paths.batch(moved.batch_id)}/records-00000"
         changed = (moved.last_records, moved.event_high) != (before.last_records, before.event_high)
-        if changed or chunks and self._read(lambda: self.client.exists(first), "look for a batch's records") is None:
-            self._write_beside(self.paths.batch(moved.batch_id), "records", chunks, moved.batch_id)
+        if changed or has_record_chunks(moved) and \
+                self._read(lambda: self.client.exists(first), "look for a batch's records") is None:
+            self._write_beside(self.paths.batch(moved.batch_id), "records", record_chunks(moved), moved.batch_id)
 
     def _write_beside(self, node: str, prefix: str, chunks: list[bytes], batch_id: int) -> None:
         """Chunks under a batch's znode, each its own fenced write, before the header that counts
