@@ -37,6 +37,7 @@ class Commits:
     def write_plan(self, batch: Batch) -> int:
         """Store a PLANNED batch: its base and range chunks first, then the header that makes it
         visible (with its skip events). Returns the header's version."""
+        self.assert_lock_held()
         plan = self.paths.plan(batch.batch_id)
         self._read(lambda: self.client.ensure_path(self.paths.plans), "create the plans node")
         if self._read(lambda: self.client.exists(plan), "look for a crashed plan") is not None:
@@ -75,6 +76,7 @@ class Commits:
     def prepare_commit(self, batch: Batch) -> str:
         """Write the snapshot of the offsets after `batch` (the move to REGISTERED does, so that
         the commit is small); "" when the offsets moved since the plan: the commit will say so."""
+        self.assert_lock_held()  # a fenced-out run must hear that before it reads anything
         state = self.committed_state()
         if batch.kind is BatchKind.REPAIR or self._conflict(batch, state):
             return ""
