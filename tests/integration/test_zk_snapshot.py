@@ -98,15 +98,17 @@ def test_the_commit_is_one_small_transaction_whatever_the_partition_count(new_st
     assert len(ops) == 1 and len(ops[0]) <= 5, [type(o).__name__ for o in ops[0]]
 
 
-def test_old_snapshots_and_plans_are_pruned_with_their_batches(new_store, zk, zk_root):
+def test_old_snapshots_and_plans_are_pruned_with_their_batches(new_store, zk, zk_root, monkeypatch):
+    monkeypatch.setattr("etl.state.store.BATCHES_KEPT", 2)
     store = new_store()
     assert store.acquire_lock() is None
-    for batch_id in range(1, 4):
+    for batch_id in range(1, 5):
         load(store, planned(batch_id, [OffsetRange("t", 0, batch_id - 1, batch_id, batch_id - 1 or None)]))
         store.prune_batches()
     snapshots = zk.get_children(f"{zk_root}/job/snapshots")
-    assert len(snapshots) == 1, snapshots
-    assert store.committed_offsets()[("t", 0)].value == 3
+    assert snapshots == [store.committed_state().snapshot]
+    assert sorted(zk.get_children(f"{zk_root}/job/plans")) == ["0000000003", "0000000004"]
+    assert store.batch_ids() == [3, 4] and store.committed_offsets()[("t", 0)].value == 4
 
 
 @pytest.mark.parametrize("applied", [True, False])
