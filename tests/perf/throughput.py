@@ -101,7 +101,6 @@ def throughput(run: BenchRun) -> None:
         run.report["py_spy"] = py_spy_batch(run, config)
 
 
-
 def counted_drain(run: BenchRun, task, specs: list, records: int):
     """A measurement: the specs' ranges consumed by one Spark task each, counted."""
     def go():
