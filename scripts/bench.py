@@ -49,6 +49,10 @@ from tests.perf.plot import draw_files  # noqa: E402
 from tests.perf.runner import run  # noqa: E402  (needs the path above)
 
 
+def _counts(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -57,6 +61,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--decoder", choices=[kind.value for kind in DecoderKind], default="json")
     parser.add_argument("--parallelism", type=int, default=2, help="Spark local[P] (default 2)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--drain-parallelism", type=_counts, default="2,4,8",
+                        help="also drain at each local[P], the best being the physical limit (default 2,4,8)")
+    parser.add_argument("--seeds-shape", action="store_true",
+                        help="only: 545,884 records in 18 partitions, whole `etl run` processes at each --seeds-parallelism")
+    parser.add_argument("--seeds-parallelism", type=_counts, default="2,4", help="local[P] for --seeds-shape")
     parser.add_argument("--memory-check", action="store_true",
                         help="only: the full batch on one partition of 1M and one of 10M records, peak worker RSS")
     parser.add_argument("--memory-records", default="1000000,10000000", help="partition-batch sizes for --memory-check")

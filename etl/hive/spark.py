@@ -5,6 +5,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 from etl.config import Config
 
@@ -84,11 +85,15 @@ class SparkStarter:
     than a JVM. Whatever needs Spark (the Hive registrar, the tasks, the dimension loader) is
     given this object, or its `session` method, and asks."""
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, on_start: Callable[[object], None] | None = None):
+        """`on_start(session)` runs once, right after the session started."""
         self._config = config
         self._session = None
+        self._on_start = on_start
 
     def session(self):
         if self._session is None:
             self._session = build_spark(self._config)
+            if self._on_start is not None:
+                self._on_start(self._session)
         return self._session

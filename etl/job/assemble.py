@@ -6,6 +6,7 @@ from etl.hive.spark import SparkStarter
 from etl.job.driver import Job
 from etl.job.observer import NO_OBSERVER, JobObserver
 from etl.job.partition_writer import WriterSpec
+from etl.job.warm_up import warm_python_workers
 from etl.errors import ConfigError
 from etl.model.schema import TableSchema, load_table_schema
 from etl.rows.decoders import make_decoder
@@ -60,4 +61,4 @@ def assemble_job(config: Config, store: ZkStateStore, kafka: KafkaMetadata, spec
                  observer: JobObserver = NO_OBSERVER) -> Job:
     """A Job over the caller's store (lock held) and Kafka client; Spark starts when a batch
     first needs it. `spec` comes from writer_spec, called before anything was touched."""
-    return Job(config, store, kafka, spec, SparkStarter(config), observer)
+    return Job(config, store, kafka, spec, SparkStarter(config, on_start=warm_python_workers), observer)

@@ -20,6 +20,7 @@ from tests.harness.state import JobState, job_state, wait_for_lock_release
 ZK_CONNECTED = "connected to ZooKeeper at"  # etl.state.store
 SPARK_STARTED = "Spark session started"  # etl.hive.spark
 _COMMITTED_LINE = re.compile(r"batch \d+ \((?:new|resumed)\) COMMITTED")
+START_ANCHOR, BATCH_ANCHOR = "process start", "first batch line"
 _BATCH_LINE = re.compile(r"batch \d+ PLANNED|resuming batch \d+|batch \d+ \((?:new|resumed)\) COMMITTED")
 
 
@@ -51,6 +52,7 @@ def classify(stderr: str, before: JobState, after: JobState, tasks_started: bool
 class KillRecord:
     index: int
     delay: float
+    anchor: str
     killed: bool
     returncode: int
     phase: str
@@ -62,9 +64,10 @@ class KillRecord:
 
     def describe(self) -> str:
         if not self.killed:
-            return (f"run {self.index}: delay {self.delay:6.2f}s -> run finished first (rc {self.returncode}), "
-                    f"last batch {self.batch_id} {self.state}")
-        return (f"kill {self.index}: delay {self.delay:6.2f}s -> rc {self.returncode}, ZooKeeper: batch "
+            return (f"run {self.index}: delay {self.delay:6.2f}s after {self.anchor} -> run finished first "
+                    f"(rc {self.returncode}), last batch {self.batch_id} {self.state}")
+        return (f"kill {self.index}: delay {self.delay:6.2f}s after {self.anchor} -> rc {self.returncode}, "
+                f"ZooKeeper: batch "
                 f"{self.batch_id} {self.state}; step: {self.phase}; lock free after {self.lock_wait:.1f}s"
                 + (f"; {self.visible_uncommitted} uncommitted offsets readable in Hive"
                    if self.visible_uncommitted else ""))
@@ -111,15 +114,18 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
                   hive_check_every: int = 1) -> CampaignReport:
     """SIGKILL `etl run` at random moments until `kills` runs were really killed.
 
-    Each run is killed after a delay drawn uniformly from [0, 1.2 x baseline_seconds] (a normal
-    run's duration), so kills land in Spark start-up, planning, writing, registering and
-    committing alike; runs that finish first are simply complete runs. Before a run, more
-    records are produced sometimes (always when nothing is left to load). After every kill the
-    invariants that must hold at any moment are checked (`check_interim`), then the dead run's
-    lock is waited out. Nothing is recovered here: call `recover_or_run` and the oracle after
-    (or pass `checkpoint`, called with the kill count after every `every` kills). The table is
-    read through Hive in that check after every `hive_check_every`-th run (disk and ZooKeeper
-    are checked after every run).
+    Half the runs (drawn from the seed) are killed after a delay drawn uniformly from
+    [0, 1.2 x baseline_seconds] (a normal run's duration) counted from the process start, so
+    kills land in start-up, Hive set-up and the batches; the other half after a delay from
+    [0, 0.5 x baseline_seconds] counted from the run's first batch line (planned or resumed), so
+    that kills land in batches in flight however long start-up takes on a loaded machine (a CI
+    run once had all 12 kills in start-up and Hive set-up). Runs that finish first are simply
+    complete runs. Before a run, more records are produced sometimes (always when nothing is
+    left to load). After every kill the invariants that must hold at any moment are checked
+    (`check_interim`), then the dead run's lock is waited out. Nothing is recovered here: call
+    `recover_or_run` and the oracle after (or pass `checkpoint`, called with the kill count
+    after every `every` kills). The table is read through Hive in that check after every
+    `hive_check_every`-th run (disk and ZooKeeper are checked after every run).
     Records are always produced while the backlog (produced, not committed) is below
     `min_backlog`, so that runs stay about as long as the baseline run, and never while it is
     at least `max_backlog`.
@@ -129,7 +135,8 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
     started = time.monotonic()
     index = 0
     log(f"[campaign] seed={seed} kills={kills} baseline={baseline_seconds:.1f}s; delays drawn from "
-        f"[0, {1.2 * baseline_seconds:.1f}]s (the delays depend on the seed only)")
+        f"[0, {1.2 * baseline_seconds:.1f}]s after the process start or [0, {0.5 * baseline_seconds:.1f}]s after "
+        f"the first batch line (the delays depend on the seed only)")
     while len(report.kills) < kills:
         index += 1
         before = job_state(config)
@@ -138,9 +145,10 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
         if backlog == 0 or backlog < min_backlog or coin < 0.4 and (max_backlog is None or backlog < max_backlog):
             report.produced += source.produce(n)
             log(f"[campaign] produced {n} more records per partition (backlog was {backlog})")
-        delay = rng.uniform(0, 1.2 * baseline_seconds)
+        anchor = BATCH_ANCHOR if rng.random() < 0.5 else START_ANCHOR
+        delay = rng.uniform(0, (0.5 if anchor == BATCH_ANCHOR else 1.2) * baseline_seconds)
         proc = EtlProcess(config, "run", "-v")
-        deadline = proc.started + delay
+        deadline = _anchor_moment(proc, anchor, run_timeout) + delay
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
         killed = proc.kill()
@@ -158,8 +166,9 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
         phase = classify(proc.stderr, before, state, tasks_started) if killed else "completed"
         proc.close()
         lock_wait = wait_for_lock_release(zk, config) if killed else 0.0
-        record = KillRecord(len(report.kills) + 1 if killed else index, delay, killed, code, phase, state.label(),
-                            state.last_batch_id, lock_wait, len(orphans), interim.visible_uncommitted)
+        record = KillRecord(len(report.kills) + 1 if killed else index, delay, anchor, killed, code, phase,
+                            state.label(), state.last_batch_id, lock_wait, len(orphans),
+                            interim.visible_uncommitted)
         report.records.append(record)
         log(f"[campaign] {record.describe()}")
         if killed and every and checkpoint is not None and len(report.kills) % every == 0:
@@ -167,3 +176,14 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
     report.seconds = time.monotonic() - started
     return report
 
+
+
+def _anchor_moment(proc: EtlProcess, anchor: str, timeout: float) -> float:
+    """When the run's kill delay starts counting: its process start, or the moment its log shows
+    a batch planned or resumed (or it exited without one, or `timeout` passed)."""
+    if anchor == START_ANCHOR:
+        return proc.started
+    deadline = proc.started + timeout
+    while not _BATCH_LINE.search(proc.stderr) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return time.monotonic()

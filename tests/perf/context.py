@@ -47,7 +47,7 @@ class BenchRun:
         self.tables: list[str] = []
         self.gate = LoadGate(args.load_threshold, args.max_wait)
         self.topics: list[str] = []
-        self.spark = None
+        self.spark, self.spark_parallelism = None, None
         self.admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})  # must outlive its futures
         self.last_full_config = None  # the last full batch's config: the fixed cost runs it again
         self.report: dict = {"run_id": self.run_id, "host": self.host_facts()}
@@ -62,13 +62,14 @@ class BenchRun:
                 "loadavg_at_start": list(loadavg())}
 
     def ini(self, label: str, topics: list[str], decoder: str, max_records: int, hive: dict | None = None,
-            registry_url: str | None = None, **job_extra) -> Path:
+            registry_url: str | None = None, parallelism: int | None = None, **job_extra) -> Path:
         """The job's INI for one measurement: the bench's own tuning (ZooKeeper session 10 s,
-        rejected ratio 0.01, Kafka fetch timeout 30 s, retries up to 2 s, local[P])."""
+        rejected ratio 0.01, Kafka fetch timeout 30 s, retries up to 2 s, local[P]; P is --parallelism
+        unless given)."""
         table = f"b{self.run_id[-6:]}_{label.replace('-', '_')}"
         self.tables.append(table)
         tuning = JobTuning(session_timeout_seconds=10, max_rejected_ratio=0.01, fetch_timeout_seconds=30,
-                           retry_max_wait_seconds=2, parallelism=self.args.parallelism,
+                           retry_max_wait_seconds=2, parallelism=parallelism or self.args.parallelism,
                            max_records_per_partition=max_records, decoder=decoder)
         return write_config(self.work / f"{label}.ini", self.stack, job_name=f"bench-{label}",
                             zk_root=f"{self.zk_root}/{label}", warehouse_dir=self.work / "warehouse",
@@ -76,23 +77,27 @@ class BenchRun:
                             kafka={"topics": ",".join(topics)}, job=job_extra, **({"hive": hive} if hive else {}),
                             **({"schema_registry": {"url": registry_url}} if registry_url else {}))
 
-    def start_spark(self) -> None:
-        """One session for the whole benchmark, built the way the job builds it; run_job's
-        getOrCreate then finds it, so no measurement pays the Spark start-up."""
-        if self.spark is not None:
+    def start_spark(self, parallelism: int | None = None) -> None:
+        """One session at a time, built the way the job builds it, at local[parallelism]
+        (default --parallelism); run_job's getOrCreate then finds it, so no measurement pays
+        the Spark start-up. Another parallelism stops the session and starts a new one."""
+        parallelism = parallelism or self.args.parallelism
+        if self.spark is not None and self.spark_parallelism == parallelism:
             return
         from etl.config import load_config
         from etl.hive.spark import build_spark
-        config = load_config(self.ini("session", ["unused"], "json", 1))
+        if self.spark is not None:
+            self.spark.stop()
+        config = load_config(self.ini(f"session-p{parallelism}", ["unused"], "json", 1, parallelism=parallelism))
         started = time.monotonic()
-        self.spark = build_spark(config)
-        self.report["bench_spark_session_start_s"] = time.monotonic() - started
-        say(f"Spark session local[{self.args.parallelism}] up in {self.report['bench_spark_session_start_s']:.1f}s")
+        self.spark, self.spark_parallelism = build_spark(config), parallelism
+        self.report.setdefault("bench_spark_session_start_s", time.monotonic() - started)
+        say(f"Spark session local[{parallelism}] up in {time.monotonic() - started:.1f}s")
         started = time.monotonic()
         self.spark.sql("SHOW DATABASES").collect()  # the Hive client connects once, outside any timing
         say(f"metastore client connected in {time.monotonic() - started:.1f}s")
         started = time.monotonic()
-        pids = self.spark.sparkContext.parallelize(range(self.args.parallelism * 2), self.args.parallelism * 2) \
+        pids = self.spark.sparkContext.parallelize(range(parallelism * 2), parallelism * 2) \
             .map(warm_task).collect()
         say(f"Python workers warmed up in {time.monotonic() - started:.1f}s (pids {sorted(set(pids))})")
 

@@ -21,6 +21,7 @@ from tests.perf.plot import draw
 from tests.perf.profiling import profile
 from tests.perf.report import render
 from tests.perf.scaling import partition_scaling
+from tests.perf.seeds_shape import seeds_shape
 from tests.perf.throughput import throughput
 
 # The benchmark needs these; the Thrift Server (the analysts' endpoint) it does not use.
@@ -68,7 +69,9 @@ def measure(bench: BenchRun) -> None:
         event_time_bench(bench)
     if args.formats:
         formats_bench(bench)
-    if not (args.memory_check or args.partition_scaling or args.event_time or args.formats):
+    if args.seeds_shape:
+        seeds_shape(bench)
+    if not (args.memory_check or args.partition_scaling or args.event_time or args.formats or args.seeds_shape):
         throughput(bench)
         if not args.no_fixed_cost:
             fixed_cost(bench)

@@ -1,0 +1,69 @@
+"""The batch shape of the system the design comes from: 545,884 records over 18 partitions,
+one 5-minute batch (51 s on that cluster). Each run is a whole `etl run` process of a job that
+has run before, as a schedule runs it, so its time includes the interpreter, Spark's start-up
+and the Hive table check; the batch's own time (plan stored to commit) is what the job
+reports for it."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+from tests.harness.paths import ETL as ETL_CLI
+from tests.perf.common import say, summarize
+from tests.perf.context import BenchRun
+from tests.perf.data import produce_checked, value_maker
+from tests.perf.phases import check_loaded
+
+SEEDS_RECORDS, SEEDS_PARTITIONS = 545_884, 18
+
+
+def seeds_shape(run: BenchRun) -> None:
+    """Per parallelism, one job as a schedule runs it: a first run creates its tables (not
+    timed), then each repetition produces the shape's records and times one `etl run`."""
+    from etl.config import load_config
+    topic = run.new_topic(SEEDS_PARTITIONS, "seeds")
+    per = {p: SEEDS_RECORDS // SEEDS_PARTITIONS + (1 if p < SEEDS_RECORDS % SEEDS_PARTITIONS else 0)
+           for p in range(SEEDS_PARTITIONS)}
+    make = value_maker("json", run.args.record_bytes)
+    ends = {p: 1 for p in per}
+    produce_checked(run.stack.kafka_bootstrap, topic, {p: 1 for p in per}, make)
+    say(f"seeds' shape: {SEEDS_RECORDS:,} JSON records in {SEEDS_PARTITIONS} partitions of {topic} per run")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    report = {"records": SEEDS_RECORDS, "partitions": SEEDS_PARTITIONS, "by_parallelism": {}}
+    for parallelism in run.args.seeds_parallelism:
+        ini = run.ini(f"seeds-p{parallelism}", [topic], "json", max(per.values()) + 1, parallelism=parallelism)
+        config = load_config(ini)
+
+        def etl_run():
+            return subprocess.run([ETL_CLI, "run", "--json", "--config", str(ini)], env=env, capture_output=True,
+                                  text=True, timeout=600)
+        _committed(etl_run())  # the job's first run: tables created, what is in the topic loaded
+        process, batch = [], []
+        for rep in range(1, run.args.repeat + 1):
+            produced = produce_checked(run.stack.kafka_bootstrap, topic, per, make, start=ends)
+            ranges = [(topic, p, ends[p], high) for p, (_low, high) in sorted(produced["watermarks"].items())]
+            ends = {p: high for p, (_low, high) in produced["watermarks"].items()}
+            done, stats = run.measure(f"seeds' shape, etl run at local[{parallelism}] #{rep}", etl_run)
+            committed = _committed(done)
+            check_loaded(config, ranges, SEEDS_RECORDS)
+            process.append(stats["seconds"])
+            batch.append(committed["seconds"])
+            say(f"  process {stats['seconds']:.2f}s, batch {committed['seconds']:.2f}s")
+        report["by_parallelism"][str(parallelism)] = {
+            "process_seconds": summarize(process), "batch_seconds": summarize(batch),
+            "batch_records_per_second": SEEDS_RECORDS / statistics.median(batch)}
+    run.report["seeds_shape"] = report
+
+
+def _committed(done: subprocess.CompletedProcess) -> dict:
+    """The one batch the run committed, from its JSON Lines."""
+    if done.returncode != 0:
+        raise RuntimeError(f"etl run exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    committed = [r for r in records if r.get("event") == "committed"]
+    if len(committed) != 1:
+        raise RuntimeError(f"expected one committed batch, got {records}")
+    return committed[0]
