@@ -20,6 +20,8 @@ from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from etl.config import RetryConfig, ZooKeeperConfig
+from etl.state.store import ZkStateStore
 from tests.harness import kafka
 from tests.harness.config_file import JobTuning, write_config as write_ini_config
 from tests.harness.names import sanitize
@@ -78,6 +80,23 @@ def zk_root(request, zk) -> str:
         zk.delete(path, recursive=True)
     except NoNodeError:
         pass
+
+
+@pytest.fixture
+def open_store(stack, zk_root):
+    """A factory of connected ZkStateStores for job "job" on the test's root, with short
+    retries and a 4 s session; all are closed after the test."""
+    stores = []
+
+    def make():
+        store = ZkStateStore(ZooKeeperConfig(hosts=stack.zk_hosts, root=zk_root, session_timeout_seconds=4),
+                             "job", RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2))
+        store.connect()
+        stores.append(store)
+        return store
+    yield make
+    for store in stores:
+        store.close()
 
 
 @pytest.fixture(scope="session")

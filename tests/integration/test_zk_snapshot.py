@@ -4,28 +4,9 @@ compare-and-set, and pruning."""
 import pytest
 from kazoo.exceptions import ConnectionLoss
 
-from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import StateConflict
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.events import OffsetChange, Reset
-from etl.state.store import ZkStateStore
-
-RETRY = RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)
-
-
-@pytest.fixture
-def new_store(stack, zk_root):
-    stores = []
-
-    def make():
-        store = ZkStateStore(ZooKeeperConfig(hosts=stack.zk_hosts, root=zk_root, session_timeout_seconds=4),
-                             "job", RETRY)
-        store.connect()
-        stores.append(store)
-        return store
-    yield make
-    for store in stores:
-        store.close()
 
 
 def planned(batch_id, ranges):
@@ -42,10 +23,10 @@ def load(store, batch, **written):
     return store.commit(batch, version)
 
 
-def test_a_batch_of_20000_partitions_plans_and_commits_below_the_request_limit(new_store):
+def test_a_batch_of_20000_partitions_plans_and_commits_below_the_request_limit(open_store):
     """One ZooKeeper request holds at most 1 MB: 20,000 per-partition compare-and-sets (or one
     transaction of all range chunks) do not fit, a snapshot in chunks behind a pointer does."""
-    store = new_store()
+    store = open_store()
     assert store.acquire_lock() is None
     n = 20000
     first = [OffsetRange(f"topic-with-a-long-name-{p % 7}", p, 0, 3, None) for p in range(n)]
@@ -60,10 +41,10 @@ def test_a_batch_of_20000_partitions_plans_and_commits_below_the_request_limit(n
     assert store.open_batch() is None
 
 
-def test_a_plan_made_before_a_reset_cannot_commit_after_it(new_store):
+def test_a_plan_made_before_a_reset_cannot_commit_after_it(open_store):
     """Offsets move only from the state the plan started from: a reset, even of another
     partition, moves the pointer, and the plan made before it is refused at commit."""
-    store = new_store()
+    store = open_store()
     assert store.acquire_lock() is None
     load(store, planned(1, [OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 0, 5, None)]))
     stale = planned(2, [OffsetRange("t", 0, 10, 12, 10)])
@@ -76,10 +57,10 @@ def test_a_plan_made_before_a_reset_cannot_commit_after_it(new_store):
     assert {k: o.value for k, o in store.committed_offsets().items()} == {("t", 0): 10, ("t", 1): 2}
 
 
-def test_the_commit_is_one_small_transaction_whatever_the_partition_count(new_store, zk, zk_root):
+def test_the_commit_is_one_small_transaction_whatever_the_partition_count(open_store, zk, zk_root):
     """The step that makes a batch COMMITTED writes the pointer and the header only: the
     snapshot it names was written, in chunks, before."""
-    store = new_store()
+    store = open_store()
     assert store.acquire_lock() is None
     ranges = [OffsetRange("t", p, 0, 1, None) for p in range(6000)]
     batch = planned(1, ranges)
@@ -98,9 +79,9 @@ def test_the_commit_is_one_small_transaction_whatever_the_partition_count(new_st
     assert len(ops) == 1 and len(ops[0]) <= 5, [type(o).__name__ for o in ops[0]]
 
 
-def test_old_snapshots_and_plans_are_pruned_with_their_batches(new_store, zk, zk_root, monkeypatch):
+def test_old_snapshots_and_plans_are_pruned_with_their_batches(open_store, zk, zk_root, monkeypatch):
     monkeypatch.setattr("etl.state.store.BATCHES_KEPT", 2)
-    store = new_store()
+    store = open_store()
     assert store.acquire_lock() is None
     for batch_id in range(1, 5):
         load(store, planned(batch_id, [OffsetRange("t", 0, batch_id - 1, batch_id, batch_id - 1 or None)]))
@@ -112,10 +93,10 @@ def test_old_snapshots_and_plans_are_pruned_with_their_batches(new_store, zk, zk
 
 
 @pytest.mark.parametrize("applied", [True, False])
-def test_a_commit_whose_answer_was_lost_knows_whether_it_was_applied(new_store, applied):
+def test_a_commit_whose_answer_was_lost_knows_whether_it_was_applied(open_store, applied):
     """The connection drops after the commit request was sent: the header, moved in the same
     transaction as the pointer, says whether it went through."""
-    store = new_store()
+    store = open_store()
     assert store.acquire_lock() is None
     batch = planned(1, [OffsetRange("t", p, 0, 4, None) for p in range(3000)])
     version = store.write_plan(batch)

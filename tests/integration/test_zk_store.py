@@ -4,27 +4,8 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from etl.config import RetryConfig, ZooKeeperConfig
 from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchState, OffsetRange
-from etl.state.store import ZkStateStore
-
-RETRY = RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)
-
-
-@pytest.fixture
-def open_store(stack, zk_root):
-    stores = []
-
-    def make():
-        store = ZkStateStore(ZooKeeperConfig(hosts=stack.zk_hosts, root=zk_root, session_timeout_seconds=4),
-                             "job", RETRY)
-        store.connect()
-        stores.append(store)
-        return store
-    yield make
-    for store in stores:
-        store.close()
 
 
 def batch(batch_id=1, ranges=(OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 0, 5, None))):
