@@ -40,7 +40,7 @@ def seeds_shape(run: BenchRun) -> None:
         def etl_run():
             return subprocess.run([ETL_CLI, "run", "--json", "--config", str(ini)], env=env, capture_output=True,
                                   text=True, timeout=600)
-        _committed(etl_run())  # the job's first run: tables created, what is in the topic loaded
+        _batches(etl_run())  # the job's first run: tables created, what the topic holds loaded (earlier jobs' too)
         process, batch = [], []
         for rep in range(1, run.args.repeat + 1):
             produced = produce_checked(run.stack.kafka_bootstrap, topic, per, make, start=ends)
@@ -58,12 +58,20 @@ def seeds_shape(run: BenchRun) -> None:
     run.report["seeds_shape"] = report
 
 
-def _committed(done: subprocess.CompletedProcess) -> dict:
-    """The one batch the run committed, from its JSON Lines."""
+def _batches(done: subprocess.CompletedProcess) -> list[dict]:
+    """The batches the run committed, from its JSON Lines; an error if it failed or committed none."""
     if done.returncode != 0:
         raise RuntimeError(f"etl run exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
     records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     committed = [r for r in records if r.get("event") == "committed"]
+    if not committed:
+        raise RuntimeError(f"expected a committed batch, got {records}")
+    return committed
+
+
+def _committed(done: subprocess.CompletedProcess) -> dict:
+    """The one batch a timed run committed."""
+    committed = _batches(done)
     if len(committed) != 1:
-        raise RuntimeError(f"expected one committed batch, got {records}")
+        raise RuntimeError(f"expected one committed batch, got {committed}")
     return committed[0]
