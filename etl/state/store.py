@@ -251,7 +251,6 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
         self.prune_snapshots({opened[0].snapshot} if opened and opened[0].snapshot else set())
 
 
-
 def _failed(result) -> bool:
     """A transaction result that is an error of its own, not a roll-back caused by another."""
     return isinstance(result, Exception) and not isinstance(result, RolledBackError)
