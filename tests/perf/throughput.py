@@ -38,14 +38,12 @@ def throughput(run: BenchRun) -> None:
     chunk_specs = [(base_config.kafka, t, p, s, e) for t, p, s, e in ranges]
     row_specs = [(settings, t, p, s, e, args.decoder) for t, p, s, e in ranges]
 
-    def drain(task, specs):
-        return counted_drain(run, task, specs, records)
-
     results = {"drain": [], "drain_read_range": [], "full_batch": [], "row_by_row": []}
     for rep in range(1, args.repeat + 1):
-        _, stats = run.measure(f"drain #{rep}", drain(drain_task, raw_specs))
+        _, stats = run.measure(f"drain #{rep}", counted_drain(run, drain_task, raw_specs, records))
         results["drain"].append(stats)
-        _, stats = run.measure(f"drain+chunk (read_range) #{rep}", drain(drain_read_range_task, chunk_specs))
+        _, stats = run.measure(f"drain+chunk (read_range) #{rep}",
+                               counted_drain(run, drain_read_range_task, chunk_specs, records))
         results["drain_read_range"].append(stats)
 
         config = load_config(run.ini(f"full-{rep}", [topic], args.decoder, max(per) + 1))
