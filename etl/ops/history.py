@@ -28,6 +28,7 @@ def batch_json(batch: Batch) -> dict:
         "duration_seconds": seconds, "files": len(batch.file_ranges), "records": batch.record_count,
         "rows": rows, "rejected": batch.rejected,
         "rows_per_second": None if rows is None or not seconds else round(rows / seconds, 1),
+        "snapshot": batch.snapshot or None,  # the committed offsets after it (etl.state.snapshots)
     }
 
 

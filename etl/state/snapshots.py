@@ -67,23 +67,39 @@ class SnapshotRecords:
         try:
             data, stat = self.client.get(self.paths.committed)
         except NoNodeError:
+            if self.client.exists(self.paths.migrated) is not None:
+                raise StateConflict(self._pointer_gone()) from None
             return self._legacy_state()
         key = (stat.version, data)
         if self._state_cache is not None and self._state_cache[0] == key:
             return self._state_cache[1]  # snapshots never change once written: reread only the pointer
         name = json.loads(data)["snapshot"]
-        meta_data, _ = self.client.get(self.paths.snapshot(name))
-        meta = json.loads(meta_data)
-        reads = [self.client.get_async(self.paths.snapshot_chunk(name, i)) for i in range(meta["chunks"])]
-        offsets = {}
-        for read in reads:
-            chunk, _ = read.get()
-            offsets.update(_decode(json.loads(zlib.decompress(chunk)), stat.version))
+        try:
+            meta_data, _ = self.client.get(self.paths.snapshot(name))
+            meta = json.loads(meta_data)
+            reads = [self.client.get_async(self.paths.snapshot_chunk(name, i)) for i in range(meta["chunks"])]
+            offsets = {}
+            for read in reads:
+                chunk, _ = read.get()
+                offsets.update(_decode(json.loads(zlib.decompress(chunk)), stat.version))
+        except NoNodeError:
+            raise StateConflict(f"snapshot {name}, which {self.paths.committed} names as the committed offsets, is "
+                                f"missing or incomplete in ZooKeeper: it was deleted by hand. Nothing was read or "
+                                f"written. Restore it from a ZooKeeper backup; the offsets must not be "
+                                f"guessed.") from None
         if len(offsets) != meta["count"]:
             raise StateConflict(f"snapshot {name} holds {len(offsets)} offsets, its header says {meta['count']}")
         state = CommittedState(offsets, dict(meta["topic_ids"]), stat.version, name)
         self._state_cache = (key, state)
         return state
+
+    def _pointer_gone(self) -> str:
+        return (f"ZooKeeper has no {self.paths.committed} committed pointer, yet {self.paths.migrated} says this "
+                f"job's offsets moved to snapshots: the pointer was deleted by hand. Nothing was read or written, "
+                f"so that the job does not load again from the offsets it had before the move. Recreate the "
+                f"pointer with the data {{\"snapshot\": \"s-...\"}} naming the snapshot of the last COMMITTED batch "
+                f"(`etl history --json` shows it), or a newer one under {self.paths.snapshots} if an offset reset "
+                f"or rebind came after that batch (each snapshot's data says why it was written).")
 
     def _legacy_state(self) -> CommittedState:
         """The offsets as versions before snapshots stored them: a znode per partition under

@@ -78,6 +78,7 @@ def test_history_json_runs_and_reports_after_two_batches(
     for b in batches:
         assert b["committed_at"] >= b["planned_at"] and b["duration_seconds"] >= 0
         assert b["rows_per_second"] is None or b["rows_per_second"] > 0
+    assert batches[0]["snapshot"].startswith("s-") and batches[0]["snapshot"] != batches[1]["snapshot"]
     assert main(["history", "--config", config]) == EXIT_OK
     shown = capsys.readouterr().out
     with capsys.disabled():  # shown with -s: docs/scheduling.md quotes it

@@ -4,6 +4,7 @@ used to break with `run` and `verify` both exiting 0."""
 from __future__ import annotations
 
 import functools
+import json
 
 from etl.config import load_config
 from etl.job.runner import run_job
@@ -103,6 +104,27 @@ def test_a_topic_recreated_with_more_records_is_refused_by_its_last_record_witho
     assert result.returncode == 1, result.stderr[-2000:]
     assert "the record at offset 29 is not the one the job loaded" in result.stderr
     assert committed(config) == {(topic, 0): 30}
+
+
+def test_a_deleted_committed_pointer_stops_the_job_until_restored_as_the_error_says(
+        spark, new_topic, produce, write_config, hive_table_name, zk):
+    """Without the pointer, falling back to the offsets from before snapshots would load again
+    everything since: the run refuses, names the fix, and after it loads on exactly once."""
+    topic, config = loaded(new_topic, produce, write_config, partitions=2, per_partition=30)
+    cfg = load_config(config)
+    pointer = ZkPaths(cfg.zookeeper.root, cfg.job.name).committed
+    zk.delete(pointer)
+    produce(topic, events_by_partition(2, 20, first_id=1000))
+    refused = run_etl(config)
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    assert "committed pointer" in refused.stderr and "etl history --json" in refused.stderr
+    assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 30, 1: 30})
+    history = etl_command(config, "history", "--json")
+    assert history.returncode == 0, history.stderr[-2000:]
+    last = next(b for b in json.loads(history.stdout)["batches"] if b["state"] == "COMMITTED")
+    zk.create(pointer, json.dumps({"snapshot": last["snapshot"]}).encode())  # what the error says to do
+    assert run_etl(config).returncode == 0
+    assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 50, 1: 50})
 
 
 def test_the_last_record_stored_at_commit_is_the_ranges_last(new_topic, produce, write_config, zk, spark):

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from etl.config import RetryConfig, ZooKeeperConfig
-from etl.errors import InjectedFault
+from etl.errors import InjectedFault, StateConflict
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.identity import RecordFingerprint
 from etl.state.store import ZkStateStore
@@ -181,3 +181,37 @@ def test_a_large_batch_written_before_the_move_keeps_its_fingerprints_through_co
         assert store.read_batch(2)[0].last_records == last
         assert store.committed_offsets()[("wide", 7)].last.to_json() == last["wide:7"]
         store.release_lock()
+
+
+def test_a_deleted_pointer_after_the_move_is_refused_not_migrated_again(stack, zk, zk_root):
+    """An operator who deletes `committed` by hand must not send the job back to the offsets it
+    had before the move (a reload of everything since): every reader refuses and says what to do."""
+    job = f"{zk_root}/job"
+    write_old_layout(zk, job, open_batch=True)
+    with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
+        take_lock(store)
+        batch, version = store.open_batch()
+        store.commit(batch, version)  # clicks[0] moves from 120 to 130
+        store.release_lock()
+    snapshots = zk.get_children(f"{job}/snapshots")
+    zk.delete(f"{job}/committed")
+    with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
+        with pytest.raises(StateConflict, match=r"no .*committed pointer.*deleted.*etl history --json"):
+            store.committed_offsets()
+        with pytest.raises(StateConflict, match=r"committed pointer"):
+            take_lock(store)
+        store.release_lock()
+    assert zk.exists(f"{job}/committed") is None and zk.get_children(f"{job}/snapshots") == snapshots
+
+
+def test_a_deleted_snapshot_chunk_is_named_not_a_raw_zookeeper_error(stack, zk, zk_root):
+    job = f"{zk_root}/job"
+    write_old_layout(zk, job)
+    with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
+        take_lock(store)
+        store.release_lock()
+        name = store.committed_state().snapshot
+    zk.delete(f"{job}/snapshots/{name}", recursive=True)
+    with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
+        with pytest.raises(StateConflict, match=rf"snapshot {name}.*missing"):
+            store.committed_offsets()
