@@ -100,7 +100,15 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
             log.error("ZooKeeper session expired: this run has lost the job lock")
 
     def _read(self, fn, what: str):
-        return retry_idempotent(self.retry, RETRYABLE_ZK_ERRORS, f"ZooKeeper {what}", fn)
+        try:
+            return retry_idempotent(self.retry, RETRYABLE_ZK_ERRORS, f"ZooKeeper {what}", fn)
+        except SessionExpiredError as exc:
+            if self._owner_version is None:
+                raise
+            # The lock was an ephemeral node of that session: a read that outlived it is
+            # a lost lock, whichever of this run's steps noticed first.
+            raise LockLost(f"cannot {what}: this run's ZooKeeper session expired, so it no longer holds the job "
+                           f"lock; it stops without committing, and the next run resumes the open batch") from exc
 
     # -- lock -----------------------------------------------------------------------------
     def acquire_lock(self) -> LockHolder | None:

@@ -3,6 +3,7 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import SessionExpiredError
 
 from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchState, OffsetRange
@@ -85,6 +86,22 @@ def test_expired_session_cannot_commit_and_does_not_harm_the_run_that_took_over(
     registered, version = successor.advance(resumed, version, BatchState.REGISTERED)
     successor.commit(registered, version)
     assert successor.committed_offsets()[("t", 0)].value == 10
+
+
+def test_a_read_that_outlives_the_lock_holders_session_is_a_lost_lock(open_store):
+    """Reads come before the fenced writes of a step (the commit reads the offsets first); when
+    the session behind the lock expired, the run hears LockLost, not a raw kazoo error. The
+    failing call stands in for kazoo's: a real expiry reaches it only in a race (see above)."""
+    def expired():
+        raise SessionExpiredError()
+    store = open_store()
+    store.acquire_lock()
+    with pytest.raises(LockLost, match="session expired") as caught:
+        store._read(expired, "read committed offsets")
+    assert isinstance(caught.value.__cause__, SessionExpiredError)
+    store.release_lock()
+    with pytest.raises(SessionExpiredError):  # without the lock there is no lock to lose
+        store._read(expired, "read committed offsets")
 
 
 def test_the_partitions_a_batch_touched_are_stored_in_chunks_at_written(open_store):
