@@ -117,7 +117,8 @@ def check_interim(read_table: Callable[[str, str], Counter] | None, config: Path
     cfg = load_config(config)
     db, table = cfg.hive.database, cfg.hive.table
     state = job_state(config)
-    problems = file_problems(warehouse_dir, db, table, committed=state.committed)
+    problems = file_problems(warehouse_dir, db, table, committed=state.committed,
+                             by_event_time=cfg.hive.partitioning.by_event_time)
     visible_uncommitted = None
     if read_table is not None:
         both = read_table(db, table) + read_table(db, f"{table}_rejected")

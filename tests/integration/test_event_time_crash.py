@@ -18,7 +18,7 @@ import pytest
 from tests.harness.campaign import kill_campaign
 from tests.harness.data import DataSource, spread_event
 from tests.harness.etl_process import run_etl
-from tests.harness.oracle import check_exactly_once, hive_reader
+from tests.harness.oracle import check_exactly_once, check_interim, hive_reader
 from tests.harness.recovery import recover_or_run
 from tests.harness.state import job_state, wait_for_lock_release
 from tests.harness.warehouse_files import final_files, table_root
@@ -54,6 +54,7 @@ def test_sigkill_between_the_renames_of_one_range_and_at_every_state_is_exactly_
             "the manifest is published last: a half-published range has none"
     report(f"event time, {point}: batch 1 {state.last_state}, {len(parts)} files of partition 1's range "
            f"published, {len(manifests)} manifests")
+    check_interim(hive_reader(spark), config, warehouse_dir, source.produced)  # as the random kills check it
     wait_for_lock_release(zk, config)
     recovered = recover_or_run(config, drain=False)
     after = job_state(config)
