@@ -122,7 +122,8 @@ def test_queries_during_etl_commits_see_whole_files_once_and_finally_everything(
                 if before and temp_beside_final(table_dir, topic):
                     during_write += 1
                 views.append(("fresh" if fresh else "long", parse_offsets(rows)))
-                time.sleep(0.3)  # leave the two cores some room for the ETL
+                if not before:  # while a task is held mid-write, query again at once
+                    time.sleep(0.3)  # leave the two cores some room for the ETL
             except Exception as exc:  # a query that fails is a finding, e.g. a half-written file
                 if "TABLE_OR_VIEW_NOT_FOUND" in str(exc) and not views:
                     time.sleep(0.2)  # the first run has not created both tables yet
@@ -136,10 +137,12 @@ def test_queries_during_etl_commits_see_whole_files_once_and_finally_everything(
     try:
         # Two runs, five batches of at most 200 records per partition, each held mid-commit.
         # Row groups of 20 rows: the temp file has bytes on disk when a chunk has been written.
-        for count, fault in ((500, "writing:0"),    # after each chunk written to the temp file
-                             (300, "renamed:1")):   # published, not yet committed
+        # A task held mid-write pauses for 6 s, so that whole queries fit inside the pause: a query
+        # took up to 2 s in CI, and with 2 s pauses one CI run had none run while a temp file sat there.
+        for count, fault, pause in ((500, "writing:0", 6),    # after each chunk written to the temp file
+                                    (300, "renamed:1", 2)):   # published, not yet committed
             produce_more(count)
-            result = run_etl(config, fault=fault, action="sleep:2")
+            result = run_etl(config, fault=fault, action=f"sleep:{pause}")
             runs.append(result)
             assert result.returncode == 0, "\n".join(
                 line for line in (result.stdout + result.stderr).splitlines() if "etl" in line or "ERROR" in line)[-4000:]
