@@ -63,6 +63,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--drain-parallelism", type=_counts, default="2,4,8",
                         help="also drain at each local[P], the best being the physical limit (default 2,4,8)")
+    parser.add_argument("--drain-fetch-bytes", type=_counts, default="1048576,16777216",
+                        help="and with each max.partition.fetch.bytes (default 1 MiB, librdkafka's and the ETL's, and 16 MiB)")
     parser.add_argument("--seeds-shape", action="store_true",
                         help="only: 545,884 records in 18 partitions, whole `etl run` processes at each --seeds-parallelism")
     parser.add_argument("--seeds-parallelism", type=_counts, default="2,4", help="local[P] for --seeds-shape")

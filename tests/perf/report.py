@@ -52,9 +52,11 @@ def render(report: dict) -> str:
                      f"read_range / drain = {r['drain_read_range_vs_drain']:.2f}x; "
                      f"whole run_job / drain = {r['full_run_total_vs_drain']:.2f}x")
         best = t["best_drain"]
-        lines.append("  drain by parallelism (median s): " + ", ".join(
-            f"local[{p}] {e['median']:.2f}" for p, e in best["by_parallelism"].items())
-            + f"; best local[{best['parallelism']}], {best['records_per_s']:,.0f} records/s")
+        lines.append("  drain by parallelism and fetch size (median s): " + ", ".join(
+            f"local[{e['parallelism']}] {e['max_partition_fetch_bytes'] / 2**20:g} MiB {e['seconds']['median']:.2f}"
+            for e in best["by_settings"])
+            + f"; best local[{best['parallelism']}] with {best['max_partition_fetch_bytes'] / 2**20:g} MiB fetches, "
+              f"{best['records_per_s']:,.0f} records/s")
         lines.append(f"  full batch / best drain = {r['full_batch_vs_best_drain']:.2f}x (target >= 0.9x)")
         targets.append(("full batch >= 0.8x drain", r["full_batch_vs_drain"] >= 0.8, f"{r['full_batch_vs_drain']:.2f}x"))
         targets.append(("full batch >= 0.9x best drain", r["full_batch_vs_best_drain"] >= 0.9,

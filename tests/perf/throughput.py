@@ -13,6 +13,8 @@ from tests.perf.phases import check_loaded, run_job_timed
 from tests.perf.profiling import py_spy_batch
 from tests.perf.spark_tasks import drain_read_range_task, drain_task, row_schema, rows_task
 
+LIBRDKAFKA_FETCH_BYTES = 1_048_576  # max.partition.fetch.bytes by default, which the ETL keeps
+
 
 def throughput(run: BenchRun) -> None:
     args = run.args
@@ -31,7 +33,7 @@ def throughput(run: BenchRun) -> None:
     run.report["data"] = {"topic": topic, "records": records, "value_bytes": nbytes, "partitions": args.partitions,
                            "decoder": args.decoder, "record_bytes": args.record_bytes,
                            "produce_seconds": produced["seconds"], "ranges": ranges}
-    settings = {"bootstrap.servers": run.stack.kafka_bootstrap}
+    settings = {"bootstrap.servers": run.stack.kafka_bootstrap}  # librdkafka's defaults, as the ETL's consumers
     base_config = load_config(run.ini("base", [topic], args.decoder, max(per) + 1))
     sc = run.spark.sparkContext
     raw_specs = [(settings, t, p, s, e) for t, p, s, e in ranges]
@@ -111,18 +113,27 @@ def counted_drain(run: BenchRun, task, specs: list, records: int):
 
 
 def best_drain(run: BenchRun, specs: list, records: int, nbytes: int, same_settings: list[float]) -> dict:
-    """The drain at each --drain-parallelism, a Spark session of its own each: more consumers
-    in flight than cores drain faster while they wait on the broker. The best is the physical
-    limit the full batch is compared with, beside the drain at its own settings."""
-    by = {run.args.parallelism: summarize(same_settings)}
+    """The drain at each --drain-parallelism and each --drain-fetch-bytes, a Spark session of its
+    own per parallelism: more consumers in flight than cores drain faster while they wait on the
+    broker, and larger fetches cost fewer round trips. The best is the physical limit the full
+    batch is compared with, beside the drain at its own settings (the ETL's consumer settings)."""
+    by = {(run.args.parallelism, LIBRDKAFKA_FETCH_BYTES): summarize(same_settings)}
     for parallelism in run.args.drain_parallelism:
-        if parallelism in by:
+        if all((parallelism, fetch) in by for fetch in run.args.drain_fetch_bytes):
             continue
         run.start_spark(parallelism)
-        by[parallelism] = summarize([run.measure(f"drain at local[{parallelism}] #{rep}",
-                                                 counted_drain(run, drain_task, specs, records))[1]["seconds"]
-                                     for rep in range(1, run.args.repeat + 1)])
+        for fetch in run.args.drain_fetch_bytes:
+            if (parallelism, fetch) in by:
+                continue
+            fetched = [(dict(settings, **{"max.partition.fetch.bytes": str(fetch)}), *rest)
+                       for settings, *rest in specs]
+            by[(parallelism, fetch)] = summarize([
+                run.measure(f"drain at local[{parallelism}], fetches of {fetch / 2**20:g} MiB #{rep}",
+                            counted_drain(run, drain_task, fetched, records))[1]["seconds"]
+                for rep in range(1, run.args.repeat + 1)])
     run.start_spark()  # back to --parallelism for what follows
-    best = min(by, key=lambda p: by[p]["median"])
-    return {"by_parallelism": {str(p): s for p, s in sorted(by.items())}, "parallelism": best,
+    best = min(by, key=lambda key: by[key]["median"])
+    return {"by_settings": [{"parallelism": p, "max_partition_fetch_bytes": f, "seconds": s}
+                            for (p, f), s in sorted(by.items())],
+            "parallelism": best[0], "max_partition_fetch_bytes": best[1],
             "seconds": by[best], **rate(records, nbytes, by[best]["median"])}
