@@ -15,6 +15,7 @@ from typing import Mapping
 from urllib.parse import urlsplit
 
 from etl.config.compaction import CompactionConfig
+from etl.config.jvm import JvmConfig
 from etl.config.metrics import MetricsConfig
 
 # Hive folds and limits names so; one rule for the config's names and the DDL's placeholders.
@@ -343,3 +344,4 @@ class Config:
     schema_registry: SchemaRegistryConfig | None = None
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    jvm: JvmConfig = field(default_factory=JvmConfig)

@@ -25,13 +25,14 @@ from etl.config.model import (
 )
 from etl.config.schema_registry import schema_registry_section
 from etl.config.compaction import CompactionConfig
+from etl.config.jvm import jvm_section
 from etl.config.metrics import metrics_section
 from etl.config.section import Section, boolean, hive_name, matching, non_negative_seconds, resolve, secret_file
 from etl.config.warehouse import warehouse_section
 from etl.errors import ConfigError
 
 SECTIONS = ("job", "kafka", "zookeeper", "warehouse", "hive", "retry", "spark",
-            "schema_registry", "compaction", "metrics")  # and [dimension <name>]
+            "schema_registry", "compaction", "metrics", "jvm")  # and [dimension <name>]
 TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 # spark.authenticate.secret, spark.ssl.keyPassword, spark.hadoop.fs.s3a.secret.key ...
@@ -81,6 +82,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
         schema_registry=_schema_registry(parser, path, job),
         compaction=_compaction(Section(parser, "compaction", path, required=False)),
         metrics=metrics_section(Section(parser, "metrics", path, required=False)),
+        jvm=jvm_section(Section(parser, "jvm", path, required=False), boolean),
     )
 
 

@@ -1,6 +1,7 @@
 """The SparkSession the driver uses: Hive support and the job's [spark] settings."""
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from etl.config import Config
+from etl.hive.class_archive import ArchivePlan, finish_recording, plan_archive
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +30,8 @@ def build_spark(config: Config):
         if key == "spark.master" and submitted.contains("spark.master"):
             continue
         builder = builder.config(key, value)
-    builder = _quiet_driver(builder, config.spark)
+    archive = _class_archive(config)
+    builder = _driver_java_options(builder, config.spark, archive.java_options if archive else "")
     if not submitted.contains("spark.master") and "spark.master" not in config.spark:
         builder = builder.master("local[*]")
     master = submitted.get("spark.master", None) or config.spark.get("spark.master", "local[*]")
@@ -39,18 +42,51 @@ def build_spark(config: Config):
         builder = builder.config("spark.hadoop.hive.metastore.uris", config.hive.metastore)
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if archive is not None and archive.recording is not None:
+        atexit.register(_record_at_exit, archive, spark)
     log.debug("Spark session started, master %s", spark.sparkContext.master)
     return spark
 
 
-def _quiet_driver(builder, settings: dict[str, str]):
+def _driver_java_options(builder, settings: dict[str, str], archive_options: str):
     """Under `etl run` pyspark starts the driver JVM with these options: Spark's INFO lines stay
-    off (DRIVER_LOG4J2), unless the [spark] options name a log4j config of their own. Under
-    spark-submit the JVM is up before the job starts: --driver-java-options says it there."""
-    options = settings.get(DRIVER_JAVA_OPTIONS, "")
-    if "PYSPARK_GATEWAY_PORT" in os.environ or "log4j" in options:
+    off (DRIVER_LOG4J2), unless the [spark] options name a log4j config of their own, and the
+    class archive's. Under spark-submit the JVM is up before the job starts: --driver-java-options
+    says it there."""
+    if _under_spark_submit():
         return builder
-    return builder.config(DRIVER_JAVA_OPTIONS, f"{options} -Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()}".strip())
+    given = settings.get(DRIVER_JAVA_OPTIONS, "")
+    log4j = "" if "log4j" in given else f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()}"
+    options = " ".join(part for part in (given, log4j, archive_options) if part)
+    return builder if options == given else builder.config(DRIVER_JAVA_OPTIONS, options)
+
+
+def _class_archive(config: Config) -> ArchivePlan | None:
+    """The class archive plan of a JVM this command launches (etl.hive.class_archive); None under
+    spark-submit, when this process already runs a JVM, or with [jvm] class_archive = false. A
+    cache that cannot be used is not the job's failure: it starts without one, and says why."""
+    from pyspark import SparkContext
+    if not config.jvm.class_archive or _under_spark_submit() or SparkContext._gateway is not None:
+        return None
+    try:
+        return plan_archive(config.jvm, config.spark)
+    except OSError as exc:
+        log.warning("starting Spark without a class archive: %s", exc)
+        return None
+
+
+def _record_at_exit(archive: ArchivePlan, spark) -> None:
+    """Spark stops first: its accumulator server would otherwise see the JVM vanish, and say so
+    with a traceback."""
+    jvm_process = spark.sparkContext._gateway.proc
+    try:
+        spark.stop()
+    finally:
+        finish_recording(archive, jvm_process)
+
+
+def _under_spark_submit() -> bool:
+    return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def _loopback_only(builder, submitted, settings: dict[str, str]):
@@ -72,7 +108,7 @@ def _submitted_conf():
     run on local[*] whatever --master said. Under `etl run` nothing is connected yet, and must
     not be: the JVM is launched later, with the [spark] settings (driver memory, JVM options)."""
     from pyspark import SparkConf, SparkContext
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+    if not _under_spark_submit():
         return SparkConf(loadDefaults=False)
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM; launches nothing
     return SparkConf()

@@ -45,6 +45,29 @@ def stack() -> Stack:
         pytest.fail(str(exc), pytrace=False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def jvm_class_archive(stack, zk, tmp_path_factory):
+    """The driver JVM's class archive (etl.hive.class_archive) exists before the first test, so
+    that every `etl` command of the suite maps it, and no test pays for recording it, or says so
+    in its output, by chance of order. One real `etl run` of a throwaway job records it when the
+    user's cache has none for this venv, and maps it otherwise. tests/integration/
+    test_class_archive.py checks recording and mapping themselves, in a folder of its own."""
+    from tests.harness.data import events_by_partition
+    from tests.harness.etl_process import run_etl
+    work = tmp_path_factory.mktemp("jvm-class-archive")
+    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
+    topic, root = f"etl-jvm-archive-{uuid.uuid4().hex[:8]}", f"/etl-tests/jvm-archive-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(admin, topic, 1)
+    kafka.produce(topic, events_by_partition(1, 10), bootstrap=stack.kafka_bootstrap)
+    config = write_ini_config(work / "etl.ini", stack, job_name="jvm-class-archive", zk_root=root,
+                              warehouse_dir=work / "warehouse", table=f"t_{uuid.uuid4().hex[:8]}",
+                              tuning=TEST_TUNING, kafka={"topics": topic})
+    done = run_etl(config)
+    kafka.delete_topics(admin, [topic])
+    zk.delete(root, recursive=True)
+    assert done.returncode == 0, done.describe()
+
+
 @pytest.fixture(scope="session")
 def thrift_url(stack) -> str:
     """The JDBC URL of the analysts' endpoint, the Spark Thrift Server (HiveServer2 protocol):

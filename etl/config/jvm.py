@@ -1,0 +1,44 @@
+"""[jvm]: the driver JVM that `etl run` (and every command that needs Spark) launches itself.
+
+Spark's start-up in a fresh process is mostly the JVM loading and verifying some 20,000
+classes from jar files. A class archive (the JDK's class data sharing, JEP 350) holds them
+ready to map: the first command that starts Spark on a host records the classes its JVM
+loaded into one, and later commands map it (etl.hive.class_archive). Under spark-submit the
+JVM is up before the job starts, so nothing here applies there.
+Parsed in etl.config.parse (the Section type lives above this module's floor in the package).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class JvmConfig:
+    class_archive: bool = True  # record the classes once, then map them at every start
+    class_archive_dir: Path | None = None  # None: default_archive_dir()
+
+
+def default_archive_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """$XDG_CACHE_HOME/kafka-hive-etl/jvm, else ~/.cache/kafka-hive-etl/jvm: a cache, per user."""
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kafka-hive-etl" / "jvm"
+
+
+def jvm_section(s, boolean) -> JvmConfig:
+    """`s`: the [jvm] etl.config.section.Section; `boolean`: its converter for true/false."""
+    config = JvmConfig(
+        class_archive=s.get("class_archive", True, boolean),
+        class_archive_dir=s.get("class_archive_dir", None, _absolute_dir),
+    )
+    s.reject_unknown()
+    return config
+
+
+def _absolute_dir(raw: str) -> Path:
+    path = Path(raw)
+    if not path.is_absolute():
+        raise ValueError("must be an absolute path (a folder the job's user can write; it is created if missing)")
+    return path

@@ -1,0 +1,166 @@
+"""A class archive for the driver JVM that pyspark launches: the JDK's class data sharing.
+
+A fresh `etl run` spent about 7 s starting Spark, most of it the JVM loading, verifying and
+linking classes from Spark's jar files. The JDK can record the classes a JVM loaded into an
+archive when it exits (-XX:ArchiveClassesAtExit) and map that archive when the next JVM
+starts (-XX:SharedArchiveFile); the same session then starts about 3 s sooner.
+
+The first command on a host that starts Spark records one: its JVM runs slower, and when the
+command ends it waits while the JVM writes the archive (about 170 MB, 15-30 s, once). The
+archive is written under a name of its own and published by a hard link only after the JVM
+exited cleanly, with its size in its name: the JVM crashes on a truncated archive, so an
+archive whose size differs from its name is deleted, never mapped. One process records at a
+time (a file lock); the others start without an archive meanwhile. The archive's name is a
+hash of what it depends on (the java binary, Spark's jars, the [spark] spark.driver.* settings);
+should the JVM still refuse it, the JVM starts as it would without one (-Xshare:auto).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from etl.config.jvm import JvmConfig, default_archive_dir
+
+log = logging.getLogger(__name__)
+
+# What the JVM would say about the archive (a class it skips, an archive it cannot map) goes to
+# its stdout, which is the job's own (--json). A refused archive is not an error: it runs without.
+QUIET = "-Xlog:cds*=off"
+SUFFIX = ".jsa"
+STALE_DAYS = 14  # an archive no command mapped for this long is deleted when another is published
+WRITE_TIMEOUT_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class ArchivePlan:
+    """What the driver JVM is started with, and, when it records an archive, where and under which lock."""
+    java_options: str
+    directory: Path
+    key: str
+    recording: Path | None = None  # the file this JVM writes when it exits
+    lock_fd: int | None = None
+
+
+def plan_archive(jvm: JvmConfig, spark_settings: Mapping[str, str]) -> ArchivePlan | None:
+    """Map the archive if there is a whole one, else record one if no other process does; None
+    when another process is recording (this JVM starts as it always did)."""
+    directory = jvm.class_archive_dir or default_archive_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    key = archive_key(spark_settings)
+    found = _whole_archive(directory, key)
+    if found is not None:
+        os.utime(found)  # mapped today: not stale
+        return ArchivePlan(f"-XX:SharedArchiveFile={found} {QUIET}", directory, key)
+    lock_fd = _try_lock(directory / f"{key}.lock")
+    if lock_fd is None:
+        log.debug("another process is recording the JVM's class archive; starting without one")
+        return None
+    for leftover in directory.glob(f"{key}.*.partial"):  # from a process killed while it recorded
+        leftover.unlink(missing_ok=True)
+    recording = directory / f"{key}.{os.getpid()}.partial"
+    log.info("recording the driver JVM's classes into a class archive in %s: once per host and Spark version, "
+             "this command starts Spark more slowly and waits 15-30 s at its end while the JVM writes it", directory)
+    return ArchivePlan(f"-XX:ArchiveClassesAtExit={recording} {QUIET}", directory, key, recording, lock_fd)
+
+
+def archive_key(spark_settings: Mapping[str, str]) -> str:
+    """A hash of what an archive is valid for: the java binary, Spark's jars (names, sizes,
+    times) and the driver's settings (heap size and JVM options decide the archive's layout)."""
+    from pyspark.find_spark_home import _find_spark_home
+    digest = hashlib.sha256()
+    java = _java_binary()
+    digest.update(f"{java}:{_stamp(java)}\n".encode())
+    for jar in sorted(Path(_find_spark_home(), "jars").glob("*.jar")):
+        digest.update(f"{jar.name}:{_stamp(jar)}\n".encode())
+    for key, value in sorted(spark_settings.items()):
+        if key.startswith("spark.driver."):
+            digest.update(f"{key}={value}\n".encode())
+    return digest.hexdigest()[:24]
+
+
+def finish_recording(plan: ArchivePlan, jvm_process: subprocess.Popen) -> Path | None:
+    """At the command's end: end the JVM as a Python exit would (EOF on its stdin), wait while
+    it writes the archive, and publish it only if the JVM exited cleanly."""
+    assert plan.recording is not None and plan.lock_fd is not None
+    started = time.monotonic()
+    try:
+        if jvm_process.stdin is not None:
+            jvm_process.stdin.close()
+        code = jvm_process.wait(WRITE_TIMEOUT_SECONDS)
+        return _publish(plan, code, time.monotonic() - started)
+    except subprocess.TimeoutExpired:
+        jvm_process.kill()
+        log.warning("the JVM did not write its class archive within %d s; the next command tries again",
+                    WRITE_TIMEOUT_SECONDS)
+        return None
+    finally:
+        plan.recording.unlink(missing_ok=True)
+        os.close(plan.lock_fd)
+
+
+def _publish(plan: ArchivePlan, exit_code: int, seconds: float) -> Path | None:
+    size = plan.recording.stat().st_size if plan.recording.exists() else 0
+    if exit_code != 0 or size == 0:
+        log.warning("the JVM exited %s with a %d-byte class archive; not kept, the next command tries again",
+                    exit_code, size)
+        return None
+    final = plan.directory / f"{plan.key}-{size}{SUFFIX}"
+    try:
+        os.link(plan.recording, final)  # never replaces: an archive a JVM maps must not change under it
+    except FileExistsError:
+        pass
+    log.info("class archive ready: %s (%.0f MB, written in %.1f s)", final, size / 1e6, seconds)
+    _prune(plan.directory, keep=final)
+    return final
+
+
+def _whole_archive(directory: Path, key: str) -> Path | None:
+    """The archive for `key` whose size is the one in its name; others are deleted."""
+    for candidate in directory.glob(f"{key}-*{SUFFIX}"):
+        recorded = candidate.name[len(key) + 1:-len(SUFFIX)]
+        if recorded.isdigit() and candidate.stat().st_size == int(recorded):
+            return candidate
+        log.warning("deleting class archive %s: its size differs from the one it was written with", candidate)
+        candidate.unlink(missing_ok=True)
+    return None
+
+
+def _prune(directory: Path, keep: Path) -> None:
+    cutoff = time.time() - STALE_DAYS * 86400
+    for archive in directory.glob(f"*{SUFFIX}"):
+        if archive != keep and archive.stat().st_mtime < cutoff:
+            log.info("deleting class archive %s: no command mapped it for %d days", archive, STALE_DAYS)
+            archive.unlink(missing_ok=True)
+
+
+def _try_lock(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _java_binary() -> str:
+    """The java that Spark's launcher runs: $JAVA_HOME/bin/java, else the first on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    found = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    return os.path.realpath(found) if found else "java"
+
+
+def _stamp(path: str | Path) -> str:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return "missing"
+    return f"{stat.st_size}:{stat.st_mtime_ns}"

@@ -1,0 +1,106 @@
+"""The driver JVM's class archive (etl.hive.class_archive): when a command maps one, records one,
+or starts without; and what is published. No JVM here: tests/integration/test_class_archive.py
+starts real ones."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from etl.config.jvm import JvmConfig, default_archive_dir
+from etl.hive.class_archive import SUFFIX, archive_key, finish_recording, plan_archive
+
+SETTINGS = {"spark.master": "local[2]", "spark.driver.memory": "1g"}
+
+
+def _jvm(tmp_path) -> JvmConfig:
+    return JvmConfig(class_archive=True, class_archive_dir=tmp_path / "jvm")
+
+
+def _exiting(code: int) -> subprocess.Popen:
+    """A process that waits for EOF on its stdin, as pyspark's JVM does, then exits `code`."""
+    return subprocess.Popen([sys.executable, "-c", f"import sys; sys.stdin.read(); sys.exit({code})"],
+                            stdin=subprocess.PIPE)
+
+
+def test_a_host_without_an_archive_records_one_and_only_one_process_records_at_a_time(tmp_path):
+    first = plan_archive(_jvm(tmp_path), SETTINGS)
+    assert first.recording is not None and "-XX:ArchiveClassesAtExit=" in first.java_options
+    assert "-Xlog:cds*=off" in first.java_options  # the JVM's own words would land on the job's stdout
+    assert plan_archive(_jvm(tmp_path), SETTINGS) is None  # the lock is held: start without one
+    first.recording.write_bytes(b"x" * 1000)
+    published = finish_recording(first, _exiting(0))
+    assert published == first.directory / f"{first.key}-1000{SUFFIX}" and published.stat().st_size == 1000
+    assert not first.recording.exists()
+    mapped = plan_archive(_jvm(tmp_path), SETTINGS)
+    assert mapped.recording is None and mapped.java_options.startswith(f"-XX:SharedArchiveFile={published} ")
+
+
+def test_an_archive_from_a_jvm_that_did_not_exit_cleanly_is_not_kept(tmp_path):
+    plan = plan_archive(_jvm(tmp_path), SETTINGS)
+    plan.recording.write_bytes(b"x" * 1000)
+    assert finish_recording(plan, _exiting(1)) is None
+    assert list(plan.directory.glob(f"*{SUFFIX}")) == [] and not plan.recording.exists()
+    assert plan_archive(_jvm(tmp_path), SETTINGS).recording is not None  # the lock was released: try again
+
+
+def test_an_archive_whose_size_differs_from_its_name_is_deleted_not_mapped(tmp_path):
+    """The JVM crashes (SIGBUS) on a truncated archive: it must never be given one."""
+    directory = tmp_path / "jvm"
+    directory.mkdir()
+    truncated = directory / f"{archive_key(SETTINGS)}-5000{SUFFIX}"
+    truncated.write_bytes(b"x" * 1000)
+    plan = plan_archive(_jvm(tmp_path), SETTINGS)
+    assert plan.recording is not None and not truncated.exists()
+
+
+def test_a_partial_archive_left_by_a_killed_process_is_removed_by_the_next_recorder(tmp_path):
+    directory = tmp_path / "jvm"
+    directory.mkdir()
+    leftover = directory / f"{archive_key(SETTINGS)}.99999999.partial"
+    leftover.write_bytes(b"half")
+    plan = plan_archive(_jvm(tmp_path), SETTINGS)
+    assert plan.recording != leftover and not leftover.exists()
+
+
+def test_the_archive_depends_on_the_driver_settings_not_on_the_others():
+    assert archive_key(SETTINGS) == archive_key({**SETTINGS, "spark.sql.shuffle.partitions": "8"})
+    assert archive_key(SETTINGS) != archive_key({**SETTINGS, "spark.driver.memory": "40g"})  # no compressed oops
+    assert archive_key(SETTINGS) != archive_key({**SETTINGS, "spark.driver.extraJavaOptions": "-XX:+UseSerialGC"})
+
+
+def test_the_default_folder_is_the_users_cache():
+    assert default_archive_dir({"XDG_CACHE_HOME": "/var/cache/me"}) == \
+        default_archive_dir({"XDG_CACHE_HOME": "/var/cache/me", "HOME": "/x"})
+    assert str(default_archive_dir({"XDG_CACHE_HOME": "/var/cache/me"})) == "/var/cache/me/kafka-hive-etl/jvm"
+    assert str(default_archive_dir({})).endswith(os.path.join(".cache", "kafka-hive-etl", "jvm"))
+
+
+# -- [jvm] ----------------------------------------------------------------------------------------
+def _load_jvm(tmp_path, lines: str | None):
+    from etl.config import load_config
+    from tests.harness.config_file import minimal_ini
+    from tests.harness.paths import EVENTS_SCHEMA
+    path = tmp_path / "job.ini"
+    path.write_text(minimal_ini(EVENTS_SCHEMA, sections=f"[jvm]\n{lines}\n" if lines is not None else ""))
+    return load_config(path).jvm
+
+
+def test_without_the_section_the_archive_is_on_in_the_users_cache(tmp_path):
+    assert _load_jvm(tmp_path, None) == JvmConfig(class_archive=True, class_archive_dir=None)
+    assert _load_jvm(tmp_path, f"class_archive = false\nclass_archive_dir = {tmp_path}") == \
+        JvmConfig(class_archive=False, class_archive_dir=tmp_path)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("class_archive = maybe", r"\[jvm\] class_archive: 'maybe' is not valid: write true or false"),
+    ("class_archive_dir = cache/jvm", r"\[jvm\] class_archive_dir: .*must be an absolute path"),
+    ("class_archives = true", r"\[jvm\] class_archives: unknown key; known keys in \[jvm\]"),
+])
+def test_a_bad_jvm_key_names_itself_and_exits_2(tmp_path, line, message):
+    from etl.errors import EXIT_USAGE, ConfigError
+    with pytest.raises(ConfigError, match=message) as caught:
+        _load_jvm(tmp_path, line)
+    assert caught.value.exit_code == EXIT_USAGE
