@@ -51,7 +51,7 @@ def jvm_class_archive(stack, zk, tmp_path_factory):
     that every `etl` command of the suite maps it, and no test pays for recording it, or says so
     in its output, by chance of order. One real `etl run` of a throwaway job records it when the
     user's cache has none for this venv, and maps it otherwise. tests/integration/
-    test_class_archive.py checks recording and mapping themselves, in a folder of its own."""
+    test_class_archive_runs.py checks recording and mapping themselves, in a folder of its own."""
     from tests.harness.data import events_by_partition
     from tests.harness.etl_process import run_etl
     work = tmp_path_factory.mktemp("jvm-class-archive")

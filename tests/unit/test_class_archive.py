@@ -1,5 +1,5 @@
 """The driver JVM's class archive (etl.hive.class_archive): when a command maps one, records one,
-or starts without; and what is published. No JVM here: tests/integration/test_class_archive.py
+or starts without; and what is published. No JVM here: tests/integration/test_class_archive_runs.py
 starts real ones."""
 from __future__ import annotations
 
