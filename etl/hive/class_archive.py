@@ -101,6 +101,9 @@ def finish_recording(plan: ArchivePlan, jvm_process: subprocess.Popen) -> Path |
         log.warning("the JVM did not write its class archive within %d s; the next command tries again",
                     WRITE_TIMEOUT_SECONDS)
         return None
+    except OSError as exc:  # the command's work is done: a cache that cannot be kept is said, not raised
+        log.warning("the class archive could not be kept (%s); the next command tries again", exc)
+        return None
     finally:
         plan.recording.unlink(missing_ok=True)
         os.close(plan.lock_fd)

@@ -104,3 +104,15 @@ def test_a_bad_jvm_key_names_itself_and_exits_2(tmp_path, line, message):
     with pytest.raises(ConfigError, match=message) as caught:
         _load_jvm(tmp_path, line)
     assert caught.value.exit_code == EXIT_USAGE
+
+
+def test_an_archive_that_cannot_be_published_is_a_warning_at_exit_not_a_traceback(tmp_path, monkeypatch, caplog):
+    plan = plan_archive(_jvm(tmp_path), SETTINGS)
+    plan.recording.write_bytes(b"x" * 1000)
+
+    def cross_device(source, target):
+        raise OSError(18, "Invalid cross-device link")
+    monkeypatch.setattr(os, "link", cross_device)
+    assert finish_recording(plan, _exiting(0)) is None
+    assert "could not be kept" in caplog.text and not plan.recording.exists()
+    assert list(plan.directory.glob(f"*{SUFFIX}")) == []
