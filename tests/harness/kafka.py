@@ -23,6 +23,9 @@ PRODUCER_CONFIG = {
     "queue.buffering.max.messages": 2_000_000,
     "queue.buffering.max.kbytes": 2_000_000,
     "enable.idempotence": True,  # a retried request must never duplicate test data
+    # Tansu creates any topic a metadata request names when the client allows it (librdkafka's
+    # producer does by default): a producer the tests' process keeps re-created deleted topics.
+    "allow.auto.create.topics": False,
 }
 
 

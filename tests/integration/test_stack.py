@@ -7,9 +7,13 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
+
+from tests.harness import kafka
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,3 +123,17 @@ def test_a_local_run_drivers_listen_on_loopback_only(stack, new_topic, write_con
         driver.communicate("\n", timeout=60)
     assert len(listening) >= 2, listening  # the driver's RPC port and the web UI at least
     assert all(is_loopback(a) for a in listening), listening
+
+
+def test_the_tests_producer_never_creates_a_topic(stack):
+    """Tansu creates a topic that a metadata request names, when the client allows it. A producer
+    the tests' process kept alive once re-created topics that tests had deleted on its periodic
+    metadata refresh (`topics_regex` then saw a deleted topic listed again, with 4 partitions)."""
+    topic = f"never-created-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(AssertionError, match="not delivered"):
+        kafka.send(topic, {0: [b"{}"]}, bootstrap=stack.kafka_bootstrap, timeout=3)
+    consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": "etl-tests-topics"})
+    try:
+        assert topic not in consumer.list_topics(timeout=10).topics
+    finally:
+        consumer.close()
