@@ -1,0 +1,50 @@
+"""The settings of the ETL's own Kafka consumers: librdkafka's defaults, except where a
+bounded read of a range needs otherwise, and never over what the user set in [kafka]."""
+from confluent_kafka import Consumer
+
+from etl.config import load_config
+from etl.source.kafka import consumer_settings
+
+BASE = """
+[job]
+name = j1
+[kafka]
+bootstrap.servers = 127.0.0.1:9
+topics = a
+{kafka}
+[zookeeper]
+hosts = 127.0.0.1:2181
+[warehouse]
+url = file:///tmp/w
+[hive]
+database = db
+table = t
+schema = {schema}
+"""
+
+
+def _config(tmp_path, rootpath, kafka=""):
+    path = tmp_path / "job.ini"
+    path.write_text(BASE.format(kafka=kafka, schema=rootpath / "warehouse_schema" / "events.sql"))
+    return load_config(path)
+
+
+def test_a_consumer_postpones_its_next_fetch_by_milliseconds_not_a_second(tmp_path, request):
+    # librdkafka stops fetching while 100,000 messages wait in its queue and looks again only
+    # after fetch.queue.backoff.ms, 1 s by default. A task drains that queue in a fraction of
+    # that, then waited out the rest: 1 s of every 250,000-record range (see docs/performance.md).
+    settings = consumer_settings(_config(tmp_path, request.config.rootpath).kafka, "etl-j1")
+    assert int(settings["fetch.queue.backoff.ms"]) <= 50
+    Consumer(settings).close()  # librdkafka accepts every setting (it connects nowhere yet)
+
+
+def test_the_users_kafka_settings_win_over_the_etls_tuning(tmp_path, request):
+    config = _config(tmp_path, request.config.rootpath, kafka="fetch.queue.backoff.ms = 1000")
+    assert consumer_settings(config.kafka, "etl-j1")["fetch.queue.backoff.ms"] == "1000"
+
+
+def test_the_job_owns_offsets_whatever_the_tuning(tmp_path, request):
+    settings = consumer_settings(_config(tmp_path, request.config.rootpath).kafka, "etl-j1")
+    assert settings["group.id"] == "etl-j1"
+    assert settings["enable.auto.commit"] is False
+    assert settings["auto.offset.reset"] == "error"
