@@ -62,7 +62,8 @@ class BenchRun:
                 "loadavg_at_start": list(loadavg())}
 
     def ini(self, label: str, topics: list[str], decoder: str, max_records: int, hive: dict | None = None,
-            registry_url: str | None = None, parallelism: int | None = None, **job_extra) -> Path:
+            registry_url: str | None = None, parallelism: int | None = None, kafka_extra: dict | None = None,
+            **job_extra) -> Path:
         """The job's INI for one measurement: the bench's own tuning (ZooKeeper session 10 s,
         rejected ratio 0.01, Kafka fetch timeout 30 s, retries up to 2 s, local[P]; P is --parallelism
         unless given)."""
@@ -74,7 +75,7 @@ class BenchRun:
         return write_config(self.work / f"{label}.ini", self.stack, job_name=f"bench-{label}",
                             zk_root=f"{self.zk_root}/{label}", warehouse_dir=self.work / "warehouse",
                             table=table, tuning=tuning, database=self.database, schema=SCHEMAS[decoder],
-                            kafka={"topics": ",".join(topics)}, job=job_extra, **({"hive": hive} if hive else {}),
+                            kafka={"topics": ",".join(topics), **(kafka_extra or {})}, job=job_extra, **({"hive": hive} if hive else {}),
                             **({"schema_registry": {"url": registry_url}} if registry_url else {}))
 
     def start_spark(self, parallelism: int | None = None) -> None:

@@ -14,10 +14,11 @@ from tests.perf.common import MB, say
 
 DPI = 100
 PHASE_COLORS = {"plan": "tab:blue", "commit": "tab:orange"}
-PATHS = (("drain", "drain\n(consume + count)"),
-         ("drain_read_range", "drain + chunk\n(etl read_range)"),
-         ("full_batch", "full etl batch\n(plan .. commit)"),
-         ("row_by_row", "row by row\n(json.loads, createDataFrame)"))
+PATHS = (("drain", "drain\n(consume + count)", "0.6"),
+         ("drain_read_range", "drain + chunk\n(etl read_range)", "0.6"),
+         ("full_batch", "full etl batch\n(plan .. commit)", "tab:blue"),
+         ("full_batch_librdkafka_defaults", "full batch,\nlibrdkafka's defaults", "tab:cyan"),
+         ("row_by_row", "row by row\n(json.loads, createDataFrame)", "tab:orange"))
 
 
 def _pyplot():
@@ -69,17 +70,17 @@ def throughput_chart(report: dict, path: Path) -> Path:
     plt = _pyplot()
     t, data = report["throughput"], report["data"]
     records = data["records"]
+    paths = [(key, label, color) for key, label, color in PATHS if key in t]  # older reports lack some
     labels, rates, low, high = [], [], [], []
-    for key, label in PATHS:
+    for key, label, _color in paths:
         seconds = t[key]["seconds"]
         labels.append(label)
         rates.append(records / seconds["median"])
         low.append(rates[-1] - records / seconds["max"])
         high.append(records / seconds["min"] - rates[-1])
     fig, ax = plt.subplots(figsize=(8, 4.6))
-    colors = ["0.6", "0.6", "tab:blue", "tab:orange"]
-    bars = ax.barh(labels, rates, xerr=[low, high], color=colors, capsize=4)
-    for bar, key, value, above in zip(bars, (k for k, _ in PATHS), rates, high):
+    bars = ax.barh(labels, rates, xerr=[low, high], color=[color for *_, color in paths], capsize=4)
+    for bar, key, value, above in zip(bars, (key for key, *_ in paths), rates, high):
         ax.text(value + above + max(rates) * 0.02, bar.get_y() + bar.get_height() / 2,
                 f"{value / 1000:,.0f}K/s ({t[key]['seconds']['median']:.2f} s)", va="center", fontsize=9)
     ax.invert_yaxis()
@@ -91,7 +92,7 @@ def throughput_chart(report: dict, path: Path) -> Path:
                  f"{data['partitions']} partitions, {len(t['full_batch']['seconds']['runs'])} repetitions\n"
                  f"full batch = {r['full_batch_vs_drain']:.2f}x the drain, "
                  f"{r['full_batch_vs_row_by_row']:.1f}x row by row", fontsize=10)
-    runs = [{"loadavg_before": [load], "foreign_cpu_cores": cores} for key, _ in PATHS
+    runs = [{"loadavg_before": [load], "foreign_cpu_cores": cores} for key, *_ in paths
             for load, cores in zip(t[key].get("loadavg_before", []), t[key].get("foreign_cpu_cores", []))]
     return _finish(fig, report, path, runs)
 

@@ -2,7 +2,8 @@
 one 5-minute batch (51 s on that cluster). Each run is a whole `etl run` process of a job that
 has run before, as a schedule runs it, so its time includes the interpreter, Spark's start-up
 and the Hive table check; the batch's own time (plan stored to commit) is what the job
-reports for it."""
+reports for it. Each repetition also times one run with librdkafka's own consumer defaults
+(the environment overrides the ETL's fetch.queue.backoff.ms), on records of its own."""
 from __future__ import annotations
 
 import json
@@ -18,6 +19,7 @@ from tests.perf.data import produce_checked, value_maker
 from tests.perf.phases import check_loaded
 
 SEEDS_RECORDS, SEEDS_PARTITIONS = 545_884, 18
+LIBRDKAFKA_DEFAULTS_ENV = {"ETL__KAFKA__FETCH_QUEUE_BACKOFF_MS": "1000"}  # librdkafka's default, not the ETL's
 
 
 def seeds_shape(run: BenchRun) -> None:
@@ -37,24 +39,30 @@ def seeds_shape(run: BenchRun) -> None:
         ini = run.ini(f"seeds-p{parallelism}", [topic], "json", max(per.values()) + 1, parallelism=parallelism)
         config = load_config(ini)
 
-        def etl_run():
-            return subprocess.run([ETL_CLI, "run", "--json", "--config", str(ini)], env=env, capture_output=True,
-                                  text=True, timeout=600)
+        def etl_run(extra_env=None):
+            return subprocess.run([ETL_CLI, "run", "--json", "--config", str(ini)], env={**env, **(extra_env or {})},
+                                  capture_output=True, text=True, timeout=600)
         _batches(etl_run())  # the job's first run: tables created, what the topic holds loaded (earlier jobs' too)
-        process, batch = [], []
+        times: dict[str, dict[str, list[float]]] = {"": {"process": [], "batch": []},
+                                                    "_librdkafka_defaults": {"process": [], "batch": []}}
         for rep in range(1, run.args.repeat + 1):
-            produced = produce_checked(run.stack.kafka_bootstrap, topic, per, make, start=ends)
-            ranges = [(topic, p, ends[p], high) for p, (_low, high) in sorted(produced["watermarks"].items())]
-            ends = {p: high for p, (_low, high) in produced["watermarks"].items()}
-            done, stats = run.measure(f"seeds' shape, etl run at local[{parallelism}] #{rep}", etl_run)
-            committed = _committed(done)
-            check_loaded(config, ranges, SEEDS_RECORDS)
-            process.append(stats["seconds"])
-            batch.append(committed["seconds"])
-            say(f"  process {stats['seconds']:.2f}s, batch {committed['seconds']:.2f}s")
-        report["by_parallelism"][str(parallelism)] = {
-            "process_seconds": summarize(process), "batch_seconds": summarize(batch),
-            "batch_records_per_second": SEEDS_RECORDS / statistics.median(batch)}
+            for variant, extra_env in (("", None), ("_librdkafka_defaults", LIBRDKAFKA_DEFAULTS_ENV)):
+                produced = produce_checked(run.stack.kafka_bootstrap, topic, per, make, start=ends)
+                ranges = [(topic, p, ends[p], high) for p, (_low, high) in sorted(produced["watermarks"].items())]
+                ends = {p: high for p, (_low, high) in produced["watermarks"].items()}
+                label = f"seeds' shape, etl run at local[{parallelism}]{variant.replace('_', ' ')} #{rep}"
+                done, stats = run.measure(label, lambda: etl_run(extra_env))
+                committed = _committed(done)
+                check_loaded(config, ranges, SEEDS_RECORDS)
+                times[variant]["process"].append(stats["seconds"])
+                times[variant]["batch"].append(committed["seconds"])
+                say(f"  process {stats['seconds']:.2f}s, batch {committed['seconds']:.2f}s")
+        entry = {}
+        for variant, measured in times.items():
+            entry[f"process_seconds{variant}"] = summarize(measured["process"])
+            entry[f"batch_seconds{variant}"] = summarize(measured["batch"])
+        entry["batch_records_per_second"] = SEEDS_RECORDS / statistics.median(times[""]["batch"])
+        report["by_parallelism"][str(parallelism)] = entry
     run.report["seeds_shape"] = report
 
 

@@ -1,6 +1,8 @@
 """Throughput, on exactly the same offset ranges, repeated and interleaved so that a burst of
 foreign load hits them alike: drain (the floor), drain through the ETL's reader, the full
-batch (the real job), and row by row (json.loads per record, createDataFrame)."""
+batch (the real job), and row by row (json.loads per record, createDataFrame). The drain and
+the full batch run a second time with librdkafka's own consumer defaults, which the ETL's
+consumers no longer keep (etl.source.kafka.READ_TUNING), to show what that tuning is worth."""
 from __future__ import annotations
 
 import shutil
@@ -14,6 +16,7 @@ from tests.perf.profiling import py_spy_batch
 from tests.perf.spark_tasks import drain_read_range_task, drain_task, row_schema, rows_task
 
 LIBRDKAFKA_FETCH_BYTES = 1_048_576  # max.partition.fetch.bytes by default, which the ETL keeps
+LIBRDKAFKA_DEFAULTS = {"fetch.queue.backoff.ms": "1000"}  # where READ_TUNING departs from them
 
 
 def throughput(run: BenchRun) -> None:
@@ -33,27 +36,33 @@ def throughput(run: BenchRun) -> None:
     run.report["data"] = {"topic": topic, "records": records, "value_bytes": nbytes, "partitions": args.partitions,
                            "decoder": args.decoder, "record_bytes": args.record_bytes,
                            "produce_seconds": produced["seconds"], "ranges": ranges}
-    settings = {"bootstrap.servers": run.stack.kafka_bootstrap}  # librdkafka's defaults, as the ETL's consumers
+    from etl.source.kafka import READ_TUNING
+    settings = {**READ_TUNING, "bootstrap.servers": run.stack.kafka_bootstrap}  # as the ETL's consumers
+    untuned = {**settings, **LIBRDKAFKA_DEFAULTS}
     base_config = load_config(run.ini("base", [topic], args.decoder, max(per) + 1))
     sc = run.spark.sparkContext
     raw_specs = [(settings, t, p, s, e) for t, p, s, e in ranges]
+    untuned_specs = [(untuned, t, p, s, e) for t, p, s, e in ranges]
     chunk_specs = [(base_config.kafka, t, p, s, e) for t, p, s, e in ranges]
     row_specs = [(settings, t, p, s, e, args.decoder) for t, p, s, e in ranges]
 
-    results = {"drain": [], "drain_read_range": [], "full_batch": [], "row_by_row": []}
+    results = {"drain": [], "drain_read_range": [], "full_batch": [], "row_by_row": [],
+               "drain_librdkafka_defaults": [], "full_batch_librdkafka_defaults": []}
     for rep in range(1, args.repeat + 1):
         _, stats = run.measure(f"drain #{rep}", counted_drain(run, drain_task, raw_specs, records))
         results["drain"].append(stats)
+        _, stats = run.measure(f"drain, librdkafka's defaults #{rep}",
+                               counted_drain(run, drain_task, untuned_specs, records))
+        results["drain_librdkafka_defaults"].append(stats)
         _, stats = run.measure(f"drain+chunk (read_range) #{rep}",
                                counted_drain(run, drain_read_range_task, chunk_specs, records))
         results["drain_read_range"].append(stats)
 
-        config = load_config(run.ini(f"full-{rep}", [topic], args.decoder, max(per) + 1))
-        (phases, said), stats = run.measure(f"full batch #{rep}", lambda: run_job_timed(config), workers=True)
-        loaded = check_loaded(config, ranges, records)
-        results["full_batch"].append({**stats, "phases": phases, "job_said": said, "loaded": loaded})
-        say("  phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in phases.items() if "." not in k))
-        run.last_full_config = config
+        run.last_full_config, measured = full_batch(run, f"full-{rep}", topic, ranges, records, per)
+        results["full_batch"].append(measured)
+        say("  phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in measured["phases"].items() if "." not in k))
+        _, measured = full_batch(run, f"untuned-{rep}", topic, ranges, records, per, LIBRDKAFKA_DEFAULTS)
+        results["full_batch_librdkafka_defaults"].append(measured)
 
         out = run.work / f"row-by-row-{rep}"
 
@@ -69,7 +78,7 @@ def throughput(run: BenchRun) -> None:
 
     summary = {}
     for name, runs in results.items():
-        key = "batch" if name == "full_batch" else None
+        key = "batch" if name.startswith("full_batch") else None
         seconds = [r["phases"][key] for r in runs] if key else [r["seconds"] for r in runs]
         entry = {"seconds": summarize(seconds), **rate(records, nbytes, statistics.median(seconds)),
                  "loadavg_before": [r["loadavg_before"][0] for r in runs],
@@ -77,7 +86,7 @@ def throughput(run: BenchRun) -> None:
                  "own_cpu_cores": [r["own_cpu_cores"] for r in runs],
                  "stack_cpu_cores": [r["stack_cpu_cores"] for r in runs],
                  "quiet_before": [r["quiet_before"] for r in runs]}
-        if name == "full_batch":
+        if name.startswith("full_batch"):
             entry["phases_median"] = {k: statistics.median(r["phases"][k] for r in runs) for k in runs[0]["phases"]}
             entry["phases_runs"] = [r["phases"] for r in runs]
             entry["run_total_rate"] = rate(records, nbytes, entry["phases_median"]["run_minus_tables"])
@@ -92,6 +101,8 @@ def throughput(run: BenchRun) -> None:
         "full_batch_vs_drain": median["drain"] / median["full_batch"],
         "full_batch_vs_best_drain": summary["best_drain"]["seconds"]["median"] / median["full_batch"],
         "full_batch_vs_row_by_row": median["row_by_row"] / median["full_batch"],
+        "full_batch_vs_librdkafka_defaults": median["full_batch_librdkafka_defaults"] / median["full_batch"],
+        "drain_vs_librdkafka_defaults": median["drain_librdkafka_defaults"] / median["drain"],
         "drain_read_range_vs_drain": median["drain"] / median["drain_read_range"],
         "full_run_total_vs_drain": median["drain"] / summary["full_batch"]["phases_median"]["run_minus_tables"],
     }
@@ -99,6 +110,17 @@ def throughput(run: BenchRun) -> None:
     if args.py_spy:
         config = load_config(run.ini("py-spy", [topic], args.decoder, max(per) + 1))
         run.report["py_spy"] = py_spy_batch(run, config)
+
+
+def full_batch(run: BenchRun, label: str, topic: str, ranges: list, records: int, per: list[int],
+               kafka_extra: dict | None = None):
+    """One measurement of the full batch in a job of its own (kafka_extra added to its [kafka]
+    section): the job's config, and what was measured."""
+    from etl.config import load_config
+    config = load_config(run.ini(label, [topic], run.args.decoder, max(per) + 1, kafka_extra=kafka_extra))
+    (phases, said), stats = run.measure(f"full batch {label}", lambda: run_job_timed(config), workers=True)
+    loaded = check_loaded(config, ranges, records)
+    return config, {**stats, "phases": phases, "job_said": said, "loaded": loaded}
 
 
 def counted_drain(run: BenchRun, task, specs: list, records: int):
