@@ -4,28 +4,12 @@ from confluent_kafka import Consumer
 
 from etl.config import load_config
 from etl.source.kafka import consumer_settings
-
-BASE = """
-[job]
-name = j1
-[kafka]
-bootstrap.servers = 127.0.0.1:9
-topics = a
-{kafka}
-[zookeeper]
-hosts = 127.0.0.1:2181
-[warehouse]
-url = file:///tmp/w
-[hive]
-database = db
-table = t
-schema = {schema}
-"""
+from tests.harness.config_file import minimal_ini
 
 
 def _config(tmp_path, rootpath, kafka=""):
     path = tmp_path / "job.ini"
-    path.write_text(BASE.format(kafka=kafka, schema=rootpath / "warehouse_schema" / "events.sql"))
+    path.write_text(minimal_ini(rootpath / "warehouse_schema" / "events.sql", kafka=f"topics = a\n{kafka}"))
     return load_config(path)
 
 
