@@ -75,7 +75,8 @@ class BenchRun:
         return write_config(self.work / f"{label}.ini", self.stack, job_name=f"bench-{label}",
                             zk_root=f"{self.zk_root}/{label}", warehouse_dir=self.work / "warehouse",
                             table=table, tuning=tuning, database=self.database, schema=SCHEMAS[decoder],
-                            kafka={"topics": ",".join(topics), **(kafka_extra or {})}, job=job_extra, **({"hive": hive} if hive else {}),
+                            kafka={"topics": ",".join(topics), **(kafka_extra or {})}, job=job_extra,
+                            **({"hive": hive} if hive else {}),
                             **({"schema_registry": {"url": registry_url}} if registry_url else {}))
 
     def start_spark(self, parallelism: int | None = None) -> None:

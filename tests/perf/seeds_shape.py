@@ -13,13 +13,15 @@ import subprocess
 import sys
 
 from tests.harness.paths import ETL as ETL_CLI
-from tests.perf.common import say, summarize
+from tests.perf.common import LIBRDKAFKA_DEFAULTS, say, summarize
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked, value_maker
 from tests.perf.phases import check_loaded
 
 SEEDS_RECORDS, SEEDS_PARTITIONS = 545_884, 18
-LIBRDKAFKA_DEFAULTS_ENV = {"ETL__KAFKA__FETCH_QUEUE_BACKOFF_MS": "1000"}  # librdkafka's default, not the ETL's
+# The job's one INI serves both variants (its state runs on), so the environment overrides it.
+LIBRDKAFKA_DEFAULTS_ENV = {f"ETL__KAFKA__{key.upper().replace('.', '_')}": value
+                           for key, value in LIBRDKAFKA_DEFAULTS.items()}
 
 
 def seeds_shape(run: BenchRun) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 import statistics
 
-from tests.perf.common import MB, rate, say, summarize
+from tests.perf.common import LIBRDKAFKA_DEFAULTS, MB, rate, say, summarize
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked, value_maker
 from tests.perf.phases import check_loaded, run_job_timed
@@ -16,7 +16,6 @@ from tests.perf.profiling import py_spy_batch
 from tests.perf.spark_tasks import drain_read_range_task, drain_task, row_schema, rows_task
 
 LIBRDKAFKA_FETCH_BYTES = 1_048_576  # max.partition.fetch.bytes by default, which the ETL keeps
-LIBRDKAFKA_DEFAULTS = {"fetch.queue.backoff.ms": "1000"}  # where READ_TUNING departs from them
 
 
 def throughput(run: BenchRun) -> None:
