@@ -60,50 +60,21 @@ class EtlProcess:
                                           start_new_session=True)
         self.pid = self.popen.pid
         self.ended: float | None = None
-        self.seen: dict[int, tuple[float, str]] = {}  # pid -> (create_time, short command line)
-        self._stop_tracking = threading.Event()
-        self._lock = threading.Lock()
-        self._tracker = threading.Thread(target=self._track, name=f"track-{self.pid}", daemon=True)
-        self._tracker.start()
+        self.tree = ProcessTree(self.popen)
 
     # -- process tree ---------------------------------------------------------------------
-    def _track(self) -> None:
-        while not self._stop_tracking.is_set():
-            self._snapshot()
-            if self.popen.poll() is not None:
-                return
-            self._stop_tracking.wait(0.25)
+    @property
+    def seen(self) -> dict[int, tuple[float, str]]:
+        return self.tree.seen
 
     def _snapshot(self) -> None:
-        try:
-            children = psutil.Process(self.pid).children(recursive=True)
-        except psutil.Error:
-            return
-        with self._lock:
-            for child in children:
-                if child.pid in self.seen:
-                    continue
-                try:
-                    self.seen[child.pid] = (child.create_time(), _short_cmdline(child))
-                except psutil.Error:
-                    pass
+        self.tree.snapshot()
 
     def _alive_descendants(self) -> list[psutil.Process]:
-        alive = []
-        with self._lock:
-            items = list(self.seen.items())
-        for pid, (created, _) in items:
-            try:
-                proc = psutil.Process(pid)
-                if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(proc)
-            except psutil.Error:
-                pass
-        return alive
+        return self.tree.alive()
 
     def descendants_matching(self, word: str) -> list[int]:
-        with self._lock:
-            return [pid for pid, (_, cmd) in self.seen.items() if word in cmd]
+        return self.tree.matching(word)
 
     def kill(self) -> bool:
         """SIGKILL the job's process group and every group its descendants live in, at once.
@@ -173,7 +144,7 @@ class EtlProcess:
             raise TimeoutError(f"etl {self.command} (fault {self.fault} {self.action}) did not exit within "
                                f"{timeout}s; killed it.\n{self.describe()}") from None
         self.poll()
-        self._stop_tracking.set()
+        self.tree.stop()
         return code
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str, poll: float = 0.1) -> float:
@@ -231,6 +202,64 @@ class EtlProcess:
         return (f"--- etl {self.command} --config {self.config} fault={self.fault} action={self.action} "
                 f"rc={self.returncode} after {self.seconds:.1f}s\n--- stdout:\n{self.stdout[-tail:]}\n"
                 f"--- stderr (tail):\n{self.stderr[-tail:]}")
+
+
+class ProcessTree:
+    """Every descendant of a process that a background thread has seen, with its start time and
+    short command line, noted every 0.25 s while the process lives (and on each snapshot())."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen, self.pid = popen, popen.pid
+        self.seen: dict[int, tuple[float, str]] = {}  # pid -> (create_time, short command line)
+        self._stop_tracking = threading.Event()
+        self._lock = threading.Lock()
+        self._tracker = threading.Thread(target=self._track, name=f"track-{self.pid}", daemon=True)
+        self._tracker.start()
+
+    def _track(self) -> None:
+        while not self._stop_tracking.is_set():
+            self.snapshot()
+            if self.popen.poll() is not None:
+                return
+            self._stop_tracking.wait(0.25)
+
+    def stop(self) -> None:
+        self._stop_tracking.set()
+
+    def snapshot(self) -> None:
+        """Note new descendants, and the command line of known ones again: a child seen between
+        its fork and its exec (a JVM's jspawnhelper) is then known by the program it became. A
+        pid reused by a later process keeps its first entry; an exited one, its last."""
+        try:
+            children = psutil.Process(self.pid).children(recursive=True)
+        except psutil.Error:
+            return
+        with self._lock:
+            for child in children:
+                try:
+                    created, command = child.create_time(), _short_cmdline(child)
+                except psutil.Error:
+                    continue
+                known = self.seen.get(child.pid)
+                if known is None or (known[0] == created and command != "?"):  # "?": a zombie's is gone
+                    self.seen[child.pid] = (created, command)
+
+    def alive(self) -> list[psutil.Process]:
+        alive = []
+        with self._lock:
+            items = list(self.seen.items())
+        for pid, (created, _) in items:
+            try:
+                proc = psutil.Process(pid)
+                if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(proc)
+            except psutil.Error:
+                pass
+        return alive
+
+    def matching(self, word: str) -> list[int]:
+        with self._lock:
+            return [pid for pid, (_, cmd) in self.seen.items() if word in cmd]
 
 
 def die_with_us(command: list[str]) -> list[str]:
