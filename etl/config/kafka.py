@@ -2,6 +2,7 @@
 the librdkafka probe that judges every other key at start-up."""
 from __future__ import annotations
 
+import logging
 import os
 import re
 from typing import Mapping
@@ -42,6 +43,7 @@ def kafka_section(s: Section) -> KafkaConfig:
     return KafkaConfig(
         topics=topics,
         client=client,
+        admin_client=KafkaSettings({key: value for key, value in client.items() if not _consumer_only(key, value)}),
         fetch_timeout_seconds=s.positive("fetch_timeout_seconds", 30.0, float),
         metadata_timeout_seconds=s.positive("metadata_timeout_seconds", 10.0, float),
         topics_regex=topics_regex,
@@ -93,6 +95,35 @@ def _check_with_librdkafka(s: Section, client: Mapping[str, str]) -> None:
         Consumer({**settings, "group.id": "etl-config-check", "log_level": 0}).close()
     except KafkaException as exc:
         raise _librdkafka_refused(s, client, exc.args[0].str()) from exc
+
+
+def _consumer_only(key: str, value: str) -> bool:
+    """Whether librdkafka calls `key` a consumer property, which a producer-type handle such as
+    the driver's AdminClient ignores with a warning (CONFWARN) on stderr at every run. librdkafka
+    alone knows which keys those are, aliases included, so a client of that key alone is built
+    (about a millisecond, connecting nowhere) and what it logs is heard. A key that cannot stand
+    alone is kept: the consumer check above already accepted it with the others."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    if key == "bootstrap.servers":
+        return False
+    heard = _Heard()
+    logger = logging.Logger("etl.config.librdkafka-probe")
+    logger.addHandler(heard)
+    try:
+        AdminClient({key: value, "logger": logger}).poll(0)  # the logs queued while it was built
+    except KafkaException:
+        return False
+    return any("is a consumer property" in line for line in heard.lines)
+
+
+class _Heard(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
 
 
 def _librdkafka_refused(s: Section, client: Mapping[str, str], reason: str) -> ConfigError:

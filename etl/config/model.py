@@ -182,6 +182,9 @@ class KafkaConfig:
     # Passed to librdkafka as is (bootstrap.servers, security.*, sasl.*); an
     # etl.config.kafka.KafkaSettings, whose repr masks the secrets.
     client: Mapping[str, str]
+    # `client` without the keys librdkafka calls consumer properties, for the driver's
+    # AdminClient (a producer-type handle, which warns of each such key on stderr).
+    admin_client: Mapping[str, str]
     fetch_timeout_seconds: float = 30.0
     metadata_timeout_seconds: float = 10.0
     # Matched (fullmatch) against the broker's topics at every plan (etl.source.topics).

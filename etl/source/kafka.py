@@ -53,7 +53,7 @@ class KafkaMetadata:
 
     def __init__(self, config: KafkaConfig, retry: RetryConfig, job_name: str):
         self.config, self.retry = config, retry
-        self.admin = AdminClient(dict(config.client))
+        self.admin = AdminClient(dict(config.admin_client))
         self.consumer = Consumer(consumer_settings(config, f"etl-{job_name}-planner"))
 
     def close(self) -> None:

@@ -10,8 +10,8 @@ from etl.source.kafka import read_range
 
 
 def _config(stack, fetch_timeout_seconds: float = 30.0) -> KafkaConfig:
-    return KafkaConfig(topics=(), client={"bootstrap.servers": stack.kafka_bootstrap},
-                       fetch_timeout_seconds=fetch_timeout_seconds)
+    client = {"bootstrap.servers": stack.kafka_bootstrap}
+    return KafkaConfig(topics=(), client=client, admin_client=client, fetch_timeout_seconds=fetch_timeout_seconds)
 
 
 def _read(stack, topic, start, end, with_keys=False, **config):

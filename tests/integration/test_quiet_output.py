@@ -1,6 +1,7 @@
 """What an operator sees, counted in real processes: `etl run` against a ZooKeeper that does not
 answer says so in at most 3 lines, and `spark-submit` of a batch prints no INFO line of Spark's,
-only the job's own lines (which -q hides) and its progress while the tasks run."""
+only the job's own lines (which -q hides) and its progress while the tasks run, and no warning
+of librdkafka's about a [kafka] key that only its consumers use."""
 from __future__ import annotations
 
 import os
@@ -70,7 +71,9 @@ def test_an_unreachable_zookeeper_takes_at_most_three_lines(tmp_path):
 def test_spark_submit_of_a_batch_prints_no_info_line_of_spark(new_topic, produce, write_config, tmp_path):
     topic = new_topic(partitions=4)
     produce(topic, events_by_partition(4, 250))
-    config = write_config(kafka={"topics": topic}, job={"progress_seconds": "0.5"})
+    # a consumer-only key: the driver's admin client must not warn of it (CONFWARN) at every run
+    config = write_config(kafka={"topics": topic, "max.partition.fetch.bytes": "2097152"},
+                          job={"progress_seconds": "0.5"})
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            # partition 0's task holds on 2 s after its file: the batch's tasks last more than one progress interval
            "ETL_FAULT_POINT": "renamed:0", "ETL_FAULT_ACTION": "sleep:2"}
@@ -90,4 +93,5 @@ def test_spark_submit_of_a_batch_prints_no_info_line_of_spark(new_topic, produce
     # progress and the summary, all in the job's format; nothing else says INFO.
     others = [line for line in output.splitlines() if INFO.search(line) and not JOB_LINE.match(line)]
     assert others == [], output
+    assert "CONFWARN" not in output, output
     assert any(PROGRESS.search(line) for line in result.stdout.splitlines()), result.stdout

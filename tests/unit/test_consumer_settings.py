@@ -1,6 +1,9 @@
 """The settings of the ETL's own Kafka consumers: librdkafka's defaults, except where a
 bounded read of a range needs otherwise, and never over what the user set in [kafka]."""
+import logging
+
 from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient
 
 from etl.config import load_config
 from etl.source.kafka import consumer_settings
@@ -32,3 +35,31 @@ def test_the_job_owns_offsets_whatever_the_tuning(tmp_path, request):
     assert settings["group.id"] == "etl-j1"
     assert settings["enable.auto.commit"] is False
     assert settings["auto.offset.reset"] == "error"
+
+
+def test_the_drivers_admin_client_gets_no_consumer_only_setting(tmp_path, request):
+    # The driver's AdminClient is a producer-type handle: librdkafka warns (CONFWARN, on stderr,
+    # at every run) about each consumer-only key it is given, such as a fetch size set in [kafka].
+    kafka = "max.partition.fetch.bytes = 2097152\nfetch.queue.backoff.ms = 1000\nsocket.timeout.ms = 20000"
+    config = _config(tmp_path, request.config.rootpath, kafka=kafka).kafka
+    assert set(config.admin_client) == {"bootstrap.servers", "socket.timeout.ms"}
+    assert config.client["max.partition.fetch.bytes"] == "2097152"  # the consumers still get it
+    assert _librdkafka_warnings(AdminClient, config.admin_client) == []
+    assert len(_librdkafka_warnings(AdminClient, config.client)) == 2  # what the probe hears without the split
+
+
+def _librdkafka_warnings(client_type, settings) -> list[str]:
+    """What librdkafka logs while it builds a client from `settings` (no broker needed)."""
+    class Captured(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    logger, captured = logging.Logger("librdkafka-probe"), Captured()
+    logger.addHandler(captured)
+    client = client_type({**settings, "logger": logger})
+    client.poll(0)  # the logs a client queued while it was built are served here
+    return captured.lines
