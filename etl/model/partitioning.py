@@ -18,6 +18,7 @@ partition has it. A day is midnight to midnight: 23, 24 or 25 hours.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import zoneinfo
 from dataclasses import dataclass
 from enum import StrEnum
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 
 from etl.config import LateData, MissingEventTime, PartitioningConfig
 from etl.errors import SchemaError
-from etl.model.naming import partition_path
+from etl.model.naming import partition_path, partition_values
 
 UTC = dt.timezone.utc
 
@@ -81,10 +82,11 @@ class TimePartitioner:
         return self.values_of_wall(planned_at.astimezone(zoneinfo.ZoneInfo(self.zone)).replace(tzinfo=None))
 
     def values_of_wall(self, wall: dt.datetime) -> dict[str, str]:
-        """The partition values of a wall-clock time in the zone."""
-        values = {"dt": wall.strftime("%Y-%m-%d")}
+        """The partition values of a wall-clock time in the zone: always YYYY-MM-DD, zero-padded
+        (strftime's %Y is not padded below year 1000 on glibc), so that names sort as times do."""
+        values = {"dt": f"{wall.year:04d}-{wall.month:02d}-{wall.day:02d}"}
         if self.granularity is Granularity.HOUR:
-            values["hour"] = wall.strftime("%H")
+            values["hour"] = f"{wall.hour:02d}"
         return values
 
     def wall_starts(self, times: pa.Array) -> pa.Array:
@@ -105,7 +107,7 @@ class TimePartitioner:
         return partition_path(dict(values))
 
     def _wall_start(self, values: Mapping[str, str]) -> dt.datetime:
-        start = dt.datetime.strptime(values["dt"], "%Y-%m-%d")
+        start = parse_day(values["dt"])
         return start.replace(hour=int(values["hour"])) if self.granularity is Granularity.HOUR else start
 
     def window(self, values: Mapping[str, str]) -> Window:
@@ -119,6 +121,47 @@ class TimePartitioner:
 
     def window_end_ms(self, key_ms: int) -> int:
         return int(self.window(self.values_of_key(key_ms)).end.timestamp() * 1000)
+
+
+# dt as written: YYYY-MM-DD, or with the year unpadded (1 to 3 digits) as releases before the
+# padding named years 1-999 (`dt=1-01-02`): such a name is still read, and maps to its padded form.
+_DAY_RE = re.compile(r"^(?P<year>\d{1,4})-(?P<month>\d{2})-(?P<day>\d{2})$")
+
+
+def parse_day(text: str) -> dt.datetime:
+    """The midnight a dt value names; ValueError when it names no date."""
+    match = _DAY_RE.match(text)
+    if match is None:
+        raise ValueError(f"dt={text!r} is not a date written YYYY-MM-DD")
+    return dt.datetime(int(match["year"]), int(match["month"]), int(match["day"]))
+
+
+def padded_values(values: Mapping[str, str]) -> dict[str, str]:
+    """The partition values with dt's year zero-padded (a name from before the padding, mapped)."""
+    if "dt" not in values or _DAY_RE.match(values["dt"]) is None:
+        return dict(values)
+    day = parse_day(values["dt"])
+    return {**values, "dt": f"{day.year:04d}-{day.month:02d}-{day.day:02d}"}
+
+
+def padded_path(path: str) -> str:
+    """A partition path (dt=.../hour=...) with dt's year zero-padded."""
+    return partition_path(padded_values(partition_values(path)))
+
+
+def legacy_path(path: str) -> str:
+    """The name a partition of years 1-999 had before the padding (`dt=1-01-02/hour=05`); other
+    paths as they are."""
+    values = partition_values(path)
+    match = _DAY_RE.match(values.get("dt", ""))
+    if match is None or int(match["year"]) >= 1000:
+        return path
+    return partition_path({**values, "dt": f"{int(match['year'])}-{match['month']}-{match['day']}"})
+
+
+def is_legacy_path(path: str) -> bool:
+    """Whether a partition path carries an unpadded year (written before the padding)."""
+    return padded_path(path) != path
 
 
 PLANNING_TIME_HOURLY = TimePartitioner(Granularity.HOUR, "UTC")
