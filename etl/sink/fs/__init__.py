@@ -3,7 +3,7 @@
   base.py            the contract: WarehouseFileSystem, FileInfo, PathExists, PathNotFound
   local.py           LocalFileSystem (file:///...)
   webhdfs.py         WebHdfsFileSystem (webhdfs://, swebhdfs://, for HDFS)
-  webhdfs_client.py  its HdfsCLI client, auth, one WebHDFS call, and the map of HTTP errors
+  webhdfs_client.py  its HdfsCLI client, auth, its calls (public API but for CREATE), the map of errors
   webhdfs_io.py      its streamed upload and its ranged reader
   factory.py         filesystem_for: the backend for a WarehouseConfig
 

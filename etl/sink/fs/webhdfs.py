@@ -2,14 +2,14 @@
 
 Same contract as etl.sink.fs.LocalFileSystem. Built on HdfsCLI (the `hdfs` package) for the
 transport: its InsecureClient (simple auth, `user.name`) or KerberosClient (SPNEGO), NameNode
-HA failover, path quoting and timeouts. The operations are sent as raw WebHDFS calls, because
-the outcome of each is read here, from the Hadoop WebHDFS REST semantics:
+HA failover, path quoting and timeouts, through its public API except for CREATE (why:
+webhdfs_client). What each outcome means is read here, from the Hadoop WebHDFS REST semantics:
 
 - CREATE is two steps: the NameNode answers 307 with a DataNode URL, and the bytes go there.
   It is sent with overwrite=false; open_write streams the bytes while the caller writes them,
   from a background thread, and close() returns only once the DataNode confirmed the file.
 - RENAME answers {"boolean": false}, not an error, when the destination exists or the source
-  is missing; the two are told apart by looking at both paths.
+  is missing (HdfsCLI's rename() raises for it); the two are told apart by looking at both paths.
 - Errors come as RemoteException JSON: FileNotFoundException, FileAlreadyExistsException,
   AccessControlException, and RetriableException/StandbyException (the NameNode did not run
   the call: starting up, or standby during a failover).
@@ -33,12 +33,14 @@ import posixpath
 from typing import Callable, Iterator, TypeVar
 
 import requests
+from hdfs.util import HdfsError
 
 from etl.config import WarehouseConfig
 from etl.errors import WarehouseError, WarehouseUnavailable
 from etl.retry import retry_idempotent
 from etl.sink.fs.base import FileInfo, PathExists, PathNotFound
-from etl.sink.fs.webhdfs_client import RETRYABLE_WEBHDFS_ERRORS, auth_hint, make_client, remote_error, send
+from etl.sink.fs.webhdfs_client import (RETRYABLE_WEBHDFS_ERRORS, NameNodeBusy, auth_hint, call, hdfs_error,
+                                        is_rename_refused, make_client, remote_error, start_create)
 from etl.sink.fs.webhdfs_io import READ_BUFFER_BYTES, WebHdfsReader, WebHdfsUpload
 
 T = TypeVar("T")
@@ -87,7 +89,7 @@ class WebHdfsFileSystem:
             raise PathExists(f"cannot create {path}: it already exists on HDFS; it was left as it is")
         what = f"CREATE {path}"
         try:
-            response = self._send("CREATE", path, overwrite="false")
+            response = start_create(self.client, self.warehouse, path)
         except RETRYABLE_WEBHDFS_ERRORS as exc:
             raise WarehouseUnavailable(
                 f"{what} failed at the NameNode {self.warehouse.namenode_urls} ({exc}); CREATE is never sent "
@@ -116,14 +118,17 @@ class WebHdfsFileSystem:
 
         def attempt() -> bool:
             try:
-                response = self._send("RENAME", src, destination=dst)
+                self.client.rename(src, dst)
+            except HdfsError as exc:
+                if is_rename_refused(exc):
+                    return self._rename_refused(src, dst)
+                error = hdfs_error(exc, what, src, auth_hint(self.warehouse))
+                if not isinstance(error, NameNodeBusy):
+                    raise error from exc
+                return self._rename_outcome_from_state(src, dst, error)
             except RETRYABLE_WEBHDFS_ERRORS as exc:
                 return self._rename_outcome_from_state(src, dst, exc)
-            if not response.ok:
-                self._fail(response, what, src)
-            if self._json(response, what).get("boolean") is True:
-                return True
-            return self._rename_refused(src, dst)
+            return True
 
         try:
             return retry_idempotent(self.warehouse.retry, (_RenameNotApplied,), what, attempt)
@@ -171,12 +176,15 @@ class WebHdfsFileSystem:
             raise WarehouseError(f"refusing to delete directory {path}")
         # Idempotent (the ETL deletes only temp files and files it owns): if a lost answer made
         # it run twice, the second says False, as if someone else had deleted the file.
-        return self._idempotent_json("DELETE", path, recursive="false").get("boolean") is True
+        return self._public("DELETE", path, self.client.delete, path, recursive=False) is True
 
     def makedirs(self, path: str) -> None:
         path = _checked(path)
-        if self._idempotent_json("MKDIRS", path).get("boolean") is not True:
-            raise WarehouseError(f"MKDIRS {path}: the NameNode answered false; check that no file is in the way")
+        self._public("MKDIRS", path, self.client.makedirs, path)
+        # HdfsCLI's makedirs() drops WebHDFS's boolean answer: look at what is there instead.
+        status = self._status(path)
+        if status is None or status["type"] != "DIRECTORY":
+            raise WarehouseError(f"MKDIRS {path}: the NameNode made no folder there; check that no file is in the way")
 
     # -- RENAME outcomes ------------------------------------------------------------------
     def _rename_refused(self, src: str, dst: str) -> bool:
@@ -214,42 +222,31 @@ class WebHdfsFileSystem:
     def _status(self, path: str) -> dict | None:
         """The FileStatus of `path`, None if it does not exist (retried)."""
         try:
-            return self._idempotent_json("GETFILESTATUS", path)["FileStatus"]
+            return self._public("GETFILESTATUS", path, self.client.status, path)
         except PathNotFound:
             return None
 
     def _list(self, folder: str) -> list[dict]:
         """The FileStatus of each entry of `folder`; [] when it does not exist (retried)."""
         try:
-            entries = self._idempotent_json("LISTSTATUS", folder)["FileStatuses"]["FileStatus"]
+            return [status for _, status in self._public("LISTSTATUS", folder, self.client.list, folder, status=True)]
         except PathNotFound:
             return []
-        if len(entries) == 1 and entries[0]["pathSuffix"] == "" and entries[0]["type"] == "FILE":
-            raise WarehouseError(f"cannot list {folder}: it is a file, not a folder")
-        return entries
 
     def _read_range(self, path: str, offset: int, length: int) -> bytes:
         what = f"OPEN {path} at {offset} for {length} bytes"
 
-        def call() -> bytes:
-            response = self._send("OPEN", path, offset=offset, length=length)
-            with response:
-                if not response.ok:
-                    self._fail(response, what, path)
-                return response.content
+        def read() -> bytes:
+            # In chunks, so that a connection cut mid-body raises requests' retryable errors.
+            with self.client.read(path, offset=offset, length=length, chunk_size=READ_BUFFER_BYTES) as chunks:
+                return b"".join(chunks)
 
-        return self._idempotent(what, call)
+        return self._idempotent(what, lambda: call(self.warehouse, what, path, read))
 
-    def _idempotent_json(self, op: str, path: str, **params) -> dict:
+    def _public(self, op: str, path: str, method: Callable[..., T], *args, **kwargs) -> T:
+        """One idempotent call of HdfsCLI's public API, retried (see webhdfs_client.call)."""
         what = f"{op} {path}"
-
-        def call() -> dict:
-            response = self._send(op, path, **params)
-            if not response.ok:
-                self._fail(response, what, path)
-            return self._json(response, what)
-
-        return self._idempotent(what, call)
+        return self._idempotent(what, lambda: call(self.warehouse, what, path, method, *args, **kwargs))
 
     def _idempotent(self, what: str, call: Callable[[], T]) -> T:
         policy = self.warehouse.retry
@@ -260,22 +257,9 @@ class WebHdfsFileSystem:
                 f"{what} failed {policy.attempts} times, the last time with: {exc}. Check that WebHDFS at "
                 f"{self.warehouse.namenode_urls} is up and reachable from this host, then run again") from exc
 
-    def _send(self, op: str, path: str, **params) -> requests.Response:
-        """One WebHDFS call, its answer unread (see webhdfs_client.send)."""
-        return send(self.client, self.warehouse, op, path, **params)
-
     def _fail(self, response: requests.Response, what: str, path: str):
         """Raise the error a non-2xx WebHDFS answer stands for."""
         raise remote_error(response, what, path, auth_hint(self.warehouse))
-
-    @staticmethod
-    def _json(response: requests.Response, what: str) -> dict:
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise WarehouseError(f"{what}: the answer (HTTP {response.status_code}) is not WebHDFS JSON: "
-                                 f"{response.text[:200]!r}; is the url's host:port the NameNode's HTTP "
-                                 f"address?") from exc
 
 
 def _checked(path: str) -> str:

@@ -1,14 +1,23 @@
-"""Talking to WebHDFS: the HdfsCLI client and its auth, one raw call, and the map from a
-WebHDFS answer to the error it stands for.
+"""Talking to WebHDFS: the HdfsCLI client and its auth, its calls, and the map from a
+WebHDFS error to the error it stands for.
 
 HdfsCLI (the `hdfs` package) gives the transport: its InsecureClient (simple auth,
 `user.name`) or KerberosClient (SPNEGO), NameNode HA failover, path quoting and timeouts.
-Each operation is sent raw (strict=False) so that WebHdfsFileSystem reads its outcome itself.
+The backend uses its public API (status, list, makedirs, delete, rename, read) through
+`call`, which turns an HdfsError into the ETL's error. CREATE alone goes below it, through the
+two private names in HDFSCLI_PRIVATE_NAMES, because the public `write()` cannot serve an
+exactly-once writer: it streams through AsyncWriter, whose queue has no bound (a slow DataNode
+lets a whole file pile up in memory), and which, when the writer fails, still finishes the
+upload as if the file were whole. tests/unit/test_hdfscli_surface.py pins both names and the
+HdfsCLI version range, and fails if the code reaches for any other private name.
+
 Errors come as RemoteException JSON: FileNotFoundException, FileAlreadyExistsException,
 AccessControlException, and RetriableException/StandbyException (the NameNode did not run
 the call: starting up, or standby during a failover).
 """
 from __future__ import annotations
+
+from typing import Callable, TypeVar
 
 import requests
 from hdfs import InsecureClient
@@ -17,6 +26,8 @@ from hdfs.util import HdfsError
 from etl.config import WarehouseAuth, WarehouseConfig
 from etl.errors import RETRYABLE_OS_ERRORS, ConfigError, WarehouseError, WarehouseUnavailable
 from etl.sink.fs.base import PathExists, PathNotFound
+
+T = TypeVar("T")
 
 
 class NameNodeBusy(WarehouseUnavailable):
@@ -34,12 +45,11 @@ RETRYABLE_WEBHDFS_ERRORS = (
 ) + RETRYABLE_OS_ERRORS
 _DENIED_EXCEPTIONS = ("AccessControlException", "SecurityException", "AuthorizationException")
 
-# HdfsCLI's raw endpoint per WebHDFS operation: the call is sent as it is and the response
-# comes back unread (strict=False), except Retriable/Standby, which it raises after failover.
-_ENDPOINTS = {
-    "GETFILESTATUS": "_get_file_status", "LISTSTATUS": "_list_status", "MKDIRS": "_mkdirs",
-    "CREATE": "_create", "OPEN": "_open", "RENAME": "_rename", "DELETE": "_delete",
-}
+# HdfsCLI's private names the backend uses, both for CREATE (see the module's docstring).
+HDFSCLI_PRIVATE_NAMES = ("_create", "_request")
+# HdfsCLI raises HdfsError without a RemoteException name for these answers of its own.
+_HDFSCLI_AUTH_FAILURE = "Authentication failure"
+_HDFSCLI_RENAME_FALSE = "Unable to rename"
 
 
 def make_client(warehouse: WarehouseConfig):
@@ -78,33 +88,59 @@ def auth_hint(warehouse: WarehouseConfig) -> str:
     return f"Check [warehouse] user ({warehouse.user!r}) and the HDFS permissions of the warehouse folder"
 
 
-def send(client, warehouse: WarehouseConfig, op: str, path: str, **params) -> requests.Response:
-    """One WebHDFS call through HdfsCLI (auth, HA failover, quoting), its answer unread."""
-    endpoint = getattr(client, _ENDPOINTS[op])
+def start_create(client, warehouse: WarehouseConfig, path: str) -> requests.Response:
+    """CREATE's first step (overwrite=false), its answer unread: the NameNode's 307 to a DataNode."""
     try:
-        return endpoint(path, strict=False, **params)
-    except HdfsError as exc:  # HdfsCLI raises these two kinds itself, even with strict=False
-        if exc.exception in RETRYABLE_REMOTE_EXCEPTIONS:
-            raise NameNodeBusy(f"{op} {path}: the NameNode answered {exc.exception} ({exc.message}); "
-                               f"it did not run the call") from exc
-        raise WarehouseError(f"{op} {path}: {exc.message} {auth_hint(warehouse)}") from exc
+        return client._create(path, strict=False, overwrite="false")
+    except HdfsError as exc:  # HdfsCLI raises Retriable/Standby itself, even with strict=False
+        raise hdfs_error(exc, f"CREATE {path}", path, auth_hint(warehouse)) from exc
+
+
+def call(warehouse: WarehouseConfig, what: str, path: str, method: Callable[..., T], *args, **kwargs) -> T:
+    """One call of HdfsCLI's public API, an HdfsError turned into the ETL's error for it."""
+    try:
+        return method(*args, **kwargs)
+    except HdfsError as exc:
+        raise hdfs_error(exc, what, path, auth_hint(warehouse)) from exc
+    except (ValueError, KeyError) as exc:  # the answer was not WebHDFS JSON
+        raise WarehouseError(f"{what}: the answer is not WebHDFS JSON ({type(exc).__name__}: {exc}); is the url's "
+                             f"host:port the NameNode's HTTP address?") from exc
+
+
+def is_rename_refused(exc: HdfsError) -> bool:
+    """HdfsCLI's rename() raised for WebHDFS's {"boolean": false}: the destination exists, or
+    the source or the destination's folder is missing."""
+    return not exc.exception and str(exc.message).startswith(_HDFSCLI_RENAME_FALSE)
+
+
+def hdfs_error(exc: HdfsError, what: str, path: str, hint: str) -> WarehouseError:
+    """The WarehouseError for an HdfsError raised by HdfsCLI."""
+    name, message = str(exc.exception or ""), str(exc.message)
+    denied = not name and message.startswith(_HDFSCLI_AUTH_FAILURE)  # HdfsCLI's word for HTTP 401
+    return _error_for(name, message, what, path, hint, missing=False, denied=denied, status="")
 
 
 def remote_error(response: requests.Response, what: str, path: str, hint: str) -> WarehouseError:
     """The WarehouseError for a non-2xx answer, from its RemoteException JSON."""
     name, message = _remote_exception(response)
+    return _error_for(name, message, what, path, hint, missing=not name and response.status_code == 404,
+                      denied=response.status_code == 401, status=f"HTTP {response.status_code} ")
+
+
+def _error_for(name: str, message: str, what: str, path: str, hint: str, *, missing: bool, denied: bool,
+               status: str) -> WarehouseError:
     if name in RETRYABLE_REMOTE_EXCEPTIONS:
         return NameNodeBusy(f"{what}: the NameNode answered {name} ({message}); it did not run the call")
-    if name == "FileNotFoundException" or (not name and response.status_code == 404):
+    if name == "FileNotFoundException" or missing:
         return PathNotFound(f"{what}: {path} does not exist ({message})")
     if name == "FileAlreadyExistsException":
         return PathExists(f"{what}: {path} already exists ({message}); it was left as it is")
-    if name in _DENIED_EXCEPTIONS or response.status_code == 401:
+    if name in _DENIED_EXCEPTIONS or denied:
         return WarehouseError(f"{what}: permission denied ({name or 'HTTP 401'}: {message}). {hint}")
     if name == "SafeModeException":
         return WarehouseUnavailable(f"{what}: the NameNode is in safe mode ({message}); run again once it has "
                                     f"left safe mode (hdfs dfsadmin -safemode get)")
-    return WarehouseError(f"{what}: WebHDFS answered HTTP {response.status_code} {name}: {message}")
+    return WarehouseError(f"{what}: WebHDFS answered {status}{name + ': ' if name else ''}{message}")
 
 
 def _remote_exception(response: requests.Response) -> tuple[str, str]:
