@@ -51,3 +51,13 @@ def test_the_two_private_names_still_have_the_shape_the_backend_relies_on():
     # The public write() would stream through AsyncWriter, whose queue has no bound; the
     # backend's own upload exists because of that: if HdfsCLI bounds it, reconsider.
     assert "Queue()" in inspect.getsource(hdfs.util.AsyncWriter.__enter__)
+
+
+def test_the_public_answers_the_backend_reads_are_still_worded_as_it_expects():
+    """rename() raises for WebHDFS's {"boolean": false} with these words and no RemoteException
+    name, and a 401 is 'Authentication failure': webhdfs_client tells both apart by them."""
+    from hdfs.util import HdfsError
+    assert "'Unable to rename %r to %r.'" in inspect.getsource(hdfs.Client.rename)
+    assert webhdfs_client.is_rename_refused(HdfsError("Unable to rename %r to %r.", "/a", "/b"))
+    assert not webhdfs_client.is_rename_refused(HdfsError("Unable to rename", exception="AccessControlException"))
+    assert "'Authentication failure. Check your credentials.'" in inspect.getsource(hdfs.client._to_error)
