@@ -38,6 +38,33 @@ def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEY_RE.search(key)) and not _FILE_KEY_RE.search(key)
 
 
+# A JVM system property inside a *JavaOptions value (spark.driver.extraJavaOptions ...), with its
+# value as the JVM's command line splits it: -Dname=value, -Dname='a b', -Dname="a b".
+_JAVA_PROPERTY_RE = re.compile(r"""(?P<head>(?<!\S)-D(?P<name>[^=\s]+)=)(?P<value>"[^"]*"|'[^']*'|\S*)""")
+
+
+_FILE_PROPERTY_RE = re.compile(r"(\.file|File|\.location|\.path)$")  # names a file: no secret
+
+
+def is_java_options_key(key: str) -> bool:
+    return key.endswith("JavaOptions")
+
+
+def _is_secret_property(name: str) -> bool:
+    return is_secret_key(name) and not _FILE_PROPERTY_RE.search(name)
+
+
+def secret_java_properties(value: str) -> list[str]:
+    """The secret system properties (-Djavax.net.ssl.keyStorePassword=...) in a *JavaOptions value,
+    as -D<name>, without their values."""
+    return [f"-D{m['name']}" for m in _JAVA_PROPERTY_RE.finditer(value) if _is_secret_property(m["name"])]
+
+
+def mask_java_properties(value: str, mask: str) -> str:
+    """The *JavaOptions value with each secret system property's value replaced by `mask`."""
+    return _JAVA_PROPERTY_RE.sub(lambda m: m["head"] + mask if _is_secret_property(m["name"]) else m[0], value)
+
+
 def read_ini(path: Path) -> configparser.ConfigParser:
     """The file at `path`, parsed; a syntax error is a ConfigError naming the file."""
     try:

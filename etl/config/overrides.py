@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from etl.config.ini import is_secret_key
+from etl.config.ini import is_java_options_key, is_secret_key, mask_java_properties
 from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_SECRET_KEYS
 from etl.config.schema_registry import REGISTRY_CLIENT_KEYS, REGISTRY_OWN_KEYS
 from etl.errors import ConfigError
@@ -87,9 +87,12 @@ def naming_the_variable(exc: ConfigError, overrides: tuple[Override, ...]) -> Co
 
 
 def masked(key: str, value: str) -> str:
-    """The value as it may be shown: a secret key's value hidden, a URL's password hidden."""
+    """The value as it may be shown: a secret key's value hidden, a URL's password hidden, and
+    in JVM options a secret system property's value (-Dx.keyStorePassword=...)."""
     if is_secret_key(key):
         return MASK if value else value
+    if is_java_options_key(key):
+        value = mask_java_properties(value, MASK)
     return _URL_PASSWORD_RE.sub(lambda m: m.group("head") + MASK, value)
 
 

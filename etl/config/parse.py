@@ -15,7 +15,7 @@ from typing import Mapping
 
 from etl.config.dimensions import DIMENSION_SECTION, dimension_sections
 from etl.config.headers import header_columns
-from etl.config.ini import read_ini
+from etl.config.ini import is_java_options_key, read_ini, secret_java_properties
 from etl.config.kafka import kafka_section
 from etl.config.overrides import Override, apply_env_overrides, naming_the_variable
 from etl.config.model import (
@@ -161,6 +161,11 @@ def _spark(s: Section) -> dict[str, str]:
                        "set it in spark-defaults.conf (in SPARK_CONF_DIR), readable only by the job's user")
             raise s.fail(key, f"is a secret, and Spark would show it in `ps` (every [spark] setting is on its "
                               f"JVM's command line); {instead}")
+        secrets = secret_java_properties(s.values[key]) if is_java_options_key(key) else []
+        if secrets:
+            raise s.fail(key, f"sets the secret system property {', '.join(secrets)}, and its value would be on the "
+                              f"JVM's command line, which `ps` shows to every user; put the option in a Java argument "
+                              f"file readable only by the job's user and name the file here as @/path/to/file")
     return dict(s.values)
 
 
