@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-
 @dataclass(frozen=True)
 class CompactionConfig:
     # A merged file is closed at this size: a Kafka partition's files in a Hive partition become

@@ -172,6 +172,7 @@ class HiveRegistrar:
     def location(self, kind: TableKind, partition: str) -> str | None:
         """Where the metastore says a partition's files are; None if it is not registered."""
         table, values = self._table(kind), partition_values(partition)
+
         def read(catalog):
             spec = self.spark._jvm.PythonUtils.toScalaMap(values)
             found = catalog.getPartitionOption(self.hive.database, table, spec)

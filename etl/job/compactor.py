@@ -27,7 +27,7 @@ from etl.config import Config
 from etl.errors import HiveError, WarehouseError
 from etl.hive.registrar import HiveRegistrar
 from etl.model.batch import utc_now_iso
-from etl.model.compaction import CompactionPlan, CompactionState, TableKind, partition_of_folder
+from etl.model.compaction import CompactionPlan, CompactionState, partition_of_folder
 from etl.model.naming import is_temp_name, temp_name
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem

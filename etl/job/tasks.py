@@ -34,7 +34,6 @@ from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.manifest import Part
 
 
-
 @dataclass(frozen=True)
 class RangeTask:
     range: OffsetRange
@@ -143,4 +142,3 @@ def task_failure(batch: Batch, exc: Exception) -> EtlError:
     failed = TaskFailedRetryable if isinstance(named, type) and issubclass(named, Retryable) else TaskFailed
     return failed(f"batch {batch.batch_id}: a task failed: {cause}. The batch stays PLANNED; files already "
                   f"published are kept and the next run writes the rest")
-

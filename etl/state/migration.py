@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 
 from etl import faults
-from etl.state.znodes import dump
 
 log = logging.getLogger(__name__)
 WHY = "the offsets moved to /committed and /snapshots: this job's state is no longer kept under /offsets"

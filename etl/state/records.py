@@ -110,7 +110,6 @@ class OperatorRecords:
     def _append_event(self, txn, event: Event) -> None:
         txn.create(f"{self.paths.events}/event-", dump(event_json(event)), sequence=True)
 
-
     def events(self) -> list[Event]:
         names = sorted(self._read(lambda: self.client.get_children(self.paths.events), "list events"))
         return [parse_event(json.loads(self._read(lambda n=n: self.client.get(f"{self.paths.events}/{n}"),
