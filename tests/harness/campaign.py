@@ -177,7 +177,6 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
     return report
 
 
-
 def _anchor_moment(proc: EtlProcess, anchor: str, timeout: float) -> float:
     """When the run's kill delay starts counting: its process start, or the moment its log shows
     a batch planned or resumed (or it exited without one, or `timeout` passed)."""

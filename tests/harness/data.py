@@ -65,4 +65,3 @@ class DataSource:
 
     def ends(self) -> dict:
         return ends_of(self.produced)
-

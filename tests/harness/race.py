@@ -83,4 +83,3 @@ def range_task_for(config: Path | str, topic: str, partition: int, start: int, e
         "consumer_group": f"etl-{cfg.job.name}-reader", "writer": writer_spec(cfg),
     }
     return RangeTask(**{f.name: values[f.name] for f in dataclasses.fields(RangeTask) if f.name in values})
-

@@ -137,4 +137,3 @@ class ProtobufProducerCodec:
             elif value is not None:
                 setattr(message, name, value)
         return self.serializer(message, self.context)
-

@@ -189,9 +189,8 @@ def read_tables_via(metastore_uri: str, warehouse_url: str, database: str, table
     result = subprocess.run(die_with_us([sys.executable, "-c", _READ_TABLES, metastore_uri, warehouse_url, database,
                                          *tables]),
                             capture_output=True, text=True, env=env, timeout=600, start_new_session=True)
-    line = next((l for l in result.stdout.splitlines() if l.startswith("ROWS ")), None)
+    line = next((out for out in result.stdout.splitlines() if out.startswith("ROWS ")), None)
     if result.returncode != 0 or line is None:
         raise AssertionError(f"reading {tables} through {metastore_uri} failed (rc {result.returncode}):\n"
                              f"{result.stderr[-3000:]}")
     return {t: Counter(tuple(r) for r in rows) for t, rows in json.loads(line[5:]).items()}
-

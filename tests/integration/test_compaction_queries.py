@@ -13,7 +13,7 @@ import threading
 import time
 from collections import Counter
 
-from tests.harness.etl_process import etl_command, run_etl
+from tests.harness.etl_process import run_etl
 from tests.harness.jdbc import JdbcReader, offsets_sql, parse_offsets
 
 RECORDS = {0: 30, 1: 24}

@@ -24,6 +24,7 @@ DB = "etl_test"
 # Each test starts from a loaded job: 2 partitions of 60 events (fewer where said).
 loaded = functools.partial(loaded_job, per_partition=60)
 
+
 def table_files(warehouse_dir, table, partition=None):
     files = sorted((warehouse_dir / f"{DB}.db" / table).rglob("*.parquet"))
     return [f for f in files if partition is None or f"+{partition}+" in f.name]
@@ -96,7 +97,7 @@ def test_a_topic_recreated_with_more_records_is_refused_by_its_topic_id(
 def test_a_topic_recreated_with_more_records_is_refused_by_its_last_record_without_topic_ids(
         spark, new_topic, produce, write_config, hive_table_name, kafka_admin, zk):
     topic, config = loaded(new_topic, produce, write_config, partitions=1, per_partition=30)
-    cfg = load_config(config)
+    load_config(config)
     rewrite_committed(config, lambda offsets, ids: ids.pop(topic))  # as from a broker without topic ids
     recreate_topic(kafka_admin, topic)
     produce(topic, events_by_partition(1, 80, first_id=1000))

@@ -2,7 +2,6 @@
 a crash at any step of a plan, a commit or that move leaves state the next run finishes. Old
 state is built as the earlier versions wrote it: a znode per partition under /offsets/<topic>
 (whose data is the topic id), and batches with their range chunks under the header."""
-import json
 import os
 import signal
 import subprocess

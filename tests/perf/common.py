@@ -34,5 +34,3 @@ def summarize(values: list[float]) -> dict:
 
 def rate(records: int, nbytes: int, seconds: float) -> dict:
     return {"records_per_s": records / seconds if seconds else None, "mb_per_s": nbytes / MB / seconds if seconds else None}
-
-

@@ -282,4 +282,3 @@ def _pyarrow_merge(sources: list[str], target: Path) -> int:
             rows += group.num_rows
     writer.close()
     return rows
-

@@ -103,7 +103,6 @@ class BenchRun:
             .map(warm_task).collect()
         say(f"Python workers warmed up in {time.monotonic() - started:.1f}s (pids {sorted(set(pids))})")
 
-
     def new_topic(self, partitions: int, label: str) -> str:
         topic = f"bench-{self.run_id}-{label}"
         kafka.create_topic(self.admin, topic, partitions, timeout=60.0)

@@ -81,5 +81,3 @@ spark.stop()
 print(json.dumps({"imports_seconds": t1 - t0, "session_seconds": t2 - t1, "first_metastore_call_seconds": t3 - t2,
                   "first_python_task_seconds": t4 - t3}))
 """
-
-

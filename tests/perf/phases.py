@@ -73,5 +73,3 @@ def check_loaded(config, expected_ranges: list[tuple[str, int, int, int]], expec
     if (batch.rows or 0) + (batch.rejected or 0) != expected_rows:
         raise RuntimeError(f"job {config.job.name}: {batch.rows} rows + {batch.rejected} rejected != {expected_rows}")
     return {"batch_id": batch.batch_id, "rows": batch.rows, "rejected": batch.rejected, "ranges": len(ranges)}
-
-

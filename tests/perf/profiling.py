@@ -127,8 +127,10 @@ def summarize_stacks(files: list[Path]) -> dict:
             own[frames[-1]] = own.get(frames[-1], 0) + n
             for frame in set(frames[frames.index(next(f for f in frames if "run_range_task" in f)):]):
                 inclusive[frame] = inclusive.get(frame, 0) + n
-    top = lambda d: [[name, count, round(100 * count / total, 1)] for name, count in
-                     sorted(d.items(), key=lambda kv: -kv[1])[:25]] if total else []
+
+    def top(d: dict) -> list:
+        return [[name, count, round(100 * count / total, 1)] for name, count in
+                sorted(d.items(), key=lambda kv: -kv[1])[:25]] if total else []
     return {"task_samples": total, "self_top": top(own), "inclusive_top": top(inclusive)}
 
 

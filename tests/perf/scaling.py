@@ -53,6 +53,7 @@ def partition_scaling(run: BenchRun) -> None:
         run.delete_topic(topic)
     run.report["partition_scaling"] = out
 
+
 def znode_sizes(run: BenchRun, config, batch_id: int) -> dict:
     """The batch's znodes and the committed snapshot's, and the size of the commit request."""
     from etl.state.store import ZkPaths

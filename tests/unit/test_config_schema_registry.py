@@ -11,6 +11,7 @@ from etl.errors import ConfigError
 from tests.harness.config_file import minimal_ini
 from tests.harness.registry_payloads import AVRO_V1
 
+
 @pytest.fixture
 def write(tmp_path, request):
     schema = request.config.rootpath / "warehouse_schema" / "events.sql"

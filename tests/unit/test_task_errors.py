@@ -3,6 +3,7 @@ error a failed task is reported by. It failed on the code before it.
 """
 from __future__ import annotations
 
+
 def test_a_failed_task_is_reported_by_the_etl_error_it_raised_not_by_a_later_wrapper_line():
     # Seen once in the broker-stop crash test: Spark quoted the task's Python error, then a
     # "PythonException: [PYTHON_EXCEPTION] ... Traceback" line, and the message named that.
