@@ -17,13 +17,15 @@ log = logging.getLogger(__name__)
 
 
 def touched_partitions(results) -> list[dict]:
-    """{"partition", "rows", "late"} of every Hive partition the ranges wrote into, sorted."""
+    """{"partition", "rows", "late", "files"} of every Hive partition the ranges wrote into, sorted;
+    `files`: one per range that placed rows there."""
     touched: dict[str, list[int]] = {}
     for result in results:
         for part in result.parts:
-            counts = touched.setdefault(part.partition, [0, 0])
-            counts[0], counts[1] = counts[0] + part.rows, counts[1] + part.late
-    return [{"partition": path, "rows": rows, "late": late} for path, (rows, late) in sorted(touched.items())]
+            counts = touched.setdefault(part.partition, [0, 0, 0])
+            counts[0], counts[1], counts[2] = counts[0] + part.rows, counts[1] + part.late, counts[2] + 1
+    return [{"partition": path, "rows": rows, "late": late, "files": files}
+            for path, (rows, late, files) in sorted(touched.items())]
 
 
 def event_time_record(batch: Batch, results, markers: SuccessMarkers, hive: HiveConfig) -> dict:

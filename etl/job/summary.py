@@ -26,7 +26,7 @@ class BatchSummary:
     @classmethod
     def of(cls, batch: Batch, resumed: bool, seconds: float, cap: int) -> "BatchSummary":
         """`cap`: [job] max_records_per_partition."""
-        return cls(batch.batch_id, resumed, len(batch.file_ranges), batch.record_count, batch.rows or 0,
+        return cls(batch.batch_id, resumed, _files(batch), batch.record_count, batch.rows or 0,
                    batch.rejected or 0, seconds, reached_cap=any(r.size >= cap for r in batch.ranges),
                    unmatched=dict(batch.unmatched or {}), dimension_changes=len(batch.dimension_changes),
                    ignored_fields=dict(batch.ignored_fields),
@@ -43,6 +43,15 @@ class BatchSummary:
         return (f"batch {self.batch_id} ({kind}) COMMITTED: {self.files} files, {self.rows} rows, "
                 f"{self.rejected} rejected{unmatched}{changed}{ignored}, offsets covered {self.records}, "
                 f"{self.seconds:.1f}s")
+
+
+def _files(batch: Batch) -> int:
+    """The main table's files the batch wrote: one per range, or by event time one per range in
+    each Hive partition it placed rows in (a record from before they were counted: at least one
+    per partition)."""
+    if batch.partitions is None:
+        return len(batch.file_ranges)
+    return sum(part.get("files", 1) for part in batch.partitions)
 
 
 def summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
