@@ -9,6 +9,7 @@ from typing import Mapping
 
 from etl.config.model import KafkaConfig
 from etl.config.section import Section, read_secret_files
+from etl.config.topic_pattern import TopicPattern
 from etl.errors import ConfigError
 
 TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -50,7 +51,7 @@ def kafka_section(s: Section) -> KafkaConfig:
     )
 
 
-def _topic_choice(s: Section) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
+def _topic_choice(s: Section) -> tuple[tuple[str, ...], TopicPattern | None]:
     """Exactly one of topics (a fixed list) and topics_regex (matched anew at every plan)."""
     topics = s.get("topics", (), _topics)
     topics_regex = s.get("topics_regex", None, _topics_regex)
@@ -58,15 +59,12 @@ def _topic_choice(s: Section) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
         raise s.fail("topics_regex", "set either topics (a list) or topics_regex (a pattern), not both")
     if not topics and topics_regex is None:
         raise s.fail("topics", "is required: list the topics, separated by commas, or set topics_regex to a "
-                               "Python regular expression that the topics' names match")
+                               "regular expression (RE2 syntax) that the topics' names match")
     return topics, topics_regex
 
 
-def _topics_regex(raw: str) -> re.Pattern[str]:
-    try:
-        return re.compile(raw)
-    except re.error as exc:
-        raise ValueError(f"not a Python regular expression: {exc}") from exc
+def _topics_regex(raw: str) -> TopicPattern:
+    return TopicPattern(raw)  # matched in linear time (etl.config.topic_pattern)
 
 
 def _topics(raw: str) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from etl.config.compaction import CompactionConfig
 from etl.config.jvm import JvmConfig
 from etl.config.metrics import MetricsConfig
+from etl.config.topic_pattern import TopicPattern
 
 # Hive folds and limits names so; one rule for the config's names and the DDL's placeholders.
 HIVE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -187,8 +188,7 @@ class KafkaConfig:
     admin_client: Mapping[str, str]
     fetch_timeout_seconds: float = 30.0
     metadata_timeout_seconds: float = 10.0
-    # Matched (fullmatch) against the broker's topics at every plan (etl.source.topics).
-    topics_regex: re.Pattern[str] | None = None
+    topics_regex: TopicPattern | None = None  # matched whole by RE2 at every plan (etl.source.topics)
 
     @property
     def topics_key(self) -> str:

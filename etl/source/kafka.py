@@ -70,6 +70,9 @@ class KafkaMetadata:
             log.warning("[kafka] topics_regex %r matches %s, which the job never loads: files named after them "
                         "would start with '_' or '.', and Hive and Spark skip such files", pattern.pattern,
                         ", ".join(topics.hidden))
+        if topics.internal:
+            log.warning("[kafka] topics_regex %r matches %s, Kafka's internal topics, which the job never loads",
+                        pattern.pattern, ", ".join(topics.internal))
         if not topics.loaded:
             log.warning("[kafka] topics_regex %r matches no topic on %s", pattern.pattern,
                         self.config.client["bootstrap.servers"])

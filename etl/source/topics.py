@@ -1,8 +1,10 @@
 """Which topics a job reads, and which it does not: the same answer for every command.
 
 [kafka] topics names them; [kafka] topics_regex chooses, at every plan, the broker's topics whose
-whole name it matches (re.fullmatch), so a topic created later is picked up by the next plan
-like a topic added to the list. The regex never chooses Kafka's internal topics (`__...`). A
+whole name it matches (fullmatch, by RE2 in linear time: etl.config.topic_pattern), so a topic created later is picked up by the next plan
+like a topic added to the list. The regex never chooses Kafka's internal topics (`__...`); a
+pattern written to reach them (its text has `__`, as `__consumer_offsets` has) hears so, once per
+command, and `etl status` lists them as not loaded, while `.*` skips them without a word. A
 topic it matches whose name Hive would hide (starting with '_' or '.': the files are named after
 the topic, and Hive and Spark skip such files) is never loaded; it is reported instead of
 failing the job, because anyone may create `_schemas` on a shared cluster.
@@ -13,13 +15,13 @@ checks them against its committed offsets.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Iterable
 
 from etl.config import KafkaConfig
 from etl.config.kafka import HIDDEN_FILE_PREFIXES
+from etl.config.topic_pattern import TopicPattern
 
 INTERNAL_TOPIC_PREFIX = "__"  # __consumer_offsets, __transaction_state, ...
 
@@ -28,21 +30,25 @@ INTERNAL_TOPIC_PREFIX = "__"  # __consumer_offsets, __transaction_state, ...
 class JobTopics:
     loaded: tuple[str, ...]  # the topics the job reads, in the config's order (a regex's: sorted)
     hidden: tuple[str, ...] = ()  # matched by topics_regex, never loaded: Hive would hide their files
+    internal: tuple[str, ...] = ()  # Kafka's own topics that a pattern naming `__` matched, never loaded
 
 
-def matching_topics(pattern: re.Pattern[str], names: Iterable[str]) -> JobTopics:
-    """The topics among `names` that `pattern` matches whole, less Kafka's internal ones; those
-    whose names Hive would hide are set apart."""
-    matched = sorted(name for name in set(names)
-                     if pattern.fullmatch(name) and not name.startswith(INTERNAL_TOPIC_PREFIX))
+def matching_topics(pattern: TopicPattern, names: Iterable[str]) -> JobTopics:
+    """The topics among `names` that `pattern` matches whole, less Kafka's internal ones (set
+    apart when the pattern names `__`); those whose names Hive would hide are set apart."""
+    everything = sorted(name for name in set(names) if pattern.fullmatch(name))
+    internal = tuple(name for name in everything if name.startswith(INTERNAL_TOPIC_PREFIX))
+    matched = [name for name in everything if name not in internal]
     hidden = tuple(name for name in matched if name.startswith(HIDDEN_FILE_PREFIXES))
-    return JobTopics(tuple(name for name in matched if name not in hidden), hidden)
+    named = INTERNAL_TOPIC_PREFIX in pattern.pattern
+    return JobTopics(tuple(name for name in matched if name not in hidden), hidden, internal if named else ())
 
 
 class NotLoadedReason(StrEnum):
     """Why a topic the job knows of is not loaded."""
 
     HIDDEN = "hidden"  # matches topics_regex, but its name starts with '_' or '.'
+    INTERNAL = "internal"  # matches a topics_regex that names `__`, but is one of Kafka's own topics
     DELETED = "deleted"  # has committed offsets, and Kafka no longer has it
     UNCHOSEN = "unchosen"  # has committed offsets, and is in Kafka, but [kafka] no longer chooses it
 
@@ -57,6 +63,9 @@ class NotLoadedTopic:
         if self.reason is NotLoadedReason.HIDDEN:
             return (f"{self.topic}: matches [kafka] topics_regex, but its name starts with {self.topic[0]!r}, and "
                     f"Hive and Spark skip files whose names start with '_' or '.'; never loaded")
+        if self.reason is NotLoadedReason.INTERNAL:
+            return (f"{self.topic}: matches [kafka] topics_regex, but it is one of Kafka's internal topics (its "
+                    f"name starts with '__'), which the job never loads")
         why = "deleted from Kafka" if self.reason is NotLoadedReason.DELETED else \
             f"no longer chosen by [kafka] {config.topics_key}"
         return (f"{self.topic}: {why}; its committed offsets of {len(self.committed)} partitions stay in ZooKeeper "
@@ -69,13 +78,14 @@ class NotLoadedTopic:
 
 def not_loaded_topics(topics: JobTopics, committed: dict[tuple[str, int], int],
                       on_broker: Iterable[str]) -> list[NotLoadedTopic]:
-    """The hidden topics, then each topic with committed offsets (partition -> offset) that the
+    """The internal and hidden topics, then each topic with committed offsets (partition -> offset) that the
     job no longer reads, with why."""
     on_broker, loaded = set(on_broker), set(topics.loaded)
     left: dict[str, dict[int, int]] = {}
     for (topic, partition), offset in committed.items():
         if topic not in loaded:
             left.setdefault(topic, {})[partition] = offset
-    return [NotLoadedTopic(topic, NotLoadedReason.HIDDEN, {}) for topic in topics.hidden] + [
+    return [NotLoadedTopic(topic, NotLoadedReason.INTERNAL, {}) for topic in topics.internal] + [
+        NotLoadedTopic(topic, NotLoadedReason.HIDDEN, {}) for topic in topics.hidden] + [
         NotLoadedTopic(topic, NotLoadedReason.UNCHOSEN if topic in on_broker else NotLoadedReason.DELETED, offsets)
         for topic, offsets in sorted(left.items())]
