@@ -28,7 +28,7 @@ from etl.errors import HiveError, WarehouseError
 from etl.hive.registrar import HiveRegistrar
 from etl.model.batch import utc_now_iso
 from etl.model.compaction import CompactionPlan, CompactionState, partition_of_folder
-from etl.model.naming import is_temp_name, temp_name
+from etl.model.naming import is_temp_name, partition_values, temp_name
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.markers import MARKER_NAME
@@ -145,6 +145,7 @@ class Compactor:
         names = [f.name for f in plan.inputs]
         if partition_of_folder(plan.source) is not None:
             names.append(MARKER_NAME)  # an earlier compaction's folder: nothing is left to vouch for
+        self._refuse_if_hive_reads(plan, plan.source, "delete the files it replaced")
         for name in names:
             self.fs.delete(self._source(plan, name))  # False when an earlier attempt deleted it
         log.info("compaction %d: deleted %d superseded files from %s", plan.compaction_id, len(plan.inputs),
@@ -152,11 +153,35 @@ class Compactor:
 
     def _roll_back(self, plan: CompactionPlan, version: int, missing: list[str]) -> None:
         target = self._folder(plan, plan.target)
+        self._refuse_if_hive_reads(plan, plan.target, "roll back (delete its new folder)")
         for name in self.fs.list_dir(target):
             self.fs.delete(posixpath.join(target, name))
         log.error("compaction %d rolled back: %d of its input files are gone from %s (e.g. %s); the partition is "
                   "left as it is: run `etl verify`", plan.compaction_id, len(missing), plan.source, missing[0])
         self.store.drop_compaction(plan, version)
+
+    def _refuse_if_hive_reads(self, plan: CompactionPlan, relative: str, deleting: str) -> None:
+        """Files are never deleted from the folder the metastore reads the partition from now
+        (asked at this moment, not remembered): an operator may have pointed the partition back
+        at its old folder by hand, say restoring a backup, and Hive would show no rows."""
+        registered = self._registrar().location(plan.table, plan.partition)
+        folder = self.warehouse.hive_uri(self._folder(plan, relative))
+        if registered is None or not _within(folder, registered):
+            return
+        target_uri = self.warehouse.hive_uri(self._folder(plan, plan.target))
+        if relative == plan.target:
+            expected = self.warehouse.hive_uri(self._folder(plan, plan.source))
+            remedy = (f"its inputs are gone from {expected}, so the partition should read {expected} again: put the "
+                      f"files back there, or point the partition at the folder that holds them, and run again")
+        else:
+            expected = target_uri
+            remedy = (f"{target_uri} holds every row of {registered} merged: point the partition at it with ALTER "
+                      f"TABLE ... PARTITION ({_sql_spec(plan.partition)}) SET LOCATION '{target_uri}' and run "
+                      f"again, which then deletes the replaced files")
+        raise HiveError(f"compaction {plan.compaction_id} of the {plan.table.value} table will not {deleting}: Hive "
+                        f"reads partition {plan.partition} from {registered}, where those files are, but the "
+                        f"compaction expected it at {expected} (it was pointed there by hand?). Nothing was "
+                        f"deleted. Remedy: {remedy}")
 
     # -- paths ----------------------------------------------------------------------------
     def _folder(self, plan: CompactionPlan, relative: str) -> str:
@@ -164,3 +189,18 @@ class Compactor:
 
     def _source(self, plan: CompactionPlan, name: str) -> str:
         return posixpath.join(self._folder(plan, plan.source), name)
+
+
+def _sql_spec(partition: str) -> str:
+    return ", ".join(f"{key}='{value}'" for key, value in partition_values(partition).items())
+
+
+def _within(folder: str, location: str) -> bool:
+    """Whether `folder` is `location` or below it (a partition pointed at a parent folder)."""
+    while True:
+        if same_location(folder, location):
+            return True
+        parent = posixpath.dirname(folder.rstrip("/"))
+        if parent == folder.rstrip("/") or parent.endswith(":/") or parent.endswith(":"):
+            return False
+        folder = parent
