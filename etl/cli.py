@@ -17,8 +17,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from etl import faults, logs
 from etl.config import Config, effective_ini, load_config, render_effective
-from etl.errors import (EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE,
+from etl.errors import (EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
                         RETRYABLE_OS_ERRORS, EtlError, LockHeld)
+from etl.ops.check import CheckResult, unknown
 from etl.source.kafka import KafkaMetadata
 from etl.state.store import BATCHES_KEPT, RETRYABLE_ZK_ERRORS, ZkStateStore
 
@@ -26,27 +27,41 @@ log = logging.getLogger("etl")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """`argv` None: run as the program (`etl`, `python -m etl`), which with JSON logs also
+    turns its uncaught exceptions into records and relays its children's stderr (etl.logs)."""
+    program = argv is None
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser(logs.format_in(argv)).parse_args(argv)
     faults.arm()
     try:
         logs.configure(args.verbosity, args.log_format)
+        if program and logs.chosen_format() is logs.LogFormat.JSON:
+            logs.json_hooks()
         config = load_config(args.config)
         logs.bind(job=config.job.name)
+        if program and logs.chosen_format() is logs.LogFormat.JSON:
+            logs.relay_stderr(logs.bound())
         return args.command(config, args)
     except LockHeld as exc:
         return _lock_held(exc, args)
     except EtlError as exc:
-        print(f"etl: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _failed(args, str(exc), exc.exit_code)
     except _TRANSIENT as exc:
         # Not raised through the ETL's own errors (a ZooKeeper call outside the retried reads, a
         # socket): the service did not answer, which a later run gets past like a Retryable error.
-        print(f"etl: error: {type(exc).__name__}: {exc or 'no answer'}; ZooKeeper or another service did not "
-              f"answer. Run again; an open batch is resumed", file=sys.stderr)
-        return EXIT_RETRYABLE
+        return _failed(args, f"{type(exc).__name__}: {exc or 'no answer'}; ZooKeeper or another service did not "
+                             f"answer. Run again; an open batch is resumed", EXIT_RETRYABLE)
 
 
 _TRANSIENT = (*RETRYABLE_ZK_ERRORS, KazooTimeoutError, *RETRYABLE_OS_ERRORS)
+
+
+def _failed(args, message: str, code: int) -> int:
+    """The error on stderr (`etl: error: ...`, or a JSON record); `etl check` says UNKNOWN."""
+    logs.error(message, exit_code=code)
+    if getattr(args, "nagios", False):
+        return _nagios(unknown(message))
+    return code
 
 
 def _lock_held(exc: LockHeld, args) -> int:
@@ -69,79 +84,113 @@ def _epilog() -> str:
                                                       subsequent_indent=" " * 7) for code, meaning in EXIT_CODES)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="etl", description="Exactly-once Kafka to Hive ETL", epilog=_epilog(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Each option's default in its help, where it takes a value whose default is worth saying
+    (not None), and its help does not say it already. Flags are off unless given."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        shown = action.help or ""
+        unsaid = action.default is None or action.default == argparse.SUPPRESS or action.nargs == 0
+        if unsaid or "default" in shown or not action.option_strings:
+            return action.help
+        return f"{shown} (default: %(default)s)".lstrip()
+
+
+class _Parser(argparse.ArgumentParser):
+    """Its usage errors (exit 2) are a JSON record with --log-format json; `etl check`'s are a
+    plugin's UNKNOWN (exit 3)."""
+
+    log_format = logs.LogFormat.TEXT
+    nagios = False
+
+    def error(self, message: str):
+        if self.nagios:
+            self.exit(_nagios(unknown(f"{self.prog}: {message}")))
+        if self.log_format is logs.LogFormat.JSON:
+            logs.error(f"{self.prog}: {message}", logs.LogFormat.JSON, usage=self.format_usage().strip(),
+                       exit_code=EXIT_USAGE)
+            self.exit(EXIT_USAGE)
+        super().error(message)
+
+
+def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.ArgumentParser:
+    parser_class = type("Parser", (_Parser,), {"log_format": log_format})  # its sub-commands' parsers too
+    parser = parser_class(prog="etl", description="Exactly-once Kafka to Hive ETL", epilog=_epilog(),
+                          formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"etl {_version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    run = commands.add_parser("run", help="load new Kafka records into the Hive table")
-    run.add_argument("--config", required=True)
+    run = _command(commands, "run", cmd_run, "load new Kafka records into the Hive table")
     run.add_argument("--loop", action="store_true", help="keep running, sleeping --interval when caught up")
-    run.add_argument("--interval", type=_positive_float, default=60.0, metavar="SECONDS")
-    run.add_argument("--max-batches", type=_positive_int, default=None, metavar="N")
+    run.add_argument("--interval", type=_positive_float, default=60.0, metavar="SECONDS",
+                     help="with --loop: the sleep when caught up")
+    run.add_argument("--max-batches", type=_positive_int, default=None, metavar="N",
+                     help="stop after N committed batches (default: when caught up; with --loop, never)")
     run.add_argument("--lock-held-exit-code", type=_exit_code, default=EXIT_OK, metavar="N",
-                     help="exit with N when another run holds the job's lock (default 0; Airflow: 99, skipped)")
+                     help="exit with N when another run holds the job's lock (Airflow: 99, skipped)")
+    run.add_argument("--dry-run", action="store_true", help="print the batch a run would load now, its offset "
+                                                            "ranges and target partitions; change nothing")
     run.add_argument("--json", action="store_true", help="one JSON object per committed batch on stdout")
-    run.set_defaults(command=cmd_run)
-    status = commands.add_parser("status", help="committed offsets, lag and the last batch")
-    status.add_argument("--config", required=True)
+    status = _command(commands, "status", cmd_status, "committed offsets, lag and the last batch")
     status.add_argument("--json", action="store_true")
     status.add_argument("--max-lag", type=_non_negative_int, default=None, metavar="N",
-                        help=f"exit {EXIT_LAG_ABOVE_MAX} when some partition's lag is above N records")
-    status.set_defaults(command=cmd_status)
-    history = commands.add_parser("history", help="the last batches: times, rows, rejected, rows/s")
-    history.add_argument("--config", required=True)
+                        help=f"exit {EXIT_LAG_ABOVE_MAX} when some partition's lag is above N records "
+                             f"(for a Nagios-style check: etl check)")
+    check = _command(commands, "check", cmd_check, "the lag as a Nagios plugin: one status line with perfdata; "
+                                                   "exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN")
+    check.nagios = True  # its usage errors too
+    check.set_defaults(nagios=True)
+    check.add_argument("--warn-lag", type=_non_negative_int, required=True, metavar="N",
+                       help="WARNING when some partition's lag is above N records")
+    check.add_argument("--crit-lag", type=_non_negative_int, required=True, metavar="M",
+                       help="CRITICAL when some partition's lag is above M records (M >= N)")
+    history = _command(commands, "history", cmd_history, "the last batches: times, rows, rejected, rows/s")
     history.add_argument("--limit", type=_positive_int, default=20, metavar="N",
-                         help=f"the newest N batches (default 20; ZooKeeper keeps {BATCHES_KEPT})")
+                         help=f"the newest N batches (ZooKeeper keeps {BATCHES_KEPT})")
     history.add_argument("--json", action="store_true")
-    history.set_defaults(command=cmd_history)
-    verify = commands.add_parser("verify", help="check the warehouse against ZooKeeper; exit 0 only if all holds")
-    verify.add_argument("--config", required=True)
+    verify = _command(commands, "verify", cmd_verify, "check the warehouse against ZooKeeper; exit 0 only if all "
+                                                      "holds")
     verify.add_argument("--deep", action="store_true", help="also read every row through Hive")
     verify.add_argument("--json", action="store_true")
-    verify.set_defaults(command=cmd_verify)
-    recover = commands.add_parser("recover", help="explain the state a crash left, then complete it")
-    recover.add_argument("--config", required=True)
+    recover = _command(commands, "recover", cmd_recover, "explain the state a crash left, then complete it")
     recover.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
     recover.add_argument("--accept-loss", action="store_true",
                          help="record committed ranges that no file covers and Kafka no longer holds as lost")
     recover.add_argument("--json", action="store_true")
-    recover.set_defaults(command=cmd_recover)
-    reset = commands.add_parser("reset-offsets", help="move committed offsets, on the record")
-    reset.add_argument("--config", required=True)
+    reset = _command(commands, "reset-offsets", cmd_reset, "move committed offsets, on the record")
     reset.add_argument("--to", nargs="+", required=True, metavar="earliest|latest|TOPIC:PARTITION=OFFSET")
     reset.add_argument("--yes", action="store_true", help="apply; without it only show the changes")
     reset.add_argument("--move-aside", action="store_true",
                        help="backwards: move the committed files at and after the new offsets out of the table, "
                             "so that reloading them is exactly once (without it a backwards reset is refused)")
     reset.add_argument("--json", action="store_true")
-    reset.set_defaults(command=cmd_reset)
-    bind = commands.add_parser("bind", help="move the job to the table and folders its config names now")
-    bind.add_argument("--config", required=True)
+    bind = _command(commands, "bind", cmd_bind, "move the job to the table and folders its config names now")
     bind.add_argument("--yes", action="store_true", help="apply; without it only show the change")
     bind.add_argument("--data-moved", action="store_true",
                       help="the loaded files were moved to the new folders too: verify checks them there")
-    bind.set_defaults(command=cmd_bind)
-    compact = commands.add_parser("compact", help="merge the small files of finished Hive partitions, exactly once")
-    compact.add_argument("--config", required=True)
+    compact = _command(commands, "compact", cmd_compact, "merge the small files of finished Hive partitions, "
+                                                         "exactly once")
     compact.add_argument("--partition", action="append", type=_partition, metavar="dt=YYYY-MM-DD/hour=HH",
                          help="compact this partition whether or not it is finished (repeatable)")
     compact.add_argument("--dry-run", action="store_true", help="say what would be compacted; change nothing")
     compact.add_argument("--json", action="store_true")
-    compact.set_defaults(command=cmd_compact)
-    show = commands.add_parser("config", help="check the config, then print it as the job sees it: the file with "
-                                              "its ETL__ environment overrides, secrets masked")
-    show.add_argument("--config", required=True)
-    show.set_defaults(command=cmd_config)
-    schema = commands.add_parser("schema", help="compare the table with the writer schemas producers use")
+    _command(commands, "config", cmd_config, "check the config, then print it as the job sees it: the file with "
+                                             "its ETL__ environment overrides, secrets masked")
+    schema = commands.add_parser("schema", help="compare the table with the writer schemas producers use",
+                                 formatter_class=_HelpFormatter)
     schema_commands = schema.add_subparsers(required=True, metavar="SUBCOMMAND")
-    suggest = schema_commands.add_parser("suggest", help="print the DDL columns the latest writer schemas have "
-                                                         "and the table lacks")
-    suggest.add_argument("--config", required=True)
+    suggest = _command(schema_commands, "suggest", cmd_schema_suggest, "print the DDL columns the latest writer "
+                                                                       "schemas have and the table lacks")
     suggest.add_argument("--json", action="store_true")
-    suggest.set_defaults(command=cmd_schema_suggest)
     logs.add_options(parser, [*commands.choices.values(), *schema_commands.choices.values()])
     return parser
+
+
+def _command(commands, name: str, handler, help: str) -> _Parser:
+    """A sub-command that reads the job's config."""
+    command = commands.add_parser(name, help=help, description=help, formatter_class=_HelpFormatter)
+    command.add_argument("--config", required=True, metavar="FILE", help="the job's INI file")
+    command.set_defaults(command=handler)
+    return command
 
 
 def _version() -> str:
@@ -154,25 +203,21 @@ def _version() -> str:
         return etl.__version__
 
 
-def _exit_code(raw: str) -> int:
-    value = int(raw)
-    if not 0 <= value <= 255:
-        raise argparse.ArgumentTypeError("must be from 0 to 255")
-    return value
+def _number(convert, low: float, says: str, high: float | None = None):
+    """An argparse type: `convert`'s value, at least `low` (and at most `high`), or `says`."""
+    def parse(raw: str):
+        value = convert(raw)
+        if value < low or (high is not None and value > high) or (convert is float and value == low):
+            raise argparse.ArgumentTypeError(says)
+        return value
+    parse.__name__ = "integer" if convert is int else "number"  # argparse: "invalid integer value: 'x'"
+    return parse
 
 
-def _non_negative_int(raw: str) -> int:
-    value = int(raw)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
-def _positive_int(raw: str) -> int:
-    value = int(raw)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
-    return value
+_exit_code = _number(int, 0, "must be from 0 to 255", 255)
+_non_negative_int = _number(int, 0, "must be 0 or more")
+_positive_int = _number(int, 1, "must be greater than 0")
+_positive_float = _number(float, 0, "must be greater than 0")
 
 
 def _partition(raw: str) -> str:
@@ -182,14 +227,12 @@ def _partition(raw: str) -> str:
     return "/".join(parts)
 
 
-def _positive_float(raw: str) -> float:
-    value = float(raw)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
-    return value
-
-
 def cmd_run(config: Config, args) -> int:
+    if args.dry_run:
+        from etl.ops.dry_run import dry_run, render
+        preview = dry_run(config)
+        print(json.dumps(preview, indent=2) if args.json else render(preview))
+        return EXIT_OK
     from etl.job.runner import run_job
     from etl.ops.metrics import published_metrics
     with published_metrics(config) as observer:  # [metrics]: published however the run ends
@@ -214,6 +257,26 @@ def cmd_status(config: Config, args) -> int:
     return EXIT_LAG_ABOVE_MAX if over else EXIT_OK
 
 
+def cmd_check(config: Config, args) -> int:
+    from etl.ops.check import run_check
+    if args.crit_lag < args.warn_lag:
+        return _failed(args, f"--crit-lag {args.crit_lag} is below --warn-lag {args.warn_lag}", EXIT_USAGE)
+    try:
+        return _nagios(run_check(config, args.warn_lag, args.crit_lag))
+    except (EtlError, *_TRANSIENT):
+        raise  # main says UNKNOWN, with the message
+    except Exception as exc:
+        # A check that cannot tell is UNKNOWN, never OK or a lag alarm: a bug included (its traceback logged).
+        log.exception("etl check failed")
+        return _nagios(unknown(f"{type(exc).__name__}: {exc}"))
+
+
+def _nagios(result: CheckResult) -> int:
+    """The plugin's one line on stdout, and its exit code."""
+    print(result.line, flush=True)
+    return int(result.state)
+
+
 def cmd_history(config: Config, args) -> int:
     from etl.ops.history import collect_history, render_history
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
@@ -234,7 +297,8 @@ def cmd_recover(config: Config, args) -> int:
     from etl.ops.recovery import recover
     if not args.json:
         return recover(config, dry_run=args.dry_run, accept_loss=args.accept_loss)
-    report, lines = {}, []
+    report: dict = {}
+    lines: list[str] = []
     code = recover(config, dry_run=args.dry_run, accept_loss=args.accept_loss, out=lines.append, report=report)
     print(json.dumps({"exit_code": code, **report, "messages": lines}, indent=2))
     return code
@@ -244,7 +308,8 @@ def cmd_reset(config: Config, args) -> int:
     from etl.ops.reset import reset_offsets
     if not args.json:
         return reset_offsets(config, args.to, yes=args.yes, move_aside=args.move_aside)
-    report, lines = {}, []
+    report: dict = {}
+    lines: list[str] = []
     code = reset_offsets(config, args.to, yes=args.yes, move_aside=args.move_aside, out=lines.append, report=report)
     print(json.dumps({"exit_code": code, **report, "messages": lines}, indent=2))
     return code

@@ -11,6 +11,11 @@ carries them, from whichever thread it is logged. A record's own `extra` wins.
 Libraries are quiet by default: their INFO lines are about connections and requests, and a
 ZooKeeper that does not answer would otherwise print two kazoo lines per attempt before the one
 error that says so. -v shows them.
+
+With JSON, every line on stderr is JSON: the command's errors (`error`) and its uncaught
+exceptions (`json_hooks`) are records too, and what other writers put on the process's stderr
+(the driver JVM's launcher, librdkafka, Spark's Python workers) passes through `relay_stderr`,
+which wraps each line that is not JSON already.
 """
 from __future__ import annotations
 
@@ -18,10 +23,14 @@ import argparse
 import json
 import logging
 import os
+import re
+import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 from enum import StrEnum
-from typing import Iterable, TextIO
+from typing import Any, Iterable, TextIO
 
 from etl.errors import ConfigError
 
@@ -47,6 +56,7 @@ LIBRARY_LEVELS = {"kazoo": logging.ERROR, "py4j": logging.WARNING, "urllib3": lo
                   "httpx2": logging.WARNING, "confluent_kafka": logging.WARNING}
 
 _fields: dict[str, object] = {}
+_format = LogFormat.TEXT  # the one configure() chose last
 
 
 def bind(**fields: object) -> None:
@@ -127,8 +137,9 @@ def configure(verbosity: Verbosity | str = Verbosity.NORMAL, log_format: LogForm
                                        Verbosity.VERBOSE: logging.DEBUG}[verbosity])
     for name, level in LIBRARY_LEVELS.items():
         logging.getLogger(name).setLevel(logging.INFO if verbose else level)
-    global _fields
+    global _fields, _format
     _fields = {}  # a new command starts with no job or batch: an earlier one in this process had its own
+    _format = chosen
 
 
 def add_options(top: argparse.ArgumentParser, commands: Iterable[argparse.ArgumentParser]) -> None:
@@ -140,7 +151,7 @@ def add_options(top: argparse.ArgumentParser, commands: Iterable[argparse.Argume
         _options(command, default=argparse.SUPPRESS)
 
 
-def _options(parser: argparse.ArgumentParser, **default: object) -> None:
+def _options(parser: argparse.ArgumentParser, **default: Any) -> None:
     group = parser.add_argument_group("logging")
     noise = group.add_mutually_exclusive_group()
     noise.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=Verbosity.QUIET,
@@ -149,3 +160,98 @@ def _options(parser: argparse.ArgumentParser, **default: object) -> None:
                        help="the job's debug lines and the libraries' INFO lines", **default)
     group.add_argument("--log-format", choices=list(LogFormat), metavar="text|json",
                        help=f"log line format (default: ${FORMAT_ENV}, else text)", **default)
+
+
+def chosen_format() -> LogFormat:
+    """The format configure() chose (the driver JVM's log4j config follows it: etl.hive.spark)."""
+    return _format
+
+
+def format_in(argv: list[str]) -> LogFormat:
+    """The format a command line asks for, read before argparse, whose own errors must already
+    be in it: --log-format's last value, else $ETL_LOG_FORMAT, else text (also for a bad value,
+    which configure() then refuses)."""
+    chosen = os.environ.get(FORMAT_ENV)
+    for i, arg in enumerate(argv):
+        if arg == "--log-format" and i + 1 < len(argv):
+            chosen = argv[i + 1]
+        elif arg.startswith("--log-format="):
+            chosen = arg.partition("=")[2]
+    return LogFormat.JSON if chosen == LogFormat.JSON else LogFormat.TEXT
+
+
+def error(message: str, log_format: LogFormat | None = None, **fields: object) -> None:
+    """The command's own error line on stderr: `etl: error: ...`, or as one JSON record."""
+    if (log_format or _format) is LogFormat.TEXT:
+        print(f"etl: error: {message}", file=sys.stderr, flush=True)
+        return
+    record = {"ts": utc_timestamp(time.time()), "level": "ERROR", "logger": "etl", "message": message,
+              **_fields, **fields}
+    print(json.dumps(record, ensure_ascii=False, default=str), file=sys.stderr, flush=True)
+
+
+def json_hooks() -> None:
+    """With JSON: an uncaught exception, in any thread, is one record with its traceback in "exc"
+    rather than Python's lines, and the warnings module logs through the handler."""
+    crash = logging.getLogger("etl.crash")
+
+    def uncaught(kind, value, traceback) -> None:
+        crash.critical("uncaught %s: %s", kind.__name__, value, exc_info=(kind, value, traceback))
+
+    sys.excepthook = uncaught
+    threading.excepthook = lambda hook: uncaught(hook.exc_type, hook.exc_value, hook.exc_traceback)
+    logging.captureWarnings(True)
+
+
+# librdkafka's own lines: %<syslog level>|<time>|<facility>|<client>| <message>
+_RDKAFKA = re.compile(r"^%(\d)\|")
+_SYSLOG_LEVELS = ("CRITICAL", "CRITICAL", "CRITICAL", "ERROR", "WARNING", "INFO", "INFO", "DEBUG")
+_WORDS = re.compile(r"^\W*(warn|warning|error|severe|fatal|exception|traceback)\b", re.IGNORECASE)
+_LEVEL_OF_WORD = {"warn": "WARNING", "warning": "WARNING", "error": "ERROR", "severe": "ERROR", "fatal": "CRITICAL",
+                  "exception": "ERROR", "traceback": "ERROR"}
+
+
+def wrapped(line: str, fields: dict[str, object]) -> str:
+    """A line of stderr as JSON: unchanged if it is a JSON object already, else a record of the
+    logger "stderr", its level read from the line (librdkafka's, a leading word) or WARNING: a
+    line written outside the logging is there for someone to read."""
+    text = line.rstrip("\r\n")
+    if text.startswith("{"):
+        try:
+            if isinstance(json.loads(text), dict):
+                return text
+        except ValueError:
+            pass
+    rdkafka, word = _RDKAFKA.match(text), _WORDS.match(text)
+    level = (_SYSLOG_LEVELS[int(rdkafka.group(1))] if rdkafka
+             else _LEVEL_OF_WORD[word.group(1).lower()] if word else "WARNING")
+    return json.dumps({"ts": utc_timestamp(time.time()), "level": level, "logger": "stderr", "message": text,
+                       **fields}, ensure_ascii=False)
+
+
+def relay_stderr(fields: dict[str, object]) -> None:
+    """Route this process's stderr (fd 2, which its children inherit) through a relay process
+    that writes every line to the real stderr as JSON (`wrapped`). A process, not a thread: the
+    driver JVM outlives this process by a moment, and its last lines still pass; the relay ends
+    when the last writer closes the pipe. It ignores SIGINT and SIGTERM, so that a stopped
+    command's last words are still relayed."""
+    sys.stderr.flush()
+    read, write = os.pipe()
+    package_parent = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (package_parent, os.environ.get("PYTHONPATH"))))}
+    subprocess.Popen([sys.executable, "-c", "import etl.logs, json, sys; etl.logs.relay(json.loads(sys.argv[1]))",
+                      json.dumps(fields, default=str)], stdin=read, stdout=2, env=env)  # fd 2 as it is still
+    os.close(read)
+    os.dup2(write, 2)
+    os.close(write)
+
+
+def relay(fields: dict[str, object]) -> None:
+    """The relay process's loop (relay_stderr): stdin to stdout, line by line, as JSON."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    source = open(0, encoding="utf-8", errors="replace", newline="\n")
+    for line in source:
+        sys.stdout.write(wrapped(line, fields) + "\n")
+        sys.stdout.flush()

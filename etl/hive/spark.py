@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from etl import logs
 from etl.config import Config
 from etl.hive.class_archive import ArchivePlan, finish_recording, plan_archive
 
@@ -16,6 +17,7 @@ log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
 # The driver JVM's log4j2 config: warnings and errors only (package data; see the file).
 DRIVER_LOG4J2 = Path(__file__).with_name("log4j2-driver.properties")
+DRIVER_LOG4J2_JSON = Path(__file__).with_name("log4j2-driver-json.properties")  # over it, with JSON logs
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
@@ -56,9 +58,18 @@ def _driver_java_options(builder, settings: dict[str, str], archive_options: str
     if _under_spark_submit():
         return builder
     given = settings.get(DRIVER_JAVA_OPTIONS, "")
-    log4j = "" if "log4j" in given else f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()}"
+    log4j = "" if "log4j" in given else _log4j_options()
     options = " ".join(part for part in (given, log4j, archive_options) if part)
     return builder if options == given else builder.config(DRIVER_JAVA_OPTIONS, options)
+
+
+def _log4j_options() -> str:
+    """DRIVER_LOG4J2, and with JSON logs DRIVER_LOG4J2_JSON over it (a log4j2 composite
+    configuration): the driver JVM's lines are then JSON records naming the job (etl.logs)."""
+    if logs.chosen_format() is not logs.LogFormat.JSON:
+        return f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()}"
+    job = logs.bound().get("job", "")
+    return f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()},{DRIVER_LOG4J2_JSON.as_uri()} -Detl.log.job={job}"
 
 
 def _class_archive(config: Config) -> ArchivePlan | None:

@@ -36,15 +36,15 @@ from etl.job.event_record import event_time_record
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job import progress
 from etl.job.partition_writer import WriterSpec
+from etl.job.positions import planning_positions
 from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
 from etl.job.tasks import RangeResult, RangeTask, run_range_task, task_failure
 from etl.model import binding
-from etl.model import identity
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now, utc_now_iso
 from etl.model.naming import is_temp_name, partition_values
 from etl.model.partitioning import Placement
-from etl.model.planner import PartitionPosition, plan_ranges
+from etl.model.planner import plan_ranges
 from etl.rows.dimensions import DimensionLoader, LoadedDimension, to_ipc
 from etl.sink.fs import filesystem_for
 from etl.sink.manifest import manifest_path
@@ -167,13 +167,7 @@ class Job:
     # -- planning -------------------------------------------------------------------------
     def _plan(self) -> Batch | None:
         topics = self.kafka.job_topics().loaded  # resolved at every plan: a regex picks up new topics
-        partitions = self.kafka.partitions(topics)
-        marks = self.kafka.watermarks(partitions)
-        committed = self.store.committed_offsets()
-        topic_ids = self.kafka.topic_ids(topics)
-        recreated = identity.recreated_partitions(self.store, self.kafka, committed, marks, topic_ids)
-        positions = [PartitionPosition(t, p, _value(committed.get((t, p))), *marks[(t, p)], recreated.get((t, p), ""))
-                     for t, p in partitions]
+        positions, topic_ids = planning_positions(self.store, self.kafka, topics)  # as `etl run --dry-run` shows
         plan = plan_ranges(positions, self.config.job)
         for skipped in plan.skipped:
             log.error("SKIPPING LOST OFFSETS: %s", skipped.describe())
@@ -336,7 +330,3 @@ class Job:
     def _summary(self, batch: Batch, resumed: bool, seconds: float) -> BatchSummary:
         self.committed = batch  # for the observer's batch_committed (etl.job.runner)
         return BatchSummary.of(batch, resumed, seconds, self.config.job.max_records_per_partition)
-
-
-def _value(committed) -> int | None:
-    return None if committed is None else committed.value

@@ -63,7 +63,9 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def connect(self) -> None:
+    def connect(self, create_nodes: bool = True) -> None:
+        """`create_nodes` False: a reader that must write nothing (`etl run --dry-run`, `etl check`)
+        creates none of the job's nodes; it finds them missing before the job's first command."""
         try:
             self.client.start(timeout=self.config.session_timeout_seconds)
         except KazooTimeoutError as exc:
@@ -73,10 +75,15 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
         self.client.add_listener(self._on_state)
         log.debug("connected to ZooKeeper at %s", self.config.hosts)
         try:
-            self._ensure_job_nodes()
+            if create_nodes:
+                self._ensure_job_nodes()
         except BaseException:
             self.close()  # a refused run must not leave a live session (and its threads) behind
             raise
+
+    def has_job_nodes(self) -> bool:
+        """Whether the job's nodes exist: they do from its first command on (connect creates them)."""
+        return self._read(lambda: self.client.exists(self.paths.batches), "look for the job's nodes") is not None
 
     def _ensure_job_nodes(self) -> None:
         """Create the job's nodes if missing, and check that this client may use them as

@@ -1,0 +1,85 @@
+"""`etl check`: the job's lag as a Nagios plugin reports it, for Nagios, Icinga, Sensu or any
+runner of monitoring plugins.
+
+One line on stdout, `ETL <STATE> - <what> | <perfdata>`, and the plugin's exit code: 0 OK,
+1 WARNING, 2 CRITICAL, 3 UNKNOWN. The state follows the largest lag of any partition: above
+--warn-lag it is WARNING, above --crit-lag CRITICAL. UNKNOWN is every case where the lag could
+not be read (a bad config or command line, ZooKeeper or Kafka not answering, damaged state),
+so that a check never reads as OK, or as a lag alarm, when it knows nothing.
+
+It writes nothing: it reads the committed offsets without creating the job's nodes, and the
+watermarks from Kafka (`etl status --max-lag` exits 3 when over, which a plugin runner would
+read as UNKNOWN: hence this command).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from etl.config import Config
+from etl.ops.status import PartitionStatus
+from etl.source.kafka import KafkaMetadata
+from etl.state.store import ZkStateStore
+
+LABEL = "ETL"
+
+
+class NagiosState(IntEnum):
+    OK = 0
+    WARNING = 1
+    CRITICAL = 2
+    UNKNOWN = 3
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    state: NagiosState
+    line: str
+
+
+def run_check(config: Config, warn_lag: int, crit_lag: int) -> CheckResult:
+    store = ZkStateStore(config.zookeeper, config.job.name, config.retry)
+    store.connect(create_nodes=False)
+    try:
+        kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+        try:
+            return judge(config.job.name, read_lags(store, kafka), warn_lag, crit_lag)
+        finally:
+            kafka.close()
+    finally:
+        store.close()
+
+
+def read_lags(store: ZkStateStore, kafka: KafkaMetadata) -> list[PartitionStatus]:
+    """Each loaded partition's lag, as `etl status` counts it (from the earliest offset where the
+    job has committed none)."""
+    partitions = kafka.partitions(kafka.job_topics().loaded)
+    marks = kafka.watermarks(partitions)
+    committed = store.committed_offsets()
+    return [PartitionStatus(t, p, committed[(t, p)].value if (t, p) in committed else None, *marks[(t, p)])
+            for t, p in partitions]
+
+
+def judge(job: str, lags: list[PartitionStatus], warn_lag: int, crit_lag: int) -> CheckResult:
+    """The state, and the plugin's line with perfdata (max_lag and total_lag, in records, with the
+    thresholds, so that a grapher draws them)."""
+    total = sum(p.lag for p in lags)
+    worst = max(lags, key=lambda p: p.lag, default=None)
+    most = 0 if worst is None else worst.lag
+    state = (NagiosState.CRITICAL if most > crit_lag else NagiosState.WARNING if most > warn_lag
+             else NagiosState.OK)
+    if worst is None:
+        what = f"job {job}: no partition to load"
+    else:
+        what = (f"job {job}: max lag {most} records ({worst.topic}[{worst.partition}]), total lag {total} "
+                f"over {len(lags)} partitions")
+        if state is not NagiosState.OK:
+            over = crit_lag if state is NagiosState.CRITICAL else warn_lag
+            what += f"; {sum(1 for p in lags if p.lag > over)} above {over}"
+    perfdata = f"max_lag={most};{warn_lag};{crit_lag};0; total_lag={total};;;0;"
+    return CheckResult(state, f"{LABEL} {state.name} - {what} | {perfdata}")
+
+
+def unknown(reason: str) -> CheckResult:
+    """What the check says when it cannot tell (a plugin's UNKNOWN), on one line."""
+    return CheckResult(NagiosState.UNKNOWN, f"{LABEL} UNKNOWN - {' '.join(reason.split())}")

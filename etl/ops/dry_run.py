@@ -1,0 +1,127 @@
+"""`etl run --dry-run`: the batch a run would load now, and where it would write, with nothing
+touched.
+
+It reads what the driver plans from (etl.job.positions, etl.model.planner) and writes nothing:
+no lock is taken (so it runs beside a run, and shows what that run would do next had it not
+started), no ZooKeeper node is created or changed, no Spark, no Hive call, no file. An open
+batch comes first, as a run completes it with exactly its recorded ranges; otherwise the new
+batch. Its target partitions are known before reading where the table is partitioned by load
+time (the hour of planning, as of now); by event time they are known only once the rows are
+read, except for an open batch whose files were all written.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+from etl.config import Config
+from etl.model.batch import Batch, OffsetRange, utc_now
+from etl.model.naming import partition_path
+from etl.model.partitioning import Placement
+from etl.model.planner import plan_ranges
+from etl.model.schema import load_table_schema
+from etl.job.positions import planning_positions
+from etl.sink.warehouse import Warehouse
+from etl.source.kafka import KafkaMetadata
+from etl.state.store import ZkStateStore
+
+EVENT_TIME_TARGET = "known only after reading: the rows' event times decide their partitions"
+
+
+def dry_run(config: Config) -> dict:
+    store = ZkStateStore(config.zookeeper, config.job.name, config.retry)
+    store.connect(create_nodes=False)
+    try:
+        kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+        try:
+            return _preview(config, store, kafka)
+        finally:
+            kafka.close()
+    finally:
+        store.close()
+
+
+def _preview(config: Config, store: ZkStateStore, kafka: KafkaMetadata) -> dict:
+    started = store.has_job_nodes()  # not before the job's first command: then nothing is committed
+    warehouse = Warehouse.of(config).with_relocations(store.relocations()) if started else Warehouse.of(config)
+    opened = store.open_batch() if started else None
+    if opened is not None:
+        return {**_head(config, "complete_open_batch"), **_open_batch(opened[0], warehouse)}
+    topics = kafka.job_topics().loaded
+    positions, _ = planning_positions(store, kafka, topics)
+    plan = plan_ranges(positions, config.job)  # OffsetOutOfRange here is the run's own refusal
+    high = {(p.topic, p.partition): p.high for p in positions}
+    return {**_head(config, "new_batch" if plan.ranges else "nothing_to_do"), "topics": list(topics),
+            "ranges": [_range(r, high[(r.topic, r.partition)]) for r in plan.ranges],
+            "skipped": [s.describe() for s in plan.skipped],
+            "target": _new_target(config, warehouse, utc_now()) if plan.ranges else None}
+
+
+def _head(config: Config, action: str) -> dict:
+    return {"event": "dry_run", "job": config.job.name, "action": action,
+            "table": f"{config.hive.database}.{config.hive.table}"}
+
+
+def _range(r: OffsetRange, latest: int) -> dict:
+    """One range as the plan stores it: [from, until), and what Kafka holds past it (a later
+    batch of the same run loads that, [job] max_records_per_partition at a time)."""
+    return {"topic": r.topic, "partition": r.partition, "from": r.start, "until": r.end, "records": r.size,
+            "committed": r.expected, "left_after": max(0, latest - r.end)}
+
+
+def _new_target(config: Config, warehouse: Warehouse, now: dt.datetime) -> dict:
+    partitioning = config.hive.partitioning
+    if partitioning.by_event_time:
+        return {"by_event_time": True, "partitions": None, "detail": EVENT_TIME_TARGET}
+    partitioner = load_table_schema(config.hive.schema_file, config.job.key_column).partitioner
+    values = Placement.of(partitioning, partitioner, now, None).planned
+    return {"by_event_time": False, "partitions": [_partition(warehouse, values)],
+            "detail": "the partition of the hour the batch is planned in (now)"}
+
+
+def _open_batch(batch: Batch, warehouse: Warehouse) -> dict:
+    ranges = [{"topic": r.topic, "partition": r.partition, "from": r.start, "until": r.end, "records": r.size,
+               "committed": r.expected} for r in batch.ranges]
+    if not batch.by_event_time:
+        target = {"by_event_time": False, "partitions": [_partition(warehouse, batch.partition_values)],
+                  "detail": "recorded in the batch's plan"}
+    elif batch.partitions is not None:
+        target = {"by_event_time": True, "detail": "recorded when the batch's files were written",
+                  "partitions": [_partition(warehouse, part["partition"]) for part in batch.partitions]}
+    else:
+        target = {"by_event_time": True, "partitions": None, "detail": EVENT_TIME_TARGET}
+    return {"batch_id": batch.batch_id, "kind": batch.kind.value, "state": batch.state.value,
+            "planned_by": batch.planned_by, "ranges": ranges, "target": target}
+
+
+def _partition(warehouse: Warehouse, values: dict[str, str] | str) -> dict:
+    name = values if isinstance(values, str) else partition_path(values)
+    return {"partition": name, "folder": warehouse.main_dir(values)}
+
+
+def render(preview: dict) -> str:
+    lines = [f"DRY RUN: job {preview['job']} into {preview['table']}; nothing was changed (no lock taken, no "
+             f"ZooKeeper node written, no Spark, no Hive call, no file)"]
+    action = preview["action"]
+    if action == "nothing_to_do":
+        return "\n".join([*lines, f"nothing to do: no new records in {', '.join(preview['topics']) or 'no topic'}",
+                          *[f"would skip lost offsets: {s}" for s in preview["skipped"]]])
+    if action == "complete_open_batch":
+        lines.append(f"would complete batch {preview['batch_id']} ({preview['kind']}, left {preview['state']} by "
+                     f"{preview['planned_by']}) with its recorded ranges; new batches are planned after it commits")
+    else:
+        lines.append(f"would plan a new batch of {len(preview['ranges'])} ranges, "
+                     f"{sum(r['records'] for r in preview['ranges'])} offsets:")
+    lines.append(f"  {'topic':<30} {'part':>4} {'from':>12} {'until':>12} {'records':>10}")
+    lines += [f"  {r['topic']:<30} {r['partition']:>4} {r['from']:>12} {r['until']:>12} {r['records']:>10}"
+              for r in preview["ranges"]]
+    left = sum(r.get("left_after", 0) for r in preview["ranges"])
+    if left:
+        lines.append(f"  then {left} more offsets in later batches of the same run (max_records_per_partition)")
+    lines += [f"would skip lost offsets: {s}" for s in preview.get("skipped", ())]
+    target = preview["target"]
+    if target["partitions"] is None:
+        lines.append(f"target partitions: {target['detail']}")
+    else:
+        lines += [f"target partition: {p['partition']} at {p['folder']} ({target['detail']})"
+                  for p in target["partitions"]]
+    return "\n".join(lines)

@@ -1,0 +1,187 @@
+"""The command line as an operator and a log collector meet it, without the local stack: --help
+says every default, usage and config errors are JSON records under --log-format json, the stderr
+relay turns other programs' lines into records, the driver JVM's log4j2 JSON layout, and
+`etl check`'s Nagios semantics (tests/integration/test_cli_operator.py has the real stack)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from etl import cli, logs
+from etl.hive.spark import DRIVER_LOG4J2, DRIVER_LOG4J2_JSON
+from etl.ops.check import NagiosState, judge
+from etl.ops.status import PartitionStatus
+
+REPO = Path(__file__).resolve().parents[2]
+JARS = Path(pyspark.__file__).parent / "jars"
+
+
+def etl(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python -m etl ...` of this tree, as a program."""
+    run_env = {k: v for k, v in os.environ.items() if k != logs.FORMAT_ENV}
+    return subprocess.run([sys.executable, "-m", "etl", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL, env={**run_env, **(env or {})})
+
+
+def json_lines(text: str) -> list[dict]:
+    """Every line parsed as a JSON object; a line that is not one fails the test, naming it."""
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            pytest.fail(f"not a JSON line: {line!r}\nin:\n{text}")
+        assert isinstance(record, dict), line
+        records.append(record)
+    return records
+
+
+def _all_parsers(parser: argparse.ArgumentParser, prefix: str = "etl"):
+    yield prefix, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _all_parsers(sub, f"{prefix} {name}")
+
+
+def test_help_shows_the_default_of_every_option_that_has_one():
+    missing = []
+    for name, parser in _all_parsers(cli._parser()):
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            default = action.default
+            if not action.option_strings or action.nargs == 0 or default is None or default == argparse.SUPPRESS:
+                continue  # a positional, a flag (off unless given), or no default
+            if f"(default: {default})" not in text and "default" not in (action.help or ""):
+                missing.append(f"{name} {action.option_strings[-1]} (default {default!r})")
+    assert missing == []
+    assert "(default: 60.0)" in " ".join(cli._parser()._subparsers._group_actions[0].choices["run"]
+                                         .format_help().split())
+
+
+@pytest.mark.parametrize("args, env", [
+    (["status", "--config", "x.ini", "--max-lag", "x", "--log-format", "json"], None),
+    (["--log-format=json", "status", "--config", "x.ini", "--max-lag", "-1"], None),
+    (["status", "--config", "x.ini", "--max-lag", "x"], {logs.FORMAT_ENV: "json"}),
+    (["--log-format", "json", "no-such-command"], None),
+    (["run", "--config", "x.ini", "--no-such-flag", "--log-format", "json"], None),
+])
+def test_a_usage_error_under_json_logs_is_one_json_record(args, env):
+    done = etl(*args, env=env)
+    assert done.returncode == 2, done.stderr
+    [record] = json_lines(done.stderr)
+    assert record["level"] == "ERROR" and record["exit_code"] == 2 and record["usage"].startswith("usage: etl")
+    assert any(word in record["message"] for word in ("--max-lag", "no-such-command", "--no-such-flag"))
+
+
+def test_a_usage_error_in_text_stays_argparses():
+    done = etl("status", "--config", "x.ini", "--max-lag", "x")
+    assert done.returncode == 2 and done.stderr.startswith("usage: etl status"), done.stderr
+    assert "argument --max-lag: invalid" in done.stderr
+
+
+def test_a_config_error_under_json_logs_is_a_json_record(tmp_path):
+    done = etl("status", "--config", str(tmp_path / "missing.ini"), "--log-format", "json")
+    assert done.returncode == 2, done.stderr
+    [record] = json_lines(done.stderr)
+    assert "missing.ini" in record["message"] and record["exit_code"] == 2
+
+
+@pytest.mark.parametrize("args, says", [
+    (["check", "--config", "x.ini", "--warn-lag", "5"], "the following arguments are required: --crit-lag"),
+    (["check", "--config", "x.ini", "--warn-lag", "x", "--crit-lag", "5"], "--warn-lag"),
+    (["check", "--config", "{missing}", "--warn-lag", "1", "--crit-lag", "5"], "missing.ini"),
+])
+def test_check_says_unknown_and_exits_3_on_a_usage_or_config_error(args, says, tmp_path):
+    done = etl(*[a.replace("{missing}", str(tmp_path / "missing.ini")) for a in args])
+    assert done.returncode == NagiosState.UNKNOWN, done
+    [line] = done.stdout.splitlines()
+    assert line.startswith("ETL UNKNOWN - ") and says in line, line
+
+
+def _lags(*lags: int) -> list[PartitionStatus]:
+    return [PartitionStatus("clicks", p, 100, 0, 100 + lag) for p, lag in enumerate(lags)]
+
+
+@pytest.mark.parametrize("lags, state", [((0, 10), NagiosState.OK), ((3, 11), NagiosState.WARNING),
+                                         ((20, 3), NagiosState.WARNING), ((21, 3), NagiosState.CRITICAL)])
+def test_check_judges_the_largest_lag_against_both_thresholds(lags, state):
+    result = judge("clicks", _lags(*lags), warn_lag=10, crit_lag=20)
+    assert result.state is state
+    status, _, perfdata = result.line.partition(" | ")
+    assert status.startswith(f"ETL {state.name} - job clicks: max lag {max(lags)} records")
+    assert perfdata == f"max_lag={max(lags)};10;20;0; total_lag={sum(lags)};;;0;"
+
+
+def test_check_of_a_job_without_partitions_is_ok():
+    assert judge("clicks", [], 1, 2).line == "ETL OK - job clicks: no partition to load | max_lag=0;1;2;0; total_lag=0;;;0;"
+
+
+@pytest.mark.parametrize("line, level", [
+    ("WARNING: Using incubator modules: jdk.incubator.vector", "WARNING"),
+    ("%3|1764094000.123|FAIL|rdkafka#consumer-1| [thrd:x]: x: Connect failed", "ERROR"),
+    ("%7|1764094000.123|DEBUG|rdkafka#consumer-1| a debug line", "DEBUG"),
+    ("Traceback (most recent call last):", "ERROR"),
+    ("some line", "WARNING"),
+])
+def test_the_relay_wraps_a_foreign_line_with_a_level_and_the_job(line, level):
+    record = json.loads(logs.wrapped(line + "\n", {"job": "clicks"}))
+    assert (record["level"], record["logger"], record["message"], record["job"]) == (level, "stderr", line, "clicks")
+
+
+def test_the_relay_passes_a_json_record_unchanged():
+    line = '{"ts": "2026-11-24T14:15:25.123Z", "level": "INFO", "logger": "etl", "message": "m"}'
+    assert logs.wrapped(line + "\n", {"job": "x"}) == line
+
+
+def test_the_relay_makes_every_line_a_child_writes_to_stderr_json():
+    """A real process: its own lines, a child's raw ones (as the JVM's launcher and librdkafka
+    write them), and a last line without a newline."""
+    script = ("import subprocess, sys; from etl import logs; logs.relay_stderr({'job': 'clicks'});"
+              "print('a line of python', file=sys.stderr, flush=True);"
+              "subprocess.run(['sh', '-c', 'echo \"WARNING: Using incubator modules\" >&2; "
+              "echo \"%4|1|CONFWARN|rdkafka#producer-1| [thrd:app]: a warning\" >&2; printf \"no newline\" >&2'])")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    records = json_lines(done.stderr)
+    assert [r["message"] for r in records] == ["a line of python", "WARNING: Using incubator modules",
+                                               "%4|1|CONFWARN|rdkafka#producer-1| [thrd:app]: a warning",
+                                               "no newline"]
+    assert {r["job"] for r in records} == {"clicks"}
+
+
+DEMO = """
+import org.apache.logging.log4j.LogManager;
+public class Demo {
+    public static void main(String[] args) {
+        var log = LogManager.getLogger("org.apache.spark.SparkConf");
+        log.info("an info line: the base config keeps only warnings and errors");
+        log.warn("a warning with \\"quotes\\"\\nand a second line");
+        log.error("an error", new IllegalStateException("boom"));
+    }
+}
+"""
+
+
+def test_the_driver_jvms_json_layout_writes_one_record_per_line(tmp_path):
+    """The two log4j2 files as `etl run` hands them to the driver JVM with --log-format json, over
+    the log4j jars pyspark ships (JsonTemplateLayout is one of them)."""
+    source = tmp_path / "Demo.java"
+    source.write_text(DEMO)
+    jars = [str(next(JARS.glob(f"{name}-2*.jar"))) for name in ("log4j-api", "log4j-core", "log4j-layout-template-json")]
+    done = subprocess.run(["java", "-cp", os.pathsep.join(jars),
+                           f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()},{DRIVER_LOG4J2_JSON.as_uri()}",
+                           "-Detl.log.job=clicks", str(source)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    warning, error = json_lines(done.stderr)
+    assert warning["level"] == "WARNING" and warning["message"] == 'a warning with "quotes"\nand a second line'
+    assert warning["logger"] == "org.apache.spark.SparkConf" and warning["job"] == "clicks"
+    assert warning["ts"].endswith("Z") and len(warning["ts"]) == len("2026-11-24T14:15:25.123Z")
+    assert error["level"] == "ERROR" and "IllegalStateException: boom" in error["exc"] and "exc" not in warning
