@@ -19,7 +19,8 @@ EXIT_CODES = (
     (EXIT_BATCH_FAILED, "failed, needs an operator: running again will not help (rejected ratio exceeded, "
                         "dimension changed, state conflict, missing files, verify found problems, ...)"),
     (EXIT_USAGE, "usage or config error; nothing was touched"),
-    (EXIT_LAG_ABOVE_MAX, "etl status --max-lag N: some partition's lag is above N"),
+    (EXIT_LAG_ABOVE_MAX, "etl status --max-lag N: some partition's lag is above N (etl check exits as a Nagios "
+                         "plugin instead: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)"),
     (EXIT_RETRYABLE, "failed, running again will help: ZooKeeper, Kafka, the metastore, the warehouse or the "
                      "Schema Registry did not answer, or the job lock was lost. An open batch is resumed by "
                      "the next run"),

@@ -75,7 +75,7 @@ def _new_target(config: Config, warehouse: Warehouse, now: dt.datetime) -> dict:
     partitioner = load_table_schema(config.hive.schema_file, config.job.key_column).partitioner
     values = Placement.of(partitioning, partitioner, now, None).planned
     return {"by_event_time": False, "partitions": [_partition(warehouse, values)],
-            "detail": "the partition of the hour the batch is planned in (now)"}
+            "detail": "the hour it is planned in: now"}
 
 
 def _open_batch(batch: Batch, warehouse: Warehouse) -> dict:

@@ -185,3 +185,16 @@ def test_the_driver_jvms_json_layout_writes_one_record_per_line(tmp_path):
     assert warning["logger"] == "org.apache.spark.SparkConf" and warning["job"] == "clicks"
     assert warning["ts"].endswith("Z") and len(warning["ts"]) == len("2026-11-24T14:15:25.123Z")
     assert error["level"] == "ERROR" and "IllegalStateException: boom" in error["exc"] and "exc" not in warning
+
+
+def test_an_uncaught_exception_under_json_logs_is_one_record_in_any_thread():
+    script = ("import threading, warnings; from etl import logs; logs.configure(log_format='json'); logs.json_hooks();"
+              "warnings.warn('a warning of the warnings module');"
+              "t = threading.Thread(target=lambda: 1 / 0); t.start(); t.join();"
+              "raise ValueError('boom')")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    warning, in_thread, in_main = json_lines(done.stderr)
+    assert warning["level"] == "WARNING" and "a warning of the warnings module" in warning["message"]
+    assert in_thread["level"] == "CRITICAL" and "ZeroDivisionError" in in_thread["exc"]
+    assert in_main["message"] == "uncaught ValueError: boom" and in_main["exc"].startswith("Traceback")
