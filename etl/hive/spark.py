@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
+import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from etl import logs
 from etl.config import Config
-from etl.hive.class_archive import ArchivePlan, finish_recording, plan_archive
+from etl.hive.class_archive import ArchivePlan, finish_recording, plan_archive, quarantine
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +21,43 @@ LOOPBACK = "127.0.0.1"
 DRIVER_LOG4J2 = Path(__file__).with_name("log4j2-driver.properties")
 DRIVER_LOG4J2_JSON = Path(__file__).with_name("log4j2-driver-json.properties")  # over it, with JSON logs
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+JVM_EXIT_SECONDS = 10  # how long a failed start waits to learn whether the driver JVM died
 
 
 def build_spark(config: Config):
+    """The session. Should the driver JVM die while starting with its class archive (the JDK
+    crashes on some damaged archives), the archive is moved aside and the JVM started again
+    without it: a cache never fails a command, let alone every command."""
+    archive = _class_archive(config)
+    try:
+        return _start(config, archive)
+    except Exception as exc:
+        if archive is None or archive.mapped is None or not _driver_jvm_died(exc):
+            raise
+        quarantine(archive.mapped, f"made the driver JVM exit while it started ({type(exc).__name__}: "
+                                   f"{str(exc).strip().splitlines()[0] if str(exc).strip() else 'no message'})")
+    return _start(config, _class_archive(config))  # records a new one, unless another process does
+
+
+def _driver_jvm_died(exc: Exception) -> bool:
+    """Whether the JVM pyspark launched is dead: before it could be connected to (pyspark's
+    JAVA_GATEWAY_EXITED), or later, while the session was being set up (its process has exited).
+    A dead JVM's gateway is forgotten, so that the next session launches a new one."""
+    from pyspark import SparkContext
+    from pyspark.errors import PySparkRuntimeError
+    if isinstance(exc, PySparkRuntimeError) and exc.getCondition() == "JAVA_GATEWAY_EXITED":
+        return True
+    process = getattr(SparkContext._gateway, "proc", None)
+    try:
+        process.wait(JVM_EXIT_SECONDS)  # a crashing JVM writes its report first
+    except (AttributeError, subprocess.TimeoutExpired):  # no process of ours, or it is alive
+        return False
+    with SparkContext._lock:
+        SparkContext._gateway = SparkContext._jvm = None
+    return True
+
+
+def _start(config: Config, archive: ArchivePlan | None):
     # Executors must run this interpreter, or they will not find the etl package.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -32,7 +68,6 @@ def build_spark(config: Config):
         if key == "spark.master" and submitted.contains("spark.master"):
             continue
         builder = builder.config(key, value)
-    archive = _class_archive(config)
     builder = _driver_java_options(builder, config.spark, archive.java_options if archive else "")
     if not submitted.contains("spark.master") and "spark.master" not in config.spark:
         builder = builder.master("local[*]")
@@ -42,7 +77,8 @@ def build_spark(config: Config):
     builder = builder.config("spark.sql.warehouse.dir", config.warehouse.hive_root)  # Hive's view of it
     if config.hive.metastore != "embedded":
         builder = builder.config("spark.hadoop.hive.metastore.uris", config.hive.metastore)
-    spark = builder.enableHiveSupport().getOrCreate()
+    with _jvm_stdout_on_stderr():
+        spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if archive is not None and archive.recording is not None:
         atexit.register(_record_at_exit, archive, spark)
@@ -94,6 +130,22 @@ def _record_at_exit(archive: ArchivePlan, spark) -> None:
         spark.stop()
     finally:
         finish_recording(archive, jvm_process)
+
+
+@contextlib.contextmanager
+def _jvm_stdout_on_stderr() -> Iterator[None]:
+    """The driver JVM that pyspark launches inherits this process's stdout, which is the job's own
+    (--json). Whatever the JVM itself writes there (a crash's "A fatal error has been detected"
+    banner, which JDK 17 writes to stdout whatever its flags say) goes to stderr instead: the JVM
+    is launched with stderr as its stdout. The job's own stdout is untouched outside this block."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _under_spark_submit() -> bool:

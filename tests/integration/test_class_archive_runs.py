@@ -46,7 +46,9 @@ def test_the_first_run_records_a_class_archive_and_the_next_run_maps_it(spark, n
     assert first.returncode == 0, first.describe()
     assert [c["records"] for c in _committed(first.stdout)] == [80]
     [archive] = folder.glob("*.jsa")
-    assert archive.stat().st_size == int(archive.stem.rsplit("-", 1)[1]) > 10_000_000, archive
+    from etl.hive.class_archive import checksum
+    _, size, crc32 = archive.stem.split("-")  # <key>-<size>-<crc32>.jsa, checked before each mapping
+    assert archive.stat().st_size == int(size) > 10_000_000 and checksum(archive) == crc32, archive
     assert list(folder.glob("*.partial")) == [] and "class archive ready" in first.stderr
     assert first.orphans_killed == []  # the run waited for its JVM to write the archive
 
@@ -60,3 +62,49 @@ def test_the_first_run_records_a_class_archive_and_the_next_run_maps_it(spark, n
     second.reap()
     second.close()
     check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: 80, 1: 80}), warehouse_dir)
+
+
+def _damage(archive: Path, where: str, length: int = 4096) -> None:
+    """Flip `length` bytes of the archive in place, at its start or at five points of its body
+    (which of its classes the JVM touches at start varies): its size stays the same."""
+    size = archive.stat().st_size
+    with open(archive, "r+b") as handle:
+        for at in [0] if where == "header" else [size * tenths // 10 for tenths in (1, 3, 5, 7, 9)]:
+            handle.seek(at)
+            chunk = handle.read(length)
+            handle.seek(at)
+            handle.write(bytes(b ^ 0xFF for b in chunk))
+    assert archive.stat().st_size == size == int(archive.stem.split("-")[1])
+
+
+def test_a_damaged_archive_is_moved_aside_and_every_next_run_succeeds_and_records_anew(
+        spark, new_topic, produce, write_config, warehouse_dir, tmp_path):
+    """A same-size archive with a damaged body crashed the driver JVM (SIGSEGV) on every run, and
+    one with a damaged header was ignored by the JVM on every run: neither was ever recorded again.
+    The checksum in the archive's name finds both before the JVM starts; a damaged body whose name
+    was forged to match makes the JVM die at start, and the run starts it again without it."""
+    from etl.hive.class_archive import checksum
+    topic = new_topic(partitions=1)
+    folder = tmp_path / "jvm-archive"
+    config = write_config(kafka={"topics": topic}, jvm={"class_archive_dir": str(folder)})
+    produce(topic, events_by_partition(1, 10))
+    first = run_etl(config, "--json")
+    assert first.returncode == 0, first.describe()
+    loaded = 10
+    for where in ("body", "header", "body, under a forged checksum"):
+        [archive] = folder.glob("*.jsa")
+        _damage(archive, "header" if where == "header" else "body")
+        said = f"{archive} is damaged"
+        if where.endswith("checksum"):
+            archive = archive.rename(archive.with_name(f"{archive.name.rsplit('-', 1)[0]}-{checksum(archive)}.jsa"))
+            said = f"{archive} made the driver JVM exit while it started"
+        produce(topic, events_by_partition(1, 10, first_id=loaded))
+        run = run_etl(config, "--json")
+        assert run.returncode == 0, f"damaged {where}: " + run.describe()
+        assert [c["records"] for c in _committed(run.stdout)] == [10], run.stdout  # the JVM's words: not here
+        loaded += 10
+        assert said in run.stderr and "moved aside" in run.stderr, f"damaged {where}: " + run.stderr[-3000:]
+        assert not archive.exists() and list(folder.glob("*.corrupt")) == [Path(f"{archive}.corrupt")]
+        [recorded] = folder.glob("*.jsa")  # this run recorded a whole one again
+        assert "class archive ready" in run.stderr and recorded.stat().st_size > 10_000_000
+    check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: loaded}), warehouse_dir)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zlib
 
 import pytest
 
 from etl.config.jvm import JvmConfig, default_archive_dir
-from etl.hive.class_archive import SUFFIX, archive_key, finish_recording, plan_archive
+from etl.hive.class_archive import QUARANTINED, SUFFIX, archive_key, finish_recording, plan_archive, quarantine
 
 SETTINGS = {"spark.master": "local[2]", "spark.driver.memory": "1g"}
 
@@ -32,7 +33,8 @@ def test_a_host_without_an_archive_records_one_and_only_one_process_records_at_a
     assert plan_archive(_jvm(tmp_path), SETTINGS) is None  # the lock is held: start without one
     first.recording.write_bytes(b"x" * 1000)
     published = finish_recording(first, _exiting(0))
-    assert published == first.directory / f"{first.key}-1000{SUFFIX}" and published.stat().st_size == 1000
+    checksum = f"{zlib.crc32(b'x' * 1000):08x}"  # of its bytes, checked before every mapping
+    assert published == first.directory / f"{first.key}-1000-{checksum}{SUFFIX}" and published.stat().st_size == 1000
     assert not first.recording.exists()
     mapped = plan_archive(_jvm(tmp_path), SETTINGS)
     assert mapped.recording is None and mapped.java_options.startswith(f"-XX:SharedArchiveFile={published} ")
@@ -50,10 +52,62 @@ def test_an_archive_whose_size_differs_from_its_name_is_deleted_not_mapped(tmp_p
     """The JVM crashes (SIGBUS) on a truncated archive: it must never be given one."""
     directory = tmp_path / "jvm"
     directory.mkdir()
-    truncated = directory / f"{archive_key(SETTINGS)}-5000{SUFFIX}"
+    truncated = directory / f"{archive_key(SETTINGS)}-5000-{zlib.crc32(b'x' * 1000):08x}{SUFFIX}"
     truncated.write_bytes(b"x" * 1000)
     plan = plan_archive(_jvm(tmp_path), SETTINGS)
     assert plan.recording is not None and not truncated.exists()
+
+
+def _published(tmp_path, content: bytes):
+    plan = plan_archive(_jvm(tmp_path), SETTINGS)
+    plan.recording.write_bytes(content)
+    return finish_recording(plan, _exiting(0))
+
+
+@pytest.mark.parametrize("where", ["body", "header"])
+def test_an_archive_damaged_in_place_is_moved_aside_with_a_warning_and_recorded_anew(tmp_path, caplog, where):
+    """Same size, other bytes: the JVM crashed (SIGSEGV) on a damaged body at every start, and
+    ignored a damaged header at every start; the size alone never told."""
+    content = bytearray(os.urandom(100_000))
+    archive = _published(tmp_path, bytes(content))
+    at = 50_000 if where == "body" else 0
+    content[at:at + 16] = bytes(b ^ 0xFF for b in content[at:at + 16])
+    archive.write_bytes(bytes(content))
+    plan = plan_archive(_jvm(tmp_path), SETTINGS)
+    assert plan.recording is not None and plan.mapped is None  # starts without it, and records a new one
+    aside = archive.with_name(archive.name + QUARANTINED)
+    assert not archive.exists() and aside.read_bytes() == bytes(content)
+    assert f"class archive {archive} is damaged" in caplog.text and str(aside) in caplog.text
+
+
+def test_a_whole_archive_is_mapped_and_known_as_mapped(tmp_path):
+    archive = _published(tmp_path, os.urandom(10_000))
+    plan = plan_archive(_jvm(tmp_path), SETTINGS)
+    assert plan.mapped == archive and plan.recording is None
+    assert f"-XX:SharedArchiveFile={archive} " in plan.java_options
+    # Should the JVM still crash on it, its hs_err report goes to the archive's folder, not into
+    # the command's current folder.
+    assert f"-XX:ErrorFile={archive.parent}/hs_err_pid%p.log" in plan.java_options
+
+
+def test_an_archive_the_jvm_crashed_on_is_moved_aside_and_only_one_is_kept_aside(tmp_path, caplog):
+    first = _published(tmp_path, os.urandom(10_000))
+    quarantine(first, "made the driver JVM exit while it started")
+    second = _published(tmp_path, os.urandom(20_000))
+    quarantine(second, "made the driver JVM exit while it started")
+    assert list(first.parent.glob(f"*{QUARANTINED}")) == [second.with_name(second.name + QUARANTINED)]
+    assert f"the class archive {second} made the driver JVM exit while it started" in caplog.text
+    quarantine(second, "again")  # moved aside by another process meanwhile: nothing to do
+
+
+def test_an_archive_without_a_checksum_in_its_name_is_deleted_not_mapped(tmp_path):
+    """Archives published before the checksum: their bytes cannot be checked."""
+    directory = tmp_path / "jvm"
+    directory.mkdir()
+    old = directory / f"{archive_key(SETTINGS)}-1000{SUFFIX}"
+    old.write_bytes(b"x" * 1000)
+    plan = plan_archive(_jvm(tmp_path), SETTINGS)
+    assert plan.recording is not None and not old.exists()
 
 
 def test_a_partial_archive_left_by_a_killed_process_is_removed_by_the_next_recorder(tmp_path):
