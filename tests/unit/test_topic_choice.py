@@ -8,6 +8,7 @@ from etl.errors import ConfigError
 from etl.source.topics import JobTopics, NotLoadedReason, matching_topics, not_loaded_topics
 from tests.harness.config_file import minimal_ini
 
+
 @pytest.fixture
 def config_with(tmp_path, request):
     schema = request.config.rootpath / "warehouse_schema" / "events.sql"
