@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import configparser
 import json
-import math
 import os
 import re
 import zoneinfo
