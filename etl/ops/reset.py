@@ -134,7 +134,8 @@ def _backwards(changes: list[OffsetChange], inventory: Inventory, move_aside: bo
             continue
         mine = [f for f in files if (f.range.topic, f.range.partition) == (c.topic, c.partition)]
         inside = [f for f in mine if f.range.start < c.new < f.range.end]
-        after = [f.path for f in mine if f.range.start >= c.new]
+        # Each file once: a merged file (etl compact) is in the inventory once per range it holds.
+        after = sorted({f.path for f in mine if f.range.start >= c.new})
         # By event time the range's manifest goes with its files, or the reload would be refused
         # as a clash (and its files taken for done).
         after += sorted({inventory.manifests[f.range] for f in mine
@@ -155,4 +156,4 @@ def _backwards(changes: list[OffsetChange], inventory: Inventory, move_aside: bo
                             f"them again would put their records in the table twice. Pass --move-aside to move "
                             f"them out of the table (kept under _etl_moved_aside) in the same operation")
         moving += after
-    return refusals, sorted(moving)
+    return refusals, sorted(set(moving))
