@@ -32,7 +32,7 @@ from etl.model.naming import is_temp_name, partition_values, temp_name
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.markers import MARKER_NAME
-from etl.sink.merge import merge_files
+from etl.sink.merge import MergeAltered, merge_files
 from etl.sink.warehouse import Warehouse, same_location
 from etl.state.store import ZkStateStore
 
@@ -66,7 +66,11 @@ class Compactor:
             if missing:
                 self._roll_back(plan, version, missing)
                 return None
-            self._write_outputs(plan)
+            try:
+                self._write_outputs(plan)
+            except MergeAltered:
+                self._discard_outputs(plan, version)
+                raise
             plan, version = self.store.advance_compaction(plan, version, CompactionState.WRITTEN)
             faults.checkpoint("compact:WRITTEN")
         if plan.state is CompactionState.WRITTEN:
@@ -158,6 +162,17 @@ class Compactor:
             self.fs.delete(posixpath.join(target, name))
         log.error("compaction %d rolled back: %d of its input files are gone from %s (e.g. %s); the partition is "
                   "left as it is: run `etl verify`", plan.compaction_id, len(missing), plan.source, missing[0])
+        self.store.drop_compaction(plan, version)
+
+    def _discard_outputs(self, plan: CompactionPlan, version: int) -> None:
+        """A merge refused to publish (its values are not its inputs'): the plan is dropped and the
+        partition left as it was, so that no later run starts by failing on it."""
+        target = self._folder(plan, plan.target)
+        self._refuse_if_hive_reads(plan, plan.target, "roll back (delete its new folder)")
+        for name in self.fs.list_dir(target):
+            self.fs.delete(posixpath.join(target, name))
+        log.error("compaction %d of %s rolled back: a merge's values differed from its inputs'; the partition is "
+                  "left as it is", plan.compaction_id, plan.partition)
         self.store.drop_compaction(plan, version)
 
     def _refuse_if_hive_reads(self, plan: CompactionPlan, relative: str, deleting: str) -> None:

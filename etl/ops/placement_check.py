@@ -36,8 +36,9 @@ def check_placement(config, fs: WarehouseFileSystem, inventory: Inventory,
                                           f.partition_path)) for f in entries}
         if all(rows is None for rows in expected.values()):
             continue  # no manifest (planning time), or a stray part etl.ops.parts names
-        with fs.open_read(path) as handle:
-            table = pq.read_table(handle, columns=[settings.event_column, "kafka_offset"])
+        with fs.open_read(path) as handle:  # INT96 as ms: nanoseconds (the default) end in 2262
+            table = pq.read_table(handle, columns=[settings.event_column, "kafka_offset"],
+                                  coerce_int96_timestamp_unit="ms")
         offsets = table.column("kafka_offset")
         for r, rows in expected.items():
             held = table.num_rows if len(entries) == 1 else pc.sum(pc.and_(

@@ -33,7 +33,7 @@ from etl.ops.coverage import Problem, check_ranges, check_registered, check_temp
 from etl.ops.inventory import Inventory, take_inventory
 from etl.ops.parts import check_parts
 from etl.ops.placement_check import check_placement
-from etl.ops.verify_deep import check_deep, check_readable, offsets_in_kafka
+from etl.ops.verify_deep import check_deep, check_readable, check_rewritten, offsets_in_kafka
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.manifest import list_manifests
 from etl.sink.warehouse import Warehouse
@@ -115,9 +115,10 @@ def _deep(config, spark, fs: WarehouseFileSystem, inventory: Inventory, committe
     broken = check_readable(fs, inventory)
     if broken:
         return broken  # one broken file fails every read of the table: name them, read no rows
+    altered = check_rewritten(fs, inventory)  # merged files' values: what no count of rows sees
     kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
     try:
-        return check_deep(spark, config.hive.database, (config.hive.table, config.hive.rejected_table), inventory,
-                          committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))
+        return altered + check_deep(spark, config.hive.database, (config.hive.table, config.hive.rejected_table),
+                                    inventory, committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))
     finally:
         kafka.close()

@@ -4,6 +4,9 @@ No (topic, partition, offset) may appear twice in the table and its rejected tab
 and every offset the walk of etl.ops.verify says must be loaded is in one of them, or absent from
 Kafka too (compaction, transaction markers). Files whose Parquet footer cannot be read are
 named first: a single one makes every query of the table fail, so the rows are not read then.
+Every file a merge rewrote (etl.sink.merge) is read whole and its values compared with the
+checksums its merge recorded from its inputs (etl.sink.checksums): a count cannot see a changed
+value, such as a date a merge read wrongly or a file edited by hand.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from etl.hive.sql import quote_identifier, quote_literal
 from etl.model.events import Event
 from etl.ops.coverage import MAX_LISTED, PartitionWalk, Problem, walk_partitions
 from etl.ops.inventory import Inventory
+from etl.sink.checksums import file_checksums, open_exact, recorded
 from etl.sink.fs import WarehouseFileSystem
 from etl.state.znodes import CommittedOffset
 
@@ -34,6 +38,30 @@ def unreadable_files(fs: WarehouseFileSystem, inventory: Inventory) -> list[tupl
         except Exception as exc:  # pyarrow says ArrowInvalid, OSError or worse for a broken file
             found.append((path, _first_line(exc)))
     return found
+
+
+def check_rewritten(fs: WarehouseFileSystem, inventory: Inventory) -> list[Problem]:
+    """Every merged file, main or rejected, holds the values its merge recorded, column by column.
+    Files merged before merges recorded checksums have none to compare with and are skipped."""
+    problems = []
+    for path in inventory.paths:
+        with fs.open_read(path) as handle:
+            parquet = open_exact(handle)
+            expected, schema = recorded(parquet.metadata.metadata or {}), parquet.schema_arrow
+        if expected is None:
+            continue
+        found = file_checksums(fs, path, schema)
+        altered = expected.differing(found)
+        if altered or found.rows != expected.rows:
+            shown = ", ".join(f"'{name}'" for name in altered) or "none"
+            problems.append(Problem("altered_file", path, f"holds other values than the merge that wrote it recorded "
+                                    f"from its inputs (column {shown}; {found.rows} rows, recorded "
+                                    f"{expected.rows}): it was changed after it was written",
+                                    "move the file out of the warehouse and run `etl recover`, which rewrites its "
+                                    "ranges from Kafka while Kafka still holds them"))
+            if len(problems) >= MAX_LISTED:
+                break
+    return problems
 
 
 _CORRUPT_ACTION = ("run `etl recover`: it moves the file out of the table (kept under the warehouse's "

@@ -5,6 +5,12 @@ bounded by a row group or two whatever the partition holds. The merged file's fo
 every offset range it holds (`etl.ranges`), which is how `etl verify` and `etl recover` see
 the ranges of a compacted partition, and sums the inputs' counters (`etl.ignored_fields`, ...).
 Files written before a column was added lack it: it is NULL in their rows, as Hive reads them.
+
+Timestamps are INT96 (etl.sink.parquet), read here as microseconds: pyarrow's default,
+nanoseconds, holds only 1677-09-21 .. 2262-04-11 and silently wrapped the rest (9999-12-30
+was written back as 1816-03-28). The merged file is published only once its values are proven
+to be its inputs' (etl.sink.checksums): their checksums, taken by a read of their own, are
+recorded in its footer (`etl.checksums`) and compared with the merged file read back.
 """
 from __future__ import annotations
 
@@ -15,10 +21,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from etl.errors import WarehouseError
+from etl.sink.checksums import CHECKSUMS_KEY, Checksums, TableDigest, digest_file, file_checksums, recorded
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.parquet import ParquetSink
 
 RANGES_KEY = b"etl.ranges"
+INT96_UNIT = "us"  # every year 0001..9999 Hive accepts; "ns" (pyarrow's default) ends in 2262
+_ALTERED_ACTION = ("nothing was published and the partition is left as it was. If an input is named, it was changed "
+                   "after it was written: move it out of the warehouse and run `etl recover`, which rewrites its "
+                   "ranges from Kafka; otherwise the merge itself is at fault: report it, with this message")
+
+
+class MergeAltered(WarehouseError):
+    """A merge's output (or an input it was given) does not hold the values its checksums say."""
 
 
 @dataclass(frozen=True)
@@ -44,28 +59,63 @@ def _ranges(footer: dict) -> list[tuple[int, int]] | None:
 def merge_files(fs: WarehouseFileSystem, sources: list[str], target: str, ranges: list[tuple[int, int]],
                 row_group_size: int, compression: str) -> int:
     """Write the rows of `sources`, in order, into `target` (a temp name); return its rows.
-    The row count is checked against the inputs' footers before the caller publishes it."""
+    Its row count and every column's checksum are checked against the inputs' before the caller
+    publishes it: MergeAltered (and `target` deleted) if any differs."""
     schema = _merged_schema(fs, sources)
+    expected = inputs_checksums(fs, sources, schema)
     sink = ParquetSink(fs, target, schema, row_group_size, compression)
-    expected, counters = 0, {}
+    rows, counters = 0, {}
     try:
         for source in sources:
             with fs.open_read(source) as handle:
-                parquet = pq.ParquetFile(handle)
-                expected += parquet.metadata.num_rows
+                parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit=INT96_UNIT)
+                rows += parquet.metadata.num_rows
                 _add_counters(counters, parquet.metadata.metadata or {})
                 for index in range(parquet.num_row_groups):
                     sink.append(_conformed(parquet.read_row_group(index), schema))
         sink.metadata = {RANGES_KEY: json.dumps([list(r) for r in ranges]).encode(),
+                         CHECKSUMS_KEY: expected.to_footer(),
                          **{key: json.dumps(value, sort_keys=True).encode() for key, value in counters.items()}}
         sink.close()
     except BaseException:
         sink.abort()
         raise
-    if sink.rows_appended != expected:
+    if sink.rows_appended != rows:
         fs.delete(target)
-        raise WarehouseError(f"merging into {target} wrote {sink.rows_appended} rows, its inputs hold {expected}")
-    return expected
+        raise WarehouseError(f"merging into {target} wrote {sink.rows_appended} rows, its inputs hold {rows}")
+    _check_written(fs, target, schema, expected)
+    return rows
+
+
+def inputs_checksums(fs: WarehouseFileSystem, sources: list[str], schema: pa.Schema) -> Checksums:
+    """The checksums the merged file must have: the inputs' columns, in order, read apart from
+    the merge. An input that records checksums of its own (merged before) must still match them:
+    a changed file is refused, not merged and so vouched for."""
+    merged = TableDigest(schema)
+    for source in sources:
+        with fs.open_read(source) as handle:
+            own = recorded(pq.ParquetFile(handle).metadata.metadata or {})
+        alone = TableDigest(schema)
+        digest_file(fs, source, [merged] if own is None else [merged, alone])
+        altered = [] if own is None else own.differing(alone.result())
+        if altered or (own is not None and own.rows != alone.rows):
+            raise MergeAltered(f"{source} does not hold the values recorded when it was written (column "
+                               f"{_listed(altered)}): {_ALTERED_ACTION}")
+    return merged.result()
+
+
+def _check_written(fs: WarehouseFileSystem, target: str, schema: pa.Schema, expected: Checksums) -> None:
+    found = file_checksums(fs, target, schema)
+    altered = expected.differing(found)
+    if altered or found.rows != expected.rows:
+        fs.delete(target)
+        raise MergeAltered(f"merging into {target} changed the values of column {_listed(altered)} "
+                           f"({found.rows} rows, its inputs {expected.rows}): {_ALTERED_ACTION}")
+
+
+def _listed(names: list[str]) -> str:
+    more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+    return f"'{names[0]}'{more}" if names else "(none: the row count)"
 
 
 def _merged_schema(fs: WarehouseFileSystem, sources: list[str]) -> pa.Schema:
@@ -73,7 +123,8 @@ def _merged_schema(fs: WarehouseFileSystem, sources: list[str]) -> pa.Schema:
     schemas = []
     for source in reversed(sources):
         with fs.open_read(source) as handle:
-            schemas.append(pq.ParquetFile(handle).schema_arrow.remove_metadata())
+            parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit=INT96_UNIT)
+            schemas.append(parquet.schema_arrow.remove_metadata())
     return pa.unify_schemas(schemas)
 
 
@@ -87,7 +138,7 @@ def _add_counters(counters: dict, footer: dict) -> None:
     """Sums the inputs' per-name counters (`etl.ignored_fields`: {"browser": 40}, ...)."""
     for key, raw in footer.items():
         name = key.decode()
-        if not name.startswith("etl.") or key == RANGES_KEY:
+        if not name.startswith("etl.") or key in (RANGES_KEY, CHECKSUMS_KEY):
             continue
         found = json.loads(raw)
         if isinstance(found, dict):
