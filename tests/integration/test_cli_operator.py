@@ -153,6 +153,19 @@ def test_dry_run_prints_the_plan_and_touches_nothing(new_topic, produce, write_c
     assert "would complete batch 3 (LOAD, left WRITTEN by" in dry_run(config).stdout
 
 
+def test_dry_run_by_event_time_says_the_partitions_are_known_after_reading(new_topic, produce, write_config, zk,
+                                                                          zk_root):
+    topic = new_topic(partitions=1)
+    produce(topic, events_by_partition(1, 5))
+    config = str(write_config(kafka={"topics": topic}, hive={"partition_by": "column:ts"}))
+    preview = json.loads(dry_run(config, "--json").stdout)
+    assert ranges(preview) == [(topic, 0, 0, 5, None)]
+    assert preview["target"] == {"by_event_time": True, "partitions": None,
+                                 "detail": "known only after reading: the rows' event times decide their partitions"}
+    assert "target partitions: known only after reading" in dry_run(config).stdout
+    assert zk_tree(zk, zk_root) is None
+
+
 # -- etl check --------------------------------------------------------------------------------
 def _closed_port() -> int:
     with socket.socket() as probe:
