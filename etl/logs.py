@@ -234,7 +234,12 @@ def relay_stderr(fields: dict[str, object]) -> None:
     that writes every line to the real stderr as JSON (`wrapped`). A process, not a thread: the
     driver JVM outlives this process by a moment, and its last lines still pass; the relay ends
     when the last writer closes the pipe. It ignores SIGINT and SIGTERM, so that a stopped
-    command's last words are still relayed."""
+    command's last words are still relayed. Without a stderr (a daemon closed it) there is
+    nothing to relay to."""
+    try:
+        os.fstat(2)
+    except OSError:
+        return
     sys.stderr.flush()
     read, write = os.pipe()
     package_parent = str(Path(__file__).resolve().parents[1])
