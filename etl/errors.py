@@ -92,6 +92,12 @@ class StateConflict(EtlError):
     """ZooKeeper state is not what this run expected; a commit was refused."""
 
 
+class StateDamaged(StateConflict):
+    """A znode of the job's state in ZooKeeper is missing, unreadable, or not what was written
+    (its checksum differs): a hand edit or a damaged ZooKeeper. The message names the node and
+    what to do (docs/operating.md, "Damage in ZooKeeper"); nothing was read on or written."""
+
+
 class MissingBatchFiles(EtlError):
     """A batch's planned files are not all present after its tasks ran."""
 

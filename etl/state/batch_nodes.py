@@ -6,13 +6,18 @@ fingerprint and, by event time, the latest event time of each partition) go to c
 `records-NNNNN` under the batch's znode when there are many, and the header keeps their count;
 the Hive partitions a batch by event time touched go to `partitions-NNNNN` the same way. Small
 batches keep the maps in the header, as versions before chunks wrote them (and still read them).
+The header records the checksum of each chunk beside it (etl.state.chunks), as a plan's node does
+for its ranges; a damaged batch is named with how to drop it (drop_batch_remedy).
 """
 from __future__ import annotations
 
 import json
 import zlib
 
+from kazoo.exceptions import NoNodeError
+
 from etl.model.batch import Batch
+from etl.state.chunks import checksums, decode
 from etl.state.znodes import dump
 
 INLINE_RECORDS = 1000  # ~80 bytes a partition: up to ~80 KB stays in the header
@@ -23,10 +28,16 @@ PARTITIONS_PER_CHUNK = 5000  # ~60 bytes a touched partition
 def header_bytes(batch: Batch) -> bytes:
     header = batch.header_json()
     keys = _record_keys(batch)
+    sums = {}
     if len(keys) > INLINE_RECORDS:
         del header["last_records"]
         header.pop("event_high", None)
         header["record_count"] = len(keys)
+        sums["records"] = checksums(record_chunks(batch))
+    if batch.partitions is not None:
+        sums["partitions"] = checksums(partition_chunks(batch))
+    if sums:
+        header["checksums"] = sums  # of the chunks beside it, checked by every read
     return dump(header)
 
 
@@ -47,11 +58,12 @@ def record_chunk_count(header: dict) -> int:
     return -(-header.get("record_count", 0) // RECORDS_PER_CHUNK)
 
 
-def merge_records(header: dict, chunks: list[bytes]) -> dict:
-    """The header as Batch.from_json reads it, with the per-partition maps from their chunks."""
+def merge_records(header: dict, chunks: list[list]) -> dict:
+    """The header as Batch.from_json reads it, with the per-partition maps from their (decoded)
+    chunks."""
     if "record_count" not in header:
         return header
-    entries = [e for chunk in chunks for e in json.loads(zlib.decompress(chunk))]
+    entries = [e for chunk in chunks for e in chunk]
     return {**header, "last_records": {k: last for k, last, _ in entries if last is not None},
             "event_high": {k: high for k, _, high in entries if high is not None}}
 
@@ -63,6 +75,33 @@ def partition_chunks(batch: Batch) -> list[bytes]:
 
 def partition_chunk_count(header: dict) -> int:
     return -(-header["partition_count"] // PARTITIONS_PER_CHUNK) if "partition_count" in header else 0
+
+
+def ranges_source(client, paths, batch_id: int, remedy: str) -> tuple:
+    """Where a batch's ranges are (a function of batch id and index) and their checksums (None:
+    a plan from before checksums, or a batch planned before plan nodes, whose chunks are its own)."""
+    try:
+        data, _ = client.get(paths.plan(batch_id))
+    except NoNodeError:
+        return paths.chunk, None
+    plan = decode(paths.plan(batch_id), data, None, False, remedy)
+    return paths.plan_chunk, plan.get("checksums") if isinstance(plan, dict) else None
+
+
+def drop_batch_remedy(paths, batch_id: int, state: str | None) -> str:
+    """What to do about a damaged batch: restore it, or drop it, which loses nothing because no
+    offset moves before a batch commits; `etl verify` then names the files it had written."""
+    if state == "COMMITTED":
+        why = (f"batch {batch_id} is COMMITTED: its offsets are in the committed snapshot, and dropping it only "
+               f"takes it out of `etl history`")
+    elif state:
+        why = f"batch {batch_id} is {state}, not committed: no offset moved for it, so dropping it loses nothing"
+    else:
+        why = f"no offset moves before a batch commits, so dropping batch {batch_id} loses no committed offset"
+    return (f"Restore the node from a ZooKeeper backup, or drop the batch ({why}): with the job's schedule "
+            f"paused, run `deleteall {paths.batch(batch_id)}` and `deleteall {paths.plan(batch_id)}` in "
+            f"zkCli.sh, then `etl verify`, move every file it names as `uncovered_file` out of the table, and "
+            f"run `etl run` again")
 
 
 def _record_keys(batch: Batch) -> list[str]:

@@ -22,7 +22,8 @@ from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now_iso
 from etl.model.events import Skipped
 from etl.model.identity import RecordFingerprint
-from etl.state.batch_nodes import header_bytes
+from etl.state.batch_nodes import header_bytes, ranges_source
+from etl.state.chunks import checksums, read_chunks
 from etl.state.snapshots import CommittedState
 from etl.state.znodes import CommittedOffset, dump
 
@@ -43,12 +44,14 @@ class Commits:
         if self._read(lambda: self.client.exists(plan), "look for a crashed plan") is not None:
             self.delete_fenced(plan, f"delete what a crashed plan of batch {batch.batch_id} left")
         txn = self.client.transaction()
+        chunks = [dump([r.to_json() for r in batch.ranges[i:i + RANGES_PER_CHUNK]])
+                  for i in range(0, len(batch.ranges), RANGES_PER_CHUNK)]
         self._fence(txn)
-        txn.create(plan, dump({"base": self.pointer_version(), "range_count": len(batch.ranges)}))
+        txn.create(plan, dump({"base": self.pointer_version(), "range_count": len(batch.ranges),
+                               "checksums": checksums(chunks)}))  # checked by every read (etl.state.chunks)
         self._commit_fenced(txn, f"start the plan of batch {batch.batch_id}")
-        chunks = [batch.ranges[i:i + RANGES_PER_CHUNK] for i in range(0, len(batch.ranges), RANGES_PER_CHUNK)]
-        self.create_fenced([(self.paths.plan_chunk(batch.batch_id, i), dump([r.to_json() for r in chunk]))
-                            for i, chunk in enumerate(chunks)], f"store the ranges of batch {batch.batch_id}")
+        self.create_fenced([(self.paths.plan_chunk(batch.batch_id, i), chunk) for i, chunk in enumerate(chunks)],
+                           f"store the ranges of batch {batch.batch_id}")
         faults.checkpoint("plan:ranges-written")
         txn = self.client.transaction()
         self._fence(txn)
@@ -67,10 +70,11 @@ class Commits:
             return None
         return json.loads(data)["base"]
 
-    def read_ranges(self, batch_id: int, range_count: int) -> list:
-        chunk = self.paths.plan_chunk if self.client.exists(self.paths.plan(batch_id)) else self.paths.chunk
-        reads = [self.client.get_async(chunk(batch_id, i)) for i in range(-(-range_count // RANGES_PER_CHUNK))]
-        return [r for read in reads for r in json.loads(read.get()[0])]
+    def read_ranges(self, batch_id: int, range_count: int, remedy: str) -> list:
+        """The plan's ranges, each chunk checked against the checksum its plan node records."""
+        chunk, expected = ranges_source(self.client, self.paths, batch_id, remedy)
+        paths = [chunk(batch_id, i) for i in range(-(-range_count // RANGES_PER_CHUNK))]
+        return [r for part in read_chunks(self.client, paths, expected, False, remedy) for r in part]
 
     # -- commit ---------------------------------------------------------------------------
     def prepare_commit(self, batch: Batch) -> str:

@@ -5,7 +5,8 @@ compare-and-set per partition stops working at a few thousand partitions. Instea
 of the committed offsets is an immutable snapshot, `/snapshots/s-N`: its znode holds the topic
 ids and counts, its children every partition's CommittedOffset in zlib-compressed chunks. Each
 chunk is its own small fenced write, made before anything points to the snapshot, so a crash
-leaves only an unreferenced snapshot, which pruning deletes.
+leaves only an unreferenced snapshot, which pruning deletes. The snapshot's znode records each
+chunk's checksum, checked on every read (etl.state.chunks).
 
 `/committed` names the current snapshot. Whatever moves offsets (a batch's commit, a reset, a
 rebind) writes a new snapshot, then moves the pointer in one fenced transaction with
@@ -21,9 +22,10 @@ from dataclasses import dataclass, field
 
 from kazoo.exceptions import NoNodeError
 
-from etl.errors import StateConflict
+from etl.errors import StateConflict, StateDamaged
 from etl.model.batch import utc_now_iso
 from etl.model.identity import RecordFingerprint
+from etl.state.chunks import checksums, damaged, decode, read_chunks
 from etl.state.znodes import CommittedOffset, dump
 
 # ~40-400 bytes a partition before compression (topic names are at most 249 characters): a chunk
@@ -73,23 +75,29 @@ class SnapshotRecords:
         key = (stat.version, data)
         if self._state_cache is not None and self._state_cache[0] == key:
             return self._state_cache[1]  # snapshots never change once written: reread only the pointer
-        name = json.loads(data)["snapshot"]
         try:
-            meta_data, _ = self.client.get(self.paths.snapshot(name))
-            meta = json.loads(meta_data)
-            reads = [self.client.get_async(self.paths.snapshot_chunk(name, i)) for i in range(meta["chunks"])]
+            name = decode(self.paths.committed, data, None, False, "")["snapshot"]
+        except (StateDamaged, TypeError, KeyError):
+            raise damaged(self.paths.committed, "does not name a snapshot", self._pointer_gone()) from None
+        node, remedy = self.paths.snapshot(name), _snapshot_remedy(self.paths.snapshot(name))
+        try:
+            meta = decode(node, self.client.get(node)[0], None, False, remedy)
+            paths = [self.paths.snapshot_chunk(name, i) for i in range(meta["chunks"])]
+            chunks = read_chunks(self.client, paths, meta.get("checksums"), True, remedy)
             offsets = {}
-            for read in reads:
-                chunk, _ = read.get()
-                offsets.update(_decode(json.loads(zlib.decompress(chunk)), stat.version))
+            for path, chunk in zip(paths, chunks):
+                offsets.update(_decoded(path, chunk, stat.version, remedy))
+            if len(offsets) != meta["count"]:
+                raise damaged(node, f"counts {meta['count']} offsets, its chunks hold {len(offsets)}", remedy)
+            state = CommittedState(offsets, dict(meta["topic_ids"]), stat.version, name)
         except NoNodeError:
             raise StateConflict(f"snapshot {name}, which {self.paths.committed} names as the committed offsets, is "
                                 f"missing or incomplete in ZooKeeper: it was deleted by hand. Nothing was read or "
                                 f"written. Restore it from a ZooKeeper backup; the offsets must not be "
                                 f"guessed.") from None
-        if len(offsets) != meta["count"]:
-            raise StateConflict(f"snapshot {name} holds {len(offsets)} offsets, its header says {meta['count']}")
-        state = CommittedState(offsets, dict(meta["topic_ids"]), stat.version, name)
+        except (TypeError, KeyError, AttributeError) as exc:  # well-formed JSON of another shape
+            raise damaged(node, f"is not a snapshot this version wrote ({type(exc).__name__}: {exc})",
+                          remedy) from None
         self._state_cache = (key, state)
         return state
 
@@ -137,7 +145,7 @@ class SnapshotRecords:
         chunks = [zlib.compress(dump(entries[i:i + OFFSETS_PER_CHUNK]))
                   for i in range(0, len(entries), OFFSETS_PER_CHUNK)]
         meta = {"count": len(entries), "chunks": len(chunks), "topic_ids": topic_ids, "base": base,
-                "why": why, "at": utc_now_iso()}
+                "why": why, "at": utc_now_iso(), "checksums": checksums(chunks)}
         self._read(lambda: self.client.ensure_path(self.paths.snapshots), "create the snapshots node")
         txn = self.client.transaction()
         self._fence(txn)
@@ -213,3 +221,17 @@ def _decode(entries: list[list], version: int) -> dict[tuple[str, int], Committe
     return {(topic, partition): CommittedOffset(value, version, origin, RecordFingerprint.from_json(last), high,
                                                 active)
             for topic, partition, value, origin, last, high, active in entries}
+
+
+def _decoded(path: str, entries, version: int, remedy: str) -> dict[tuple[str, int], CommittedOffset]:
+    """A chunk's offsets; one that is JSON of another shape (a chunk from before checksums,
+    edited by hand) is damage, named, not a traceback."""
+    try:
+        return _decode(entries, version)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise damaged(path, f"does not hold committed offsets ({type(exc).__name__}: {exc})", remedy) from None
+
+
+def _snapshot_remedy(node: str) -> str:
+    return (f"The committed offsets must not be guessed: restore {node} and its children from a ZooKeeper "
+            f"backup, byte for byte as they were written, then run `etl verify`")

@@ -24,8 +24,9 @@ from etl.model.batch import Batch, BatchState
 from etl.retry import retry_idempotent
 from etl.state import acl as zk_acl
 from etl.state.paths import ZkPaths
-from etl.state.batch_nodes import (has_record_chunks, header_bytes, merge_records, partition_chunk_count,
-                                   partition_chunks, record_chunk_count, record_chunks)
+from etl.state.batch_nodes import (drop_batch_remedy, has_record_chunks, header_bytes, merge_records,
+                                   partition_chunk_count, partition_chunks, record_chunk_count, record_chunks)
+from etl.state.chunks import damaged, decode, read_chunks
 from etl.state.commits import Commits
 from etl.state.compaction_records import CompactionRecords
 from etl.state.migration import migrate_offsets
@@ -191,17 +192,25 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
         return self._read(lambda: self._read_batch(batch_id), f"read batch {batch_id}")
 
     def _read_batch(self, batch_id: int) -> tuple[Batch, int]:
-        data, stat = self.client.get(self.paths.batch(batch_id))
-        header = json.loads(data)
-        ranges = self.read_ranges(batch_id, header["range_count"])
+        """A batch with its chunks, each checked (etl.state.chunks); damage is named with its remedy."""
         batch_node = self.paths.batch(batch_id)
-        records = [self.client.get_async(f"{batch_node}/records-{i:05d}") for i in range(record_chunk_count(header))]
-        header = merge_records(header, [read.get()[0] for read in records])
-        partitions = None
-        if "partition_count" in header:
-            reads = [self.client.get_async(self.paths.touched(batch_id, i)) for i in range(partition_chunk_count(header))]
-            partitions = [p for read in reads for p in json.loads(read.get()[0])]
-        return Batch.from_json(header, ranges, partitions), stat.version
+        data, stat = self.client.get(batch_node)
+        header = decode(batch_node, data, None, False, drop_batch_remedy(self.paths, batch_id, None))
+        remedy = drop_batch_remedy(self.paths, batch_id, header.get("state") if isinstance(header, dict) else None)
+        try:
+            sums = header.get("checksums", {})
+            ranges = self.read_ranges(batch_id, header["range_count"], remedy)
+            records = [f"{batch_node}/records-{i:05d}" for i in range(record_chunk_count(header))]
+            header = merge_records(header, read_chunks(self.client, records, sums.get("records"), True, remedy))
+            partitions = None
+            if "partition_count" in header:
+                touched = [self.paths.touched(batch_id, i) for i in range(partition_chunk_count(header))]
+                partitions = [p for part in read_chunks(self.client, touched, sums.get("partitions"), False, remedy)
+                              for p in part]
+            return Batch.from_json(header, ranges, partitions), stat.version
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:  # JSON of another shape
+            raise damaged(batch_node, f"is not a batch this version wrote ({type(exc).__name__}: {exc})",
+                          remedy) from None
 
     def advance(self, batch: Batch, version: int, to: BatchState, **changes) -> tuple[Batch, int]:
         moved = batch.advanced(to, **changes)

@@ -21,7 +21,8 @@ def read_back(batch: Batch) -> Batch:
     header = json.loads(header_bytes(batch))
     chunks = record_chunks(batch)
     assert len(chunks) == record_chunk_count(header)
-    return Batch.from_json(merge_records(header, chunks), [r.to_json() for r in batch.ranges])
+    decoded = [json.loads(zlib.decompress(chunk)) for chunk in chunks]
+    return Batch.from_json(merge_records(header, decoded), [r.to_json() for r in batch.ranges])
 
 
 def test_a_small_batch_keeps_its_per_partition_maps_in_the_header():
