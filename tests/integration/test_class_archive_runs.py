@@ -105,6 +105,8 @@ def test_a_damaged_archive_is_moved_aside_and_every_next_run_succeeds_and_record
         loaded += 10
         assert said in run.stderr and "moved aside" in run.stderr, f"damaged {where}: " + run.stderr[-3000:]
         assert not archive.exists() and list(folder.glob("*.corrupt")) == [Path(f"{archive}.corrupt")]
+        if where.endswith("checksum"):  # the JVM did crash, and its report is beside the archives
+            assert list(folder.glob("hs_err_pid*.log")), list(folder.iterdir())
         [recorded] = folder.glob("*.jsa")  # this run recorded a whole one again
         assert "class archive ready" in run.stderr and recorded.stat().st_size > 10_000_000
     check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: loaded}), warehouse_dir)
