@@ -45,6 +45,10 @@ BATCH_STAYS_OPEN = "The batch stays open; the next run registers it again"
 
 
 ADD_PER_STATEMENT = 500  # partitions per ALTER TABLE ... ADD: a backfill batch may touch thousands
+# Up to this many partitions added by a batch are each checked with a metastore call; more are
+# checked against one listing of the table's partitions (a backfill's thousands took a round trip
+# each: 5,000 partitions spent most of a minute there).
+CHECK_ONE_BY_ONE = 50
 
 
 class HiveRegistrar:
@@ -155,19 +159,33 @@ class HiveRegistrar:
         """Every partition a batch touched, in one ALTER TABLE ... ADD statement per table (per
         ADD_PER_STATEMENT of them), each checked to point at the folder the job writes it to."""
         for kind, partitions in ((TableKind.MAIN, main), (TableKind.REJECTED, rejected)):
+            locations = [self.warehouse.hive_uri(self.warehouse.folder(kind, values)) for values in partitions]
             for start in range(0, len(partitions), ADD_PER_STATEMENT):
-                self._add(kind, partitions[start:start + ADD_PER_STATEMENT])
+                self._add(kind, partitions[start:start + ADD_PER_STATEMENT], locations[start:start + ADD_PER_STATEMENT])
+            self._check_locations(self._table(kind), partitions, locations)
 
-    def _add(self, kind: TableKind, partitions: list[dict[str, str]]) -> None:
+    def _add(self, kind: TableKind, partitions: list[dict[str, str]], locations: list[str]) -> None:
         table = self._table(kind)
         specs = [_spec(values) for values in partitions]
-        locations = [self.warehouse.hive_uri(self.warehouse.folder(kind, values)) for values in partitions]
         clauses = [f"PARTITION ({spec}) LOCATION {quote_literal(loc)}" for spec, loc in zip(specs, locations)]
         what = f"add partition ({specs[0]})" + (f" and {len(specs) - 1} more" if len(specs) > 1 else "")
         self._sql(f"ALTER TABLE {self._qualified(table)} ADD IF NOT EXISTS {' '.join(clauses)}",
                   f"{what} to {table}", BATCH_STAYS_OPEN)
+
+    def _check_locations(self, table: str, partitions: list[dict[str, str]], locations: list[str]) -> None:
+        """Each added partition is registered where the job writes it (see _check_location)."""
+        if len(partitions) <= CHECK_ONE_BY_ONE:
+            for values, location in zip(partitions, locations):
+                self._check_location(table, values, location)
+            return
+        try:
+            registered = partition_locations(self.spark, self.hive.database, table)
+        except Exception as exc:
+            raise _failure(exc)(f"cannot list the partitions of {self.hive.database}.{table} (metastore "
+                                f"{self.hive.metastore}): {_first_line(exc)}. {BATCH_STAYS_OPEN}") from exc
         for values, location in zip(partitions, locations):
-            self._check_location(table, values, location)
+            name = "/".join(f"{k}={v}" for k, v in values.items())
+            self._refuse_elsewhere(table, values, registered.get(name, ""), location)
 
     def location(self, kind: TableKind, partition: str) -> str | None:
         """Where the metastore says a partition's files are; None if it is not registered."""
@@ -187,6 +205,13 @@ class HiveRegistrar:
                   "The compaction stays WRITTEN; the next run points it again")
         self._check_location(table, values, location)
 
+    def drop_partition(self, kind: TableKind, partition: str) -> None:
+        """Forget a partition (etl.ops.legacy_names, once its files have moved). The tables are
+        EXTERNAL: the metastore deletes no file."""
+        table, values = self._table(kind), partition_values(partition)
+        self._sql(f"ALTER TABLE {self._qualified(table)} DROP IF EXISTS PARTITION ({_spec(values)})",
+                  f"drop partition {partition} of {table}", "The next `etl recover` drops it again")
+
     def partitions(self, kind: TableKind) -> dict[str, str]:
         """Each partition of the table and its location, as the metastore holds them."""
         try:
@@ -205,6 +230,9 @@ class HiveRegistrar:
             spec = self.spark._jvm.PythonUtils.toScalaMap(values)
             return catalog.getPartition(self.hive.database, table, spec).location().toString()
         registered = self._catalog_call(f"read the location of a partition of {table}", read)
+        self._refuse_elsewhere(table, values, registered, location)
+
+    def _refuse_elsewhere(self, table: str, values: dict[str, str], registered: str, location: str) -> None:
         if not same_location(registered, location):
             name = "/".join(f"{k}={v}" for k, v in values.items())
             raise HiveError(f"partition {name} of {self.hive.database}.{table} is registered at {registered}, "
