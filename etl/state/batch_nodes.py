@@ -23,10 +23,19 @@ from etl.state.znodes import dump
 INLINE_RECORDS = 1000  # ~80 bytes a partition: up to ~80 KB stays in the header
 RECORDS_PER_CHUNK = 2000
 PARTITIONS_PER_CHUNK = 5000  # ~60 bytes a touched partition
+LEDGER_KEY = "markers"  # Batch.extra's marker ledger (etl.sink.markers.LEDGER_KEY; the state may not import it)
+INLINE_UNMARKED = 2000  # ~32 bytes a partition awaiting _SUCCESS: up to ~64 KB stays in the header
+UNMARKED_PER_CHUNK = 5000  # etl.state.marker_chunks
 
 
-def header_bytes(batch: Batch) -> bytes:
+def header_bytes(batch: Batch, marker_sums: list[str] | None = None) -> bytes:
+    """The header's bytes; with `marker_sums`, the ledger's partitions awaiting _SUCCESS are in
+    those chunks (etl.state.marker_chunks), not inline."""
     header = batch.header_json()
+    if marker_sums is not None:
+        ledger = batch.extra[LEDGER_KEY]
+        header["extra"] = {**batch.extra, LEDGER_KEY: {**ledger, "unmarked": []}}
+        header["marker_chunks"], header["marker_count"] = marker_sums, len(ledger["unmarked"])
     keys = _record_keys(batch)
     sums = {}
     if len(keys) > INLINE_RECORDS:
@@ -66,6 +75,26 @@ def merge_records(header: dict, chunks: list[list]) -> dict:
     entries = [e for chunk in chunks for e in chunk]
     return {**header, "last_records": {k: last for k, last, _ in entries if last is not None},
             "event_high": {k: high for k, _, high in entries if high is not None}}
+
+
+def marker_chunks(batch: Batch) -> list[bytes]:
+    """The chunks of the partitions awaiting _SUCCESS; none when they stay in the header."""
+    unmarked = ((batch.extra or {}).get(LEDGER_KEY) or {}).get("unmarked") or []
+    if len(unmarked) <= INLINE_UNMARKED:
+        return []
+    return [zlib.compress(dump(unmarked[i:i + UNMARKED_PER_CHUNK])) for i in range(0, len(unmarked), UNMARKED_PER_CHUNK)]
+
+
+def merge_markers(header: dict, chunks: list[list]) -> dict:
+    """The header with its ledger's partitions awaiting _SUCCESS back from their (decoded) chunks."""
+    if "marker_chunks" not in header:
+        return header
+    unmarked = [p for chunk in chunks for p in chunk]
+    if len(unmarked) != header["marker_count"]:
+        raise ValueError(f"it counts {header['marker_count']} partitions awaiting _SUCCESS, its chunks hold "
+                         f"{len(unmarked)}")
+    extra = header["extra"]
+    return {**header, "extra": {**extra, LEDGER_KEY: {**extra[LEDGER_KEY], "unmarked": unmarked}}}
 
 
 def partition_chunks(batch: Batch) -> list[bytes]:

@@ -10,7 +10,8 @@
                                    offset. Read once by the migration, then left as they were, with
                                    a child `~migrated` that makes older versions fail (etl.state.migration)
                 /plans/<id>        a plan's base (the pointer version it started from); its children:
-                                   the plan's ranges, in chunks, written before the batch's header
+                                   the plan's ranges, in chunks, written before the batch's header,
+                                   and many partitions awaiting _SUCCESS (etl.state.marker_chunks)
                 /batches/<id>      a batch's header; by event time its children are the partitions
                                    it touched, in chunks (and, for batches planned before snapshots,
                                    the plan's ranges)

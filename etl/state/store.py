@@ -24,9 +24,10 @@ from etl.model.batch import Batch, BatchState
 from etl.retry import retry_idempotent
 from etl.state import acl as zk_acl
 from etl.state.paths import ZkPaths
-from etl.state.batch_nodes import (drop_batch_remedy, has_record_chunks, header_bytes, merge_records,
+from etl.state.batch_nodes import (drop_batch_remedy, has_record_chunks, merge_markers, merge_records,
                                    partition_chunk_count, partition_chunks, record_chunk_count, record_chunks)
 from etl.state.chunks import damaged, decode, read_chunks
+from etl.state.marker_chunks import header_with_markers, marker_paths
 from etl.state.commits import Commits
 from etl.state.compaction_records import CompactionRecords
 from etl.state.migration import migrate_offsets
@@ -208,6 +209,8 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
                 partitions = [p for part in read_chunks(self.client, touched, sums.get("partitions"), False, remedy)
                               for p in part]
             return Batch.from_json(header, ranges, partitions), stat.version
+            markers, sums = marker_paths(self.paths, batch_id, header)
+            header = merge_markers(header, read_chunks(self.client, markers, sums, True, remedy))
         except (TypeError, KeyError, ValueError, AttributeError) as exc:  # JSON of another shape
             raise damaged(batch_node, f"is not a batch this version wrote ({type(exc).__name__}: {exc})",
                           remedy) from None
@@ -222,7 +225,7 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
             self._write_beside(node, "partitions", partition_chunks(moved), batch.batch_id)
         txn = self.client.transaction()
         self._fence(txn)
-        txn.set_data(node, header_bytes(moved), version=version)
+        txn.set_data(node, header_with_markers(self, moved), version=version)
         results = self._commit_fenced(txn, f"move batch {batch.batch_id} to {to.value}")
         return moved, results[-1].version
 
@@ -255,7 +258,7 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords)
         self.store_records(batch, amended)
         txn = self.client.transaction()
         self._fence(txn)
-        txn.set_data(self.paths.batch(batch.batch_id), header_bytes(amended), version=version)
+        txn.set_data(self.paths.batch(batch.batch_id), header_with_markers(self, amended), version=version)
         results = self._commit_fenced(txn, f"update batch {batch.batch_id}")
         return amended, results[-1].version
 
