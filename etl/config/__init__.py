@@ -26,6 +26,7 @@ from etl.config.model import (
     SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth,
     ZooKeeperConfig,
 )
+from etl.config.partitioning import FutureData
 from etl.config.overrides import Override, render_effective
 from etl.config.parse import effective_ini, load_config, parse_config
 
@@ -37,4 +38,5 @@ __all__ = [
     "LateData", "MetricsConfig", "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig", "RetryConfig",
     "SchemaRegistryConfig", "StartingOffsets", "SuccessMarkerConfig", "WarehouseAuth", "WarehouseConfig",
     "ZooKeeperAuth", "ZooKeeperConfig", "Override", "effective_ini", "load_config", "parse_config", "render_effective",
+    "FutureData",
 ]

@@ -17,6 +17,10 @@ from urllib.parse import urlsplit
 from etl.config.compaction import CompactionConfig
 from etl.config.jvm import JvmConfig
 from etl.config.metrics import MetricsConfig
+# Re-exported: the settings' types are imported from here.
+from etl.config.partitioning import (  # noqa: F401
+    FutureData, LateData, MissingEventTime, PartitionSource, PartitioningConfig,
+)
 from etl.config.topic_pattern import TopicPattern
 
 # Hive folds and limits names so; one rule for the config's names and the DDL's placeholders.
@@ -265,57 +269,6 @@ class SuccessMarkerConfig:
     # After the window's end by the driver's clock; covers the clock skew between the hosts
     # that may run the job (a batch is partitioned by the clock of the host that plans it).
     delay_seconds: float = 300.0
-
-
-class PartitionSource(StrEnum):
-    """[hive] partition_by: which time puts a row in its Hive partition (etl.model.partitioning)."""
-
-    PLANNING_TIME = "planning_time"  # the batch's planning time: one partition per batch
-    KAFKA_TIMESTAMP = "kafka_timestamp"  # the record's Kafka timestamp
-    COLUMN = "column"  # column:<name>, a timestamp column of the table
-
-
-class MissingEventTime(StrEnum):
-    """[hive] on_missing_event_time: a row whose event-time column is NULL."""
-
-    REJECT = "reject"  # to <table>_rejected, with the reason
-    PLANNING_TIME = "planning_time"  # into the batch's planning-time partition
-
-
-class LateData(StrEnum):
-    """[hive] late_data: a row for a partition whose `_SUCCESS` is written (or due)."""
-
-    WRITE = "write"  # written all the same, logged as LATE DATA and counted
-    REJECT = "reject"  # to <table>_rejected, reason "late"
-
-
-@dataclass(frozen=True)
-class PartitioningConfig:
-    """[hive] partition_by and its companions: how rows are spread over Hive partitions."""
-
-    source: PartitionSource = PartitionSource.PLANNING_TIME
-    column: str | None = None  # the table's timestamp column, with source COLUMN
-    timezone: str = "UTC"  # IANA name; dt/hour are the wall clock in it
-    on_missing_event_time: MissingEventTime = MissingEventTime.REJECT
-    late_data: LateData = LateData.WRITE
-    # A Kafka partition without new records for this long does not hold back the watermark.
-    idle_partition_seconds: float = 600.0
-    # Partition files one task keeps open at once; a range touching more is read again for the rest.
-    max_open_files: int = 32
-
-    @property
-    def by_event_time(self) -> bool:
-        return self.source is not PartitionSource.PLANNING_TIME
-
-    @property
-    def event_column(self) -> str | None:
-        """The column a row's event time is read from; None under planning time."""
-        if self.source is PartitionSource.KAFKA_TIMESTAMP:
-            return "kafka_timestamp"
-        return self.column
-
-    def describe(self) -> str:
-        return f"column:{self.column}" if self.source is PartitionSource.COLUMN else str(self.source)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from etl.config.model import (
     HiveFormat, JobConfig, LateData, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig,
     RetryConfig, SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
+from etl.config.partitioning import FutureData
 from etl.config.schema_registry import schema_registry_section
 from etl.config.compaction import CompactionConfig
 from etl.config.jvm import jvm_section
@@ -255,6 +256,8 @@ def _partitioning(s: Section) -> PartitioningConfig:
         on_missing_event_time=s.choice("on_missing_event_time", MissingEventTime, MissingEventTime.REJECT),
         late_data=s.choice("late_data", LateData, LateData.WRITE),
         idle_partition_seconds=s.get("idle_partition_seconds", 600.0, non_negative_seconds),
+        max_future_seconds=s.get("max_future_seconds", 3600.0, non_negative_seconds),
+        future_data=s.choice("future_data", FutureData, FutureData.WRITE),
         max_open_files=s.positive("max_open_partition_files", 32),
     )
 

@@ -27,7 +27,7 @@ from typing import Mapping, Protocol, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from etl.config import LateData, MissingEventTime, PartitioningConfig
+from etl.config import FutureData, LateData, MissingEventTime, PartitioningConfig
 from etl.errors import SchemaError
 from etl.model.naming import partition_path, partition_values
 
@@ -145,18 +145,24 @@ def padded_values(values: Mapping[str, str]) -> dict[str, str]:
 
 
 def padded_path(path: str) -> str:
-    """A partition path (dt=.../hour=...) with dt's year zero-padded."""
-    return partition_path(padded_values(partition_values(path)))
+    """A partition path (dt=.../hour=...) with dt's year zero-padded; any other path as it is."""
+    values = _values_or_none(path)
+    return path if values is None else partition_path(padded_values(values))
 
 
 def legacy_path(path: str) -> str:
     """The name a partition of years 1-999 had before the padding (`dt=1-01-02/hour=05`); other
     paths as they are."""
-    values = partition_values(path)
+    values = _values_or_none(path) or {}
     match = _DAY_RE.match(values.get("dt", ""))
     if match is None or int(match["year"]) >= 1000:
         return path
     return partition_path({**values, "dt": f"{int(match['year'])}-{match['month']}-{match['day']}"})
+
+
+def _values_or_none(path: str) -> dict[str, str] | None:
+    parts = path.split("/")
+    return partition_values(path) if all("=" in part for part in parts) else None
 
 
 def is_legacy_path(path: str) -> bool:
@@ -192,6 +198,11 @@ class Placement:
     # A partition whose window ends at or before this (the watermark less the marker delay,
     # when the batch was planned) is due its `_SUCCESS`: its rows are late. None: none is.
     late_before_ms: int | None = None
+    # A row whose event time is after this (the planning time plus [hive] max_future_seconds) is
+    # "future": it does not advance the watermark, and future_data says whether it is written.
+    # None: no bound (plans stored before the bound existed).
+    future_after_ms: int | None = None
+    future_data: FutureData = FutureData.WRITE
 
     @property
     def by_event_time(self) -> bool:
@@ -201,16 +212,26 @@ class Placement:
     def of(cls, settings: PartitioningConfig, partitioner: TimePartitioner, planned_at: dt.datetime,
            late_before_ms: int | None) -> "Placement":
         zoned = partitioner.in_zone(settings.timezone)
+        future_after = future_bound_ms(planned_at, settings.max_future_seconds) if settings.by_event_time else None
         return cls(zoned, zoned.values_for_plan(planned_at), settings.event_column, settings.on_missing_event_time,
-                   settings.late_data, late_before_ms if settings.by_event_time else None)
+                   settings.late_data, late_before_ms if settings.by_event_time else None, future_after,
+                   settings.future_data)
 
     def to_json(self) -> dict:
         return {"granularity": str(self.partitioner.granularity), "zone": self.partitioner.zone,
                 "planned": self.planned, "column": self.column, "on_missing": str(self.on_missing),
-                "late_data": str(self.late_data), "late_before_ms": self.late_before_ms}
+                "late_data": str(self.late_data), "late_before_ms": self.late_before_ms,
+                "future_after_ms": self.future_after_ms, "future_data": str(self.future_data)}
 
     @classmethod
     def from_json(cls, raw: dict) -> "Placement":
         return cls(TimePartitioner(Granularity(raw["granularity"]), raw["zone"]), dict(raw["planned"]),
                    raw.get("column"), MissingEventTime(raw["on_missing"]), LateData(raw["late_data"]),
-                   raw.get("late_before_ms"))
+                   raw.get("late_before_ms"), raw.get("future_after_ms"),
+                   FutureData(raw.get("future_data", FutureData.WRITE)))
+
+
+def future_bound_ms(at: dt.datetime, max_future_seconds: float) -> int:
+    """The latest event time (ms since 1970) that may advance the watermark, seen at `at`. In
+    integers: a bound of thousands of years must not overflow a datetime."""
+    return int(at.timestamp() * 1000) + int(max_future_seconds * 1000)

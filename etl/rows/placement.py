@@ -7,16 +7,21 @@ plan, decides everything else, so that every attempt places the same rows the sa
     planning-time partition (planning_time);
   - a row whose partition was due its `_SUCCESS` when the batch was planned (its window ended
     at or before the plan's late_before_ms) is late: written and counted (late_data = write)
-    or rejected with the reason "late" (reject).
+    or rejected with the reason "late" (reject);
+  - a row whose event time is more than max_future_seconds ahead of the planning time (after
+    the plan's future_after_ms) is future: it never counts towards the latest event time that
+    moves the watermark, and is written (future_data = write) or rejected with the reason
+    "future" (reject).
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from etl.config import LateData, MissingEventTime
+from etl.config import FutureData, LateData, MissingEventTime
 from etl.model.naming import partition_path
 from etl.model.partitioning import Placement
 
@@ -49,8 +54,30 @@ def place(rows: pa.Table, placement: Placement) -> PlacedRows:
     late = _late(keys, placement)
     if placement.late_data is LateData.REJECT and pc.any(late).as_py():
         rejected += [(i, _late_reason(placement, keys[i].as_py())) for i in pc.indices_nonzero(late).to_pylist()]
-    highest = pc.max(times.cast(pa.int64())).as_py()
+    millis = times.cast(pa.int64())
+    future = _future(millis, placement)
+    if placement.future_data is FutureData.REJECT and pc.any(future).as_py():
+        rejected += [(i, _future_reason(placement, millis[i].as_py())) for i in pc.indices_nonzero(future).to_pylist()]
+    # A future row never advances the watermark, written or not.
+    highest = pc.max(pc.if_else(future, pa.scalar(None, pa.int64()), millis)).as_py()
     return PlacedRows(keys, late, sorted(rejected), highest)
+
+
+def _future(millis: pa.Array, placement: Placement) -> pa.BooleanArray:
+    if placement.future_after_ms is None:
+        return pa.repeat(pa.scalar(False), len(millis))
+    return pc.fill_null(pc.greater(millis, pa.scalar(placement.future_after_ms, pa.int64())), False)
+
+
+def _utc_text(ms: int) -> str:
+    return (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)).isoformat(timespec="seconds") + "Z"
+
+
+def _future_reason(placement: Placement, event_ms: int) -> str:
+    ahead = (event_ms - placement.future_after_ms) / 1000
+    return (f"future: event time {_utc_text(event_ms)} is more than [hive] max_future_seconds ahead of the batch's "
+            f"planning time (by {ahead:.0f}s past the bound; [hive] future_data = reject; write would keep the row "
+            f"in its partition without moving the watermark)")
 
 
 def _late(keys: pa.Array, placement: Placement) -> pa.BooleanArray:

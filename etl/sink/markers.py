@@ -54,7 +54,7 @@ from etl.config import Config, SuccessMarkerConfig
 from etl.errors import EtlError, WarehouseError
 from etl.model.batch import Batch, BatchState
 from etl.model.naming import partition_path, partition_values, temp_name
-from etl.model.partitioning import Partitioner, Window
+from etl.model.partitioning import Partitioner, Window, future_bound_ms, padded_values
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
@@ -94,7 +94,8 @@ class Ledger:
     @classmethod
     def of(cls, batch: Batch | None) -> "Ledger":
         raw = (batch.extra.get(LEDGER_KEY) if batch is not None else None) or {}
-        return cls(tuple(_key(v) for v in raw.get("unmarked", [])), int(raw.get("late_count", 0)),
+        # A partition named before dt was zero-padded (dt=1-01-02) is listed as its padded name.
+        return cls(tuple(_key(padded_values(v)) for v in raw.get("unmarked", [])), int(raw.get("late_count", 0)),
                    tuple(raw.get("late", [])))
 
     def to_json(self) -> dict:
@@ -124,14 +125,25 @@ class SuccessMarkers:
         self.partitioner = partitioner
         self.by_event_time = config.hive.partitioning.by_event_time
         self.idle_seconds = config.hive.partitioning.idle_partition_seconds
+        self.max_future_seconds = config.hive.partitioning.max_future_seconds
 
     def late_before_ms(self) -> int | None:
         """For a new plan by event time: partitions whose window ends at or before this are due
         their marker (the watermark less the delay), so their rows are late. None: none is."""
         if not (self.settings.enabled and self.by_event_time):
             return None
-        mark = watermark(self.store.committed_offsets(), self.clock(), self.idle_seconds)
+        mark = self._watermark(report=True)
         return None if mark is None else mark - int(self.settings.delay_seconds * 1000)
+
+    def _watermark(self, report: bool = False) -> int | None:
+        committed, now = self.store.committed_offsets(), self.clock()
+        if report:
+            for (topic, partition), offset in sorted(beyond_bound(committed, now, self.max_future_seconds).items()):
+                log.warning("the latest event time committed for %s[%d], %s, is more than [hive] max_future_seconds "
+                            "(%gs) ahead of now: it is left out of the event-time watermark until the partition's "
+                            "next batch replaces it (stored by a release without that bound)", topic, partition,
+                            _utc_text(offset.max_event_ms), self.max_future_seconds)
+        return watermark(committed, now, self.idle_seconds, self.max_future_seconds)
 
     def on_plan(self, batch: Batch) -> Batch:
         """The new batch, carrying the ledger forward with its own partition; a partition already
@@ -198,7 +210,7 @@ class SuccessMarkers:
     def _due(self, ledger: Ledger) -> list[PartitionKey]:
         cutoff = self.clock() - dt.timedelta(seconds=self.settings.delay_seconds)
         if self.by_event_time:
-            mark = watermark(self.store.committed_offsets(), self.clock(), self.idle_seconds)
+            mark = self._watermark()
             if mark is None:
                 return []
             cutoff = dt.datetime.fromtimestamp(mark / 1000, dt.timezone.utc) - \
@@ -235,15 +247,21 @@ class SuccessMarkers:
             raise
 
 
-def watermark(committed: Mapping, now: dt.datetime, idle_seconds: float) -> int | None:
+def watermark(committed: Mapping, now: dt.datetime, idle_seconds: float,
+              max_future_seconds: float | None = None) -> int | None:
     """The job's event-time watermark (ms), as Flink's: the minimum over its Kafka partitions of
     the latest event time committed, leaving out a partition without new records for
     idle_seconds, so that one idle partition does not hold back every marker. When every
     partition is idle, the maximum (as Flink's watermark valve does once all inputs are idle):
-    nothing more is coming that the job knows of. None before any event time is committed."""
+    nothing more is coming that the job knows of. None before any event time is committed.
+
+    A latest event time more than max_future_seconds ahead of `now` is left out too: the tasks
+    never let such a time count (etl.rows.placement), so only a release without the bound
+    stored it, and trusting it would pin the watermark in the future for good."""
+    beyond = beyond_bound(committed, now, max_future_seconds)
     known, active = [], []
-    for offset in committed.values():
-        if offset.max_event_ms is None:
+    for key, offset in committed.items():
+        if offset.max_event_ms is None or key in beyond:
             continue
         known.append(offset.max_event_ms)
         since = None if offset.active_at is None else now - dt.datetime.fromisoformat(offset.active_at)
@@ -252,6 +270,19 @@ def watermark(committed: Mapping, now: dt.datetime, idle_seconds: float) -> int 
     if active:
         return min(active)
     return max(known) if known else None
+
+
+def beyond_bound(committed: Mapping, now: dt.datetime, max_future_seconds: float | None) -> dict:
+    """The committed offsets whose latest event time is more than max_future_seconds ahead of now."""
+    if max_future_seconds is None:
+        return {}
+    bound = future_bound_ms(now, max_future_seconds)
+    return {key: offset for key, offset in committed.items()
+            if offset.max_event_ms is not None and offset.max_event_ms > bound}
+
+
+def _utc_text(ms: int) -> str:
+    return (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)).isoformat(timespec="seconds") + "Z"
 
 
 def marker_status(settings: SuccessMarkerConfig, newest: Batch | None) -> dict:

@@ -22,10 +22,9 @@ from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now_iso
 from etl.model.events import Skipped
 from etl.model.identity import RecordFingerprint
-from etl.state.batch_nodes import ranges_source
+from etl.state.batch_nodes import header_bytes, ranges_source
 from etl.state.chunks import checksums, read_chunks
 from etl.state.snapshots import CommittedState
-from etl.state.marker_chunks import header_with_markers
 from etl.state.znodes import CommittedOffset, dump
 
 log = logging.getLogger(__name__)
@@ -56,7 +55,7 @@ class Commits:
         faults.checkpoint("plan:ranges-written")
         txn = self.client.transaction()
         self._fence(txn)
-        txn.create(self.paths.batch(batch.batch_id), header_with_markers(self, batch))
+        txn.create(self.paths.batch(batch.batch_id), header_bytes(batch))
         for skipped in batch.skipped:
             self._append_event(txn, Skipped.of(batch.batch_id, batch.planned_at, skipped))
         self._commit_fenced(txn, f"store the plan of batch {batch.batch_id}")
@@ -107,8 +106,7 @@ class Commits:
                 else self._snapshot_after(batch, state)
             faults.checkpoint("commit:snapshot-written")
             self.move_pointer(txn, name, state.version, batch=batch.batch_id)
-        txn.set_data(self.paths.batch(batch.batch_id), header_with_markers(self, committed), version=version)
-        self.move_totals(txn, batch, written_bytes)  # counted once: only with the commit itself
+        txn.set_data(self.paths.batch(batch.batch_id), header_bytes(committed), version=version)
         try:
             self._commit_fenced(txn, f"commit batch {batch.batch_id}")
         except (ConnectionLoss, OperationTimeoutError, LockLost) as exc:
@@ -163,6 +161,13 @@ def _event_time(batch: Batch, r: OffsetRange, found: CommittedOffset | None) -> 
     """The partition's latest event time and last activity, carried forward and moved by this
     batch's range: what the event-time watermark is computed from."""
     high, active = (None, None) if found is None else (found.max_event_ms, found.active_at)
+    bound = (batch.placement or {}).get("future_after_ms")
+    if high is not None and bound is not None and high > bound:
+        # Only a release without [hive] max_future_seconds stored a time this far ahead (a
+        # sentinel such as 9999-12-31): kept, it would pin the watermark for good.
+        log.warning("%s[%d]: the stored latest event time is more than [hive] max_future_seconds ahead of batch "
+                    "%d's planning time; replaced by the batch's own", r.topic, r.partition, batch.batch_id)
+        high = None
     new = batch.event_high.get(f"{r.topic}:{r.partition}")
     if new is not None:
         high = new if high is None else max(high, new)

@@ -59,3 +59,5 @@ def test_names_that_are_no_date_are_still_refused():
         with pytest.raises(ValueError):
             DAILY.window({"dt": bad})
     assert legacy_path("dt=2026-11-25/hour=10") == "dt=2026-11-25/hour=10"
+    for other in (".", "_etl_ranges/t+0", "", "dt=x/hour=1"):  # folders that are no partition: as they are
+        assert padded_path(other) == other and legacy_path(other) == other
