@@ -22,9 +22,10 @@ from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now_iso
 from etl.model.events import Skipped
 from etl.model.identity import RecordFingerprint
-from etl.state.batch_nodes import header_bytes, ranges_source
+from etl.state.batch_nodes import ranges_source
 from etl.state.chunks import checksums, read_chunks
 from etl.state.snapshots import CommittedState
+from etl.state.marker_chunks import header_with_markers
 from etl.state.znodes import CommittedOffset, dump
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class Commits:
         faults.checkpoint("plan:ranges-written")
         txn = self.client.transaction()
         self._fence(txn)
-        txn.create(self.paths.batch(batch.batch_id), header_bytes(batch))
+        txn.create(self.paths.batch(batch.batch_id), header_with_markers(self, batch))
         for skipped in batch.skipped:
             self._append_event(txn, Skipped.of(batch.batch_id, batch.planned_at, skipped))
         self._commit_fenced(txn, f"store the plan of batch {batch.batch_id}")
@@ -106,7 +107,8 @@ class Commits:
                 else self._snapshot_after(batch, state)
             faults.checkpoint("commit:snapshot-written")
             self.move_pointer(txn, name, state.version, batch=batch.batch_id)
-        txn.set_data(self.paths.batch(batch.batch_id), header_bytes(committed), version=version)
+        txn.set_data(self.paths.batch(batch.batch_id), header_with_markers(self, committed), version=version)
+        self.move_totals(txn, batch, written_bytes)  # counted once: only with the commit itself
         try:
             self._commit_fenced(txn, f"commit batch {batch.batch_id}")
         except (ConnectionLoss, OperationTimeoutError, LockLost) as exc:
