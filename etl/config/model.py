@@ -271,6 +271,14 @@ class SuccessMarkerConfig:
     delay_seconds: float = 300.0
 
 
+class PartitionCapAction(StrEnum):
+    """[hive] on_too_many_partitions: a batch whose rows fall in more partitions than
+    max_partitions_per_batch."""
+
+    FAIL = "fail"  # the batch is refused before any file is written: exit 1, nothing committed
+    REJECT = "reject"  # rows of the partitions past the cap (the latest ones) to <table>_rejected
+
+
 @dataclass(frozen=True)
 class HiveConfig:
     metastore: str  # "embedded" or thrift://host:port
@@ -280,6 +288,10 @@ class HiveConfig:
     format: HiveFormat = HiveFormat.PARQUET
     success_markers: SuccessMarkerConfig = field(default_factory=SuccessMarkerConfig)
     partitioning: PartitioningConfig = field(default_factory=PartitioningConfig)
+    # By event time: a batch whose rows fall in more Hive partitions than this is refused before any
+    # file is written, or its rows past the cap rejected (etl.job.partition_cap); None: no cap.
+    max_partitions_per_batch: int | None = None
+    on_too_many_partitions: PartitionCapAction = PartitionCapAction.FAIL
 
     @property
     def rejected_table(self) -> str:

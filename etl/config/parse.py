@@ -25,6 +25,7 @@ from etl.config.model import (
 from etl.config.partitioning import FutureData
 from etl.config.schema_registry import schema_registry_section
 from etl.config.compaction import CompactionConfig
+from etl.config.model import PartitionCapAction
 from etl.config.jvm import jvm_section
 from etl.config.metrics import metrics_section
 from etl.config.section import Section, boolean, hive_name, matching, non_negative_seconds, resolve, secret_file
@@ -240,6 +241,8 @@ def _hive(s: Section) -> HiveConfig:
         format=s.choice("format", HiveFormat, HiveFormat.PARQUET),
         success_markers=_success_markers(s),
         partitioning=_partitioning(s),
+        max_partitions_per_batch=s.get("max_partitions_per_batch", None, _partition_cap),
+        on_too_many_partitions=s.choice("on_too_many_partitions", PartitionCapAction, PartitionCapAction.FAIL),
     )
     if hive.partitioning.late_data is LateData.REJECT and not hive.success_markers.enabled:
         raise s.fail("late_data", "reject needs success_markers = true: without markers no partition is ever "
@@ -260,6 +263,12 @@ def _partitioning(s: Section) -> PartitioningConfig:
         future_data=s.choice("future_data", FutureData, FutureData.WRITE),
         max_open_files=s.positive("max_open_partition_files", 32),
     )
+
+
+def _partition_cap(raw: str) -> int:
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"must be a whole number of partitions, 1 or more (or left out: no cap), got {raw!r}")
+    return int(raw)
 
 
 def _partition_by(raw: str) -> tuple[PartitionSource, str | None]:

@@ -35,6 +35,7 @@ from etl.job.compactor import Compactor
 from etl.job.event_record import event_time_record
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job import progress
+from etl.job.partition_cap import apply_partition_cap, partition_keys
 from etl.job.partition_writer import WriterSpec
 from etl.job.positions import planning_positions
 from etl.job.rejected_ratio import check_rejected_ratio
@@ -156,6 +157,7 @@ class Job:
         with timed(self.observer, Phase.DIMENSIONS):
             loaded = self.dimensions.load_all() if batch.file_ranges else {}
         batch = replace(batch, dimensions={name: d.snapshot.to_json() for name, d in loaded.items()})
+        batch = self._check_partition_cap(batch, loaded)  # before the plan is stored: a refusal leaves nothing
         with timed(self.observer, Phase.PLAN):
             version = self.store.write_plan(batch)
         logs.bind(batch_id=batch.batch_id, state=batch.state.value)
@@ -270,23 +272,39 @@ class Job:
                                   **more)
 
     def _run_tasks(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> list[RangeResult]:
-        main_dir = self.warehouse.main_dir(batch.partition_values)
-        rejected_dir = self.warehouse.rejected_dir(batch.partition_values)
-        tasks = [RangeTask(r, main_dir, rejected_dir, self.config.warehouse, self.config.kafka,
-                           f"etl-{self.config.job.name}-reader", self.writer, self._placement(batch),
-                           self.warehouse.table_root, self.partitioning.max_open_files,
-                           dict(self.warehouse.relocations.main)) for r in batch.file_ranges]
-        if not tasks:
+        if not batch.file_ranges:
             return []
-        self.fs.makedirs(main_dir)
+        self.fs.makedirs(self.warehouse.main_dir(batch.partition_values))
+        return self._on_executors(batch, loaded, run_range_task, shown=True)
+
+    def _check_partition_cap(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> Batch:
+        """[hive] max_partitions_per_batch: the ranges are read and placed once, nothing written."""
+        hive = self.config.hive
+        if hive.max_partitions_per_batch is None or not batch.by_event_time or not batch.file_ranges \
+                or batch.kind is BatchKind.REPAIR:  # a repair rewrites committed ranges as they were
+            return batch
+        with timed(self.observer, Phase.PLAN):
+            counted = self._on_executors(batch, loaded, partition_keys)
+        return apply_partition_cap(batch, counted, hive.max_partitions_per_batch, hive.on_too_many_partitions)
+
+    def _on_executors(self, batch: Batch, loaded: dict[str, LoadedDimension], function, shown: bool = False) -> list:
+        """`function(task, lookups=...)` for each of the batch's ranges, one Spark task each."""
+        tasks = [RangeTask(r, self.warehouse.main_dir(batch.partition_values),
+                           self.warehouse.rejected_dir(batch.partition_values), self.config.warehouse,
+                           self.config.kafka, f"etl-{self.config.job.name}-reader", self.writer,
+                           self._placement(batch), self.warehouse.table_root, self.partitioning.max_open_files,
+                           dict(self.warehouse.relocations.main)) for r in batch.file_ranges]
         context = self.spark.session().sparkContext
         # Each dimension is shipped once per executor, not once per task.
         broadcasts = {name: context.broadcast(to_ipc(d.table)) for name, d in loaded.items()}
         # One RDD partition per range: Spark task i reads exactly range i, as the direct stream does.
         rdd = context.parallelize(tasks, len(tasks))
+        call = functools.partial(function, lookups=broadcasts)
         try:
-            with progress.reporting(context, batch.batch_id, len(tasks), self.config.job.progress_seconds) as shown:
-                return rdd.map(shown.counted(functools.partial(run_range_task, lookups=broadcasts))).collect()
+            if not shown:
+                return rdd.map(call).collect()
+            with progress.reporting(context, batch.batch_id, len(tasks), self.config.job.progress_seconds) as seen:
+                return rdd.map(seen.counted(call)).collect()
         except Exception as exc:
             raise task_failure(batch, exc) from exc
         finally:

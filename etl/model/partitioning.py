@@ -203,6 +203,9 @@ class Placement:
     # None: no bound (plans stored before the bound existed).
     future_after_ms: int | None = None
     future_data: FutureData = FutureData.WRITE
+    # [hive] on_too_many_partitions = reject: rows of partitions whose key is after this one go to
+    # the rejected table (set by etl.job.partition_cap before the plan is stored). None: no cap.
+    last_key: int | None = None
 
     @property
     def by_event_time(self) -> bool:
@@ -221,14 +224,15 @@ class Placement:
         return {"granularity": str(self.partitioner.granularity), "zone": self.partitioner.zone,
                 "planned": self.planned, "column": self.column, "on_missing": str(self.on_missing),
                 "late_data": str(self.late_data), "late_before_ms": self.late_before_ms,
-                "future_after_ms": self.future_after_ms, "future_data": str(self.future_data)}
+                "future_after_ms": self.future_after_ms, "future_data": str(self.future_data),
+                **({"last_key": self.last_key} if self.last_key is not None else {})}
 
     @classmethod
     def from_json(cls, raw: dict) -> "Placement":
         return cls(TimePartitioner(Granularity(raw["granularity"]), raw["zone"]), dict(raw["planned"]),
                    raw.get("column"), MissingEventTime(raw["on_missing"]), LateData(raw["late_data"]),
                    raw.get("late_before_ms"), raw.get("future_after_ms"),
-                   FutureData(raw.get("future_data", FutureData.WRITE)))
+                   FutureData(raw.get("future_data", FutureData.WRITE)), raw.get("last_key"))
 
 
 def future_bound_ms(at: dt.datetime, max_future_seconds: float) -> int:

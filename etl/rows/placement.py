@@ -11,7 +11,9 @@ plan, decides everything else, so that every attempt places the same rows the sa
   - a row whose event time is more than max_future_seconds ahead of the planning time (after
     the plan's future_after_ms) is future: it never counts towards the latest event time that
     moves the watermark, and is written (future_data = write) or rejected with the reason
-    "future" (reject).
+    "future" (reject);
+  - a row of a partition past [hive] max_partitions_per_batch (after the plan's last_key, with
+    on_too_many_partitions = reject) is rejected with the reason "too many partitions".
 """
 from __future__ import annotations
 
@@ -58,6 +60,12 @@ def place(rows: pa.Table, placement: Placement) -> PlacedRows:
     future = _future(millis, placement)
     if placement.future_data is FutureData.REJECT and pc.any(future).as_py():
         rejected += [(i, _future_reason(placement, millis[i].as_py())) for i in pc.indices_nonzero(future).to_pylist()]
+    past_cap = _past_cap(keys, placement)
+    if past_cap is not None:
+        already = {i for i, _reason in rejected}  # one reason a row: it is rejected once
+        rejected += [(i, _cap_reason(placement, keys[i].as_py())) for i in pc.indices_nonzero(past_cap).to_pylist()
+                     if i not in already]
+        future = pc.or_(future, past_cap)  # not written: it must not advance the watermark either
     # A future row never advances the watermark, written or not.
     highest = pc.max(pc.if_else(future, pa.scalar(None, pa.int64()), millis)).as_py()
     return PlacedRows(keys, late, sorted(rejected), highest)
@@ -78,6 +86,20 @@ def _future_reason(placement: Placement, event_ms: int) -> str:
     return (f"future: event time {_utc_text(event_ms)} is more than [hive] max_future_seconds ahead of the batch's "
             f"planning time (by {ahead:.0f}s past the bound; [hive] future_data = reject; write would keep the row "
             f"in its partition without moving the watermark)")
+
+
+def _past_cap(keys: pa.Array, placement: Placement) -> pa.BooleanArray | None:
+    """Rows of partitions past [hive] max_partitions_per_batch (on_too_many_partitions = reject)."""
+    if placement.last_key is None:
+        return None
+    past = pc.fill_null(pc.greater(keys, pa.scalar(placement.last_key, pa.int64())), False)
+    return past if pc.any(past).as_py() else None
+
+
+def _cap_reason(placement: Placement, key: int) -> str:
+    where = partition_path(placement.partitioner.values_of_key(key))
+    return (f"too many partitions: partition {where} is past [hive] max_partitions_per_batch for this batch "
+            f"(on_too_many_partitions = reject keeps the earliest partitions of a batch)")
 
 
 def _late(keys: pa.Array, placement: Placement) -> pa.BooleanArray:
