@@ -227,7 +227,7 @@ class Job:
             faults.checkpoint("state:REGISTERED")
         if batch.state is BatchState.REGISTERED:
             with timed(self.observer, Phase.COMMIT):
-                batch = self.store.commit(batch, version)
+                batch = self.store.commit(batch, version, self.observer.written_bytes(batch, self.warehouse))
             logs.bind(state=batch.state.value)
             faults.checkpoint("state:COMMITTED")
         with timed(self.observer, Phase.MARKERS):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Iterator
 if TYPE_CHECKING:
     from etl.job.summary import BatchSummary
     from etl.model.batch import Batch
+    from etl.sink.warehouse import Warehouse
 
 
 class Phase(StrEnum):
@@ -39,6 +40,11 @@ class JobObserver:
 
     def lock_held(self) -> None:
         """Another run holds the job's lock: this run does nothing (called before LockHeld)."""
+
+    def written_bytes(self, batch: "Batch", warehouse: "Warehouse") -> int | None:
+        """The bytes of the batch's files, for the load totals its commit moves
+        (etl.state.totals); None: not measured (only the metrics list the files' sizes)."""
+        return None
 
 
 NO_OBSERVER = JobObserver()

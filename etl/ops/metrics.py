@@ -2,15 +2,19 @@
 
 A batch job is gone before Prometheus could scrape it, so the run's metrics go to a
 Pushgateway or to node_exporter's textfile collector (etl.ops.metrics_publish). They are
-collected into a private CollectorRegistry per run (no process-wide state) from three places:
+collected into a private CollectorRegistry per run (no process-wide state) from four places:
   - the run itself, through the JobObserver hooks: seconds per phase, and each committed
-    batch's rows, rejected and late rows, files and their bytes;
+    batch's rows, rejected and late rows, files and their bytes (measured before its commit,
+    so that the commit adds them to the load totals);
   - ZooKeeper and Kafka, read once when the run ends, the way `etl status` reads them: each
     partition's committed offset and lag, and the age of the open batch (a failed run leaves
     one behind);
+  - the load totals the commits keep in ZooKeeper (etl.state.totals), exported as counters;
   - the outcome: the time of the last success, failure or lock-held exit.
-A metric that could not be collected is left out (and logged), never guessed. Publishing
-never changes the run's exit code (etl.ops.metrics_publish). docs/monitoring.md lists them.
+Every metric names the ETL job in the label `etl_job` (etl.ops.metrics_publish says why not
+`job`). A metric that could not be collected is left out (and logged), never guessed.
+Publishing never changes the run's exit code (etl.ops.metrics_publish). docs/monitoring.md
+lists them, with the names they had before.
 """
 from __future__ import annotations
 
@@ -21,23 +25,36 @@ import time
 from dataclasses import replace
 from typing import Iterator
 
+from importlib import metadata
+
 from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.core import CounterMetricFamily
 
 from etl.config import Config
 from etl.errors import EXIT_OK, EXIT_USAGE, EtlError
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase
 from etl.job.summary import BatchSummary
 from etl.model.batch import Batch
-from etl.ops.metrics_publish import publish
+from etl.ops.metrics_publish import JOB_LABEL, publish
 from etl.ops.status import PartitionStatus
 from etl.sink.fs import filesystem_for
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore, ZooKeeperUnavailable
+from etl.state.totals import LoadTotals
 
 log = logging.getLogger(__name__)
 
 SUCCESS, FAILURE, LOCK_HELD = "success", "failure", "lock_held"
+# The load totals (etl.state.totals) as counters: name (exported with `_total`), help, field.
+COUNTERS = {
+    "etl_batches": ("LOAD batches committed since the job's first commit", "batches"),
+    "etl_offsets": ("Kafka offsets those batches covered", "offsets"),
+    "etl_rows": ("Rows those batches wrote to the table", "rows"),
+    "etl_rejected_rows": ("Records those batches could not decode (into the rejected table)", "rejected"),
+    "etl_late_rows": ("Rows written into partitions already due their _SUCCESS (event time)", "late"),
+    "etl_written_bytes": ("Bytes of those batches' data files, since the first run that measured them", "bytes"),
+}
 
 
 class RunMetrics(JobObserver):
@@ -50,6 +67,7 @@ class RunMetrics(JobObserver):
         self.summaries: list[BatchSummary] = []
         self.batches: list[Batch] = []
         self.found_lock_held = False
+        self.measured: dict[int, tuple[int, int]] = {}  # batch id -> (files, bytes), listed before its commit
 
     def phase_done(self, phase: Phase, seconds: float) -> None:
         self.phases[phase] += seconds
@@ -60,6 +78,16 @@ class RunMetrics(JobObserver):
 
     def lock_held(self) -> None:
         self.found_lock_held = True
+
+    def written_bytes(self, batch: Batch, warehouse: Warehouse) -> int | None:
+        """Listed once, before the commit (which adds them to the load totals), and kept for the
+        run's own gauges. A listing that fails costs the bytes of this batch, never the commit."""
+        try:
+            self.measured[batch.batch_id] = written_files(self.config, warehouse, [batch])
+        except EtlError as exc:
+            log.warning("metrics: the sizes of batch %d's files not read, so not counted: %s", batch.batch_id, exc)
+            return None
+        return self.measured[batch.batch_id][1]
 
 
 @contextlib.contextmanager
@@ -97,6 +125,8 @@ def build_registry(metrics: RunMetrics, outcome: str, exit_code: int, read_state
     registry = CollectorRegistry(auto_describe=True)
     job = metrics.config.job.name
     now = time.time()
+    _gauge(registry, "etl_build_info", "The ETL's version, in the label version (value 1)", job=job,
+           version=etl_version()).set(1)
     if outcome == LOCK_HELD:
         _gauge(registry, "etl_last_lock_held_timestamp_seconds",
                "When a run last exited because another run held the job's lock (changes() counts them)",
@@ -110,21 +140,54 @@ def build_registry(metrics: RunMetrics, outcome: str, exit_code: int, read_state
         time.monotonic() - metrics.started)
     _run_metrics(registry, metrics, job)
     if read_state:
-        _state_metrics(registry, metrics.config, metrics.batches, job)
+        _state_metrics(registry, metrics, job)
     return registry
 
 
-def _gauge(registry: CollectorRegistry, name: str, documentation: str, **labels: str):
-    """A gauge with these labels, set once: every metric here is a value of the last run (a
-    push replaces the previous one, so a counter could not accumulate across runs)."""
+def etl_version() -> str:
+    """The installed distribution's version; etl.__version__ from a source tree not installed."""
+    try:
+        return metadata.version("kafka-hive-etl")
+    except metadata.PackageNotFoundError:
+        import etl
+        return etl.__version__
+
+
+def _gauge(registry: CollectorRegistry, name: str, documentation: str, job: str, **labels: str):
+    """A gauge of the last run, set once, with etl_job=<job> and these labels (a push replaces
+    the previous value: what accumulates across runs comes from ZooKeeper, totals_metrics)."""
+    labels = {JOB_LABEL: job, **labels}
     return Gauge(name, documentation, list(labels), registry=registry).labels(**labels)
+
+
+def totals_metrics(registry: CollectorRegistry, totals: LoadTotals, job: str) -> None:
+    """The load totals as counters `<name>_total` (no `_created` series: their start is the
+    job's first commit, `since`). Bytes never measured are left out, not reported as 0."""
+    families = []
+    for name, (documentation, field) in COUNTERS.items():
+        if field == "bytes" and not totals.bytes_since:
+            continue
+        family = CounterMetricFamily(name, documentation, labels=[JOB_LABEL])
+        family.add_metric([job], getattr(totals, field))
+        families.append(family)
+    registry.register(_Families(families))
+
+
+class _Families:
+    """A collector of fixed metric families (CollectorRegistry takes collectors)."""
+
+    def __init__(self, families: list):
+        self.families = families
+
+    def collect(self):
+        return self.families
 
 
 def _run_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -> None:
     seconds = Gauge("etl_run_phase_seconds", "Seconds the last run spent in each phase, over all its batches",
-                    ["job", "phase"], registry=registry)
+                    [JOB_LABEL, "phase"], registry=registry)
     for phase, spent in metrics.phases.items():
-        seconds.labels(job=job, phase=phase.value).set(spent)
+        seconds.labels(job, phase.value).set(spent)
     table = f"{metrics.config.hive.database}.{metrics.config.hive.table}"
     done = metrics.summaries
     _gauge(registry, "etl_run_batches", "Batches the last run committed", job=job).set(len(done))
@@ -138,9 +201,10 @@ def _run_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -> 
         _gauge(registry, name, documentation, job=job, table=table).set(value)
 
 
-def _state_metrics(registry: CollectorRegistry, config: Config, batches: list[Batch], job: str) -> None:
+def _state_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -> None:
     """From ZooKeeper, Kafka and the warehouse, once. One attempt each: the run has already
     waited out its retries on whatever is down, the metrics do not wait again."""
+    config = metrics.config
     retry = replace(config.retry, attempts=1)
     table = f"{config.hive.database}.{config.hive.table}"
     try:
@@ -148,26 +212,32 @@ def _state_metrics(registry: CollectorRegistry, config: Config, batches: list[Ba
             committed = {tp: c.value for tp, c in store.committed_offsets().items()}
             opened = store.open_batch()
             warehouse = Warehouse.of(config).with_relocations(store.relocations())
+            totals, _ = store.load_totals()
     except EtlError as exc:
-        log.warning("metrics: ZooKeeper not read, so no offsets, lag or open batch age: %s", exc)
+        log.warning("metrics: ZooKeeper not read, so no offsets, lag, open batch age or totals: %s", exc)
         return
     age = 0.0 if opened is None else max(0.0, time.time() - _epoch(opened[0].planned_at))
     _gauge(registry, "etl_open_batch_age_seconds", "Seconds since the open batch was planned (0: none open)",
            job=job).set(age)
-    _files_metrics(registry, config, warehouse, batches, job, table)
+    totals_metrics(registry, totals, job)
+    _files_metrics(registry, metrics, warehouse, job, table)
     _partition_metrics(registry, config, retry, committed, job)
 
 
-def _files_metrics(registry, config: Config, warehouse: Warehouse, batches: list[Batch], job: str,
-                   table: str) -> None:
+def _files_metrics(registry, metrics: RunMetrics, warehouse: Warehouse, job: str, table: str) -> None:
+    """The batches' files as listed before their commits; a batch not listed then is listed now."""
+    unlisted = [batch for batch in metrics.batches if batch.batch_id not in metrics.measured]
     try:
-        files, size = written_files(config, warehouse, batches)
+        files, size = written_files(metrics.config, warehouse, unlisted)
     except EtlError as exc:
         log.warning("metrics: the written files' sizes not read: %s", exc)
         return
-    _gauge(registry, "etl_run_files_written", "Data files the last run's batches published", job=job,
+    for batch in metrics.batches:
+        if batch.batch_id in metrics.measured:
+            files, size = files + metrics.measured[batch.batch_id][0], size + metrics.measured[batch.batch_id][1]
+    _gauge(registry, "etl_run_written_files", "Data files the last run's batches published", job=job,
            table=table).set(files)
-    _gauge(registry, "etl_run_bytes_written", "Bytes of those files", job=job, table=table).set(size)
+    _gauge(registry, "etl_run_written_bytes", "Bytes of those files", job=job, table=table).set(size)
 
 
 def written_files(config: Config, warehouse: Warehouse, batches: list[Batch]) -> tuple[int, int]:
@@ -203,11 +273,11 @@ def _partition_metrics(registry: CollectorRegistry, config: Config, retry, commi
         log.warning("metrics: Kafka not read, so no lag: %s", exc)
         return
     offset = Gauge("etl_committed_offset", "The next offset the job will read, as committed in ZooKeeper",
-                   ["job", "topic", "partition"], registry=registry)
+                   [JOB_LABEL, "topic", "partition"], registry=registry)
     lag = Gauge("etl_lag_records", "Records in Kafka not yet committed to the table (latest - committed)",
-                ["job", "topic", "partition"], registry=registry)
+                [JOB_LABEL, "topic", "partition"], registry=registry)
     for topic, partition in partitions:
-        labels = {"job": job, "topic": topic, "partition": str(partition)}
+        labels = {JOB_LABEL: job, "topic": topic, "partition": str(partition)}
         status = PartitionStatus(topic, partition, committed.get((topic, partition)), *marks[(topic, partition)])
         if status.committed is not None:
             offset.labels(**labels).set(status.committed)

@@ -5,10 +5,10 @@ which replaces only the metric names pushed: a failed run leaves the last succes
 in place, and a lock-held run the other run's numbers. The textfile is rewritten the same way:
 the families of the previous file that this run did not measure are carried over.
 
-The Pushgateway groups by job=<[job] name> (its URL path /metrics/job/<name>); every metric
-also carries the label job=<name>, which the gateway accepts because it matches. Prometheus
-must scrape the gateway with honor_labels: true so that the job label stays the ETL job's
-(deploy/prometheus/prometheus.yml).
+The Pushgateway groups by job=<[job] name> (its URL path /metrics/job/<name>: one group per
+ETL job). Every metric names the ETL job in its own label, etl_job=<name>, not in `job`, which
+is the target's label in Prometheus: whatever the scrape config, through the gateway or through
+node_exporter, a series keeps its ETL job (docs/monitoring.md says why).
 
 Nothing here raises: a gateway that does not answer, or a folder that cannot be written, is
 one WARNING line, and the run's exit code stays what the run made it.
@@ -28,6 +28,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from etl.config.metrics import MetricsConfig
 
 log = logging.getLogger(__name__)
+
+JOB_LABEL = "etl_job"  # the label every metric names its ETL job in
 
 
 def publish(config: MetricsConfig, job: str, registry: CollectorRegistry) -> None:
@@ -82,7 +84,9 @@ def _previous(path: Path) -> list:
 
 
 class _Merged:
-    """This run's families, then the previous file's that this run did not produce."""
+    """This run's families, then the previous file's that this run did not produce. A family
+    whose series lack the `etl_job` label was written by a version before the renames of
+    docs/monitoring.md: it is not carried over (its old name would stay in the file for ever)."""
 
     def __init__(self, registry: CollectorRegistry, previous: list):
         self.registry, self.previous = registry, previous
@@ -90,7 +94,11 @@ class _Merged:
     def collect(self):
         fresh = list(self.registry.collect())
         names = {family.name for family in fresh}
-        return fresh + [family for family in self.previous if family.name not in names]
+        return fresh + [family for family in self.previous if family.name not in names and _current(family)]
+
+
+def _current(family) -> bool:
+    return bool(family.samples) and all(JOB_LABEL in sample.labels for sample in family.samples)
 
 
 def _reason(exc: Exception) -> str:

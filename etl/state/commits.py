@@ -7,8 +7,9 @@ without a header, which the next plan with that id deletes first.
 
 The offsets after a batch are a new snapshot, written when the batch moves to REGISTERED (or at
 commit, for a batch registered before snapshots existed or whose snapshot is stale). The commit
-itself is one transaction of five operations: the fence checks, the snapshot's existence, the
-pointer's move over the version the snapshot was built on, and the header -> COMMITTED.
+itself is one transaction of six operations: the fence checks, the snapshot's existence, the
+pointer's move over the version the snapshot was built on, the header -> COMMITTED, and the
+load totals (etl.state.totals).
 """
 from __future__ import annotations
 
@@ -87,10 +88,11 @@ class Commits:
             return ""
         return self._snapshot_after(batch, state)
 
-    def commit(self, batch: Batch, version: int) -> Batch:
+    def commit(self, batch: Batch, version: int, written_bytes: int | None = None) -> Batch:
         """Move the pointer to the snapshot of the offsets after this batch and mark the batch
         COMMITTED, in one transaction that aborts if any offset moved since the plan. A REPAIR
-        batch moves no offset: it only checks that none moved since it was planned."""
+        batch moves no offset: it only checks that none moved since it was planned. The same
+        transaction moves the load totals (etl.state.totals; `written_bytes` None: not measured)."""
         committed = batch.advanced(BatchState.COMMITTED)
         self.assert_lock_held()  # a fenced-out run must hear that, not a misleading offset mismatch
         state = self.committed_state()

@@ -20,6 +20,7 @@
                 /pending-reset     a reset with files to move (etl.ops.reset)
                 /compactions       the last compaction id; its children: compactions under way
                 /relocations       where compacted partitions' files are now (etl.model.compaction)
+                /totals            rows, bytes, ... loaded since the first commit (etl.state.totals)
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class ZkPaths:
         self.pending_reset = f"{self.job}/pending-reset"  # a reset with files to move (etl.ops.reset)
         self.compactions = f"{self.job}/compactions"
         self.relocations = f"{self.job}/relocations"
+        self.totals = f"{self.job}/totals"  # moved by each commit (etl.state.totals)
 
     def topic(self, topic: str) -> str:
         """Holds the topic's id (etl.model.identity) once known; its children hold the offsets."""

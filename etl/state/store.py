@@ -33,6 +33,7 @@ from etl.state.compaction_records import CompactionRecords
 from etl.state.migration import migrate_offsets
 from etl.state.records import OperatorRecords
 from etl.state.snapshots import SnapshotRecords
+from etl.state.totals import TotalsRecords
 from etl.state.znodes import LockHolder, dump, this_run
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class ZooKeeperUnavailable(Retryable):
     """ZooKeeper could not be reached."""
 
 
-class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords):
+class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords, TotalsRecords):
     def __init__(self, config: ZooKeeperConfig, job_name: str, retry: RetryConfig):
         self.config, self.retry = config, retry
         self.paths = ZkPaths(config.root, job_name)

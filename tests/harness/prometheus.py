@@ -1,13 +1,16 @@
-"""A real Prometheus and Pushgateway (the Debian packages' binaries), each a subprocess of the
-test on free ports with its own temporary config and storage, never the system's services.
+"""A real Prometheus, Pushgateway and node_exporter (the Debian packages' binaries), each a
+subprocess of the test on free loopback ports with its own temporary config and storage, never
+the system's services.
 
-Prometheus scrapes the gateway every second with honor_labels: true, as
-deploy/prometheus/prometheus.yml does, so that a pushed metric keeps its job label.
+Prometheus runs the example config itself, deploy/prometheus/prometheus.yml, with its targets
+pointed at these processes, scraping every second, and its alert rules loaded: the gateway
+with honor_labels: true, node_exporter as a plain `node` scrape job. node_exporter runs its
+textfile collector only (every default collector off), on `textfile_dir`.
 Usable without pytest:
 
     with PrometheusStack(tmp_dir) as prom:
-        ... push to prom.gateway_url ...
-        prom.wait_for("etl_run_rows{job='j'}")  -> the /api/v1/query result list
+        ... push to prom.gateway_url, or write a .prom file into prom.textfile_dir ...
+        prom.wait_for("etl_run_rows{etl_job='j'}")  -> the /api/v1/query result list
 """
 from __future__ import annotations
 
@@ -21,13 +24,17 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from tests.harness.paths import REPO
+
 PROMETHEUS = "/usr/bin/prometheus"
 PUSHGATEWAY = "/usr/bin/prometheus-pushgateway"
 PROMTOOL = "/usr/bin/promtool"
+NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
+EXAMPLE = REPO / "deploy" / "prometheus"
 
 
 def missing_binaries() -> list[str]:
-    return [path for path in (PROMETHEUS, PUSHGATEWAY, PROMTOOL) if shutil.which(path) is None]
+    return [path for path in (PROMETHEUS, PUSHGATEWAY, PROMTOOL, NODE_EXPORTER) if shutil.which(path) is None]
 
 
 def free_port() -> int:
@@ -39,7 +46,8 @@ def free_port() -> int:
 class PrometheusStack:
     def __init__(self, workdir: Path):
         self.workdir = Path(workdir)
-        self.gateway_port, self.prometheus_port = free_port(), free_port()
+        self.gateway_port, self.prometheus_port, self.node_port = free_port(), free_port(), free_port()
+        self.textfile_dir = self.workdir / "textfile"
         self.gateway_url = f"http://127.0.0.1:{self.gateway_port}"
         self.prometheus_url = f"http://127.0.0.1:{self.prometheus_port}"
         self.processes: list[subprocess.Popen] = []
@@ -56,16 +64,17 @@ class PrometheusStack:
         self.stop()
 
     def start(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.textfile_dir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: pushgateway\n    honor_labels: true\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{self.gateway_port}']\n")
+        config.write_text(self.example_config())
         # In memory only: Debian's default persistence file is shared with every other gateway.
         self._spawn("pushgateway", [PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{self.gateway_port}",
                                     "--persistence.file="])
         self._wait_ready(self.gateway_url, "pushgateway")
+        self._spawn("node_exporter", [NODE_EXPORTER, f"--web.listen-address=127.0.0.1:{self.node_port}",
+                                      "--collector.disable-defaults", "--collector.textfile",
+                                      f"--collector.textfile.directory={self.textfile_dir}"])
+        self._wait_ready(f"http://127.0.0.1:{self.node_port}", "node_exporter", path="/metrics")
         self._spawn("prometheus", [PROMETHEUS, f"--config.file={config}",
                                    f"--storage.tsdb.path={self.workdir / 'data'}",
                                    f"--web.listen-address=127.0.0.1:{self.prometheus_port}"])
@@ -77,13 +86,28 @@ class PrometheusStack:
                                                stdin=subprocess.DEVNULL, cwd=self.workdir))
         log.close()
 
-    def _wait_ready(self, url: str, name: str, timeout: float = 60) -> None:
+    def example_config(self) -> str:
+        """deploy/prometheus/prometheus.yml as shipped, but for its targets (these processes),
+        its intervals (1s, so that a test waits little) and its rule file's absolute path."""
+        text = (EXAMPLE / "prometheus.yml").read_text()
+        replaced = {"['pushgateway.example.com:9091']": f"['127.0.0.1:{self.gateway_port}']",
+                    "['etl-host.example.com:9100']": f"['127.0.0.1:{self.node_port}']",
+                    "scrape_interval: 30s": "scrape_interval: 1s",
+                    "evaluation_interval: 30s": "evaluation_interval: 1s",
+                    "- etl-alerts.yml": f"- {EXAMPLE / 'etl-alerts.yml'}"}
+        for old, new in replaced.items():
+            if text.count(old) != 1:
+                raise AssertionError(f"deploy/prometheus/prometheus.yml no longer holds {old!r} once")
+            text = text.replace(old, new)
+        return text
+
+    def _wait_ready(self, url: str, name: str, timeout: float = 60, path: str = "/-/ready") -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if any(p.poll() is not None for p in self.processes):
                 raise RuntimeError(f"{name} exited: {self.log(name)[-2000:]}")
             try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+                with urllib.request.urlopen(f"{url}{path}", timeout=2) as response:
                     if response.status == 200:
                         return
             except OSError:

@@ -1,6 +1,8 @@
-"""[metrics] against a real Prometheus and Pushgateway (tests.harness.prometheus): `etl run`
-pushes, Prometheus scrapes the gateway, and PromQL answers with the batch's rows and lag.
-Also: a gateway that does not answer leaves the run's exit code alone, and the textfile."""
+"""[metrics] against a real Prometheus, Pushgateway and node_exporter (tests.harness.prometheus,
+which runs deploy/prometheus/prometheus.yml): `etl run` pushes, or writes its textfile, Prometheus
+scrapes the gateway or node_exporter, and PromQL answers with the batch's rows and lag, under
+the ETL job's label etl_job. Also: the load totals count a batch once across crashes, a gateway
+that does not answer leaves the run's exit code alone, and the textfile."""
 from __future__ import annotations
 
 import json
@@ -12,6 +14,7 @@ from etl.config import load_config
 from etl.state.store import ZkStateStore
 from tests.harness.data import event, events_by_partition
 from tests.harness.etl_process import run_etl
+from etl.ops.metrics import etl_version
 from tests.harness.prometheus import PrometheusStack, free_port, missing_binaries
 
 pytestmark = pytest.mark.skipif(bool(missing_binaries()), reason=f"not installed: {missing_binaries()} "
@@ -25,9 +28,9 @@ def prometheus(tmp_path_factory):
 
 
 def values(answer: dict) -> dict[tuple, float]:
-    """{(label values but __name__ and job): value} of an instant query's answer."""
-    return {tuple(v for k, v in sorted(r["metric"].items()) if k not in ("__name__", "job")): float(r["value"][1])
-            for r in answer["data"]["result"]}
+    """{(label values but __name__, the target's and the ETL job's): value} of an instant query's answer."""
+    return {tuple(v for k, v in sorted(r["metric"].items()) if k not in ("__name__", "job", "instance", "etl_job")):
+            float(r["value"][1]) for r in answer["data"]["result"]}
 
 
 @pytest.mark.slow
@@ -40,21 +43,23 @@ def test_a_batch_rows_and_lag_reach_prometheus_through_the_pushgateway(prometheu
     assert result.returncode == 0, result.describe()
     assert "metrics not pushed" not in result.stderr
 
-    rows_query = f'sum(etl_run_rows{{job="{job}"}})'
+    rows_query = f'sum(etl_run_rows{{etl_job="{job}"}})'
     rows = prometheus.wait_for(rows_query)
-    lag_query = f'etl_lag_records{{job="{job}"}}'
+    lag_query = f'etl_lag_records{{etl_job="{job}"}}'
     lag = prometheus.wait_for(lag_query)
     print(f"\nPromQL {rows_query} -> {json.dumps(rows)}\nPromQL {lag_query} -> {json.dumps(lag)}")
     assert values(rows) == {(): 120.0}
     assert values(lag) == {(str(p), topic): 0.0 for p in range(3)}
-    offsets = prometheus.wait_for(f'etl_committed_offset{{job="{job}"}}')
+    offsets = prometheus.wait_for(f'etl_committed_offset{{etl_job="{job}"}}')
     assert values(offsets) == {(str(p), topic): 40.0 for p in range(3)}
-    table = values(prometheus.wait_for(f'etl_run_files_written{{job="{job}"}}'))
+    table = values(prometheus.wait_for(f'etl_run_written_files{{etl_job="{job}"}}'))
     assert list(table.values()) == [3.0]
-    assert values(prometheus.wait_for(f'etl_run_bytes_written{{job="{job}"}} > 0'))
-    assert values(prometheus.wait_for(f'etl_open_batch_age_seconds{{job="{job}"}}')) == {(): 0.0}
-    assert values(prometheus.wait_for(f'etl_run_phase_seconds{{job="{job}", phase="tasks"}} > 0'))
-    assert values(prometheus.wait_for(f'time() - etl_last_success_timestamp_seconds{{job="{job}"}} < 600'))
+    assert values(prometheus.wait_for(f'etl_run_written_bytes{{etl_job="{job}"}} > 0'))
+    assert values(prometheus.wait_for(f'etl_open_batch_age_seconds{{etl_job="{job}"}}')) == {(): 0.0}
+    assert values(prometheus.wait_for(f'etl_run_phase_seconds{{etl_job="{job}", phase="tasks"}} > 0'))
+    assert values(prometheus.wait_for(f'time() - etl_last_success_timestamp_seconds{{etl_job="{job}"}} < 600'))
+    assert values(prometheus.wait_for(f'etl_rows_total{{etl_job="{job}"}}')) == {(): 120.0}
+    assert values(prometheus.wait_for(f'etl_build_info{{etl_job="{job}"}}')) == {(etl_version(),): 1.0}
 
 
 @pytest.mark.slow
@@ -68,19 +73,19 @@ def test_a_failed_run_pushes_its_failure_and_the_open_batch_age_and_keeps_the_la
     failed = run_etl(strict)
     assert failed.returncode == 1, failed.describe()  # the rejected ratio: needs an operator
     assert "metrics not pushed" not in failed.stderr
-    assert values(prometheus.wait_for(f'etl_last_run_exit_code{{job="{job}"}}')) == {(): 1.0}
-    assert values(prometheus.wait_for(f'etl_open_batch_age_seconds{{job="{job}"}} > 0'))
-    assert values(prometheus.wait_for(f'etl_lag_records{{job="{job}"}}')) == {("0", topic): 4.0}
-    assert not prometheus.query(f'etl_last_success_timestamp_seconds{{job="{job}"}}')["data"]["result"]
+    assert values(prometheus.wait_for(f'etl_last_run_exit_code{{etl_job="{job}"}}')) == {(): 1.0}
+    assert values(prometheus.wait_for(f'etl_open_batch_age_seconds{{etl_job="{job}"}} > 0'))
+    assert values(prometheus.wait_for(f'etl_lag_records{{etl_job="{job}"}}')) == {("0", topic): 4.0}
+    assert not prometheus.query(f'etl_last_success_timestamp_seconds{{etl_job="{job}"}}')["data"]["result"]
 
     lenient = write_config(kafka={"topics": topic}, job={"max_rejected_ratio": "0.6"},
                            metrics={"pushgateway": prometheus.gateway_url})
     resumed = run_etl(lenient)
     assert resumed.returncode == 0, resumed.describe()
-    assert values(prometheus.wait_for(f'etl_run_rejected_rows{{job="{job}"}} == 2'))
-    assert values(prometheus.wait_for(f'etl_open_batch_age_seconds{{job="{job}"}} == 0'))
-    success = prometheus.wait_for(f'etl_last_success_timestamp_seconds{{job="{job}"}}')
-    failure = prometheus.wait_for(f'etl_last_failure_timestamp_seconds{{job="{job}"}}')
+    assert values(prometheus.wait_for(f'etl_run_rejected_rows{{etl_job="{job}"}} == 2'))
+    assert values(prometheus.wait_for(f'etl_open_batch_age_seconds{{etl_job="{job}"}} == 0'))
+    success = prometheus.wait_for(f'etl_last_success_timestamp_seconds{{etl_job="{job}"}}')
+    failure = prometheus.wait_for(f'etl_last_failure_timestamp_seconds{{etl_job="{job}"}}')
     assert values(success)[()] >= values(failure)[()]  # the success's push kept the failure's time
 
 
@@ -114,8 +119,69 @@ def test_a_run_that_finds_the_lock_held_pushes_only_that(prometheus, new_topic, 
         assert holder.acquire_lock() is None
         blocked = run_etl(config, "--lock-held-exit-code", "99")
     assert blocked.returncode == 99, blocked.describe()
-    query = f'etl_last_lock_held_timestamp_seconds{{job="{cfg.job.name}"}}'
+    query = f'etl_last_lock_held_timestamp_seconds{{etl_job="{cfg.job.name}"}}'
     assert values(prometheus.wait_for(f"time() - {query} < 600"))
     # the run holding the lock publishes the rest: nothing of this run's is pushed
-    assert not prometheus.query(f'{{job="{cfg.job.name}", __name__=~"etl_run_.*|etl_last_run_exit_code"}}'
+    assert not prometheus.query(f'{{etl_job="{cfg.job.name}", __name__=~"etl_run_.*|etl_last_run_exit_code|.*_total"}}'
                                 )["data"]["result"]
+
+
+@pytest.mark.slow
+def test_the_textfile_reaches_prometheus_through_node_exporter_under_the_etl_jobs_label(
+        prometheus, new_topic, produce, write_config):
+    """node_exporter's scrape job has no honor_labels (deploy/prometheus/prometheus.yml): the
+    series keep job="node", and the ETL job is in etl_job, not renamed exported_job."""
+    topic = new_topic(partitions=2)
+    produce(topic, events_by_partition(2, 25))  # N = 50
+    textfile = prometheus.textfile_dir / f"etl_{topic}.prom"
+    config = write_config(kafka={"topics": topic}, metrics={"textfile": str(textfile)})
+    job = load_config(config).job.name
+    result = run_etl(config)
+    assert result.returncode == 0, result.describe()
+
+    query = f'etl_rows_total{{etl_job="{job}"}}'
+    answer = prometheus.wait_for(query)
+    print(f"\nPromQL {query} -> {json.dumps(answer)}")
+    [series] = answer["data"]["result"]
+    assert series["metric"]["job"] == "node" and "exported_job" not in series["metric"], series
+    assert float(series["value"][1]) == 50.0
+    by_job = prometheus.wait_for(f'count by (job, etl_job) ({{etl_job="{job}"}})')["data"]["result"]
+    assert [r["metric"] for r in by_job] == [{"job": "node", "etl_job": job}]
+    assert values(prometheus.wait_for(f'sum(etl_run_rows{{etl_job="{job}"}})')) == {(): 50.0}
+    assert values(prometheus.wait_for(f'etl_lag_records{{etl_job="{job}"}}')) == {("0", topic): 0.0, ("1", topic): 0.0}
+    assert not prometheus.query('{exported_job!=""}')["data"]["result"]
+
+
+def data_file_bytes(warehouse) -> int:
+    return sum(p.stat().st_size for p in warehouse.rglob("*.parquet") if not p.name.startswith("."))
+
+
+@pytest.mark.slow
+def test_the_load_totals_count_each_batch_once_across_a_crash_before_and_after_its_commit(
+        tmp_path, new_topic, produce, write_config, warehouse_dir):
+    """The totals move in the commit's own transaction: a run killed before it (the batch
+    resumed and committed by the next run) and a run killed right after it (the next run finds
+    the batch COMMITTED) each count the batch once."""
+    topic = new_topic(partitions=2)
+    textfile = tmp_path / "etl_totals.prom"
+    config = write_config(kafka={"topics": topic}, metrics={"textfile": str(textfile)})
+    produce(topic, events_by_partition(2, 20))  # 40
+    assert run_etl(config, fault="commit:snapshot-written").returncode < 0
+    assert run_etl(config).returncode == 0
+    produce(topic, {0: [event(100 + i) for i in range(7)]})  # 7 more, and one bad record
+    produce(topic, {1: [b"not json"]})
+    lenient = write_config(kafka={"topics": topic}, job={"max_rejected_ratio": "0.5"},
+                           metrics={"textfile": str(textfile)})
+    killed = run_etl(lenient, fault="state:COMMITTED")
+    assert killed.returncode < 0, killed.describe()
+    last = run_etl(lenient)
+    assert last.returncode == 0, last.describe()
+
+    cfg = load_config(config)
+    with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
+        totals, _ = store.load_totals()
+    assert (totals.batches, totals.offsets, totals.rows, totals.rejected) == (2, 48, 47, 1)
+    assert totals.bytes == data_file_bytes(warehouse_dir) > 0
+    published = {s.name: s.value for f in text_string_to_metric_families(textfile.read_text()) for s in f.samples}
+    assert (published["etl_rows_total"], published["etl_rejected_rows_total"], published["etl_batches_total"],
+            published["etl_offsets_total"], published["etl_written_bytes_total"]) == (47, 1, 2, 48, totals.bytes)

@@ -8,7 +8,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.parser import text_string_to_metric_families
 
 from etl.config.metrics import MetricsConfig
@@ -18,7 +18,7 @@ from etl.ops.metrics_publish import publish, push, write_textfile
 def registry(**gauges: float) -> CollectorRegistry:
     r = CollectorRegistry()
     for name, value in gauges.items():
-        Gauge(name, f"{name} help", ["job"], registry=r).labels(job="j1").set(value)
+        Gauge(name, f"{name} help", ["etl_job"], registry=r).labels(etl_job="j1").set(value)
     return r
 
 
@@ -38,13 +38,27 @@ def test_the_textfile_parses_and_keeps_what_this_run_did_not_measure(tmp_path):
     assert oct(path.stat().st_mode & 0o777) == "0o644"
 
 
+def test_the_textfile_keeps_a_counter_as_a_counter_and_drops_the_families_of_a_version_before_etl_job(tmp_path):
+    """A lock-held run publishes no totals: the last run's counters stay, still counters. The
+    families an older version wrote (label `job`, old names) are not carried over for ever."""
+    path = tmp_path / "etl_j1.prom"
+    path.write_text('# TYPE etl_run_bytes_written gauge\netl_run_bytes_written{job="j1",table="db.t"} 5.0\n')
+    first = registry(etl_run_rows=3)
+    Counter("etl_rows", "rows", ["etl_job"], registry=first).labels(etl_job="j1").inc(120)
+    assert write_textfile(path, first)
+    assert write_textfile(path, registry(etl_last_lock_held_timestamp_seconds=9))
+    text = path.read_text()
+    assert "# TYPE etl_rows_total counter" in text and 'etl_rows_total{etl_job="j1"} 120.0' in text
+    assert "etl_run_bytes_written" not in text and "etl_run_rows" in text
+
+
 def test_a_replaced_textfile_is_never_seen_half_written(tmp_path):
     """os.replace swaps the file whole: a reader holding the old file still reads it all."""
     path = tmp_path / "etl_j1.prom"
     write_textfile(path, registry(etl_run_rows=1))
     with open(path) as old:
         write_textfile(path, registry(etl_run_rows=2))
-        assert "etl_run_rows{job=\"j1\"} 1.0" in old.read()
+        assert "etl_run_rows{etl_job=\"j1\"} 1.0" in old.read()
     assert read(path)["etl_run_rows"] == 2
 
 

@@ -1,6 +1,7 @@
 """The registry a run publishes (etl.ops.metrics), without the stack: what each outcome
 carries, and that ZooKeeper being down costs one WARNING and the metrics that need it only."""
 import logging
+import re
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -8,10 +9,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from etl.config import load_config
 from etl.errors import ConfigError
 from etl.job.observer import Phase
-from etl.ops.metrics import FAILURE, LOCK_HELD, RunMetrics, build_registry, published_metrics
+from etl.ops.metrics import COUNTERS, FAILURE, LOCK_HELD, RunMetrics, build_registry, etl_version, published_metrics
 from etl.state.store import ZooKeeperUnavailable
 from tests.harness.config_file import minimal_ini
-from tests.harness.paths import EVENTS_SCHEMA
+from tests.harness.paths import EVENTS_SCHEMA, REPO
 from tests.harness.prometheus import free_port
 
 
@@ -31,7 +32,8 @@ def samples(registry) -> dict[str, dict]:
 
 def test_a_lock_held_run_publishes_its_time_only(metrics):
     metrics.lock_held()
-    assert list(samples(build_registry(metrics, LOCK_HELD, 0))) == ["etl_last_lock_held_timestamp_seconds"]
+    assert list(samples(build_registry(metrics, LOCK_HELD, 0))) == ["etl_build_info",
+                                                                    "etl_last_lock_held_timestamp_seconds"]
 
 
 def test_without_reading_the_state_nothing_is_tried(metrics, caplog):
@@ -41,7 +43,7 @@ def test_without_reading_the_state_nothing_is_tried(metrics, caplog):
     assert not caplog.records  # ZooKeeper was not even tried
     assert published["etl_last_run_exit_code"]["value"] == 2 and "etl_last_failure_timestamp_seconds" in published
     assert "etl_last_success_timestamp_seconds" not in published
-    assert published["etl_run_rows"] == {"job": "j1", "table": "db.t", "value": 0.0}
+    assert published["etl_run_rows"] == {"etl_job": "j1", "table": "db.t", "value": 0.0}
 
 
 def test_zookeeper_down_is_one_warning_and_leaves_out_what_needs_it(metrics, caplog):
@@ -51,7 +53,7 @@ def test_zookeeper_down_is_one_warning_and_leaves_out_what_needs_it(metrics, cap
     assert len(ours) == 1 and ours[0].levelname == "WARNING" and "ZooKeeper not read" in ours[0].getMessage()
     assert published["etl_last_run_exit_code"]["value"] == 75
     assert not {"etl_lag_records", "etl_committed_offset", "etl_open_batch_age_seconds",
-                "etl_run_bytes_written"} & set(published)
+                "etl_run_written_bytes", "etl_rows_total"} & set(published)
 
 
 @pytest.mark.parametrize("error, code", [(ConfigError("bad column"), 2), (ZooKeeperUnavailable("zk down"), 75)])
@@ -78,3 +80,31 @@ def test_a_success_is_published_with_its_time(metrics, caplog):
     assert published[("etl_run_phase_seconds", "tasks")] == 2.0
     assert [r.getMessage() for r in caplog.records if r.name == "etl.ops.metrics"][0].startswith(
         "metrics: ZooKeeper not read")  # this job's ZooKeeper is a closed port
+
+
+def test_every_series_names_its_etl_job_in_etl_job_never_in_job(metrics):
+    """`job` is Prometheus's own target label: node_exporter's scrape would rename it exported_job
+    and report every ETL job on the host as job="node" (docs/monitoring.md)."""
+    for outcome in (FAILURE, LOCK_HELD):
+        for family in build_registry(metrics, outcome, 1, read_state=False).collect():
+            for sample in family.samples:
+                assert sample.labels.get("etl_job") == "j1" and "job" not in sample.labels, sample
+
+
+def test_the_build_info_names_the_version(metrics):
+    published = samples(build_registry(metrics, FAILURE, 1, read_state=False))
+    assert published["etl_build_info"] == {"etl_job": "j1", "version": etl_version(), "value": 1.0}
+    metrics.lock_held()
+    assert "etl_build_info" in samples(build_registry(metrics, LOCK_HELD, 0))
+
+
+def test_every_metric_name_ends_in_its_unit_and_is_documented():
+    """Prometheus's naming: the unit (seconds, bytes, rows, records, files...) last, `_total` for
+    counters only; and docs/monitoring.md lists every name the code publishes."""
+    source = (REPO / "etl" / "ops" / "metrics.py").read_text()
+    names = set(re.findall(r'"(etl_[a-z_]+)"', source))
+    assert {"etl_run_written_bytes", "etl_run_written_files", "etl_build_info", "etl_rows"} <= names
+    assert not {"etl_run_bytes_written", "etl_run_files_written"} & names
+    documented = set(re.findall(r"^\| `(etl_[a-z_]+)` \| (?:gauge|counter) \|", (REPO / "docs" / "monitoring.md").read_text(), re.M))
+    exported = {name + "_total" if name in COUNTERS else name for name in names}
+    assert exported == documented
