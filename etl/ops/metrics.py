@@ -84,8 +84,9 @@ class RunMetrics(JobObserver):
         run's own gauges. A listing that fails costs the bytes of this batch, never the commit."""
         try:
             self.measured[batch.batch_id] = written_files(self.config, warehouse, [batch])
-        except EtlError as exc:
-            log.warning("metrics: the sizes of batch %d's files not read, so not counted: %s", batch.batch_id, exc)
+        except Exception as exc:  # noqa: BLE001 - a metrics bug must not stop a commit
+            log.warning("metrics: the sizes of batch %d's files not read, so not counted: %s: %s", batch.batch_id,
+                        type(exc).__name__, exc)
             return None
         return self.measured[batch.batch_id][1]
 

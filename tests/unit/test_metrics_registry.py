@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from etl.config import load_config
 from etl.errors import ConfigError
 from etl.job.observer import Phase
+from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.ops.metrics import COUNTERS, FAILURE, LOCK_HELD, RunMetrics, build_registry, etl_version, published_metrics
 from etl.state.store import ZooKeeperUnavailable
 from tests.harness.config_file import minimal_ini
@@ -108,3 +109,19 @@ def test_every_metric_name_ends_in_its_unit_and_is_documented():
     documented = set(re.findall(r"^\| `(etl_[a-z_]+)` \| (?:gauge|counter) \|", (REPO / "docs" / "monitoring.md").read_text(), re.M))
     exported = {name + "_total" if name in COUNTERS else name for name in names}
     assert exported == documented
+
+
+class _BrokenWarehouse:
+    def main_dir(self, partition):
+        raise RuntimeError("a bug in the listing")
+
+    rejected_dir = main_dir
+
+
+def test_a_listing_that_fails_before_a_commit_costs_its_bytes_not_the_commit(metrics, caplog):
+    batch = Batch(batch_id=7, state=BatchState.REGISTERED, planned_at="2026-11-25T10:00:00+00:00",
+                  partition_values={"dt": "2026-11-25"}, ranges=(OffsetRange("t", 0, 0, 60, 0),))
+    with caplog.at_level(logging.WARNING, logger="etl.ops.metrics"):
+        assert metrics.written_bytes(batch, _BrokenWarehouse()) is None
+    [record] = caplog.records
+    assert "batch 7's files not read, so not counted: RuntimeError: a bug in the listing" in record.getMessage()
