@@ -1,6 +1,9 @@
 """The two DAGs of deploy/airflow/etl_kafka_to_hive.py (BashOperator, SparkSubmitOperator) under
 real Airflow (`airflow dags test`, SQLite) against the local stack: spark-submit loads the topic
-exactly once and the closed hour's `_SUCCESS` sensor succeeds; with the job's lock held by another run, the load is skipped, not failed.
+exactly once and the closed hour's `_SUCCESS` sensor succeeds, which is an event of the table's
+Asset; with the job's lock held by another run, the load is skipped, not failed. A run without a
+logical date (as the API and asset triggers start them; through Airflow's DAG.test) senses the
+hour before its run_after. Only exit 75 is retried: a run that exits 1 or 2 fails at its first try.
 
 Airflow lives in its own venv (.airflow-venv, installed by scripts/airflow-venv, which scripts/test
 runs); this test is skipped only when it is missing. Event times are on a past day, so the hour
@@ -29,6 +32,26 @@ DB = "etl_test"
 DAY = "2026-11-20"
 LOGICAL_DATE = f"{DAY}T11:10:00+00:00"  # waits for hour 10's marker
 
+# DAG.test() without a logical date, as a run triggered through the API or by an asset has none.
+# argv: dag_id, run_after, retries of etl_run. Retries come at once (the DAG's five minutes apart
+# are no part of the rule under test), and the sensor pokes once: the run writes the marker
+# before it ends, so a sensor that does not find it at once has the wrong hour.
+WITHOUT_LOGICAL_DATE = """
+import datetime, sys
+from airflow.dag_processing.dagbag import DagBag
+
+dag_id, run_after, retries = sys.argv[1], datetime.datetime.fromisoformat(sys.argv[2]), int(sys.argv[3])
+bag = DagBag()
+assert not bag.import_errors, bag.import_errors
+dag = bag.dags[dag_id]
+for task in dag.tasks:
+    task.retries, task.retry_delay = 0, datetime.timedelta(0)
+dag.task_dict["etl_run"].retries = retries
+dag.task_dict["closed_hour_success_marker"].timeout = 0
+run = dag.test(logical_date=None, run_after=run_after)
+print("RUN", run.run_id, "logical_date", run.logical_date)
+"""
+
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not AIRFLOW.exists(), reason="Airflow is not installed: run scripts/airflow-venv")]
 
@@ -43,6 +66,7 @@ def airflow_env(home: Path, config: Path, table_path: Path) -> dict[str, str]:
             "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "deploy" / "airflow"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "false",
             "AIRFLOW_VAR_ETL_CONFIG": str(config), "AIRFLOW_VAR_ETL_PYTHON": sys.executable,
+            "AIRFLOW_VAR_ETL_TABLE": f"{DB}.{table_path.name}",
             "AIRFLOW_VAR_ETL_SPARK_SUBMIT": str(bin_dir / "spark-submit"),
             "AIRFLOW_VAR_ETL_SPARK_ARGS": "--master local[2]", "AIRFLOW_VAR_ETL_TABLE_PATH": str(table_path),
             "AIRFLOW_VAR_ETL_APPLICATION": str(REPO / "etl" / "__main__.py"),
@@ -52,17 +76,38 @@ def airflow_env(home: Path, config: Path, table_path: Path) -> dict[str, str]:
             "AIRFLOW_CONN_FS_DEFAULT": json.dumps({"conn_type": "fs", "extra": {"path": "/"}})}
 
 
-def dags_test(dag_id: str, home: Path, env: dict[str, str]) -> tuple[str, dict[str, str], str]:
-    """Run the DAG once in a fresh Airflow home: (the run's final state, task -> state, output)."""
+def dags_test(dag_id: str, home: Path, env: dict[str, str], *, run_after: str | None = None,
+              retries: int = 0) -> tuple[str, dict[str, str], str]:
+    """Run the DAG once in a fresh Airflow home: (the run's final state, task -> state, output).
+    With run_after, through DAG.test() without a logical date; else `airflow dags test` on LOGICAL_DATE."""
     home.mkdir()
-    for command in (["db", "migrate"], ["dags", "test", dag_id, LOGICAL_DATE]):
-        done = subprocess.run([str(AIRFLOW), *command], env=env, capture_output=True, text=True, timeout=900)
+    run = ([str(AIRFLOW.with_name("python")), "-c", WITHOUT_LOGICAL_DATE, dag_id, run_after, str(retries)]
+           if run_after else [str(AIRFLOW), "dags", "test", dag_id, LOGICAL_DATE])
+    for command in ([str(AIRFLOW), "db", "migrate"], run):
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
         output = done.stdout + done.stderr
         assert done.returncode == 0, output[-6000:]
     with sqlite3.connect(home / "airflow.db") as db:
-        [(state,)] = db.execute("SELECT state FROM dag_run WHERE dag_id = ?", (dag_id,)).fetchall()
+        [(state, logical_date)] = db.execute("SELECT state, logical_date FROM dag_run WHERE dag_id = ?",
+                                             (dag_id,)).fetchall()
         tasks = dict(db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ?", (dag_id,)).fetchall())
+    assert (logical_date is None) == (run_after is not None), logical_date
     return state, tasks, output
+
+
+def tries(home: Path, task_id: str) -> int:
+    """How many times the task ran in the Airflow home's one DAG run."""
+    with sqlite3.connect(home / "airflow.db") as db:
+        [(try_number,)] = db.execute("SELECT try_number FROM task_instance WHERE task_id = ?", (task_id,)).fetchall()
+    return try_number
+
+
+def table_events(home: Path) -> list[tuple[str, str, dict]]:
+    """The asset events in the Airflow home: (the asset's name, its URI, the event's extra)."""
+    with sqlite3.connect(home / "airflow.db") as db:
+        rows = db.execute("SELECT asset.name, asset.uri, asset_event.extra FROM asset_event "
+                          "JOIN asset ON asset.id = asset_event.asset_id").fetchall()
+    return [(name, uri, json.loads(extra)) for name, uri, extra in rows]
 
 
 @pytest.mark.parametrize("dag_id", DAGS)
@@ -82,6 +127,9 @@ def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skip
     assert (state, tasks) == ("success", {"etl_run": "success", "closed_hour_success_marker": "success"}), \
         output[-6000:]
     assert (table_path / f"dt={DAY}" / "hour=10" / MARKER_NAME).exists()
+    marker = f"{table_path}/dt={DAY}/hour=10/{MARKER_NAME}"
+    assert table_events(tmp_path / "airflow") == [
+        (f"{DB}.{hive_table_name}", f"hive://{DB}/{hive_table_name}", {"partition": f"dt={DAY}/hour=10", "marker": marker})]
     check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: 3}), warehouse_dir,
                        run_verify=False)
 
@@ -94,3 +142,47 @@ def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skip
     assert (state, tasks) == ("success", {"etl_run": "skipped", "closed_hour_success_marker": "success"}), \
         output[-6000:]
     assert "is already running" in output
+
+
+@pytest.mark.parametrize("dag_id", DAGS)
+def test_a_run_without_a_logical_date_senses_the_hour_before_it_was_due(
+        dag_id, tmp_path, new_topic, produce, write_config, hive_table_name, warehouse_dir):
+    topic = new_topic(partitions=1)
+    produce(topic, {0: [at("10:05", 1), at("12:10", 2)]})  # watermark 12:10: hours 10 and 11 closed
+    config = write_config(kafka={"topics": topic}, hive={"partition_by": "column:ts", "success_markers": "true",
+                                                           "success_marker_delay_seconds": "0"})
+    table_path = warehouse_dir / f"{DB}.db" / hive_table_name
+    home = tmp_path / "airflow"
+
+    state, tasks, output = dags_test(dag_id, home, airflow_env(home, config, table_path),
+                                     run_after=f"{DAY}T11:10:00+00:00")
+    print(f"DAG run without a logical date, final state: {state}; tasks: {tasks}")
+    assert (state, tasks) == ("success", {"etl_run": "success", "closed_hour_success_marker": "success"}), \
+        output[-6000:]
+    assert [extra["partition"] for _, _, extra in table_events(home)] == [f"dt={DAY}/hour=10"]
+
+
+# Exit 2: no such config file; 1: a topic that does not exist; 75: the metastore does not answer.
+FAILURES = {2: lambda write_config, topic: Path("/nonexistent/etl.ini"),
+            1: lambda write_config, topic: write_config(kafka={"topics": "no-such-topic-here"}),
+            75: lambda write_config, topic: write_config(kafka={"topics": topic},
+                                                         hive={"metastore": "thrift://127.0.0.1:9"})}
+
+
+@pytest.mark.parametrize("dag_id", DAGS)
+@pytest.mark.parametrize("exit_code", sorted(FAILURES))
+def test_etl_run_is_retried_on_exit_75_only(dag_id, exit_code, tmp_path, new_topic, write_config, hive_table_name,
+                                             warehouse_dir):
+    config = FAILURES[exit_code](write_config, new_topic(partitions=1))
+    table_path = warehouse_dir / f"{DB}.db" / hive_table_name
+    home = tmp_path / "airflow"
+
+    state, tasks, output = dags_test(dag_id, home, airflow_env(home, config, table_path),
+                                     run_after=f"{DAY}T11:10:00+00:00", retries=1)
+    print(f"etl run exiting {exit_code}: final state {state}; tasks {tasks}; etl_run tried {tries(home, 'etl_run')}")
+    assert (state, tasks) == ("failed", {"etl_run": "failed", "closed_hour_success_marker": "upstream_failed"}), \
+        output[-6000:]
+    assert tries(home, "etl_run") == (2 if exit_code == 75 else 1), output[-6000:]
+    said = (f"exit code {exit_code}", f"Error code is: {exit_code}") if exit_code == 75 else (f"etl run exited {exit_code}",)
+    assert any(words in output for words in said), output[-6000:]
+    assert table_events(home) == []
