@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -22,6 +23,7 @@ DRIVER_LOG4J2 = Path(__file__).with_name("log4j2-driver.properties")
 DRIVER_LOG4J2_JSON = Path(__file__).with_name("log4j2-driver-json.properties")  # over it, with JSON logs
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 JVM_EXIT_SECONDS = 10  # how long a failed start waits to learn whether the driver JVM died
+WARM_UP_PATIENCE_SECONDS = 60.0  # how long a failed command waits for Spark's start-up work
 
 
 def build_spark(config: Config):
@@ -184,15 +186,31 @@ class SparkStarter:
     than a JVM. Whatever needs Spark (the Hive registrar, the tasks, the dimension loader) is
     given this object, or its `session` method, and asks."""
 
-    def __init__(self, config: Config, on_start: Callable[[object], None] | None = None):
-        """`on_start(session)` runs once, right after the session started."""
+    def __init__(self, config: Config, on_start: Callable[[object], object] | None = None):
+        """`on_start(session)` runs once, right after the session started; should it return a
+        thread (work it began in the background), a failed command waits for it."""
         self._config = config
         self._session = None
         self._on_start = on_start
+        self._started: object = None
+
+    def settle_after_failure(self, patience_seconds: float = WARM_UP_PATIENCE_SECONDS) -> None:
+        """When a command fails after Spark started (a refusal: a table another job owns, a
+        schema change), the work `on_start` began may still run: the Python workers' warm-up
+        (etl.job.warm_up) takes seconds. Left to the JVM's exit, its tasks lost their workers
+        under them, and Spark logged "Python worker exited unexpectedly (crashed)" ERROR lines
+        after the command's one message. So it is waited for, as a successful run's batch waits
+        for it, and cancelled only should it outlast `patience_seconds`."""
+        if not isinstance(self._started, threading.Thread):
+            return
+        self._started.join(patience_seconds)
+        if self._started.is_alive() and self._session is not None:
+            log.warning("Spark's start-up work still ran after %.0f s; cancelling it", patience_seconds)
+            self._session.sparkContext.cancelAllJobs()
 
     def session(self):
         if self._session is None:
             self._session = build_spark(self._config)
             if self._on_start is not None:
-                self._on_start(self._session)
+                self._started = self._on_start(self._session)
         return self._session

@@ -69,8 +69,12 @@ def _run_locked(config, store, spec, loop, interval, max_batches, observer, emit
         with timed(observer, Phase.SETUP):
             kafka.partitions(kafka.job_topics().loaded)  # a missing topic fails before Spark starts
         job = assemble_job(config, store, kafka, spec, observer)
-        job.compactor().finish_pending()  # before any batch: a batch writes where Hive reads
-        _run_batches(job, loop, interval, max_batches, config.compaction.after_run, emit, observer)
+        try:
+            job.compactor().finish_pending()  # before any batch: a batch writes where Hive reads
+            _run_batches(job, loop, interval, max_batches, config.compaction.after_run, emit, observer)
+        except Exception:
+            job.spark.settle_after_failure()  # Spark's running tasks end before the JVM does
+            raise
     finally:
         kafka.close()
 
