@@ -11,7 +11,6 @@ for its ranges; a damaged batch is named with how to drop it (drop_batch_remedy)
 """
 from __future__ import annotations
 
-import json
 import zlib
 
 from kazoo.exceptions import NoNodeError
