@@ -83,7 +83,6 @@ def test_a_damaged_archive_is_moved_aside_and_every_next_run_succeeds_and_record
     one with a damaged header was ignored by the JVM on every run: neither was ever recorded again.
     The checksum in the archive's name finds both before the JVM starts; a damaged body whose name
     was forged to match makes the JVM die at start, and the run starts it again without it."""
-    from etl.hive.class_archive import checksum
     topic = new_topic(partitions=1)
     folder = tmp_path / "jvm-archive"
     config = write_config(kafka={"topics": topic}, jvm={"class_archive_dir": str(folder)})
@@ -96,6 +95,7 @@ def test_a_damaged_archive_is_moved_aside_and_every_next_run_succeeds_and_record
         _damage(archive, "header" if where == "header" else "body")
         said = f"{archive} is damaged"
         if where.endswith("checksum"):
+            from etl.hive.class_archive import checksum
             archive = archive.rename(archive.with_name(f"{archive.name.rsplit('-', 1)[0]}-{checksum(archive)}.jsa"))
             said = f"{archive} made the driver JVM exit while it started"
         produce(topic, events_by_partition(1, 10, first_id=loaded))
