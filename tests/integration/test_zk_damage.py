@@ -21,6 +21,9 @@ from tests.harness.state import wait_for_lock_release
 DB = "etl_test"
 COMMANDS = (("run",), ("status",), ("verify",), ("recover",), ("reset-offsets", "--to", "earliest", "--yes"),
             ("history",))
+# `etl history` reads the batches' headers, never the committed offsets: a damaged snapshot does
+# not stop it, and it still shows the batches (whose `snapshot` says which one a backup restores).
+READS_SNAPSHOTS = COMMANDS[:-1]
 
 
 def paths_of(config) -> ZkPaths:
@@ -34,9 +37,9 @@ def committed_chunk(zk, config) -> str:
     return paths.snapshot_chunk(name, 0)
 
 
-def every_command_names(config, node: str, remedy: str) -> None:
+def every_command_names(config, node: str, remedy: str, commands=COMMANDS) -> None:
     """Each command exits 1 with one error line naming the node and the remedy, no traceback."""
-    for command in COMMANDS:
+    for command in commands:
         done = etl_command(config, *command, timeout=300)
         assert done.returncode == 1, f"etl {' '.join(command)}: {done.describe()}"
         assert "Traceback" not in done.stderr, f"etl {' '.join(command)}: {done.stderr[-3000:]}"
@@ -49,7 +52,8 @@ def test_a_snapshot_chunk_holding_garbage_is_named_by_every_command_until_restor
     chunk = committed_chunk(zk, config)
     backup = zk.get(chunk)[0]
     zk.set(chunk, b"garbage, not what the ETL wrote")
-    every_command_names(config, chunk, "ZooKeeper backup")
+    every_command_names(config, chunk, "ZooKeeper backup", READS_SNAPSHOTS)
+    assert etl_command(config, "history").returncode == 0
     zk.set(chunk, backup)  # what the error says to do: restore the node as it was written
     produce(topic, events_by_partition(2, 20, first_id=1000))
     assert run_etl(config).returncode == 0
@@ -67,7 +71,7 @@ def test_a_snapshot_chunk_crafted_well_formed_with_other_offsets_is_refused_by_i
     for entry in entries:
         entry[2] = 5  # the committed offset: [topic, partition, offset, origin, last, max_event_ms, active_at]
     zk.set(chunk, zlib.compress(json.dumps(entries, separators=(",", ":"), sort_keys=True).encode()))
-    every_command_names(config, chunk, "checksum")
+    every_command_names(config, chunk, "checksum", READS_SNAPSHOTS)
     zk.set(chunk, backup)
     assert run_etl(config).returncode == 0
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 30, 1: 30})

@@ -29,7 +29,6 @@ def largest_node(zk, path: str) -> tuple[int, str]:
 
 
 def test_a_five_year_backfill_awaiting_markers_stays_below_the_node_limit(open_store, zk, zk_root):
-    from etl.errors import StateDamaged
     store = open_store()
     assert store.acquire_lock() is None
     ledger = {"unmarked": hourly(HOURS), "late_count": 0, "late": []}
@@ -53,6 +52,7 @@ def test_a_five_year_backfill_awaiting_markers_stays_below_the_node_limit(open_s
     # The amended ledger's chunks, and the ones of the header before it, deleted at the next change
     # (a crash between the chunks and the header must leave the header it did not replace whole).
     assert len(chunks) == -(-(HOURS - 100) // 5000) + -(-HOURS // 5000)
+    from etl.errors import StateDamaged
     zk.set(f"{plan}/{chunks[0]}", b"garbage")
     with pytest.raises(StateDamaged, match=f"{plan}/{chunks[0]}"):
         store.read_batch(1)
