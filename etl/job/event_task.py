@@ -22,6 +22,7 @@ from etl.errors import StateConflict
 from etl.job.split_writer import PassWriter, WrittenPart
 from etl.model.identity import fingerprint
 from etl.model.naming import partition_path, temp_name
+from etl.model.partitioning import legacy_path
 from etl.model.schema import arrow_schema
 from etl.rows.pipeline import RowPipeline
 from etl.rows.placement import planned_key
@@ -52,9 +53,35 @@ def run_event_range_task(fs: WarehouseFileSystem, task, tables: Mapping[str, pa.
     path = manifest_path(task.table_root, r.topic, r.partition, r.start, r.end)
     found = read_manifest(fs, path)
     if found is not None:
+        _move_legacy_parts(fs, task, found)
         return found, False
     manifest = _RangeSplit(fs, task, tables).run()
     return manifest, publish_manifest(fs, path, manifest)
+
+
+def _move_legacy_parts(fs: WarehouseFileSystem, task, manifest: RangeManifest) -> None:
+    """A range published by a release that named years 1-999 unpadded (dt=1-01-02), resumed: its
+    manifest reads as the padded partitions, and the batch registers those, so its parts move
+    there first (not yet registered: no query sees the move). etl.ops.legacy_names moves the
+    parts of committed batches."""
+    for part in manifest.parts:
+        legacy = legacy_path(part.partition)
+        if legacy == part.partition:
+            continue
+        source = posixpath.join(task.table_root, legacy, manifest.file_name)
+        if not fs.exists(source):
+            continue
+        folder = posixpath.join(task.table_root, task.relocated.get(part.partition, part.partition))
+        fs.makedirs(folder)
+        target = posixpath.join(folder, manifest.file_name)
+        if fs.rename_no_replace(source, target):
+            continue
+        # Both there: a racing attempt moved it first, or a crash inside a link-then-unlink move.
+        if fs.info(source).size != fs.info(target).size:
+            raise StateConflict(f"{source} cannot move to {target}: a different file is there already. Check "
+                                f"which one holds the range's rows, move the other out of the warehouse, then run "
+                                f"again")
+        fs.delete(source)
 
 
 class _RangeSplit:

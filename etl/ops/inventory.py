@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from etl.model.compaction import TableKind, partition_of_folder
 from etl.model.naming import FileRange, is_temp_name, parse_final_name
+from etl.model.partitioning import padded_path
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.manifest import SUFFIX as MANIFEST_SUFFIX
 from etl.sink.merge import read_facts
@@ -76,7 +77,7 @@ def take_inventory(fs: WarehouseFileSystem, warehouse: Warehouse) -> Inventory:
             elif folder in relocated or partition_of_folder(folder) is not None:
                 inventory.superseded.append(path)
             else:
-                target.append(WarehouseFile(path, folder, file_range))
+                target.append(WarehouseFile(path, padded_path(folder), file_range))  # dt=1-01-02: as padded
     return inventory
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import getpass
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from etl.config import Config
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK
@@ -26,7 +26,9 @@ from etl.model.events import AcceptedLoss, MovedAside
 from etl.model.identity import recreated_partitions
 from etl.model.naming import FileRange, final_name, partition_path
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
+from etl.model.partitioning import padded_path
 from etl.ops.inventory import Inventory, take_inventory
+from etl.ops.legacy_names import legacy_partitions, move_legacy_partitions
 from etl.ops.parts import check_parts, damaged_ranges
 from etl.ops.verify_deep import unreadable_files
 from etl.sink.aside import aside_path, aside_root, move_aside
@@ -54,6 +56,7 @@ class Assessment:
     moving: list[str]  # files to move out of the table before their ranges are rewritten
     rewrite: list[Span]  # committed ranges no file covers, that Kafka still holds
     lost: list[Span]  # committed ranges no file covers, that Kafka no longer holds (with --accept-loss)
+    legacy: list[str] = field(default_factory=list)  # partitions named before dt was zero-padded
 
 
 def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory: Inventory, fs: WarehouseFileSystem,
@@ -89,11 +92,15 @@ def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory:
     if rewrite:
         actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka: "
                        f"{', '.join(_describe(s) for s in rewrite[:5])}")
+    legacy = legacy_partitions(fs, Warehouse.of(config))
+    if legacy:
+        actions.append(f"move {len(legacy)} partitions named before dt was zero-padded to their padded names: "
+                       f"{', '.join(f'{p} -> {padded_path(p)}' for p in legacy[:5])}")
     if lost and accept_loss:
         actions.append(f"record {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
     elif lost:
         problems += [_lost(s) for s in lost]
-    return Assessment(lines, problems, actions, batch, moving, rewrite, lost)
+    return Assessment(lines, problems, actions, batch, moving, rewrite, lost, legacy)
 
 
 def _files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | None,
@@ -229,7 +236,7 @@ def assessment_json(found: Assessment) -> dict:
     return {"open_batch": None if found.open_batch is None else found.open_batch.batch_id,
             "findings": found.lines, "problems": [p.to_json() for p in found.problems], "actions": found.actions,
             "rewrite": [_describe(s) for s in found.rewrite], "lost": [_describe(s) for s in found.lost],
-            "move_out": found.moving}
+            "move_out": found.moving, "legacy_partitions": found.legacy}
 
 
 def _report(found: Assessment, out) -> None:
@@ -262,6 +269,10 @@ def _repair(config, store, kafka, fs: WarehouseFileSystem, warehouse: Warehouse,
         job.compactor().finish_pending()  # before a batch: it must write where Hive reads
         if found.open_batch is not None:
             out(f"done: {job.run_once().describe()}")
+        if found.legacy:  # after the open batch: it may register some of them
+            located, registrar = warehouse.with_relocations(store.relocations()), job.registrar()
+            registrar.warehouse = located  # a padded partition that was compacted is registered where it is now
+            move_legacy_partitions(fs, located, registrar, out)
         if found.lost:
             _record_losses(store, found.lost, out)
         if found.rewrite:

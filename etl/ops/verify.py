@@ -31,6 +31,7 @@ from etl.model.compaction import TableKind
 from etl.ops.compaction_check import check_superseded, switching, warehouse_table
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
 from etl.ops.inventory import Inventory, take_inventory
+from etl.ops.legacy_names import check_legacy_names
 from etl.ops.parts import check_parts
 from etl.ops.placement_check import check_placement
 from etl.ops.verify_deep import check_deep, check_readable, check_rewritten, offsets_in_kafka
@@ -82,6 +83,7 @@ def run_verify(config, deep: bool) -> VerifyReport:
     problems += check_parts(inventory, manifests, open_batch)
     problems += check_temps(inventory, holder.describe() if holder else None)
     problems += check_superseded(inventory, compactions, warehouse)
+    problems += check_legacy_names(fs, warehouse)
     spark = build_spark(config)
     for kind in TableKind:
         locations = partition_locations(spark, config.hive.database, warehouse_table(config, kind))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from etl.errors import WarehouseError
 from etl.model.naming import final_name, temp_name
+from etl.model.partitioning import padded_path
 from etl.sink.commit import publish
 from etl.sink.fs import PathNotFound, WarehouseFileSystem
 
@@ -65,7 +66,9 @@ class RangeManifest:
 
     @classmethod
     def from_json(cls, raw: dict) -> "RangeManifest":
-        parts = tuple(Part(str(path), int(rows), int(late)) for path, rows, late in raw["parts"])
+        # A part named before dt was zero-padded (dt=1-01-02) reads as its padded partition, where
+        # `etl recover` or the range's resume moves it (etl.ops.legacy_names).
+        parts = tuple(Part(padded_path(str(path)), int(rows), int(late)) for path, rows, late in raw["parts"])
         return cls(**{**raw, "parts": parts})
 
 
