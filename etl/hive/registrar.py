@@ -212,13 +212,6 @@ class HiveRegistrar:
         self._sql(f"ALTER TABLE {self._qualified(table)} DROP IF EXISTS PARTITION ({_spec(values)})",
                   f"drop partition {partition} of {table}", "The next `etl recover` drops it again")
 
-    def drop_partition(self, kind: TableKind, partition: str) -> None:
-        """Forget a partition (etl.ops.legacy_names, once its files have moved). The tables are
-        EXTERNAL: the metastore deletes no file."""
-        table, values = self._table(kind), partition_values(partition)
-        self._sql(f"ALTER TABLE {self._qualified(table)} DROP IF EXISTS PARTITION ({_spec(values)})",
-                  f"drop partition {partition} of {table}", "The next `etl recover` drops it again")
-
     def partitions(self, kind: TableKind) -> dict[str, str]:
         """Each partition of the table and its location, as the metastore holds them."""
         try:
