@@ -16,6 +16,7 @@ from tests.harness.data import event, events_by_partition
 from tests.harness.etl_process import run_etl
 from etl.ops.metrics import etl_version
 from tests.harness.prometheus import PrometheusStack, free_port, missing_binaries
+from tests.harness.state import wait_for_lock_release
 
 pytestmark = pytest.mark.skipif(bool(missing_binaries()), reason=f"not installed: {missing_binaries()} "
                                                                  f"(scripts/setup installs them)")
@@ -158,7 +159,7 @@ def data_file_bytes(warehouse) -> int:
 
 @pytest.mark.slow
 def test_the_load_totals_count_each_batch_once_across_a_crash_before_and_after_its_commit(
-        tmp_path, new_topic, produce, write_config, warehouse_dir):
+        tmp_path, zk, new_topic, produce, write_config, warehouse_dir):
     """The totals move in the commit's own transaction: a run killed before it (the batch
     resumed and committed by the next run) and a run killed right after it (the next run finds
     the batch COMMITTED) each count the batch once."""
@@ -167,15 +168,18 @@ def test_the_load_totals_count_each_batch_once_across_a_crash_before_and_after_i
     config = write_config(kafka={"topics": topic}, metrics={"textfile": str(textfile)})
     produce(topic, events_by_partition(2, 20))  # 40
     assert run_etl(config, fault="commit:snapshot-written").returncode < 0
-    assert run_etl(config).returncode == 0
+    wait_for_lock_release(zk, config)  # the killed run's session expires
+    resumed = run_etl(config, "--lock-held-exit-code", "99")
+    assert resumed.returncode == 0 and "batch 1 (resumed) COMMITTED" in resumed.stdout, resumed.describe()
     produce(topic, {0: [event(100 + i) for i in range(7)]})  # 7 more, and one bad record
     produce(topic, {1: [b"not json"]})
     lenient = write_config(kafka={"topics": topic}, job={"max_rejected_ratio": "0.5"},
                            metrics={"textfile": str(textfile)})
     killed = run_etl(lenient, fault="state:COMMITTED")
     assert killed.returncode < 0, killed.describe()
-    last = run_etl(lenient)
-    assert last.returncode == 0, last.describe()
+    wait_for_lock_release(zk, config)
+    last = run_etl(lenient, "--lock-held-exit-code", "99")
+    assert last.returncode == 0 and "COMMITTED" not in last.stdout, last.describe()  # nothing new
 
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
