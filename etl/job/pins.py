@@ -10,6 +10,7 @@ change is recorded in the batch, old and new, with who decided and when.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from etl.config import Config, DimensionChangePolicy
 from etl.errors import DimensionChanged
@@ -48,7 +49,7 @@ def pinned(batch: Batch) -> dict[str, Snapshot]:
     return {name: Snapshot.from_json(raw) for name, raw in batch.dimensions.items()}
 
 
-def changed(pins: dict[str, Snapshot], current: dict[str, Snapshot | None]) -> list[str]:
+def changed(pins: Mapping[str, Snapshot], current: Mapping[str, Snapshot | None]) -> list[str]:
     """The dimensions whose snapshot now differs from the pin (None: gone or not configured)."""
     return sorted(name for name in pins.keys() | current.keys() if pins.get(name) != current.get(name))
 

@@ -43,8 +43,9 @@ class Window:
 
 
 class Partitioner(Protocol):
-    # (name, Hive type) of each partition column, in PARTITIONED BY order
-    columns: tuple[tuple[str, str], ...]
+    @property
+    def columns(self) -> tuple[tuple[str, str], ...]:
+        """(name, Hive type) of each partition column, in PARTITIONED BY order."""
 
     def values_for_plan(self, planned_at: dt.datetime) -> dict[str, str]:
         """The partition values of a batch planned at `planned_at`."""
