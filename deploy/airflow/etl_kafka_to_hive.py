@@ -1,7 +1,8 @@
 """Airflow DAGs: load the Kafka topics into Hive every hour, then wait for the closed hour's `_SUCCESS`.
 
 The closed hour's marker, when found, is an event of the table's Asset (the DAGs' outlet), so
-that downstream DAGs can be scheduled on the table: schedule=[Asset(name="<database>.<table>")].
+that downstream DAGs can be scheduled on the table:
+schedule=[Asset(name="<database>.<table>", uri="hive://<database>/<table>")].
 
 Two DAGs with the same schedule and the same sensor; use one of them:
   etl_kafka_to_hive                 spark-submit through a BashOperator (the one we recommend)
