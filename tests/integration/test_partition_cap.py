@@ -40,7 +40,7 @@ def test_a_batch_past_the_cap_fails_before_any_file_and_loads_once_when_raised(
                                                          "max_partitions_per_batch": str(HOURS)})
     loaded = run_etl(raised)
     assert loaded.returncode == 0, loaded.describe()
-    assert len([p for p in table_root.glob("dt=*/hour=*") if p.is_dir()]) == HOURS
+    assert len([p for p in table_root.glob("dt=2026-11-20/hour=*") if p.is_dir()]) == HOURS
     check_exactly_once(hive_reader(spark), raised, expected_offsets(topic, {0: 30, 1: 18}), warehouse_dir)
 
 
