@@ -25,8 +25,8 @@ from etl.model.events import Skipped
 from etl.model.identity import RecordFingerprint
 from etl.state.batch_nodes import ranges_source
 from etl.state.chunks import checksums, read_chunks
-from etl.state.snapshots import CommittedState
 from etl.state.marker_chunks import header_with_markers
+from etl.state.snapshots import CommittedState
 from etl.state.znodes import CommittedOffset, dump
 
 log = logging.getLogger(__name__)
@@ -45,9 +45,9 @@ class Commits:
         self._read(lambda: self.client.ensure_path(self.paths.plans), "create the plans node")
         if self._read(lambda: self.client.exists(plan), "look for a crashed plan") is not None:
             self.delete_fenced(plan, f"delete what a crashed plan of batch {batch.batch_id} left")
-        txn = self.client.transaction()
         chunks = [dump([r.to_json() for r in batch.ranges[i:i + RANGES_PER_CHUNK]])
                   for i in range(0, len(batch.ranges), RANGES_PER_CHUNK)]
+        txn = self.client.transaction()
         self._fence(txn)
         txn.create(plan, dump({"base": self.pointer_version(), "range_count": len(batch.ranges),
                                "checksums": checksums(chunks)}))  # checked by every read (etl.state.chunks)

@@ -209,9 +209,9 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords,
                 touched = [self.paths.touched(batch_id, i) for i in range(partition_chunk_count(header))]
                 partitions = [p for part in read_chunks(self.client, touched, sums.get("partitions"), False, remedy)
                               for p in part]
-            return Batch.from_json(header, ranges, partitions), stat.version
             markers, sums = marker_paths(self.paths, batch_id, header)
             header = merge_markers(header, read_chunks(self.client, markers, sums, True, remedy))
+            return Batch.from_json(header, ranges, partitions), stat.version
         except (TypeError, KeyError, ValueError, AttributeError) as exc:  # JSON of another shape
             raise damaged(batch_node, f"is not a batch this version wrote ({type(exc).__name__}: {exc})",
                           remedy) from None
