@@ -22,3 +22,9 @@ def tests_session(stack: Stack):
         .enableHiveSupport()
         .getOrCreate()
     )
+
+
+def rejected_errors(spark, db: str, table: str) -> list[str]:
+    """The reasons in `db`.`table`_rejected, sorted, read afresh (REFRESH: the ETL wrote files)."""
+    spark.sql(f"REFRESH TABLE `{db}`.`{table}_rejected`")
+    return sorted(r.error for r in spark.sql(f"SELECT error FROM `{db}`.`{table}_rejected`").collect())

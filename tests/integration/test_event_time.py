@@ -16,6 +16,7 @@ from etl.job.runner import run_job
 from etl.ops.recovery import recover
 from etl.ops.verify import run_verify
 from tests.harness.etl_process import run_etl
+from tests.harness.spark import rejected_errors
 from tests.harness.oracle import expected_offsets, table_offsets
 
 DB = "etl_test"
@@ -66,11 +67,6 @@ def newest_batch(config):
         return store.last_batch()[0]
 
 
-def rejected_errors(spark, table: str) -> list[str]:
-    spark.sql(f"REFRESH TABLE `{DB}`.`{table}_rejected`")
-    return sorted(r.error for r in spark.sql(f"SELECT error FROM `{DB}`.`{table}_rejected`").collect())
-
-
 def test_kafka_timestamps_place_rows_out_of_order_across_days(spark, new_topic, produce, write_config,
                                                               hive_table_name):
     topic = new_topic(partitions=2)
@@ -99,7 +95,7 @@ def test_missing_and_unparsable_event_times(policy, spark, new_topic, produce, w
     assert run_job(load_config(config)) == 0
     both = table_offsets(spark, DB, hive_table_name) + table_offsets(spark, DB, f"{hive_table_name}_rejected")
     assert both == expected_offsets(topic, {0: 4})
-    errors = rejected_errors(spark, hive_table_name)
+    errors = rejected_errors(spark, DB, hive_table_name)
     assert any("not a time" in e for e in errors), errors  # malformed: rejected under both policies
     planned = newest_batch(config).partition_values
     placed = {r.kafka_offset: (r.dt, r.hour) for r in rows_with_partition(spark, hive_table_name)}

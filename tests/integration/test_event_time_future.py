@@ -23,6 +23,8 @@ from etl.job.runner import run_job
 from etl.ops.verify import run_verify
 from etl.sink.markers import MARKER_NAME
 from etl.state.store import ZkStateStore
+from tests.harness.spark import rejected_errors
+from tests.harness.state import job_state
 from tests.harness.oracle import expected_offsets, table_offsets
 
 DB = "etl_test"
@@ -55,17 +57,6 @@ def stored_max(config) -> dict:
         return {key: offset.max_event_ms for key, offset in store.committed_offsets().items()}
 
 
-def newest(config):
-    cfg = load_config(config)
-    with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        return store.last_batch()[0]
-
-
-def rejected_errors(spark, table: str) -> list[str]:
-    spark.sql(f"REFRESH TABLE `{DB}`.`{table}_rejected`")
-    return sorted(r.error for r in spark.sql(f"SELECT error FROM `{DB}`.`{table}_rejected`").collect())
-
-
 @pytest.mark.parametrize("future_data", ["write", "reject"])
 def test_a_far_future_event_time_does_not_mark_the_open_hour_nor_make_later_rows_late(
         future_data, spark, new_topic, produce, write_config, hive_table_name, warehouse_dir):
@@ -84,16 +75,16 @@ def test_a_far_future_event_time_does_not_mark_the_open_hour_nor_make_later_rows
     main = table_offsets(spark, DB, hive_table_name)
     rejected = table_offsets(spark, DB, f"{hive_table_name}_rejected")
     assert main + rejected == expected_offsets(topic, {0: 3})
-    assert (topic, 0, 2) in main, rejected_errors(spark, hive_table_name)  # a valid row of the open hour: kept
+    assert (topic, 0, 2) in main, rejected_errors(spark, DB, hive_table_name)  # a valid row of the open hour: kept
     if future_data == "write":
         assert main == expected_offsets(topic, {0: 3}) and not rejected
         assert (warehouse_dir / f"{DB}.db" / hive_table_name / "dt=9999-12-30" / "hour=00").is_dir()
     else:
         assert rejected == expected_offsets(topic, {0: 2}, start=1)
-        errors = rejected_errors(spark, hive_table_name)
+        errors = rejected_errors(spark, DB, hive_table_name)
         assert len(errors) == 1 and errors[0].startswith("future: event time 9999-12-30"), errors
     assert not (hour_folder(warehouse_dir, hive_table_name, later) / MARKER_NAME).exists()
-    assert all(p["late"] == 0 for p in newest(config).partitions)
+    assert all(p["late"] == 0 for p in job_state(config).last_batch.partitions)
     assert run_verify(load_config(config), deep=False).ok
 
 
@@ -113,6 +104,6 @@ def test_a_watermark_pinned_by_an_older_release_recovers(spark, new_topic, produ
     second, later = now_event(2)
     produce(topic, {0: [second]})
     assert run_job(load_config(config)) == 0
-    assert newest(config).partitions and all(p["late"] == 0 for p in newest(config).partitions)  # not late
+    assert job_state(config).last_batch.partitions and all(p["late"] == 0 for p in job_state(config).last_batch.partitions)  # not late
     assert stored_max(config)[(topic, 0)] == int(later.timestamp() * 1000)  # the pinned maximum is replaced
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 3})

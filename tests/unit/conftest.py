@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from etl.config import load_config
+from tests.harness.config_file import minimal_ini
 from tests.harness.schema_registry import RegistryProcess, registry_for_tests, why_no_stoppable_registry
 
 
@@ -26,3 +28,15 @@ def registry_process(tmp_path):
         pytest.skip(reason)
     with RegistryProcess(tmp_path / "schema-registry-process") as registry:
         yield registry
+
+
+@pytest.fixture
+def config_with(tmp_path, request):
+    """load(kafka_lines): the Config of a minimal job whose [kafka] section has these lines."""
+    schema = request.config.rootpath / "warehouse_schema" / "events.sql"
+
+    def load(kafka_lines: str):
+        path = tmp_path / "job.ini"
+        path.write_text(minimal_ini(schema, kafka=kafka_lines))
+        return load_config(path)
+    return load

@@ -2,22 +2,9 @@
 job knows of but does not load (hidden names, deleted or no longer chosen topics)."""
 import pytest
 
-from etl.config import load_config
 from etl.config.topic_pattern import TopicPattern
 from etl.errors import ConfigError
 from etl.source.topics import JobTopics, NotLoadedReason, matching_topics, not_loaded_topics
-from tests.harness.config_file import minimal_ini
-
-
-@pytest.fixture
-def config_with(tmp_path, request):
-    schema = request.config.rootpath / "warehouse_schema" / "events.sql"
-
-    def load(kafka_lines: str):
-        path = tmp_path / "job.ini"
-        path.write_text(minimal_ini(schema, kafka=kafka_lines))
-        return load_config(path)
-    return load
 
 
 def test_topics_regex_is_compiled_once_and_leaves_the_list_empty(config_with):

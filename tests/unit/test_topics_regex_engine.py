@@ -6,22 +6,10 @@ import textwrap
 
 import pytest
 
-from etl.config import load_config
 from etl.errors import EXIT_USAGE, ConfigError
 from tests.harness.config_file import minimal_ini
 
 EVIL_TOPIC = "rt_redos_" + "a" * 34 + "-"
-
-
-@pytest.fixture
-def config_with(tmp_path, request):
-    schema = request.config.rootpath / "warehouse_schema" / "events.sql"
-
-    def load(kafka_lines: str):
-        path = tmp_path / "job.ini"
-        path.write_text(minimal_ini(schema, kafka=kafka_lines))
-        return load_config(path)
-    return load
 
 
 def test_a_backtracking_pattern_against_a_long_near_miss_ends(tmp_path, request):
