@@ -14,7 +14,7 @@ timeout_of() { if [ "$1" = thriftserver ]; then echo "$THRIFT_TIMEOUT"; else ech
 # A word of the service's command line, so a stale pid file never matches a foreign process.
 marker_of() {
   case $1 in
-    zookeeper) echo QuorumPeerMain ;; kafka) echo tansu ;; metastore) echo LoopbackMetastore ;;
+    zookeeper) echo QuorumPeerMain ;; kafka) echo kafka.Kafka ;; metastore) echo LoopbackMetastore ;;
     thriftserver) echo HiveThriftServer2 ;;
   esac
 }

