@@ -5,7 +5,7 @@
 port_of() {
   case $1 in
     zookeeper) echo "$ZK_PORT" ;; kafka) echo "$KAFKA_PORT" ;; metastore) echo "$METASTORE_PORT" ;;
-    thriftserver) echo "$THRIFT_PORT" ;;
+    thriftserver) echo "$THRIFT_PORT" ;; namenode) echo "$HDFS_PORT" ;; datanode) echo "$HDFS_DATANODE_PORT" ;;
   esac
 }
 
@@ -16,6 +16,7 @@ marker_of() {
   case $1 in
     zookeeper) echo QuorumPeerMain ;; kafka) echo kafka.Kafka ;; metastore) echo LoopbackMetastore ;;
     thriftserver) echo HiveThriftServer2 ;;
+    namenode) echo server.namenode.NameNode ;; datanode) echo server.datanode.DataNode ;;
   esac
 }
 
@@ -23,9 +24,15 @@ now_ms() { local us=${EPOCHREALTIME//[.,]/}; echo $((us / 1000)); }
 
 port_open() { (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
 
-# Whether the service answers: ZooKeeper's own health word (zookeeper.sh), else an open port.
+# Whether the service answers: ZooKeeper's own health word (zookeeper.sh); the DataNode once
+# HDFS serves writes (hdfs.sh); else an open port.
 ready() {
-  if [ "$1" = zookeeper ]; then zk_ruok; else port_open "$(port_of "$1")"; fi
+  case $1 in
+    zookeeper) zk_ruok ;;
+    namenode) port_open "$HDFS_PORT" && port_open "$HDFS_HTTP_PORT" ;;
+    datanode) port_open "$HDFS_DATANODE_HTTP_PORT" && hdfs_serving ;;
+    *) port_open "$(port_of "$1")" ;;
+  esac
 }
 
 # Print the pid of the service if it is alive, else fail.
