@@ -1,5 +1,6 @@
 """A Confluent Schema Registry test server. No real registry can be installed here (Confluent's
-is Java from Maven, Karapace is not on PyPI), and the ETL's Spark executors, other processes,
+is not on Maven Central, Apicurio's cannot be put together from it, Karapace is not on PyPI:
+docs/testing.md has the errors), and the ETL's Spark executors, other processes,
 must reach one over TCP: this one answers Confluent's REST API, over real HTTP, for the calls
 confluent-kafka's SchemaRegistryClient makes for its Avro and Protobuf serializers and
 deserializers. Bodies are application/vnd.schemaregistry.v1+json; errors are Confluent's
