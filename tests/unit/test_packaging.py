@@ -19,7 +19,7 @@ import etl
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 PROJECT = PYPROJECT["project"]
-LOCKED_EXTRAS = ("dev",)  # kerberos builds against MIT Kerberos: not locked (docs/installing.md)
+LOCKED_EXTRAS = ("dev",)  # kerberos builds against MIT Kerberos: in requirements/kerberos.txt only
 ENTRY = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)")
 
 
@@ -77,6 +77,17 @@ def test_the_runtime_lock_is_the_runtime_part_of_the_lock_at_the_same_versions()
         assert canonicalize_name(Requirement(raw).name) in runtime
     dev_only = {canonicalize_name(Requirement(r).name) for r in PROJECT["optional-dependencies"]["dev"]}
     assert not dev_only & set(runtime), "dev tools in the runtime lock would go into pack-env's archive"
+
+
+def test_the_kerberos_lock_is_the_lock_plus_the_kerberos_extra_at_the_same_versions():
+    full, kerberos = lock("lock.txt"), lock("kerberos.txt")
+    assert {name: kerberos[name][0] for name in full if name in kerberos} == \
+        {name: version for name, (version, _) in full.items()}, "run scripts/lock"
+    for raw in PROJECT["optional-dependencies"]["kerberos"]:
+        requirement = Requirement(raw)
+        name = canonicalize_name(requirement.name)
+        assert name in kerberos and requirement.specifier.contains(kerberos[name][0]), f"{raw}: run scripts/lock"
+    assert not sorted(name for name, (_, hashes) in kerberos.items() if not hashes)
 
 
 def test_every_data_file_of_the_package_is_package_data():
