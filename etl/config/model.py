@@ -96,7 +96,7 @@ class WarehouseAuth(StrEnum):
     """[warehouse] auth, for WebHDFS."""
 
     SIMPLE = "simple"  # the HDFS user is named (user.name)
-    KERBEROS = "kerberos"  # SPNEGO, with the ticket cache's principal
+    KERBEROS = "kerberos"  # SPNEGO, from kerberos_keytab or the ticket cache
 
 
 class ZooKeeperAuth(StrEnum):
@@ -229,6 +229,10 @@ class WarehouseConfig:
     user: str | None = None  # WebHDFS simple auth: the HDFS user (user.name) the ETL acts as
     auth: WarehouseAuth = WarehouseAuth.SIMPLE  # WebHDFS only
     kerberos_principal: str | None = None  # WebHDFS with auth = kerberos; None: the ticket cache's default
+    # WebHDFS with auth = kerberos: log in as kerberos_principal from this keytab (an absolute
+    # path, present on the driver and every executor), anew whenever SPNEGO needs a ticket, so a
+    # ticket's expiry never stops a long run; None: the ticket cache (kinit).
+    kerberos_keytab: str | None = None
     timeout_seconds: float = 60.0  # WebHDFS: connect and read timeout of one HTTP request
     # Bounds the retries of idempotent filesystem calls. Not a [warehouse] key: load_config
     # passes the job's [retry] policy here, so the executors retry as the driver does.

@@ -8,9 +8,9 @@ import re
 from urllib.parse import urlsplit
 
 from etl.config.model import WEBHDFS_SCHEMES, WarehouseAuth, WarehouseConfig
-from etl.config.section import Section, plain_location
+from etl.config.section import Section, plain_location, resolve
 
-WEBHDFS_ONLY_KEYS = ("user", "auth", "kerberos_principal", "timeout_seconds")
+WEBHDFS_ONLY_KEYS = ("user", "auth", "kerberos_principal", "kerberos_keytab", "timeout_seconds")
 
 
 def warehouse_section(s: Section) -> WarehouseConfig:
@@ -82,8 +82,29 @@ def _webhdfs_warehouse(s: Section, url: str, hive_location: str | None) -> Wareh
     if auth == WarehouseAuth.SIMPLE and user is None:
         user = _current_user()  # decided once, here: the executors then act as the same HDFS user
     return WarehouseConfig(url=url, hive_location=hive_location, user=user, auth=auth,
-                           kerberos_principal=principal,
+                           kerberos_principal=principal, kerberos_keytab=_keytab(s, auth, principal),
                            timeout_seconds=s.positive("timeout_seconds", 60.0, float))
+
+
+def _keytab(s: Section, auth: WarehouseAuth, principal: str | None) -> str | None:
+    """kerberos_keytab as an absolute path (relative to the config's folder), read once here so
+    that a missing or unreadable keytab exits 2 before anything starts. Whether it holds the
+    principal's key is checked where the Kerberos packages are, on the driver
+    (etl.sink.fs.webhdfs_client)."""
+    path = s.get("kerberos_keytab", None, lambda raw: resolve(s.path.parent, raw))
+    if path is None:
+        return None
+    if auth != WarehouseAuth.KERBEROS:
+        raise s.fail("kerberos_keytab", "needs auth = kerberos")
+    if principal is None:
+        raise s.fail("kerberos_principal", "is required with kerberos_keytab: the principal whose key the keytab "
+                                           "holds, e.g. etl@EXAMPLE.COM")
+    try:
+        with open(path, "rb") as keytab:
+            keytab.read(1)
+    except OSError as exc:
+        raise s.fail("kerberos_keytab", f"cannot read {path}: {exc.strerror or exc}") from exc
+    return str(path)
 
 
 def _current_user() -> str | None:

@@ -86,3 +86,31 @@ def test_kerberos_auth(load):
 def test_bad_warehouse_settings_name_the_key(load, lines, message):
     with pytest.raises(ConfigError, match=message):
         load(*lines)
+
+
+KERBEROS = ["url = webhdfs://nn:9870/w", "hive_location = hdfs://ns/w", "auth = kerberos"]
+
+
+def test_a_keytab_is_read_relative_to_the_config(load, tmp_path):
+    (tmp_path / "etl.keytab").write_bytes(b"\x05\x02")
+    warehouse = load(*KERBEROS, "kerberos_principal = etl@REALM", "kerberos_keytab = etl.keytab")
+    assert (warehouse.kerberos_keytab, warehouse.kerberos_principal) == (str(tmp_path / "etl.keytab"), "etl@REALM")
+
+
+@pytest.mark.parametrize("lines, message", [
+    ([*KERBEROS, "kerberos_principal = etl@R", "kerberos_keytab = absent.keytab"],
+     r"\[warehouse\] kerberos_keytab: cannot read .*absent.keytab: No such file or directory"),
+    ([*KERBEROS, "kerberos_principal = etl@R", "kerberos_keytab = ."],
+     r"\[warehouse\] kerberos_keytab: cannot read .*: Is a directory"),
+    ([*KERBEROS, "kerberos_keytab = etl.keytab"],
+     r"\[warehouse\] kerberos_principal: is required with kerberos_keytab"),
+    (["url = webhdfs://nn:9870/w", "hive_location = hdfs://ns/w", "kerberos_keytab = etl.keytab"],
+     r"\[warehouse\] kerberos_keytab: needs auth = kerberos"),
+    (["url = file:///w", "kerberos_keytab = etl.keytab"],
+     r"\[warehouse\] kerberos_keytab: applies only to a webhdfs:// or swebhdfs:// url"),
+])
+def test_a_bad_keytab_setting_names_the_key(load, tmp_path, lines, message):
+    (tmp_path / "etl.keytab").write_bytes(b"\x05\x02")
+    with pytest.raises(ConfigError, match=message) as refused:
+        load(*lines)
+    assert refused.value.exit_code == 2

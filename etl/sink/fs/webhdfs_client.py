@@ -61,7 +61,7 @@ def make_client(warehouse: WarehouseConfig):
             raise ConfigError(f"[warehouse] auth = kerberos needs the requests-kerberos package, which is not "
                               f"installed here ({exc}); install the ETL with its kerberos extra: "
                               f"pip install 'kafka-hive-etl[kerberos]', on the driver and the executors") from exc
-        extra = {"principal": warehouse.kerberos_principal} if warehouse.kerberos_principal else {}
+        extra = {"principal": _kerberos_login(warehouse)} if warehouse.kerberos_principal else {}
         return KerberosClient(warehouse.namenode_urls, mutual_auth="OPTIONAL", timeout=warehouse.timeout_seconds,
                               session=_session(), **extra)
     try:
@@ -70,6 +70,35 @@ def make_client(warehouse: WarehouseConfig):
     except (KeyError, OSError) as exc:  # getpass found no user name for this process
         raise ConfigError(f"[warehouse] user is not set and this process has no user name ({exc}); "
                           f"set [warehouse] user to the HDFS user the ETL writes as") from exc
+
+
+def _kerberos_login(warehouse: WarehouseConfig):
+    """Who SPNEGO logs in as: the principal from the ticket cache, or with kerberos_keytab the
+    principal from the keytab. pyspnego then gets a fresh ticket from the keytab for every new
+    SPNEGO exchange (a MEMORY cache of its own, never the user's), so no ticket expires under a
+    long run; the NameNode's auth cookie spares the KDC all the requests in between."""
+    if warehouse.kerberos_keytab is None:
+        return warehouse.kerberos_principal
+    import spnego  # pyspnego, requests-kerberos's own dependency
+    keys = _keytab_principals(warehouse.kerberos_keytab)
+    name = warehouse.kerberos_principal
+    if name not in keys and not ("@" not in name and any(key.partition("@")[0] == name for key in keys)):
+        raise ConfigError(f"[warehouse] kerberos_keytab: {warehouse.kerberos_keytab} holds no key of "
+                          f"kerberos_principal {warehouse.kerberos_principal} (it holds {', '.join(sorted(keys)) or 'none'}); "
+                          f"export that principal's key into it (kadmin: ktadd -k FILE PRINCIPAL) or name the "
+                          f"principal it holds")
+    return spnego.KerberosKeytab(keytab=warehouse.kerberos_keytab, principal=warehouse.kerberos_principal)
+
+
+def _keytab_principals(path: str) -> set[str]:
+    import krb5  # pykrb5, pyspnego's Kerberos dependency
+    context = krb5.init_context()
+    try:
+        keytab = krb5.kt_resolve(context, f"FILE:{path}".encode())
+        return {krb5.unparse_name_flags(context, entry.principal).decode() for entry in keytab}
+    except krb5.Krb5Error as exc:
+        raise ConfigError(f"[warehouse] kerberos_keytab: {path} is not a keytab that Kerberos can read ({exc}); "
+                          f"export one with kadmin (ktadd -k FILE PRINCIPAL) or ktutil") from exc
 
 
 def _session() -> requests.Session:
