@@ -215,3 +215,15 @@ def registry_process(tmp_path):
         pytest.skip(reason)
     with RegistryProcess(tmp_path / "schema-registry-process") as registry:
         yield registry
+
+
+@pytest.fixture(scope="session")
+def hdfs():
+    """The shared HDFS (tests.harness.hdfs.Hdfs): a NameNode and a DataNode of Hadoop's jars,
+    started once per session by `scripts/local-stack up hdfs`, only when a test asks for it.
+    Keep to folders of the test's own (Hdfs.scratch); faults beyond them take a PrivateHdfs."""
+    from tests.harness.hdfs import shared_hdfs
+    try:
+        return shared_hdfs()
+    except StackDown as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -1,15 +1,16 @@
 """One contract suite for every warehouse filesystem backend (in the spirit of luigi's
 FileSystemTargetTestMixin): the commit protocol relies on exactly these behaviours.
 
-Backends: the local filesystem; WebHDFS against tests/harness/webhdfs_server.py (a server that follows
-the WebHDFS REST spec over a local folder, since no HDFS can be installed here); and a real
-cluster when ETL_TEST_WEBHDFS_URL is set. After the suite, WebHDFS-only cases: retries of
-idempotent calls, RENAMEs whose answer was lost, CREATE never sent twice, error mapping.
+Backends here: the local filesystem, and WebHDFS against tests/harness/webhdfs_server.py (a server
+that follows the WebHDFS REST spec over a local folder, in this process). The same suite runs
+against a real NameNode and DataNode in tests/integration/test_fs_contract_hdfs.py, which imports
+it: a real HDFS is a service, and tests/unit needs none. After the suite, WebHDFS-only cases
+the real daemons cannot be made to produce on cue: dropped connections, RENAMEs whose answer
+was lost, standby answers, CREATE never sent twice, error mapping.
 """
 from __future__ import annotations
 
 import io
-import os
 import pickle
 import posixpath
 import sys
@@ -29,7 +30,6 @@ from etl.sink.fs.webhdfs import WebHdfsFileSystem
 from tests.harness.webhdfs_server import WebHdfsTestServer
 
 FAST_RETRY = RetryConfig(attempts=3, initial_wait_seconds=0.05, max_wait_seconds=0.2)
-CLUSTER_ENV = "ETL_TEST_WEBHDFS_URL"
 FINAL = final_name("events", 3, 0, 250)
 
 
@@ -64,39 +64,17 @@ def server(tmp_path):
         yield running
 
 
-def _cluster_backend():
-    url = os.environ.get(CLUSTER_ENV)
-    if not url:
-        pytest.skip(f"no real cluster: set {CLUSTER_ENV}=webhdfs://namenode:port/scratch/folder (and optionally "
-                    f"ETL_TEST_WEBHDFS_USER, ETL_TEST_WEBHDFS_AUTH=kerberos, ETL_TEST_WEBHDFS_PRINCIPAL) to run "
-                    f"this suite against it")
-    auth = os.environ.get("ETL_TEST_WEBHDFS_AUTH", "simple")
-    config = webhdfs_config(url.rstrip("/"), auth=auth,
-                            user=os.environ.get("ETL_TEST_WEBHDFS_USER") if auth == "simple" else None,
-                            kerberos_principal=os.environ.get("ETL_TEST_WEBHDFS_PRINCIPAL"))
-    fs = WebHdfsFileSystem(config)
-    root = posixpath.join(config.fs_root, f"etl-contract-{uuid.uuid4().hex[:12]}")
-    fs.makedirs(root)
-    return fs, root
-
-
-@pytest.fixture(params=["local", "webhdfs", "cluster"])
+@pytest.fixture(params=["local", "webhdfs"])
 def backend(request, tmp_path):
     if request.param == "local":
         root = tmp_path / "local-warehouse"
         root.mkdir()
         yield Backend("local", LocalFileSystem(), str(root))
-    elif request.param == "webhdfs":
+    else:
         with WebHdfsTestServer(tmp_path / "served") as running:
             fs = WebHdfsFileSystem(webhdfs_config(running.webhdfs_url("/warehouse")))
             fs.makedirs("/warehouse/t")
             yield Backend("webhdfs", fs, "/warehouse/t", running)
-    else:
-        fs, root = _cluster_backend()
-        try:
-            yield Backend("cluster", fs, root)
-        finally:
-            fs.client.delete(root, recursive=True)
 
 
 def written_temp(backend: Backend, data: bytes, final: str = FINAL) -> str:
