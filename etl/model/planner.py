@@ -2,7 +2,8 @@
 
 Pure functions over what ZooKeeper and Kafka said, so that every rule is testable alone:
 `from` is the committed offset (or `starting_offsets` for a partition never seen),
-`until` is min(latest, from + max_records_per_partition), and a committed offset outside
+`until` is min(latest, from + max_records_per_partition) (`latest`: the last stable offset under
+read_committed, etl.source.kafka.KafkaMetadata.watermarks), and a committed offset outside
 [earliest, latest], or one committed for an earlier incarnation of a recreated topic
 (etl.model.identity), follows `on_offset_out_of_range`.
 

@@ -9,7 +9,8 @@ import logging
 import time
 from typing import Iterator
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicCollection, TopicPartition
+from confluent_kafka import (Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicCollection,
+                             TopicPartition)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from etl.config import KafkaConfig, RetryConfig
@@ -46,6 +47,14 @@ def consumer_settings(config: KafkaConfig, group: str) -> dict:
         "auto.offset.reset": "error",
         "enable.partition.eof": True,
     }
+
+
+def consumer_isolation(config: KafkaConfig) -> IsolationLevel:
+    """The isolation level the job's consumer reads with ([kafka] isolation.level, librdkafka's
+    default read_committed)."""
+    if config.client.get("isolation.level", "read_committed") == "read_uncommitted":
+        return IsolationLevel.READ_UNCOMMITTED
+    return IsolationLevel.READ_COMMITTED
 
 
 class KafkaMetadata:
@@ -108,7 +117,13 @@ class KafkaMetadata:
         return [(topic, p) for p in sorted(found.partitions)]
 
     def watermarks(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
-        """(earliest, latest) for every partition, asked in two batched requests."""
+        """(earliest, latest) for every partition, asked in two batched requests.
+
+        `latest` is what the job's consumer can read to: under isolation.level = read_committed
+        (librdkafka's default) the last stable offset, i.e. the first offset of the oldest
+        transaction still open, which the consumer cannot read past until it ends; under
+        read_uncommitted the high watermark. A range planned past the last stable offset would
+        wait at it for fetch_timeout_seconds and fail."""
         if not partitions:
             return {}
         low = self._retry(lambda: self._list_offsets(partitions, OffsetSpec.earliest()), "list earliest offsets")
@@ -117,7 +132,8 @@ class KafkaMetadata:
 
     def _list_offsets(self, partitions, spec) -> dict[tuple[str, int], int]:
         request = {TopicPartition(t, p): spec for t, p in partitions}
-        futures = self.admin.list_offsets(request, request_timeout=self.config.metadata_timeout_seconds)
+        futures = self.admin.list_offsets(request, isolation_level=consumer_isolation(self.config),
+                                          request_timeout=self.config.metadata_timeout_seconds)
         try:
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
         except KafkaException as exc:

@@ -154,18 +154,31 @@ def watermarks(topic: str, *, bootstrap: str | None = None, timeout: float = 10.
     return {p: (low, high) for p, (low, high) in marks.items()}
 
 
-def create_topic(admin: AdminClient, name: str, partitions: int, timeout: float = 30.0) -> str:
-    """Create the topic and wait until its metadata shows every partition with a leader.
-    Tansu cannot add partitions later: create the topic with the count you need."""
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
-                                  operation_timeout=timeout)
+def create_topic(admin: AdminClient, name: str, partitions: int, timeout: float = 30.0,
+                 config: Mapping[str, str] | None = None) -> str:
+    """Create the topic (with topic-level `config`, e.g. cleanup.policy) and wait until its
+    metadata shows every partition with a leader."""
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+                                            config=dict(config or {}))], operation_timeout=timeout)
     futures[name].result(timeout=timeout)
+    wait_for_partitions(admin, name, partitions, timeout)
+    return name
+
+
+def add_partitions(admin: AdminClient, name: str, total: int, timeout: float = 30.0) -> None:
+    """Grow the live topic to `total` partitions and wait until its metadata shows them all."""
+    from confluent_kafka.admin import NewPartitions
+    admin.create_partitions([NewPartitions(name, total)], operation_timeout=timeout)[name].result(timeout=timeout)
+    wait_for_partitions(admin, name, total, timeout)
+
+
+def wait_for_partitions(admin: AdminClient, name: str, partitions: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         topic = admin.list_topics(name, timeout=10).topics.get(name)
         if (topic is not None and topic.error is None and len(topic.partitions) == partitions
                 and all(p.error is None and p.leader >= 0 for p in topic.partitions.values())):
-            return name
+            return
         if time.monotonic() > deadline:
             raise TimeoutError(f"topic {name}: metadata does not show {partitions} partitions after {timeout:.0f}s")
         time.sleep(0.1)

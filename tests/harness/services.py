@@ -85,6 +85,13 @@ class _Service:
     def pid(self) -> int:
         return self.proc.pid
 
+    def kill(self) -> None:
+        """SIGKILL the service, as a lost machine would; start() runs it again on the same
+        ports and folder (a Kafka broker recovers its log from there)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(20)
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGCONT)  # a stopped process cannot act on TERM

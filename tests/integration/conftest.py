@@ -1,7 +1,7 @@
 """Fixtures against the REAL local services started by scripts/local-stack (no mocks): thin
 pytest glue over tests/harness, which holds the code (and is importable without pytest).
 
-ZooKeeper, the Tansu Kafka broker, the Hive metastore and the Spark Thrift Server (the
+ZooKeeper, the Apache Kafka broker, the Hive metastore and the Spark Thrift Server (the
 analysts' JDBC endpoint on that metastore) are shared by all tests; every test gets its own
 ZooKeeper root, topics and Hive table name, so tests never see each other's state. Ports
 follow the script: ETL_ZK_PORT, ETL_KAFKA_PORT, ETL_METASTORE_PORT, ETL_THRIFT_PORT.
@@ -129,18 +129,19 @@ def kafka_admin(stack) -> AdminClient:
 
 @pytest.fixture
 def new_topic(request, kafka_admin):
-    """Factory: new_topic(partitions=4, name=None) -> the name of a new, ready topic.
+    """Factory: new_topic(partitions=4, name=None, config=None) -> the name of a new, ready topic
+    (`config`: topic-level settings, e.g. {"cleanup.policy": "compact"}).
 
     Names are unique and include the test's name; all topics created are deleted after the
-    test (already deleted by the test, or broker gone: nothing to clean). Tansu cannot add
-    partitions later: create the topic with the count you need.
+    test (already deleted by the test, or broker gone: nothing to clean). A test grows a live
+    topic with tests.harness.kafka.add_partitions.
     """
     created: list[str] = []
     base = sanitize(request.node.name, "A-Za-z0-9._-", 150)
 
-    def create(partitions: int = 4, name: str | None = None) -> str:
+    def create(partitions: int = 4, name: str | None = None, config: dict | None = None) -> str:
         name = name or f"{base}-{uuid.uuid4().hex[:8]}"
-        created.append(kafka.create_topic(kafka_admin, name, partitions))
+        created.append(kafka.create_topic(kafka_admin, name, partitions, config=config))
         return name
 
     yield create

@@ -63,3 +63,15 @@ def _librdkafka_warnings(client_type, settings) -> list[str]:
     client = client_type({**settings, "logger": logger})
     client.poll(0)  # the logs a client queued while it was built are served here
     return captured.lines
+
+
+def test_the_planner_asks_for_the_offsets_its_consumer_can_read_to(tmp_path, request):
+    # read_committed (librdkafka's default): the last stable offset, past which the consumer is
+    # never served while a transaction is open; read_uncommitted: the high watermark.
+    from confluent_kafka import IsolationLevel
+
+    from etl.source.kafka import consumer_isolation
+    rootpath = request.config.rootpath
+    assert consumer_isolation(_config(tmp_path, rootpath).kafka) == IsolationLevel.READ_COMMITTED
+    uncommitted = _config(tmp_path, rootpath, kafka="isolation.level = read_uncommitted")
+    assert consumer_isolation(uncommitted.kafka) == IsolationLevel.READ_UNCOMMITTED
