@@ -157,7 +157,11 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
                          help="record committed ranges that no file covers and Kafka no longer holds as lost")
     recover.add_argument("--json", action="store_true")
     reset = _command(commands, "reset-offsets", cmd_reset, "move committed offsets, on the record")
-    reset.add_argument("--to", nargs="+", required=True, metavar="earliest|latest|TOPIC:PARTITION=OFFSET")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to", nargs="+", metavar="earliest|latest|TOPIC:PARTITION=OFFSET")
+    target.add_argument("--to-datetime", dest="to", metavar="ISO-8601",
+                        help="each partition's first offset whose record's timestamp is at or after this time, which "
+                             "says its zone (2026-11-25T14:30:00Z, +01:00); its end, as latest, where none is")
     reset.add_argument("--yes", action="store_true", help="apply; without it only show the changes")
     reset.add_argument("--move-aside", action="store_true",
                        help="backwards: move the committed files at and after the new offsets out of the table, "

@@ -8,11 +8,13 @@ import re
 from typing import Mapping
 
 from etl.config.model import KafkaConfig
-from etl.config.section import Section, read_secret_files
+from etl.config.section import Section, boolean, read_secret_files
 from etl.config.topic_pattern import TopicPattern
 from etl.errors import ConfigError
 
 TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+# Kafka takes any string as a group id; one a shell, a log line or an ACL could misread is refused.
+GROUP_RE = re.compile(r"^[!-~]{1,249}$")
 HIDDEN_FILE_PREFIXES = ("_", ".")
 # Settings the ETL owns; a pass-through value for them would break offset control.
 KAFKA_RESERVED = ("enable.auto.commit", "group.id", "auto.offset.reset", "enable.partition.eof")
@@ -20,7 +22,7 @@ KAFKA_RESERVED = ("enable.auto.commit", "group.id", "auto.offset.reset", "enable
 # `<key>_file`, an ETL key (librdkafka has no such keys), so that the INI need not hold it.
 KAFKA_SECRET_KEYS = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "sasl.oauthbearer.client.secret")
 KAFKA_OWN_KEYS = ("topics", "topics_regex", "fetch_timeout_seconds", "metadata_timeout_seconds",
-                  *(f"{key}_file" for key in KAFKA_SECRET_KEYS))
+                  "consumer_group", "commit_to_consumer_group", *(f"{key}_file" for key in KAFKA_SECRET_KEYS))
 
 
 class KafkaSettings(dict):
@@ -31,13 +33,14 @@ class KafkaSettings(dict):
         return repr({key: "***" if key in KAFKA_SECRET_KEYS else value for key, value in self.items()})
 
 
-def kafka_section(s: Section) -> KafkaConfig:
+def kafka_section(s: Section, job_name: str) -> KafkaConfig:
     client = KafkaSettings({k: v for k, v in s.values.items() if k not in KAFKA_OWN_KEYS})
     if "bootstrap.servers" not in client:
         raise s.fail("bootstrap.servers", "is required")
     for key in KAFKA_RESERVED:
         if key in client:
-            raise s.fail(key, "is set by the ETL itself (offsets live in ZooKeeper); remove it")
+            raise s.fail(key, "is set by the ETL itself (offsets live in ZooKeeper); remove it"
+                              + ("; consumer_group names the group they are mirrored to" if key == "group.id" else ""))
     read_secret_files(s, client, KAFKA_SECRET_KEYS)
     _check_with_librdkafka(s, client)
     topics, topics_regex = _topic_choice(s)
@@ -48,7 +51,25 @@ def kafka_section(s: Section) -> KafkaConfig:
         fetch_timeout_seconds=s.positive("fetch_timeout_seconds", 30.0, float),
         metadata_timeout_seconds=s.positive("metadata_timeout_seconds", 10.0, float),
         topics_regex=topics_regex,
+        consumer_group=_consumer_group(s, job_name),
     )
+
+
+def _consumer_group(s: Section, job_name: str) -> str | None:
+    """The group the committed offsets are mirrored to: etl-<job name>, another name, or none."""
+    group = s.get("consumer_group", None, _group_id)
+    if s.get("commit_to_consumer_group", True, boolean):
+        return group or f"etl-{job_name}"
+    if group is not None:
+        raise s.fail("consumer_group", "is set, but commit_to_consumer_group = false commits to no group; "
+                                       "remove one of them")
+    return None
+
+
+def _group_id(raw: str) -> str:
+    if not GROUP_RE.match(raw):
+        raise ValueError("a consumer group id here is 1 to 249 printable ASCII characters, without spaces")
+    return raw
 
 
 def _topic_choice(s: Section) -> tuple[tuple[str, ...], TopicPattern | None]:

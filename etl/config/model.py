@@ -193,6 +193,9 @@ class KafkaConfig:
     fetch_timeout_seconds: float = 30.0
     metadata_timeout_seconds: float = 10.0
     topics_regex: TopicPattern | None = None  # matched whole by RE2 at every plan (etl.source.topics)
+    # The Kafka consumer group the committed offsets are mirrored to (etl.source.group_mirror),
+    # etl-<job name> unless [kafka] consumer_group names another; None: not mirrored.
+    consumer_group: str | None = None
 
     @property
     def topics_key(self) -> str:

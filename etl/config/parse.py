@@ -73,7 +73,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
     return Config(
         path=path,
         job=job,
-        kafka=kafka_section(Section(parser, "kafka", path)),
+        kafka=kafka_section(Section(parser, "kafka", path), job.name),
         zookeeper=_zookeeper(Section(parser, "zookeeper", path)),
         warehouse=replace(warehouse_section(Section(parser, "warehouse", path)), retry=retry),
         hive=_hive(Section(parser, "hive", path)),

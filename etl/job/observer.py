@@ -41,6 +41,10 @@ class JobObserver:
     def lock_held(self) -> None:
         """Another run holds the job's lock: this run does nothing (called before LockHeld)."""
 
+    def consumer_group_commit_failed(self) -> None:
+        """Mirroring the committed offsets to the Kafka consumer group failed (a WARNING was
+        logged; etl.source.group_mirror): the run goes on."""
+
     def written_bytes(self, batch: "Batch", warehouse: "Warehouse") -> int | None:
         """The bytes of the batch's files, for the load totals its commit moves
         (etl.state.totals); None: not measured (only the metrics list the files' sizes)."""

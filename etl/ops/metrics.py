@@ -67,6 +67,7 @@ class RunMetrics(JobObserver):
         self.summaries: list[BatchSummary] = []
         self.batches: list[Batch] = []
         self.found_lock_held = False
+        self.mirror_failures = 0  # commits to the Kafka consumer group that failed (etl.source.group_mirror)
         self.measured: dict[int, tuple[int, int]] = {}  # batch id -> (files, bytes), listed before its commit
 
     def phase_done(self, phase: Phase, seconds: float) -> None:
@@ -78,6 +79,9 @@ class RunMetrics(JobObserver):
 
     def lock_held(self) -> None:
         self.found_lock_held = True
+
+    def consumer_group_commit_failed(self) -> None:
+        self.mirror_failures += 1
 
     def written_bytes(self, batch: Batch, warehouse: Warehouse) -> int | None:
         """Listed once, before the commit (which adds them to the load totals), and kept for the
@@ -192,6 +196,9 @@ def _run_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -> 
     table = f"{metrics.config.hive.database}.{metrics.config.hive.table}"
     done = metrics.summaries
     _gauge(registry, "etl_run_batches", "Batches the last run committed", job=job).set(len(done))
+    _gauge(registry, "etl_run_consumer_group_commit_failures", "Commits of the offsets to the job's Kafka consumer "
+           "group (a mirror of ZooKeeper's, for Kafka's tools) that failed in the last run",
+           job=job).set(metrics.mirror_failures)
     for name, documentation, value in (
             ("etl_run_rows", "Rows the last run's batches wrote to the table", sum(s.rows for s in done)),
             ("etl_run_rejected_rows", "Records the last run's batches could not decode (into the rejected table)",

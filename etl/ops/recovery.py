@@ -12,6 +12,7 @@ anything. A gap Kafka no longer holds can be recorded as lost with --accept-loss
 """
 from __future__ import annotations
 
+import contextlib
 import getpass
 import logging
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from etl.sink.aside import aside_path, aside_root, move_aside
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.manifest import list_manifests
 from etl.sink.warehouse import Warehouse
+from etl.source.group_mirror import OffsetMirror
 from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
 
@@ -212,7 +214,9 @@ def recover(config: Config, dry_run: bool, accept_loss: bool = False, out=print,
     report = {} if report is None else report
     fs = filesystem_for(config.warehouse)
     warehouse = Warehouse.of(config)
-    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
+    # The batch it completes and the reset it finishes move offsets: the store mirrors them to Kafka.
+    with contextlib.closing(OffsetMirror(config.kafka)) as mirror, \
+            ZkStateStore(config.zookeeper, config.job.name, config.retry, offsets_moved=mirror.commit) as store:
         holder = store.lock_holder()
         if holder is not None:
             report["lock"] = holder.describe()

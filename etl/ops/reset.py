@@ -11,11 +11,19 @@ the plan is written to ZooKeeper first, then the files are moved, then the offse
 fenced transaction with the event. A run that dies in between is finished by the next
 `reset-offsets`, `recover` or `run`. A reset also accepts the topic as it is now: the topic ids
 are stored anew and the last-record fingerprints dropped (etl.model.identity).
+
+The new offsets are named (TOPIC:PARTITION=OFFSET), or the log's `earliest` or `latest`, or
+found by time (--to-datetime): each partition's first offset whose record's timestamp is at or
+after it (Kafka's offsets_for_times), and its end, as `latest`, where it holds no such record.
+Whatever the target, the same guards apply. Once the offsets moved in ZooKeeper, the store
+mirrors them to the job's Kafka consumer group (etl.source.group_mirror).
 """
 from __future__ import annotations
 
+import contextlib
 import getpass
 import re
+from datetime import datetime, timedelta, timezone
 
 from etl.config import Config
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError
@@ -26,13 +34,45 @@ from etl.ops.inventory import Inventory, take_inventory
 from etl.sink.aside import aside_path, aside_root
 from etl.sink.fs import filesystem_for
 from etl.sink.warehouse import Warehouse
+from etl.source.group_mirror import OffsetMirror
 from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
 
 _EXPLICIT = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+):(?P<partition>\d+)=(?P<offset>\d+)$")
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+Targets = str | dict[tuple[str, int], int] | datetime  # earliest or latest; offsets by partition; a time
 
 
-def parse_targets(to: list[str]) -> str | dict[tuple[str, int], int]:
+def parse_instant(raw: str) -> datetime:
+    """--to-datetime's value: an ISO 8601 time that says its zone, Z or an offset (+01:00); a
+    time without one is refused rather than guessed, since the machine's zone and UTC differ by
+    hours of records. Raises ValueError with the reason."""
+    try:
+        when = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise ValueError(f"{raw!r} is not an ISO 8601 time such as 2026-11-25T14:30:00Z") from None
+    if when.utcoffset() is None:
+        raise ValueError(f"{raw!r} has no time zone: end it with Z for UTC, or an offset such as +01:00")
+    if when < EPOCH:
+        raise ValueError(f"{raw!r} is before 1970-01-01T00:00:00Z, where Kafka's timestamps start")
+    return when
+
+
+def epoch_ms(when: datetime) -> int:
+    """Kafka's timestamp (milliseconds) of the first record that is at or after `when`: a
+    fraction of a millisecond rounds up, or a record stamped just before `when` would count."""
+    return -(-(when - EPOCH) // timedelta(milliseconds=1))
+
+
+def parse_targets(to: list[str] | str | datetime) -> Targets:
+    """--to's values (a list), or --to-datetime's (a string, or a datetime already read)."""
+    if isinstance(to, datetime):
+        return to
+    if isinstance(to, str):
+        try:
+            return parse_instant(to)
+        except ValueError as exc:
+            raise ConfigError(f"--to-datetime: {exc}") from None
     if to in (["earliest"], ["latest"]):
         return to[0]
     targets = {}
@@ -49,8 +89,7 @@ def plan_changes(config: Config, store: ZkStateStore, kafka: KafkaMetadata, targ
     partitions = kafka.partitions(topics)
     marks = kafka.watermarks(partitions)
     committed = store.committed_offsets()
-    wanted = targets if isinstance(targets, dict) else {
-        tp: marks[tp][0 if targets == "earliest" else 1] for tp in partitions}
+    wanted = _wanted(kafka, partitions, marks, targets)
     changes = []
     for (topic, partition), new in sorted(wanted.items()):
         if (topic, partition) not in marks:
@@ -64,12 +103,24 @@ def plan_changes(config: Config, store: ZkStateStore, kafka: KafkaMetadata, targ
     return changes
 
 
-def reset_offsets(config: Config, to: list[str], yes: bool, move_aside: bool = False, out=print,
+def _wanted(kafka: KafkaMetadata, partitions: list[tuple[str, int]], marks: dict, targets: Targets) -> dict:
+    if isinstance(targets, dict):
+        return targets
+    if isinstance(targets, datetime):
+        found = kafka.offsets_at(partitions, epoch_ms(targets))
+        # No record at or after the time: the partition's end, as `latest` (what comes next is loaded).
+        return {tp: marks[tp][1] if found.get(tp) is None else found[tp] for tp in partitions}
+    return {tp: marks[tp][0 if targets == "earliest" else 1] for tp in partitions}
+
+
+def reset_offsets(config: Config, to: list[str] | str | datetime, yes: bool, move_aside: bool = False, out=print,
                   report: dict | None = None) -> int:
-    """`report`, when given, receives the changes, refusals and moves as JSON (`--json`)."""
+    """`to`: --to's values, or --to-datetime's time (parse_targets); it is read before anything is
+    touched. `report`, when given, receives the changes, refusals and moves as JSON (`--json`)."""
     report = {} if report is None else report
     targets = parse_targets(to)
-    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
+    with contextlib.closing(OffsetMirror(config.kafka)) as mirror, \
+            ZkStateStore(config.zookeeper, config.job.name, config.retry, offsets_moved=mirror.commit) as store:
         holder = store.acquire_lock()
         if holder is not None:
             report["lock"] = holder.describe()
@@ -99,6 +150,10 @@ def _reset_locked(config, store, targets, yes, move_aside, out, report: dict) ->
     refusals, moving = _backwards(changes, inventory, move_aside)
     report.update(changes=[{**c.__dict__, "backwards": c.old is not None and c.new < c.old} for c in changes],
                   refusals=refusals, move_out=moving, applied=False)
+    if isinstance(targets, datetime):
+        report["to_datetime"] = targets.isoformat()
+        out(f"--to-datetime {targets.isoformat()}: each partition's first offset whose record's timestamp is at or "
+            f"after it, or its end where it holds none")
     for c in changes:
         out(f"{c.topic}[{c.partition}]: {c.old} -> {c.new}"
             f"{'  (backwards)' if c.old is not None and c.new < c.old else ''}")

@@ -139,6 +139,24 @@ class KafkaMetadata:
         except KafkaException as exc:
             raise _as_unavailable(exc, "list offsets") from exc
 
+    def offsets_at(self, partitions: list[tuple[str, int]], at_ms: int) -> dict[tuple[str, int], int | None]:
+        """Each partition's first offset whose record's timestamp is at or after `at_ms` (Kafka's
+        ListOffsets by time, asked by the consumer: its isolation level); None where it holds none."""
+        if not partitions:
+            return {}
+        return self._retry(lambda: self._offsets_for_times(partitions, at_ms), "find offsets by time")
+
+    def _offsets_for_times(self, partitions, at_ms: int) -> dict[tuple[str, int], int | None]:
+        request = [TopicPartition(t, p, at_ms) for t, p in partitions]
+        try:
+            found = self.consumer.offsets_for_times(request, timeout=self.config.metadata_timeout_seconds)
+            refused = [tp for tp in found if tp.error is not None]
+            if refused:
+                raise KafkaException(refused[0].error)
+        except KafkaException as exc:
+            raise _as_unavailable(exc, "find offsets by time") from exc
+        return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in found}
+
     def topic_ids(self, topics) -> dict[str, str | None]:
         """Each topic's id, or None where the broker reports none (before Kafka 2.8)."""
         if not topics:

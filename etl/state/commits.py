@@ -119,6 +119,8 @@ class Commits:
             unknown = not isinstance(exc, LockLost) or isinstance(exc.__cause__, SessionExpiredError)
             if not unknown or self.read_batch(batch.batch_id)[0].state is not BatchState.COMMITTED:
                 raise
+        if batch.kind is not BatchKind.REPAIR:  # each range's partition is committed at its end (_moved)
+            self.offsets_moved({(r.topic, r.partition): r.end for r in batch.ranges})
         return committed
 
     def _conflict(self, batch: Batch, state: CommittedState) -> str:

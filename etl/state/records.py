@@ -64,6 +64,7 @@ class OperatorRecords:
         if self.pending_reset() is not None:
             txn.delete(self.paths.pending_reset)
         self._commit_fenced(txn, "reset offsets")
+        self.offsets_moved({(change.topic, change.partition): change.new for change in event.changes})
 
     # -- binding --------------------------------------------------------------------------
     def binding(self) -> Target | None:

@@ -12,6 +12,7 @@ import json
 import logging
 import threading
 from dataclasses import replace
+from typing import Callable, Mapping
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (ConnectionLoss, NoAuthError, NodeExistsError, NoNodeError, OperationTimeoutError,
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 # Failures of a read that say nothing about the data; reads are retried on these.
 RETRYABLE_ZK_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 BATCHES_KEPT = 50
+# Told each partition's new committed offset after a transaction moved some (a commit, a reset).
+OffsetsMoved = Callable[[Mapping[tuple[str, int], int]], object]
 
 
 class ZooKeeperUnavailable(Retryable):
@@ -48,8 +51,12 @@ class ZooKeeperUnavailable(Retryable):
 
 
 class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords, TotalsRecords):
-    def __init__(self, config: ZooKeeperConfig, job_name: str, retry: RetryConfig):
+    def __init__(self, config: ZooKeeperConfig, job_name: str, retry: RetryConfig,
+                 offsets_moved: OffsetsMoved | None = None):
+        """`offsets_moved`: called after each transaction that moved committed offsets, with the
+        partitions it moved (the commands that move them mirror them to Kafka: etl.source.group_mirror)."""
         self.config, self.retry = config, retry
+        self.offsets_moved: OffsetsMoved = offsets_moved or (lambda offsets: None)
         self.paths = ZkPaths(config.root, job_name)
         # With [zookeeper] auth = digest this authenticates, and gives every znode it creates the job's ACL.
         self.client = KazooClient(hosts=config.hosts, timeout=config.session_timeout_seconds,

@@ -1,0 +1,77 @@
+"""The committed offsets, mirrored to a Kafka consumer group for Kafka's own tools.
+
+ZooKeeper holds the job's offsets (etl.state). After every transaction that moves them (a
+batch's commit, a reset), the same offsets are committed to the consumer group [kafka]
+consumer_group (etl-<job name> by default), so that `kafka-consumer-groups --describe` and lag
+monitors that read consumer groups (Burrow, Kafka's JMX, Cruise Control) see the job's position
+and lag. It is only a mirror: nothing reads it back, and a commit that fails is a WARNING,
+never a failed command; the next commit of those partitions, or the next run, corrects it.
+
+The consumer commits as a standalone consumer: it never subscribes nor joins the group. Kafka
+accepts such a commit while the group has no members, which it never has unless something else
+uses its name (then the broker refuses, UNKNOWN_MEMBER_ID, and the warning says so).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Mapping
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from etl.config import KafkaConfig
+from etl.source.kafka import consumer_settings
+
+log = logging.getLogger(__name__)
+
+
+class OffsetMirror:
+    """Commits offsets to the job's consumer group; built once per command, like the other
+    Kafka clients, and closed by whoever built it. A config without a group mirrors nothing."""
+
+    def __init__(self, config: KafkaConfig, on_failure: Callable[[], None] = lambda: None):
+        self.group, self.on_failure = config.consumer_group, on_failure
+        self.consumer = None if self.group is None else Consumer(mirror_settings(config, self.group))
+
+    def commit(self, offsets: Mapping[tuple[str, int], int]) -> bool:
+        """Commit each partition's next offset to read (as ZooKeeper holds it); False, having
+        logged a WARNING, when Kafka refused or did not answer."""
+        if self.consumer is None or not offsets:
+            return True
+        request = [TopicPartition(topic, partition, offset) for (topic, partition), offset in sorted(offsets.items())]
+        try:
+            refused = [tp for tp in self.consumer.commit(offsets=request, asynchronous=False) or () if tp.error]
+            if refused:  # librdkafka raises for these too; should one come back instead, it is the same failure
+                raise KafkaException(refused[0].error)
+        except KafkaException as exc:
+            log.warning("the committed offsets of %d partitions were not mirrored to the Kafka consumer group %s: "
+                        "%s. ZooKeeper holds them (this is only a mirror for Kafka's tools); the group shows older "
+                        "offsets until the next commit%s", len(request), self.group, exc.args[0], _remedy(exc))
+            self.on_failure()
+            return False
+        log.debug("mirrored the offsets of %d partitions to the Kafka consumer group %s", len(request), self.group)
+        return True
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+
+
+def mirror_settings(config: KafkaConfig, group: str) -> dict:
+    """A consumer of the job's settings in the mirror's group. It never joins the group, so
+    the session timeout serves only to bound how long a commit waits for the group's
+    coordinator (librdkafka's default, 45 s, would hold a run that long when Kafka is away)."""
+    timeout_ms = max(1000, int(config.metadata_timeout_seconds * 1000))
+    return {**consumer_settings(config, group), "session.timeout.ms": timeout_ms,
+            "heartbeat.interval.ms": min(timeout_ms // 3, 3000)}
+
+
+def _remedy(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else None
+    code = error.code() if isinstance(error, KafkaError) else None
+    if code in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS):
+        return ("; the group has members: another consumer uses its name. Set [kafka] consumer_group to a name of "
+                "the job's own")
+    if code in (KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+        return ("; the job's principal may not commit to this group: grant it READ on the group, or set [kafka] "
+                "commit_to_consumer_group = false")
+    return ""
