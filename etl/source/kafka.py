@@ -1,7 +1,8 @@
 """Everything the ETL asks of Kafka: partitions, watermarks, and reading one offset range.
 
-Offsets live in ZooKeeper, never in Kafka: the consumer never commits and has no reset
-policy, so a range that is no longer in the log is an error, not a silent jump.
+Offsets live in ZooKeeper: these consumers never commit and have no reset policy, so a range
+that is no longer in the log is an error, not a silent jump. (The committed offsets are mirrored
+to a consumer group for Kafka's tools, never read back: etl.source.group_mirror.)
 """
 from __future__ import annotations
 
