@@ -1,0 +1,61 @@
+"""The whole pipeline with the warehouse on a REAL HDFS: Kafka -> Parquet through WebHDFS onto
+Hadoop's own NameNode and DataNode -> ZooKeeper -> Hive, whose metastore holds hdfs:// locations.
+
+The ETL writes through WebHDFS ([warehouse] url = webhdfs://127.0.0.1:<http>/...): the driver
+and every Spark task's Python worker, each with its own client, as on a cluster. Hive names the
+same folder hdfs://127.0.0.1:<rpc>/... ([warehouse] hive_location), and both of its readers go
+through their own Hadoop client (3.5.0, pyspark's): the test's Spark session, and the analysts'
+endpoint, the shared Spark Thrift Server, queried with Hive's JDBC driver as beeline does.
+
+Which warehouse runs which test: the pipeline's code differs between the local filesystem and
+WebHDFS (etl.sink.fs), so the pipeline runs on both (test_pipeline.py locally, this file on
+HDFS). It does not differ between the WebHDFS protocol server and a real NameNode, so the
+pipeline no longer runs on the protocol server: it serves the unit contract suite's faults a
+real NameNode cannot produce on cue (tests/unit/test_fs_contract.py).
+"""
+from __future__ import annotations
+
+from etl.config import load_config
+from etl.job.runner import run_job
+from tests.harness.data import events_by_partition
+from tests.harness.jdbc import JdbcReader, offsets_sql, parse_offsets
+from tests.harness.oracle import expected_offsets, table_offsets
+
+DB = "etl_test"
+
+
+def table_location(spark, table: str) -> str:
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED `{DB}`.`{table}`").collect()
+    return next(r.data_type for r in rows if r.col_name == "Location")
+
+
+def test_n_records_land_exactly_once_on_hdfs_analysts_read_them_and_a_second_run_changes_nothing(
+        spark, thrift_url, new_topic, produce, write_config, hive_table_name, hdfs):
+    topic = new_topic(partitions=4)
+    produce(topic, events_by_partition(4, 250))
+    root = hdfs.scratch("pipeline")
+    config = load_config(write_config(kafka={"topics": topic}, warehouse=hdfs.warehouse(root)))
+    assert config.warehouse.is_webhdfs
+    expected = expected_offsets(topic, {p: 250 for p in range(4)})
+
+    assert run_job(config) == 0
+    assert table_location(spark, hive_table_name) == f"{hdfs.hdfs_uri}{root}/{DB}.db/{hive_table_name}"
+    assert table_offsets(spark, DB, hive_table_name) == expected
+    fs = hdfs.filesystem()
+    table_dir = f"{root}/{DB}.db/{hive_table_name}"
+    files = sorted(fs.walk_files(table_dir))
+    assert sorted(p.rpartition("/")[2] for p in files) == [
+        f"{topic}+{p}+{0:020d}+{250:020d}.parquet" for p in range(4)]
+    before = [(p, fs.info(p).modified) for p in files]
+
+    reader = JdbcReader(spark.sparkContext._jvm, thrift_url)
+    connection = reader.connect()
+    try:
+        seen = parse_offsets(JdbcReader.query(connection, offsets_sql(hive_table_name)))
+    finally:
+        connection.close()
+    assert seen["main"] == expected and not seen["rejected"]  # the Thrift Server read hdfs:// itself
+
+    assert run_job(config) == 0
+    assert [(p, fs.info(p).modified) for p in sorted(fs.walk_files(table_dir))] == before
+    assert table_offsets(spark, DB, hive_table_name) == expected
