@@ -4,7 +4,8 @@ in a private folder: its own krb5.conf, kdc.conf, database, realm and port on 12
 Nothing reads or writes /etc/krb5.conf: every Kerberos client and tool of a test (kinit,
 kadmin.local, the JVMs, librdkafka, requests-kerberos) is pointed at this KDC through
 KRB5_CONFIG and KRB5_KDC_PROFILE (`Kdc.env`) and, for a JVM, -Djava.security.krb5.conf.
-Tickets live `ticket_lifetime` (short, so that a test can outlive one) and renew for an hour.
+Tickets live an hour, or less for a principal added with a shorter `max_life` (the renewal
+test's client, so that a run outlives its tickets).
 """
 from __future__ import annotations
 
@@ -33,11 +34,10 @@ def missing_tools() -> list[str]:
 class Kdc:
     """One KDC process (krb5kdc -n, in the foreground) and its admin tools, all in `workdir`."""
 
-    def __init__(self, workdir: Path, ticket_lifetime: str = "2m"):
+    def __init__(self, workdir: Path):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        self.ticket_lifetime = ticket_lifetime
         self.krb5_conf = self.workdir / "krb5.conf"
         self.kdc_conf = self.workdir / "kdc.conf"
         self.keytabs = self.workdir / "keytabs"
@@ -59,7 +59,7 @@ class Kdc:
     dns_lookup_realm = false
     dns_canonicalize_hostname = false
     rdns = false
-    ticket_lifetime = {self.ticket_lifetime}
+    ticket_lifetime = 1h
     renew_lifetime = 1h
     forwardable = true
     udp_preference_limit = 1
@@ -84,7 +84,7 @@ class Kdc:
         database_name = {self.workdir}/principal
         key_stash_file = {self.workdir}/stash
         acl_file = {self.workdir}/kadm5.acl
-        max_life = {self.ticket_lifetime}
+        max_life = 1h
         max_renewable_life = 1h
         supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal
     }}
@@ -122,11 +122,13 @@ class Kdc:
         return "".join(p.read_text(errors="replace")[-3000:] for p in
                        (self.workdir / "krb5kdc.log", self.workdir / "krb5kdc.stdout") if p.exists())
 
-    def add_principal(self, name: str, keytab: Path | None = None) -> Path:
-        """A principal with a random key, exported to a keytab (a fresh one per call unless given)."""
+    def add_principal(self, name: str, keytab: Path | None = None, max_life: str | None = None) -> Path:
+        """A principal with a random key, exported to a keytab (its own unless given); its
+        tickets live `max_life` (e.g. "40s") if given, else the realm's hour."""
         principal = name if "@" in name else f"{name}@{REALM}"
         keytab = keytab or self.keytabs / (principal.split("@")[0].replace("/", "_") + ".keytab")
-        self._run("kadmin.local", "-r", REALM, "-q", f"addprinc -randkey {principal}")
+        life = f"-maxlife {max_life} " if max_life else ""
+        self._run("kadmin.local", "-r", REALM, "-q", f"addprinc -randkey {life}{principal}")
         self._run("kadmin.local", "-r", REALM, "-q", f"ktadd -k {keytab} {principal}")
         return keytab
 

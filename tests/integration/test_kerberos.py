@@ -1,0 +1,129 @@
+"""Kerberos for real: a MIT KDC of the tests' own (tests/harness/kdc.py), an HDFS NameNode and
+DataNode secured by it (Kerberos RPC, block access tokens, SASL data transfer, SPNEGO on
+WebHDFS), and a Hive metastore whose Hadoop client logs in to that HDFS.
+
+The ETL authenticates from a keytab ([warehouse] kerberos_keytab) on the driver and the
+executors: each `etl` process is given a ticket cache that does not exist, so the test's own
+tickets cannot stand in for the keytab. The KDC and the secured services start once per test
+session, and only when these tests run (`-m kerberos` selects them).
+
+A GSSAPI Kafka listener is not tested here: the confluent-kafka wheel's librdkafka is built
+without Cyrus SASL ("No provider for SASL mechanism GSSAPI"), see docs/cluster.md.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.harness.data import events_by_partition
+from tests.harness.etl_process import EtlProcess, run_etl
+from tests.harness.hdfs import copy_to_local
+from tests.harness.kdc import REALM, Kdc, missing_tools
+from tests.harness.kerberized import KerberizedHdfs, KerberizedMetastore, hadoop_client_conf
+from tests.harness.oracle import check_exactly_once, expected_offsets
+from tests.harness.services import read_tables_via
+from tests.harness.state import job_state
+
+pytestmark = [pytest.mark.kerberos, pytest.mark.slow]
+
+DB = "etl_test"
+ETL_PRINCIPAL = f"etl@{REALM}"
+TICKET_LIFE_SECONDS = 30  # the ETL principal's tickets; the NameNode's auth cookie lives 20 s
+
+
+@pytest.fixture(scope="session")
+def kdc(tmp_path_factory):
+    missing = missing_tools()
+    if missing:
+        pytest.fail(f"MIT Kerberos tools missing: {missing}; run scripts/setup", pytrace=False)
+    with Kdc(tmp_path_factory.mktemp("kdc")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def secure_hdfs(kdc, tmp_path_factory):
+    with KerberizedHdfs(tmp_path_factory.mktemp("secure-hdfs"), kdc) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def secure_metastore(kdc, secure_hdfs, tmp_path_factory):
+    with KerberizedMetastore(tmp_path_factory.mktemp("secure-metastore"), kdc, secure_hdfs) as metastore:
+        yield metastore
+
+
+@pytest.fixture(scope="session")
+def etl_keytab(kdc):
+    return kdc.add_principal(ETL_PRINCIPAL, max_life=f"{TICKET_LIFE_SECONDS}s")
+
+
+def kerberized_config(write_config, topic, secure_hdfs, secure_metastore, keytab, root):
+    return write_config(
+        kafka={"topics": topic},
+        warehouse={"url": f"{secure_hdfs.webhdfs_url}{root}", "hive_location": f"{secure_hdfs.hdfs.hdfs_uri}{root}",
+                   "auth": "kerberos", "kerberos_principal": ETL_PRINCIPAL, "kerberos_keytab": str(keytab),
+                   "timeout_seconds": "30"},
+        hive={"metastore": secure_metastore.uri})
+
+
+def etl_env(kdc, tmp_path) -> dict:
+    """The KDC's krb5.conf, and a ticket cache that does not exist: the keytab is the only way in."""
+    return {**kdc.env, "KRB5CCNAME": f"FILE:{tmp_path / 'no-such-ccache'}"}
+
+
+def read_back(kdc, secure_hdfs, secure_metastore, monkeypatch, tmp_path):
+    """The tables read through Hive SQL by a Spark of the analysts' kind: the private metastore,
+    and a Hadoop client that logs in to HDFS as hive (its ticket cache), like the metastore."""
+    conf = hadoop_client_conf(tmp_path / "analyst-conf", secure_hdfs.keytab)
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(conf))
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", f"-Djava.security.krb5.conf={kdc.krb5_conf}")
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{secure_metastore.ccache}")
+
+    def read_table(database: str, table: str):
+        return read_tables_via(secure_metastore.uri, "file:///tmp/unused-warehouse", database, [table])[table]
+    return read_table
+
+
+def test_a_loop_to_a_kerberized_webhdfs_outlives_its_tickets_and_loads_exactly_once(
+        kdc, secure_hdfs, secure_metastore, etl_keytab, new_topic, produce, write_config, tmp_path, monkeypatch):
+    topic = new_topic(partitions=2)
+    produce(topic, events_by_partition(2, 50))
+    root = secure_hdfs.hdfs.scratch("warehouse")
+    config = kerberized_config(write_config, topic, secure_hdfs, secure_metastore, etl_keytab, root)
+
+    loop = EtlProcess(config, "run", "--loop", "--interval", "1", "--max-batches", "2", env=etl_env(kdc, tmp_path))
+    try:
+        deadline = time.monotonic() + 300
+        while job_state(config).committed != {(topic, 0): 50, (topic, 1): 50}:
+            assert loop.popen.poll() is None, f"etl run --loop ended early:\n{loop.describe()}"
+            assert time.monotonic() < deadline, "the first batch was not committed within 300 s"
+            time.sleep(1)
+        # Past the ETL principal's ticket lifetime and the NameNode's auth cookie: the next
+        # batch needs a new ticket, which only the keytab can give.
+        time.sleep(TICKET_LIFE_SECONDS + 5)
+        produce(topic, events_by_partition(2, 25))
+        code = loop.wait(300)
+    finally:
+        loop.reap()
+    assert code == 0, loop.describe()
+
+    local = copy_to_local(secure_hdfs.filesystem_as(ETL_PRINCIPAL, etl_keytab), root, tmp_path / "copy")
+    report = check_exactly_once(read_back(kdc, secure_hdfs, secure_metastore, monkeypatch, tmp_path), config,
+                                expected_offsets(topic, {0: 75, 1: 75}), local, run_verify=False)
+    assert report.rows == 150
+
+
+def test_a_keytab_without_the_principal_exits_2_naming_the_key_and_writes_nothing(
+        kdc, secure_hdfs, secure_metastore, new_topic, produce, write_config, tmp_path):
+    topic = new_topic(partitions=1)
+    produce(topic, events_by_partition(1, 5))
+    root = secure_hdfs.hdfs.scratch("warehouse")
+    # The services' keytab: a real keytab, but without etl@ETL.TEST's key.
+    config = kerberized_config(write_config, topic, secure_hdfs, secure_metastore, secure_hdfs.keytab, root)
+
+    result = run_etl(config, env=etl_env(kdc, tmp_path))
+    assert result.returncode == 2, result.describe()
+    assert f"[warehouse] kerberos_keytab: {secure_hdfs.keytab} holds no key of kerberos_principal {ETL_PRINCIPAL}" \
+        in result.stderr
+    assert job_state(config).committed == {}
