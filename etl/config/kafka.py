@@ -153,6 +153,10 @@ def _librdkafka_refused(s: Section, client: Mapping[str, str], reason: str) -> C
     key = _named_key(reason, client)
     if reason.startswith("No such configuration property"):
         reason += f"; the keys the ETL reads itself are {', '.join(KAFKA_OWN_KEYS)}, and every other key goes to librdkafka"
+    if reason.startswith("No provider for SASL mechanism GSSAPI"):
+        reason += ("; the confluent-kafka wheel from PyPI bundles a librdkafka built without Cyrus SASL, so Kerberos "
+                   "(GSSAPI) needs confluent-kafka built from source against a librdkafka with libsasl2 and its "
+                   "GSSAPI plugin (docs/cluster.md)")
     if key is None:
         return ConfigError(f"{s.path}: [{s.name}]: librdkafka refuses these settings: {reason}")
     if key.endswith(".location") and not os.path.exists(client[key]):  # OpenSSL would only say "BIO lib"

@@ -88,6 +88,18 @@ def test_bad_kafka_security_settings_are_named(write, secret, kafka, message):
     assert "s3cr3t" not in str(refused.value)
 
 
+def test_kerberos_for_kafka_says_the_wheel_cannot_and_what_can(write, tmp_path):
+    # The confluent-kafka wheel's librdkafka has no Cyrus SASL: GSSAPI is refused at start-up,
+    # with what would do it, not only librdkafka's "recompile librdkafka".
+    (tmp_path / "etl.keytab").write_bytes(b"\x05\x02")
+    with pytest.raises(ConfigError, match=r"\[kafka\]: librdkafka refuses these settings: No provider for SASL "
+                                          r"mechanism GSSAPI.*built without Cyrus SASL.*docs/cluster.md") as refused:
+        load_config(write(kafka="security.protocol = SASL_PLAINTEXT\nsasl.mechanism = GSSAPI\n"
+                                "sasl.kerberos.principal = etl@ETL.TEST\n"
+                                f"sasl.kerberos.keytab = {tmp_path / 'etl.keytab'}"))
+    assert refused.value.exit_code == 2
+
+
 def test_a_librdkafka_message_never_repeats_a_secret(write, tmp_path):
     (tmp_path / "pw").write_text("ssl-key-secret")
     with pytest.raises(ConfigError) as refused:
