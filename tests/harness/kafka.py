@@ -1,5 +1,5 @@
-"""Produce test data to, and read offsets from, the local Kafka-protocol broker (Tansu); create
-and delete topics.
+"""Produce test data to, and read offsets from, the local Apache Kafka broker; create, grow and
+delete topics.
 
 Usable without pytest: every helper takes `bootstrap`, defaulting to the local stack's
 broker (127.0.0.1:$ETL_KAFKA_PORT, as started by scripts/local-stack).
@@ -10,7 +10,7 @@ import itertools
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -23,8 +23,9 @@ PRODUCER_CONFIG = {
     "queue.buffering.max.messages": 2_000_000,
     "queue.buffering.max.kbytes": 2_000_000,
     "enable.idempotence": True,  # a retried request must never duplicate test data
-    # Tansu creates any topic a metadata request names when the client allows it (librdkafka's
-    # producer does by default): a producer the tests' process keeps re-created deleted topics.
+    # A broker with auto.create.topics.enable creates any topic a producer's metadata request
+    # names (librdkafka's producer allows it by default): a producer the tests' process kept
+    # re-created deleted topics. The local brokers disable it too (scripts/stack/kafka-node).
     "allow.auto.create.topics": False,
 }
 
@@ -52,11 +53,8 @@ def send(topic: str, values_by_partition: Mapping[int, Iterable[bytes | None]],
          ) -> Produced:
     """Write each partition's values (and keys, timestamps and headers, if given) in order; raise
     if any record was not delivered. Values may be generators: nothing is held in memory but the
-    producer's queue (and, with keep_offsets, the delivered offsets).
-
-    Tansu reports a partition's end offset (high watermark) as the base offset of its last
-    record batch + 1, so after a bulk produce it can be short by up to one batch. To make it
-    exact, the last record of each partition is sent as a batch of its own, after a flush.
+    producer's queue (and, with keep_offsets, the delivered offsets). Once it returns, each
+    partition's high watermark is its end (every record acknowledged).
     """
     keys_by_partition = keys_by_partition or {}
     for p, keys in keys_by_partition.items():
@@ -94,32 +92,16 @@ def send(topic: str, values_by_partition: Mapping[int, Iterable[bytes | None]],
         if remaining:
             raise AssertionError(f"{remaining} records to {topic} not delivered within {timeout}s")
 
-    last: dict[int, tuple[bytes | None, bytes | None]] = {}
     for p, values in values_by_partition.items():
         keys = keys_by_partition.get(p)
-        for key, value in _all_but_last(zip(keys, values) if keys is not None else
-                                        zip(itertools.repeat(None), values), last, p):
+        for key, value in zip(keys, values) if keys is not None else zip(itertools.repeat(None), values):
             put(p, key, value)
         producer.poll(0)
-    flush()
-    for p, (key, value) in last.items():
-        put(p, key, value)
     flush()
     if errors:
         raise AssertionError(f"{len(errors)} records to {topic} failed, e.g. {errors[:3]}")
     result.seconds = time.monotonic() - started
     return result
-
-
-def _all_but_last(pairs: Iterable[tuple], last: dict, partition: int) -> Iterator[tuple]:
-    """Yield every pair but the last one, which goes to last[partition] (if there is one)."""
-    held = None
-    for pair in pairs:
-        if held is not None:
-            yield held
-        held = pair
-    if held is not None:
-        last[partition] = held
 
 
 def produce(topic: str, values_by_partition: Mapping[int, Sequence[bytes | None]],
@@ -186,7 +168,7 @@ def wait_for_partitions(admin: AdminClient, name: str, partitions: int, timeout:
 
 def delete_topics(admin: AdminClient, names: list[str]) -> list[str]:
     """Delete the topics; returns why some could not be deleted (already gone, broker away):
-    the broker keeps topics in memory, so a leftover is harmless and cleanup goes on."""
+    names are unique, so a leftover costs only its disk and cleanup goes on."""
     if not names:
         return []
     problems = []

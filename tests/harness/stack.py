@@ -1,4 +1,4 @@
-"""The one local stack (scripts/local-stack): ZooKeeper, the Tansu Kafka broker, the Hive
+"""The one local stack (scripts/local-stack): ZooKeeper, the Apache Kafka broker, the Hive
 metastore and the Spark Thrift Server (the analysts' JDBC endpoint on that metastore).
 
 Ports follow the script: ETL_ZK_PORT, ETL_KAFKA_PORT, ETL_METASTORE_PORT, ETL_THRIFT_PORT. The

@@ -63,8 +63,7 @@ RECORDS = [
 
 
 def produce_with_timestamps(bootstrap: str, topic: str, partitions: int) -> dict[tuple[int, int], int]:
-    """RECORDS round-robin over the partitions, each with its Kafka timestamp; {(partition, offset): index}.
-    One flush per record, so that Tansu's high watermark is exact (see tests.harness.kafka.send)."""
+    """RECORDS round-robin over the partitions, each with its Kafka timestamp; {(partition, offset): index}."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     where: dict[tuple[int, int], int] = {}
     for index, (value, timestamp_ms, _reason) in enumerate(RECORDS):
@@ -73,7 +72,7 @@ def produce_with_timestamps(bootstrap: str, topic: str, partitions: int) -> dict
             where[(msg.partition(), msg.offset())] = index
         producer.produce(topic, value=value, partition=index % partitions, timestamp=timestamp_ms,
                          on_delivery=delivered)
-        assert producer.flush(30) == 0
+    assert producer.flush(30) == 0
     assert len(where) == len(RECORDS)
     return where
 

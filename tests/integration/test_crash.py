@@ -2,7 +2,7 @@
 
 Real services, real faults: `etl run` subprocesses are SIGKILLed (whole process trees), SIGSTOPped
 until ZooKeeper expires their session, and made to face a broker or a metastore that stops
-answering (SIGSTOP of a private Tansu broker / Hive metastore, so that other people's tests on
+answering (SIGSTOP of a private Kafka broker / Hive metastore, so that other people's tests on
 the shared stack are not frozen). After recovery the oracle (tests.harness.oracle.check_exactly_once)
 must hold: every produced (topic, partition, offset) once in `<table>` + `<table>_rejected`,
 files tiling the offsets, ZooKeeper consistent, no temp file, `etl verify --deep` exit 0.

@@ -126,9 +126,10 @@ def test_a_local_run_drivers_listen_on_loopback_only(stack, new_topic, write_con
 
 
 def test_the_tests_producer_never_creates_a_topic(stack):
-    """Tansu creates a topic that a metadata request names, when the client allows it. A producer
-    the tests' process kept alive once re-created topics that tests had deleted on its periodic
-    metadata refresh (`topics_regex` then saw a deleted topic listed again, with 4 partitions)."""
+    """A broker with auto.create.topics.enable creates a topic that a metadata request names, when
+    the client allows it. A producer the tests' process kept alive once re-created topics that
+    tests had deleted on its periodic metadata refresh (`topics_regex` then saw a deleted topic
+    listed again). The tests' producer never allows it, whatever the broker's setting."""
     topic = f"never-created-{uuid.uuid4().hex[:8]}"
     with pytest.raises(AssertionError, match="not delivered"):
         kafka.send(topic, {0: [b"{}"]}, bootstrap=stack.kafka_bootstrap, timeout=3)

@@ -76,7 +76,7 @@ def _descendants(table, root: int) -> set[int]:
 
 
 def _stack_pids(table) -> set[int]:
-    """The local stack's services (ZooKeeper, Tansu, the metastore) and their children: they
+    """The local stack's services (ZooKeeper, Kafka, the metastore) and their children: they
     work for this benchmark, but for every other user of the stack too."""
     pids = set()
     for name in ("zookeeper", "kafka", "metastore"):
