@@ -81,13 +81,14 @@ def _kerberos_login(warehouse: WarehouseConfig):
         return warehouse.kerberos_principal
     import spnego  # pyspnego, requests-kerberos's own dependency
     keys = _keytab_principals(warehouse.kerberos_keytab)
-    name = warehouse.kerberos_principal
+    name = warehouse.kerberos_principal or ""  # the config requires it with a keytab
+    # A name without a realm is the keytab's principal of that name in any realm.
     if name not in keys and not ("@" not in name and any(key.partition("@")[0] == name for key in keys)):
         raise ConfigError(f"[warehouse] kerberos_keytab: {warehouse.kerberos_keytab} holds no key of "
-                          f"kerberos_principal {warehouse.kerberos_principal} (it holds {', '.join(sorted(keys)) or 'none'}); "
+                          f"kerberos_principal {name} (it holds {', '.join(sorted(keys)) or 'none'}); "
                           f"export that principal's key into it (kadmin: ktadd -k FILE PRINCIPAL) or name the "
                           f"principal it holds")
-    return spnego.KerberosKeytab(keytab=warehouse.kerberos_keytab, principal=warehouse.kerberos_principal)
+    return spnego.KerberosKeytab(keytab=warehouse.kerberos_keytab, principal=name)
 
 
 def _keytab_principals(path: str) -> set[str]:
