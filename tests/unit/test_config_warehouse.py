@@ -114,3 +114,12 @@ def test_a_bad_keytab_setting_names_the_key(load, tmp_path, lines, message):
     with pytest.raises(ConfigError, match=message) as refused:
         load(*lines)
     assert refused.value.exit_code == 2
+
+
+def test_a_refused_kerberos_login_names_what_to_check(load, tmp_path):
+    from etl.sink.fs.webhdfs_client import auth_hint
+    (tmp_path / "etl.keytab").write_bytes(b"\x05\x02")
+    keytab = load(*KERBEROS, "kerberos_principal = etl@R", "kerberos_keytab = etl.keytab")
+    assert f"[warehouse] kerberos_keytab ({tmp_path / 'etl.keytab'})" in auth_hint(keytab)
+    assert "etl@R" in auth_hint(keytab)
+    assert "kinit" in auth_hint(load(*KERBEROS)) and "kerberos_keytab" in auth_hint(load(*KERBEROS))

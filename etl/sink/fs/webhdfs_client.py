@@ -112,9 +112,13 @@ def _session() -> requests.Session:
 
 def auth_hint(warehouse: WarehouseConfig) -> str:
     """What to check when HDFS refuses the ETL, for the auth mode in use."""
+    if warehouse.auth == WarehouseAuth.KERBEROS and warehouse.kerberos_keytab:
+        return (f"Check [warehouse] kerberos_keytab ({warehouse.kerberos_keytab}): its key of "
+                f"{warehouse.kerberos_principal} may be stale (export it anew: kadmin ktadd), and that this "
+                f"principal may write the warehouse folder")
     if warehouse.auth == WarehouseAuth.KERBEROS:
-        return ("Check the Kerberos ticket (kinit, or the keytab of the Spark job) and that its principal may "
-                "write the warehouse folder")
+        return ("Check the Kerberos ticket of this process (kinit; or set [warehouse] kerberos_keytab to log in "
+                "from a keytab) and that its principal may write the warehouse folder")
     return f"Check [warehouse] user ({warehouse.user!r}) and the HDFS permissions of the warehouse folder"
 
 
