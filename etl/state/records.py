@@ -47,10 +47,12 @@ class OperatorRecords:
             if (None if found is None else found.value) != change.old:
                 raise StateConflict(f"cannot reset {change.topic}[{change.partition}]: its committed offset "
                                     f"is {None if found is None else found.value}, not {change.old} as planned")
-            # A new partition starts at the new offset; the last record loaded is no witness once
-            # the position moved by hand.
-            offsets[(change.topic, change.partition)] = CommittedOffset(
-                change.new, 0, change.new if found is None else found.origin)
+            # A new partition starts at the new offset, and so does one moved back before where the
+            # job started reading it (the files must cover what it loads from there on); the last
+            # record loaded is no witness once the position moved by hand.
+            origin = change.new if found is None or found.origin is not None and change.new < found.origin \
+                else found.origin
+            offsets[(change.topic, change.partition)] = CommittedOffset(change.new, 0, origin)
         for topic, topic_id in topic_ids.items():
             if topic_id:
                 ids[topic] = topic_id
