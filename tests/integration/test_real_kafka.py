@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from etl.config import load_config
 from etl.errors import EXIT_RETRYABLE
@@ -115,6 +116,33 @@ def test_records_deleted_below_the_committed_offset_follow_the_out_of_range_poli
     status = etl_command(config, "status")
     assert "from committed 20 to 30" in status.stdout, status.describe()
     assert run_verify(load_config(config), deep=True).ok  # the recorded skip explains the gap
+
+
+def test_segments_deleted_by_retention_below_the_committed_offset_stop_the_job_naming_them(
+        spark, new_topic, produce, write_config, hive_table_name, kafka_admin, watermarks):
+    """Retention itself, not a request: segments of 100 ms, then retention.ms lowered to 1 s
+    deletes every segment but the active one, which starts at offset 30."""
+    topic = new_topic(partitions=1, config={"segment.ms": "100"})
+    produce(topic, events_by_partition(1, 20))
+    config = write_config(kafka={"topics": topic})
+    assert run_in_process(config) == 0
+    for first_id in (100, 200):  # [20, 30) and [30, 40), each starting a segment of its own
+        time.sleep(0.3)
+        produce(topic, events_by_partition(1, 10, first_id=first_id))
+    retention = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    kafka_admin.incremental_alter_configs([retention])[retention].result(30)
+    deadline = time.monotonic() + 120
+    while watermarks(topic)[0][0] < 30:
+        assert time.monotonic() < deadline, f"retention left {watermarks(topic)} after 120 s"
+        time.sleep(0.5)
+    assert watermarks(topic) == {0: (30, 40)}
+
+    refused = run_etl(config)
+    assert refused.returncode == 1, refused.describe()
+    assert f"{topic}[0] committed offset 20 is outside [30, 40]" in refused.stderr, refused.describe()
+    assert job_state(config).committed == {(topic, 0): 20}
+    assert rows(spark, hive_table_name) == expected_offsets(topic, {0: 20})
 
 
 # -------------------------------------------------------------------------------------------
