@@ -357,6 +357,17 @@ def test_a_rename_that_keeps_failing_gives_up_leaving_the_temp_file(webhdfs):
     assert webhdfs.fs.exists(temp) and not webhdfs.fs.exists(final)
 
 
+def test_a_rename_with_no_answer_whose_state_cannot_be_read_names_the_rename(webhdfs):
+    """A NameNode that stops answering (SIGSTOPped, in tests/integration/test_hdfs_faults.py) in
+    the middle of a RENAME: the error names the RENAME, not only the state lookup that failed last."""
+    temp, final = written_temp(webhdfs, b"data"), webhdfs.path("dt=2026-11-21", FINAL)
+    webhdfs.server.inject("RENAME", "drop")
+    webhdfs.server.inject("GETFILESTATUS", "drop", count=100)
+    with pytest.raises(WarehouseError, match=r"^RENAME .* no answer .* could not be read either: GETFILESTATUS .* "
+                                             r"failed 3 times"):
+        webhdfs.fs.rename_no_replace(temp, final)
+
+
 def test_a_rename_refused_by_a_standby_namenode_is_resolved_and_sent_again(webhdfs):
     temp, final = written_temp(webhdfs, b"data"), webhdfs.path("dt=2026-11-21", FINAL)
     webhdfs.server.inject("RENAME", "remote:StandbyException")
@@ -404,6 +415,17 @@ def test_remote_exceptions_map_to_errors_that_say_what_to_do(webhdfs):
     webhdfs.server.inject("MKDIRS", "remote:SafeModeException")
     with pytest.raises(WarehouseError, match="safe mode"):
         webhdfs.fs.makedirs(webhdfs.path("x"))
+
+
+def test_an_exceeded_quota_says_so_and_how_to_raise_it_and_is_not_retryable(webhdfs):
+    """A real NameNode's answer, when a folder's space quota cannot hold one more block, is
+    seen in tests/integration/test_hdfs_faults.py; here the mapping of every quota exception."""
+    from etl.errors import WarehouseUnavailable
+    for name in ("DSQuotaExceededException", "NSQuotaExceededException", "QuotaByStorageTypeExceededException"):
+        webhdfs.server.inject("CREATE", f"remote:{name}", phase="datanode")
+        with pytest.raises(WarehouseError, match=r"quota.*hdfs dfsadmin -setSpaceQuota") as raised:
+            webhdfs.put(webhdfs.path(f"_tmp.{name}"), b"x" * 100)
+        assert not isinstance(raised.value, WarehouseUnavailable)  # only an operator can help
 
 
 def test_the_datanode_refuses_to_overwrite_and_that_maps_to_path_exists(webhdfs):

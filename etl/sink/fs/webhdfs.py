@@ -209,8 +209,12 @@ class WebHdfsFileSystem:
         The source is looked at first: a RENAME still in flight then reads as
         'both there' (False, harmless) rather than 'neither there'."""
         log.warning("RENAME %s to %s: %s; deciding from the state of both paths", src, dst, cause)
-        src_there = self._status(src) is not None
-        dst_there = self._status(dst) is not None
+        try:
+            src_there = self._status(src) is not None
+            dst_there = self._status(dst) is not None
+        except WarehouseUnavailable as exc:
+            raise WarehouseUnavailable(f"RENAME {src} to {dst}: no answer ({cause}), and the state of both paths "
+                                       f"could not be read either: {exc}") from exc
         if dst_there:
             return not src_there  # src gone: it was applied; src still there: dst was someone else's
         if not src_there:

@@ -163,6 +163,7 @@ def remote_error(response: requests.Response, what: str, path: str, hint: str) -
 
 def _error_for(name: str, message: str, what: str, path: str, hint: str, *, missing: bool, denied: bool,
                status: str) -> WarehouseError:
+    message = _one_line(message)
     if name in RETRYABLE_REMOTE_EXCEPTIONS:
         return NameNodeBusy(f"{what}: the NameNode answered {name} ({message}); it did not run the call")
     if name == "FileNotFoundException" or missing:
@@ -171,10 +172,21 @@ def _error_for(name: str, message: str, what: str, path: str, hint: str, *, miss
         return PathExists(f"{what}: {path} already exists ({message}); it was left as it is")
     if name in _DENIED_EXCEPTIONS or denied:
         return WarehouseError(f"{what}: permission denied ({name or 'HTTP 401'}: {message}). {hint}")
+    if "Quota" in name and "Exceeded" in name:  # DSQuota, NSQuota, QuotaByStorageType: a folder is full
+        return WarehouseError(f"{what}: a folder's HDFS quota is exceeded ({name}: {message}). Nothing was "
+                              f"published; free space there, or raise its quota (hdfs dfsadmin -setSpaceQuota "
+                              f"or -setQuota, -clrSpaceQuota to remove it), then run again")
     if name == "SafeModeException":
         return WarehouseUnavailable(f"{what}: the NameNode is in safe mode ({message}); run again once it has "
                                     f"left safe mode (hdfs dfsadmin -safemode get)")
     return WarehouseError(f"{what}: WebHDFS answered {status}{name + ': ' if name else ''}{message}")
+
+
+def _one_line(message: str) -> str:
+    """A NameNode's message on one line, without the Java stack trace a DataNode appends to it,
+    so that the error's remedy, after it, is on the line the operator reads."""
+    lines = (line.strip() for line in message.splitlines())
+    return " ".join(line for line in lines if line and not line.startswith(("at ", "...")))
 
 
 def _remote_exception(response: requests.Response) -> tuple[str, str]:
