@@ -12,6 +12,7 @@ without Cyrus SASL ("No provider for SASL mechanism GSSAPI"), see docs/cluster.m
 """
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -37,8 +38,18 @@ def kdc(tmp_path_factory):
     missing = missing_tools()
     if missing:
         pytest.fail(f"MIT Kerberos tools missing: {missing}; run scripts/setup", pytrace=False)
-    with Kdc(tmp_path_factory.mktemp("kdc")) as server:
-        yield server
+    # The harness points this process's own Kerberos clients at the KDC (os.environ: gssapi
+    # reads it at each call); the session's later tests get the environment back as it was.
+    saved = {key: os.environ.get(key) for key in ("KRB5_CONFIG", "KRB5_KDC_PROFILE", "KRB5CCNAME")}
+    try:
+        with Kdc(tmp_path_factory.mktemp("kdc")) as server:
+            yield server
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture(scope="session")
