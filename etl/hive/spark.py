@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from etl import logs
 from etl.config import Config
@@ -23,22 +23,61 @@ DRIVER_LOG4J2 = Path(__file__).with_name("log4j2-driver.properties")
 DRIVER_LOG4J2_JSON = Path(__file__).with_name("log4j2-driver-json.properties")  # over it, with JSON logs
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 JVM_EXIT_SECONDS = 10  # how long a failed start waits to learn whether the driver JVM died
+JVM_DEATH_CHECK_SECONDS = 1.0  # the same, for a command that failed later (its JVM is usually alive)
 WARM_UP_PATIENCE_SECONDS = 60.0  # how long a failed command waits for Spark's start-up work
 
 
 def build_spark(config: Config):
     """The session. Should the driver JVM die while starting with its class archive (the JDK
     crashes on some damaged archives), the archive is moved aside and the JVM started again
-    without it: a cache never fails a command, let alone every command."""
+    without it. Should the JVM rather raise a LinkageError (class data read wrong), the archive
+    is moved aside and this command fails: a cache never fails two commands."""
+    return _build_spark_mapping(config)[0]
+
+
+def _build_spark_mapping(config: Config) -> tuple[Any, Path | None]:
+    """build_spark's session, and the class archive its JVM maps (None: it maps none)."""
     archive = _class_archive(config)
     try:
-        return _start(config, archive)
+        return _start(config, archive), archive.mapped if archive else None
     except Exception as exc:
-        if archive is None or archive.mapped is None or not _driver_jvm_died(exc):
+        if archive is None or archive.mapped is None:
             raise
-        quarantine(archive.mapped, f"made the driver JVM exit while it started ({type(exc).__name__}: "
-                                   f"{str(exc).strip().splitlines()[0] if str(exc).strip() else 'no message'})")
-    return _start(config, _class_archive(config))  # records a new one, unless another process does
+        if not _driver_jvm_died(exc):
+            if _linkage_error(exc):  # class data read wrong: the archive, though its checksum held
+                quarantine(archive.mapped, f"made the driver JVM fail while it started ({_first_line(exc)})")
+            raise  # the JVM lives on with the archive mapped: only the next command can do without it
+        quarantine(archive.mapped, f"made the driver JVM exit while it started ({_first_line(exc)})")
+    archive = _class_archive(config)  # records a new one, unless another process does
+    return _start(config, archive), archive.mapped if archive else None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else 'no message'}"
+
+
+def _linkage_error(exc: Exception) -> bool:
+    """Whether the JVM raised a java.lang.LinkageError (NoSuchMethodError, VerifyError, ...):
+    with Spark's own jars, a sign of damaged class data."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark import SparkContext
+    if not isinstance(exc, Py4JJavaError) or SparkContext._jvm is None:
+        return False
+    linkage = SparkContext._jvm.java.lang.Class.forName("java.lang.LinkageError")
+    return bool(linkage.isInstance(exc.java_exception))
+
+
+def _driver_jvm_exited(within_seconds: float) -> bool:
+    """Whether the driver JVM this process launched has exited (it is still alive, or was never
+    launched by us: False), waiting at most `within_seconds` for it."""
+    from pyspark import SparkContext
+    process = getattr(SparkContext._gateway, "proc", None)
+    try:
+        process.wait(within_seconds)
+    except (AttributeError, subprocess.TimeoutExpired):
+        return False
+    return True
 
 
 def _driver_jvm_died(exc: Exception) -> bool:
@@ -49,10 +88,7 @@ def _driver_jvm_died(exc: Exception) -> bool:
     from pyspark.errors import PySparkRuntimeError
     if isinstance(exc, PySparkRuntimeError) and exc.getCondition() == "JAVA_GATEWAY_EXITED":
         return True
-    process = getattr(SparkContext._gateway, "proc", None)
-    try:
-        process.wait(JVM_EXIT_SECONDS)  # a crashing JVM writes its report first
-    except (AttributeError, subprocess.TimeoutExpired):  # no process of ours, or it is alive
+    if not _driver_jvm_exited(JVM_EXIT_SECONDS):  # a crashing JVM writes its report first
         return False
     with SparkContext._lock:
         SparkContext._gateway = SparkContext._jvm = None
@@ -190,9 +226,10 @@ class SparkStarter:
         """`on_start(session)` runs once, right after the session started; should it return a
         thread (work it began in the background), a failed command waits for it."""
         self._config = config
-        self._session = None
+        self._session: Any = None
         self._on_start = on_start
         self._started: object = None
+        self._mapped_archive: Path | None = None
 
     def settle_after_failure(self, patience_seconds: float = WARM_UP_PATIENCE_SECONDS) -> None:
         """When a command fails after Spark started (a refusal: a table another job owns, a
@@ -201,6 +238,7 @@ class SparkStarter:
         under them, and Spark logged "Python worker exited unexpectedly (crashed)" ERROR lines
         after the command's one message. So it is waited for, as a successful run's batch waits
         for it, and cancelled only should it outlast `patience_seconds`."""
+        self._quarantine_if_the_jvm_died()
         if not isinstance(self._started, threading.Thread):
             return
         self._started.join(patience_seconds)
@@ -208,9 +246,17 @@ class SparkStarter:
             log.warning("Spark's start-up work still ran after %.0f s; cancelling it", patience_seconds)
             self._session.sparkContext.cancelAllJobs()
 
+    def _quarantine_if_the_jvm_died(self) -> None:
+        """A damaged class archive can crash the JVM later than its start: when a class it holds
+        is first used (a Hive call, say). This command has failed then; the archive is moved
+        aside so that the next one starts without it, and records a whole one."""
+        if self._mapped_archive is not None and _driver_jvm_exited(JVM_DEATH_CHECK_SECONDS):
+            quarantine(self._mapped_archive, "made the driver JVM exit during the command")
+            self._mapped_archive = None
+
     def session(self):
         if self._session is None:
-            self._session = build_spark(self._config)
+            self._session, self._mapped_archive = _build_spark_mapping(self._config)
             if self._on_start is not None:
                 self._started = self._on_start(self._session)
         return self._session
