@@ -105,7 +105,8 @@ class CampaignReport:
         return "\n".join(lines)
 
 
-def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Path | str, *, kills: int,
+def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Path | str | Callable[[], Path], *,
+                  kills: int,
                   seed: int, baseline_seconds: float, read_table: Callable | None = None,
                   produce_per_partition: tuple[int, int] = (40, 160), min_backlog: int = 0,
                   max_backlog: int | None = None,
@@ -128,7 +129,8 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
     `hive_check_every`-th run (disk and ZooKeeper are checked after every run).
     Records are always produced while the backlog (produced, not committed) is below
     `min_backlog`, so that runs stay about as long as the baseline run, and never while it is
-    at least `max_backlog`.
+    at least `max_backlog`. `warehouse_dir` may be a function that returns a fresh local copy
+    of the warehouse (one on HDFS: tests.harness.hdfs.copy_to_local), called for every check.
     """
     rng, data_rng = random.Random(seed), random.Random(seed + 1)  # kill delays do not depend on the data
     report = CampaignReport(seed, baseline_seconds)
@@ -160,7 +162,8 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
             raise AssertionError(f"run {index} failed on its own (rc {code}) during the campaign\n"
                                  f"{proc.describe()}")
         through_hive = read_table if index % max(1, hive_check_every) == 0 else None
-        interim = check_interim(through_hive, config, warehouse_dir, source.produced)
+        on_disk = warehouse_dir() if callable(warehouse_dir) else warehouse_dir  # a warehouse on HDFS: a fresh copy
+        interim = check_interim(through_hive, config, on_disk, source.produced)
         state = interim.state
         tasks_started = bool(proc.descendants_matching("pyspark.daemon"))
         phase = classify(proc.stderr, before, state, tasks_started) if killed else "completed"
