@@ -120,17 +120,19 @@ def test_records_deleted_below_the_committed_offset_follow_the_out_of_range_poli
 
 def test_segments_deleted_by_retention_below_the_committed_offset_stop_the_job_naming_them(
         spark, new_topic, produce, write_config, hive_table_name, kafka_admin, watermarks):
-    """Retention itself, not a request: segments of 100 ms, then retention.ms lowered to 1 s
-    deletes every segment but the active one, which starts at offset 30."""
+    """Retention itself, not a request. Offsets [0, 30) carry timestamps of an hour ago, [30, 40)
+    of now, each produce request in a segment of its own (segment.ms = 100); retention.ms then
+    lowered to 10 minutes deletes the segments below 30 and keeps the active one (Kafka deletes
+    an active segment too once its newest record is past retention)."""
     topic = new_topic(partitions=1, config={"segment.ms": "100"})
-    produce(topic, events_by_partition(1, 20))
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    produce(topic, events_by_partition(1, 20), timestamps_by_partition={0: [hour_ago] * 20})
     config = write_config(kafka={"topics": topic})
     assert run_in_process(config) == 0
-    for first_id in (100, 200):  # [20, 30) and [30, 40), each starting a segment of its own
-        time.sleep(0.3)
-        produce(topic, events_by_partition(1, 10, first_id=first_id))
+    produce(topic, events_by_partition(1, 10, first_id=100), timestamps_by_partition={0: [hour_ago] * 10})
+    produce(topic, events_by_partition(1, 10, first_id=200))
     retention = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry("retention.ms", "600000", incremental_operation=AlterConfigOpType.SET)])
     kafka_admin.incremental_alter_configs([retention])[retention].result(30)
     deadline = time.monotonic() + 120
     while watermarks(topic)[0][0] < 30:
