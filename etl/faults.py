@@ -4,6 +4,7 @@
   state:PLANNED | state:WRITTEN | state:REGISTERED | state:COMMITTED   (driver, right after
       the batch reached that state in ZooKeeper)
   writing:<p>   (task of Kafka partition p, after its first chunk went into the temp file)
+  closed:<p>    (task of Kafka partition p, its temp files complete, not yet renamed)
   renamed:<p>   (task of Kafka partition p, right after it published its file)
   plan:ranges-written       (store, a plan's range chunks written, its header not yet)
   commit:snapshot-written   (store, the offsets' snapshot written, the pointer not yet moved)

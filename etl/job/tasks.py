@@ -100,6 +100,7 @@ def _write_and_publish(fs: WarehouseFileSystem, task: RangeTask, main_final: str
             last = chunk
             faults.checkpoint(f"writing:{r.partition}")
         counts = writer.close()
+    faults.checkpoint(f"closed:{r.partition}")
     if counts.rejected:
         publish(fs, rejected_temp, rejected_final)
     published = publish(fs, main_temp, main_final)
