@@ -1,7 +1,7 @@
 """The consumer group the committed offsets are mirrored to ([kafka] consumer_group,
 commit_to_consumer_group), and `etl reset-offsets --to-datetime`'s time: parsed once, at the
 edge, and refused with exit 2 naming the key or the option. The mirror itself and the reset by
-time run against the real broker in tests/integration/test_consumer_group_mirror.py and
+time run against the real broker in tests/integration/test_kafka_consumer_groups.py and
 test_reset_to_datetime.py."""
 from __future__ import annotations
 
