@@ -29,17 +29,24 @@ class OffsetMirror:
     Kafka clients, and closed by whoever built it. A config without a group mirrors nothing."""
 
     def __init__(self, config: KafkaConfig, on_failure: Callable[[], None] = lambda: None):
-        self.group, self.on_failure = config.consumer_group, on_failure
-        self.consumer = None if self.group is None else Consumer(mirror_settings(config, self.group))
+        self.config, self.group, self.on_failure = config, config.consumer_group, on_failure
+        self.consumer: Consumer | None = None  # made at the first commit (see _client)
+
+    def _client(self, group: str) -> Consumer:
+        """The consumer, made when first needed: a client made up front connects at once, and a
+        command that fails before any commit (ZooKeeper down) would print its connection errors."""
+        if self.consumer is None:
+            self.consumer = Consumer(mirror_settings(self.config, group))
+        return self.consumer
 
     def commit(self, offsets: Mapping[tuple[str, int], int]) -> bool:
         """Commit each partition's next offset to read (as ZooKeeper holds it); False, having
         logged a WARNING, when Kafka refused or did not answer."""
-        if self.consumer is None or not offsets:
+        if self.group is None or not offsets:
             return True
         request = [TopicPartition(topic, partition, offset) for (topic, partition), offset in sorted(offsets.items())]
         try:
-            refused = [tp for tp in self.consumer.commit(offsets=request, asynchronous=False) or () if tp.error]
+            refused = [tp for tp in self._client(self.group).commit(offsets=request, asynchronous=False) or () if tp.error]
             if refused:  # librdkafka raises for these too; should one come back instead, it is the same failure
                 raise KafkaException(refused[0].error)
         except KafkaException as exc:
