@@ -84,6 +84,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--compaction-records", type=int, default=545_884, help="records for --compaction")
     parser.add_argument("--compaction-partitions", type=int, default=18, help="Kafka partitions for --compaction")
     parser.add_argument("--compaction-batches", type=int, default=28, help="batches (files per partition)")
+    parser.add_argument("--crash-compare", action="store_true",
+                        help="only: one seeded SIGKILL campaign for our job and for the peer (Spark's file sink), "
+                             "counted through Hive, DuckDB and Spark")
+    parser.add_argument("--crash-kills", type=int, default=10, help="SIGKILLs per job for --crash-compare")
+    parser.add_argument("--seed", type=int, default=20261126, help="the kill delays' seed for --crash-compare")
     parser.add_argument("--partition-scaling", metavar="N,N,...", help="only: plan and commit time for topics of N partitions")
     parser.add_argument("--scaling-records", type=int, default=3, help="records per partition per batch (default 3)")
     parser.add_argument("--scaling-batches", type=int, choices=(1, 2), default=2,

@@ -12,6 +12,7 @@ from tests.harness.stack import STACK_ENV_FILE, Stack, silent_services
 from tests.perf.compaction_bench import compaction_bench
 from tests.perf.compaction_run import render_compaction
 from tests.perf.context import BenchRun
+from tests.perf.crash_compare import crash_compare_bench
 from tests.perf.event_time import event_time_bench
 from tests.perf.fixed_cost import fixed_cost
 from tests.perf.formats import formats_bench
@@ -61,6 +62,9 @@ def measure(bench: BenchRun) -> None:
     if args.compaction:
         compaction_bench(bench)
         return
+    if args.crash_compare:
+        crash_compare_bench(bench)
+        return
     if args.partition_scaling:
         partition_scaling(bench)
     if args.memory_check:
@@ -83,6 +87,7 @@ def show(report: dict, args: argparse.Namespace) -> None:
     """The text report on stdout; with --json the JSON object on stdout (text to stderr), with
     --json-out the JSON in the file (text on stdout)."""
     text = render(report) + (f"\n\n{render_compaction(report['compaction'])}" if "compaction" in report else "")
+    text += f"\n\n{report['crash_compare']['table']}" if "crash_compare" in report else ""
     if args.json or args.json_out:
         blob = json.dumps(report, indent=2, default=str)
         if args.json_out:
