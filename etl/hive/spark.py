@@ -84,15 +84,26 @@ def _driver_jvm_died(exc: Exception) -> bool:
     """Whether the JVM pyspark launched is dead: before it could be connected to (pyspark's
     JAVA_GATEWAY_EXITED), or later, while the session was being set up (its process has exited).
     A dead JVM's gateway is forgotten, so that the next session launches a new one."""
-    from pyspark import SparkContext
     from pyspark.errors import PySparkRuntimeError
     if isinstance(exc, PySparkRuntimeError) and exc.getCondition() == "JAVA_GATEWAY_EXITED":
         return True
     if not _driver_jvm_exited(JVM_EXIT_SECONDS):  # a crashing JVM writes its report first
         return False
+    _forget_dead_jvm()
+    return True
+
+
+def _forget_dead_jvm() -> None:
+    """Drop pyspark's class-level handles on a JVM that died. A JVM that dies after the
+    SparkContext was made but before the session was leaves that context active: getOrCreate
+    would hand the dead context to the next session, whose JVM view is then None (pyspark
+    4.2 asserts on it)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
     with SparkContext._lock:
         SparkContext._gateway = SparkContext._jvm = None
-    return True
+        SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = SparkSession._activeSession = None
 
 
 def _start(config: Config, archive: ArchivePlan | None):
