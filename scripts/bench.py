@@ -10,6 +10,7 @@ should), but never fails because something was slow. Needs the local stack
     .venv/bin/python scripts/bench.py --partition-scaling 10,100,1000
     .venv/bin/python scripts/bench.py --event-time         # partition_by = column:ts vs planning_time; 720 partitions
     .venv/bin/python scripts/bench.py --formats            # the same events as JSON, Avro and Protobuf; Avro row by row
+    .venv/bin/python scripts/bench.py --side-by-side       # ours vs Spark's own Kafka source + file sink (issue 27)
     .venv/bin/python scripts/bench.py --compaction         # one partition of 504 small files: queries, etl compact, merge
     .venv/bin/python scripts/bench.py --json --json-out bench.json
     .venv/bin/python scripts/bench.py --plot docs/images --plot-from docs/perf/*.json   # charts, no Spark
@@ -78,6 +79,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--formats", action="store_true",
                         help="only: the full batch over the same --records as JSON, Avro and Protobuf (schemas in a "
                              "Schema Registry test server), and a row-by-row createDataFrame path over the Avro data")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="only: our full batch vs Spark's own Kafka source and Parquet file sink "
+                             "(tests/perf/peer_job.py) on the same --records, parsed and as a string, in-process; "
+                             "then the seeds' shape as whole processes of both")
     parser.add_argument("--compaction", action="store_true",
                         help="only: GROUP BY over one Hive partition of partitions x batches small files, `etl compact` "
                              "on it, the GROUP BY again; merge_files vs a plain pyarrow rewrite of the same files")

@@ -48,6 +48,7 @@ class BenchRun:
         self.gate = LoadGate(args.load_threshold, args.max_wait)
         self.topics: list[str] = []
         self.spark, self.spark_parallelism = None, None
+        self.session_spark: dict[str, str] = {}  # [spark] settings the shared session adds (spark.jars)
         self.admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})  # must outlive its futures
         self.last_full_config = None  # the last full batch's config: the fixed cost runs it again
         self.report: dict = {"run_id": self.run_id, "host": self.host_facts()}
@@ -63,7 +64,7 @@ class BenchRun:
 
     def ini(self, label: str, topics: list[str], decoder: str, max_records: int, hive: dict | None = None,
             registry_url: str | None = None, parallelism: int | None = None, kafka_extra: dict | None = None,
-            **job_extra) -> Path:
+            spark_extra: dict | None = None, **job_extra) -> Path:
         """The job's INI for one measurement: the bench's own tuning (ZooKeeper session 10 s,
         rejected ratio 0.01, Kafka fetch timeout 30 s, retries up to 2 s, local[P]; P is --parallelism
         unless given)."""
@@ -76,7 +77,7 @@ class BenchRun:
                             zk_root=f"{self.zk_root}/{label}", warehouse_dir=self.work / "warehouse",
                             table=table, tuning=tuning, database=self.database, schema=SCHEMAS[decoder],
                             kafka={"topics": ",".join(topics), **(kafka_extra or {})}, job=job_extra,
-                            **({"hive": hive} if hive else {}),
+                            **({"hive": hive} if hive else {}), **({"spark": spark_extra} if spark_extra else {}),
                             **({"schema_registry": {"url": registry_url}} if registry_url else {}))
 
     def start_spark(self, parallelism: int | None = None) -> None:
@@ -90,7 +91,8 @@ class BenchRun:
         from etl.hive.spark import build_spark
         if self.spark is not None:
             self.spark.stop()
-        config = load_config(self.ini(f"session-p{parallelism}", ["unused"], "json", 1, parallelism=parallelism))
+        config = load_config(self.ini(f"session-p{parallelism}", ["unused"], "json", 1, parallelism=parallelism,
+                                      spark_extra=self.session_spark))
         started = time.monotonic()
         self.spark, self.spark_parallelism = build_spark(config), parallelism
         self.report.setdefault("bench_spark_session_start_s", time.monotonic() - started)
@@ -141,9 +143,9 @@ class BenchRun:
                 say(f"could not drop the Hive tables of this run: {str(exc).splitlines()[0]}")
         shutil.rmtree(self.work, ignore_errors=True)
 
-    def measure(self, what: str, fn, workers: bool = False) -> tuple[object, dict]:
+    def measure(self, what: str, fn, workers: bool = False, tree: bool = False) -> tuple[object, dict]:
         gate = self.gate.wait(what)
-        with Monitor(sample_workers=workers) as monitor:
+        with Monitor(sample_workers=workers, sample_tree=tree) as monitor:
             result = fn()
         stats = {**monitor.to_json(), "quiet_before": gate["quiet"]}
         say(f"{what}: {monitor.seconds:.2f}s (load {monitor.load_before[0]:.2f}; CPU cores used by this benchmark "

@@ -104,6 +104,16 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _self_cpu(pid: int) -> float | None:
+    """A process's own CPU seconds (utime + stime), without its reaped children's."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            rest = f.read().decode(errors="replace").rpartition(")")[2].split()
+        return (int(rest[11]) + int(rest[12])) / _CLK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _rss(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/statm") as f:
@@ -115,10 +125,20 @@ def _rss(pid: int) -> int | None:
 class Monitor:
     """Around one measurement: wall time, the load average, the CPU used by processes outside
     this benchmark's process tree, and (sample_workers) the RSS of the Spark Python workers:
-    the processes forked by `python -m pyspark.daemon`, sampled every `interval` seconds."""
+    the processes forked by `python -m pyspark.daemon`, sampled every `interval` seconds. With
+    sample_tree, also the summed RSS of this benchmark's whole process tree (driver JVM, Python
+    workers, this process) and of the processes started during the measurement (a job run as a
+    process, with its JVM and workers); the CPU of this tree is then the sum of each process's own
+    CPU, read every `interval` seconds while it lives: a job's JVM that its process does not reap
+    would otherwise be counted as a foreign process (a process that exits loses at most one
+    interval of its CPU)."""
 
-    def __init__(self, sample_workers: bool = False, interval: float = 0.05, rescan: float = 0.25):
+    def __init__(self, sample_workers: bool = False, interval: float = 0.05, rescan: float = 0.25,
+                 sample_tree: bool = False):
         self.sample_workers, self.interval, self.rescan = sample_workers, interval, rescan
+        self.sample_tree = sample_tree
+        self.peak_tree_rss = 0  # the whole process tree at one instant
+        self.peak_new_rss = 0  # the processes started during the measurement, at one instant
         self.peak_worker_rss = 0  # the largest single worker
         self.peak_total_rss = 0  # daemon + all workers at one instant
         self.baseline_worker_rss = 0
@@ -132,9 +152,16 @@ class Monitor:
         self._own_before = {pid: table[pid][2] for pid in _descendants(table, os.getpid()) if pid in table}
         self._stack_before = {pid: table[pid][2] for pid in _stack_pids(table)}
         self._busy_before = _busy_cpu_seconds()
+        self._tree: set[int] = set()
+        self._old = _descendants(table, os.getpid())
+        self._cpu_before = {pid: _self_cpu(pid) or 0.0 for pid in self._old} if self.sample_tree else {}
+        self._cpu_seen: dict[int, float] = {}
+        self._workers: set[int] = set()
+        self._daemons: set[int] = set()
         if self.sample_workers:
             self._workers, self._daemons = self._find_workers(table)
             self.baseline_worker_rss = max((_rss(p) or 0 for p in self._workers), default=0)
+        if self.sample_workers or self.sample_tree:
             self._thread = threading.Thread(target=self._sample, name="bench-rss", daemon=True)
             self._thread.start()
         self.started = time.monotonic()
@@ -151,6 +178,9 @@ class Monitor:
         for pid in _descendants(table, os.getpid()):
             if pid in table:
                 own += table[pid][2] - self._own_before.get(pid, 0.0)
+        if self.sample_tree:
+            self._read_tree_cpu(_descendants(table, os.getpid()))
+            own = sum(cpu - self._cpu_before.get(pid, 0.0) for pid, cpu in self._cpu_seen.items())
         stack = sum(table[pid][2] - self._stack_before.get(pid, 0.0) for pid in _stack_pids(table))
         self.own_cores = own / self.seconds if self.seconds else 0.0
         self.stack_cores = stack / self.seconds if self.seconds else 0.0
@@ -172,8 +202,17 @@ class Monitor:
         while not self._stop.is_set():
             now = time.monotonic()
             if now >= next_scan:
-                self._workers, self._daemons = self._find_workers(_proc_table())
+                table = _proc_table()
+                if self.sample_workers:
+                    self._workers, self._daemons = self._find_workers(table)
+                if self.sample_tree:
+                    self._tree = _descendants(table, os.getpid())
                 next_scan = now + self.rescan
+            if self.sample_tree:
+                self._read_tree_cpu(self._tree)
+                tree = {pid: _rss(pid) or 0 for pid in self._tree}
+                self.peak_tree_rss = max(self.peak_tree_rss, sum(tree.values()))
+                self.peak_new_rss = max(self.peak_new_rss, sum(v for pid, v in tree.items() if pid not in self._old))
             sizes = [s for s in (_rss(p) for p in self._workers) if s]
             if sizes:
                 self.peak_worker_rss = max(self.peak_worker_rss, max(sizes))
@@ -182,6 +221,12 @@ class Monitor:
             self.samples += 1
             self._stop.wait(self.interval)
 
+    def _read_tree_cpu(self, pids) -> None:
+        for pid in pids:
+            cpu = _self_cpu(pid)
+            if cpu is not None:
+                self._cpu_seen[pid] = cpu
+
     def to_json(self) -> dict:
         out = {"seconds": self.seconds, "loadavg_before": list(self.load_before), "loadavg_after": list(self.load_after),
                "foreign_cpu_cores": round(self.foreign_cores, 3), "own_cpu_cores": round(self.own_cores, 3),
@@ -189,4 +234,7 @@ class Monitor:
         if self.sample_workers:
             out.update(peak_worker_rss_mb=self.peak_worker_rss / 2**20, peak_workers_total_rss_mb=self.peak_total_rss / 2**20,
                        worker_rss_before_mb=self.baseline_worker_rss / 2**20, rss_samples=self.samples)
+        if self.sample_tree:
+            out.update(peak_tree_rss_mb=self.peak_tree_rss / 2**20, peak_new_processes_rss_mb=self.peak_new_rss / 2**20,
+                       rss_samples=self.samples)
         return out

@@ -186,6 +186,8 @@ def render(report: dict) -> str:
         lines.append("  self:")
         for name, count, share in p["self_top"][:15]:
             lines.append(f"    {share:5.1f}%  {name}")
+    if "side_by_side" in report:
+        lines += _side_by_side(report["side_by_side"], targets)
     if targets:
         lines.append("")
         lines.append("targets:")
@@ -214,4 +216,48 @@ def _seeds_shape(seeds: dict, targets: list) -> list[str]:
                     f"{best['batch_seconds']['median']:.2f}s"))
     targets.append(("seeds' shape: whole process <= 15 s", best["process_seconds"]["median"] <= 15,
                     f"{best['process_seconds']['median']:.2f}s"))
+    return lines
+
+
+def _side_by_side(sbs: dict, targets: list) -> list[str]:
+    """The side-by-side table with Spark's own Kafka source and file sink, its ratios, and the
+    seeds' shape as whole processes (tests/perf/side_by_side.py)."""
+    d, rows = sbs["data"], sbs["rows"]
+    p = d["parallelism"]
+    lines = ["", f"side by side (in-process, {sbs['in_process']}): {d['records']:,} JSON records, "
+                 f"{d['value_bytes'] / MB:.1f} MB of values (~{d['value_bytes'] / d['records']:.0f} B each), "
+                 f"{d['partitions']} partitions, local[{p}], medians of {len(rows['ours']['runs'])}:",
+             f"  {'job':<30} {'seconds':>26} {'records/s':>10} {'work r/s':>10} {'r/s/core':>9} {'MB/s/core':>9} "
+             f"{'CPU-s/M':>8} {'r/CPU-s':>8} {'files':>6} {'MB':>7} {'RSS MB':>7} {'workers':>7}  load before"]
+    names = {"ours": "ours: full batch (run_job)", "peer_json": "peer: Kafka source, from_json",
+             "peer_string": "peer: value as a string"}
+    for key, label in names.items():
+        e = rows[key]
+        lines.append(f"  {label:<30} {_spread(e['seconds']):>26} {e['records_per_s']:>10,.0f} {e['work_records_per_s']:>10,.0f} "
+                     f"{e['records_per_s_per_core']:>9,.0f} {e['mb_per_s_per_core']:>9.1f} "
+                     f"{e['cpu_s_per_million']['median']:>8.2f} {e['records_per_cpu_s']:>8,.0f} "
+                     f"{e['files']['median']:>6.0f} {e['bytes']['median'] / MB:>7.1f} {e['peak_tree_rss_mb']['median']:>7.0f} "
+                     f"{e['peak_workers_total_rss_mb']['median']:>7.0f}  "
+                     + "/".join(f"{x:.2f}" for x in e["loadavg_before"]))
+    lines.append("  (seconds: the whole in-process run, table creation and Hive registration included; work r/s: "
+                 "ours its batch plan..commit, the peer its query; RSS: the bench's whole process tree, driver JVM "
+                 "included, whose heap keeps its high-water mark across runs; workers: the Python workers)")
+    for peer, r in sbs["ratios"].items():
+        lines.append(f"  ours / {peer}: records/s {r['records_per_s']:.2f}x (work {r['work_records_per_s']:.2f}x); "
+                     f"the peer's CPU-s per M {r['peer_cpu_s_per_million']:.2f}x ours, bytes {r['peer_bytes']:.2f}x, "
+                     f"files {r['peer_files']:.2f}x, peak tree RSS {r['peer_peak_tree_rss']:.2f}x")
+    ratio = sbs["ratios"]["peer_json"]["records_per_s"]
+    targets.append(("side by side: ours >= 1.5x the peer's records/s", ratio >= 1.5, f"{ratio:.2f}x"))
+    seeds = sbs.get("seeds_shape")
+    if seeds:
+        lines.append(f"  the seeds' shape, {seeds['records']:,} records in {seeds['partitions']} partitions, one "
+                     f"scheduled run as a whole process at local[{seeds['parallelism']}]:")
+        for who, label in (("ours", "etl run"), ("peer_json", "peer_job")):
+            e = seeds[who]
+            lines.append(f"    {label:<9} process {_spread(e['process_seconds'])}, batch {_spread(e['batch_seconds'])}, "
+                         f"CPU {_spread(e['cpu_seconds'])}, peak RSS {_spread(e['peak_rss_mb'], ' MB', 0)}")
+        r = seeds["ratios"]
+        lines.append(f"    peer / ours: process {r['process_seconds']:.2f}x, batch {r['batch_seconds']:.2f}x, "
+                     f"CPU {r['cpu_seconds']:.2f}x, peak RSS {r['peak_rss_mb']:.2f}x; the peer wrote "
+                     f"{seeds['peer_output']['files']} files")
     return lines

@@ -23,6 +23,7 @@ from tests.perf.profiling import profile
 from tests.perf.report import render
 from tests.perf.scaling import partition_scaling
 from tests.perf.seeds_shape import seeds_shape
+from tests.perf.side_by_side import side_by_side
 from tests.perf.throughput import throughput
 
 # The benchmark needs these; the Thrift Server (the analysts' endpoint) it does not use.
@@ -61,6 +62,9 @@ def measure(bench: BenchRun) -> None:
     args = bench.args
     if args.compaction:
         compaction_bench(bench)
+        return
+    if args.side_by_side:
+        side_by_side(bench)
         return
     if args.crash_compare:
         crash_compare_bench(bench)
