@@ -14,7 +14,7 @@ failOnDataLoss at its default. It is part of the bench and the test harness, nev
 
     .venv/bin/python -m tests.perf.peer_job --bootstrap 127.0.0.1:9092 --topic T --output DIR \\
         --checkpoint DIR [--parse json|string] [--parallelism 2] [--table DB.NAME] \\
-        [--metastore thrift://127.0.0.1:9083]
+        [--metastore thrift://127.0.0.1:9083] [--timestamp-format 'yyyy-MM-dd HH:mm:ss']
 
 The functions (build_session, run_query, register_table) are what the bench calls in its own
 Spark session; the module's command line is one whole scheduled run, as a process.
@@ -70,9 +70,12 @@ def columns(parse: str) -> str:
     return f"{EVENT_COLUMNS}, {KAFKA_COLUMNS}" if parse == "json" else f"value STRING, {KAFKA_COLUMNS}"
 
 
-def run_query(spark, bootstrap: str, topic: str, output: str, checkpoint: str, parse: str = "json") -> dict:
+def run_query(spark, bootstrap: str, topic: str, output: str, checkpoint: str, parse: str = "json",
+              timestamp_format: str | None = None) -> dict:
     """One scheduled run: whatever the topic holds beyond the checkpoint, into Parquet under
-    `output`; returns {records, seconds, batches} (records: the sum of the query's numInputRows)."""
+    `output`; returns {records, seconds, batches} (records: the sum of the query's numInputRows).
+    timestamp_format: from_json's timestampFormat option (by default none, as users first write
+    it: Spark then tries its ISO 8601 pattern on each value and falls back to its lenient parser)."""
     from pyspark.sql import functions as F
     started = time.monotonic()
     source = (spark.readStream.format("kafka")
@@ -85,7 +88,8 @@ def run_query(spark, bootstrap: str, topic: str, output: str, checkpoint: str, p
              F.date_format("timestamp", "yyyy-MM-dd").alias("dt"), F.date_format("timestamp", "HH").alias("hour")]
     value = F.col("value").cast("string")
     if parse == "json":
-        rows = source.select(F.from_json(value, EVENT_COLUMNS).alias("e"), *kafka) \
+        options = {"timestampFormat": timestamp_format} if timestamp_format else {}
+        rows = source.select(F.from_json(value, EVENT_COLUMNS, options).alias("e"), *kafka) \
             .select("e.*", *KAFKA_NAMES, "dt", "hour")
     else:
         rows = source.select(value.alias("value"), *kafka)
@@ -127,6 +131,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--checkpoint", required=True, help="the query's checkpoint folder")
     parser.add_argument("--parse", choices=("json", "string"), default="json",
                         help="json: from_json into the table's columns; string: the value as one string column")
+    parser.add_argument("--timestamp-format", help="from_json's timestampFormat (default: none, Spark's own parsing)")
     parser.add_argument("--parallelism", type=int, default=2, help="Spark local[P] (default 2)")
     parser.add_argument("--table", help="DB.NAME: an external Hive table over --output, repaired after the run")
     parser.add_argument("--metastore", default="thrift://127.0.0.1:9083")
@@ -139,7 +144,8 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     spark = build_session(args.parallelism, args.metastore)
     output = as_uri(args.output)
-    done = run_query(spark, args.bootstrap, args.topic, output, as_uri(args.checkpoint), args.parse)
+    done = run_query(spark, args.bootstrap, args.topic, output, as_uri(args.checkpoint), args.parse,
+                     args.timestamp_format)
     if args.table:
         done["register_seconds"] = register_table(spark, args.table, output, args.parse)
     done["query_seconds"] = done.pop("seconds")

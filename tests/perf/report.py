@@ -227,13 +227,15 @@ def _side_by_side(sbs: dict, targets: list) -> list[str]:
     lines = ["", f"side by side (in-process, {sbs['in_process']}): {d['records']:,} JSON records, "
                  f"{d['value_bytes'] / MB:.1f} MB of values (~{d['value_bytes'] / d['records']:.0f} B each), "
                  f"{d['partitions']} partitions, local[{p}], medians of {len(rows['ours']['runs'])}:",
-             f"  {'job':<30} {'seconds':>26} {'records/s':>10} {'work r/s':>10} {'r/s/core':>9} {'MB/s/core':>9} "
+             f"  {'job':<33} {'seconds':>26} {'records/s':>10} {'work r/s':>10} {'r/s/core':>9} {'MB/s/core':>9} "
              f"{'CPU-s/M':>8} {'r/CPU-s':>8} {'files':>6} {'MB':>7} {'RSS MB':>7} {'workers':>7}  load before"]
     names = {"ours": "ours: full batch (run_job)", "peer_json": "peer: Kafka source, from_json",
-             "peer_string": "peer: value as a string"}
+             "peer_json_ts_format": "peer: from_json, timestampFormat", "peer_string": "peer: value as a string"}
     for key, label in names.items():
+        if key not in rows:
+            continue
         e = rows[key]
-        lines.append(f"  {label:<30} {_spread(e['seconds']):>26} {e['records_per_s']:>10,.0f} {e['work_records_per_s']:>10,.0f} "
+        lines.append(f"  {label:<33} {_spread(e['seconds']):>26} {e['records_per_s']:>10,.0f} {e['work_records_per_s']:>10,.0f} "
                      f"{e['records_per_s_per_core']:>9,.0f} {e['mb_per_s_per_core']:>9.1f} "
                      f"{e['cpu_s_per_million']['median']:>8.2f} {e['records_per_cpu_s']:>8,.0f} "
                      f"{e['files']['median']:>6.0f} {e['bytes']['median'] / MB:>7.1f} {e['peak_tree_rss_mb']['median']:>7.0f} "

@@ -4,7 +4,8 @@ file sink (tests/perf/peer_job.py), on the same records, on the same machine, in
 In-process, in the bench's one Spark session at local[P] (the session has the connector on
 spark.jars, through the job's [spark] passthrough), repeated and interleaved: per repetition our
 full batch (run_job on a fresh ZooKeeper root and table), the peer parsing the JSON with
-from_json, and the peer keeping the JSON as one string column (the cost of parsing shows), each
+from_json (as users first write it, and with from_json's timestampFormat set for the events'
+ts), and the peer keeping the JSON as one string column (the cost of parsing shows), each
 into a fresh table (the peer: a fresh output folder, checkpoint and external table, repaired
 with MSCK REPAIR TABLE). In-process, neither pays Spark's start-up, so records/s compares the
 work itself; the seeds' shape compares whole processes.
@@ -39,7 +40,11 @@ from tests.perf.peer_job import connector_jars, register_table, run_query
 from tests.perf.phases import check_loaded, run_job_timed
 from tests.perf.seeds_shape import SEEDS_PARTITIONS, SEEDS_RECORDS, _batches, _committed
 
-ROWS = ("ours", "peer_json", "peer_string")
+ROWS = ("ours", "peer_json", "peer_json_ts_format", "peer_string")
+PEERS = ROWS[1:]
+# The events' ts as value_maker writes it ("2026-11-21 10:00:00"): from_json's timestampFormat
+# for it, which a user who reads from_json's options may set (the peer_json_ts_format row).
+TS_FORMAT = "yyyy-MM-dd HH:mm:ss"
 
 
 def side_by_side(run: BenchRun) -> None:
@@ -59,8 +64,8 @@ def side_by_side(run: BenchRun) -> None:
     runs: dict[str, list[dict]] = {name: [] for name in ROWS}
     for rep in range(1, args.repeat + 1):
         runs["ours"].append(ours_in_process(run, f"sbs-ours-{rep}", topic, ranges, records, max(per) + 1))
-        for parse in ("json", "string"):
-            runs[f"peer_{parse}"].append(peer_in_process(run, f"sbs_peer_{parse}_{rep}", topic, parse, ranges, records))
+        for peer in PEERS:
+            runs[peer].append(peer_in_process(run, f"sbs_{peer}_{rep}", topic, peer, ranges, records))
     report["rows"] = {name: summary(measured, records, nbytes, args.parallelism) for name, measured in runs.items()}
     report["ratios"] = ratios(report["rows"])
     report["seeds_shape"] = seeds_side_by_side(run)
@@ -81,18 +86,21 @@ def ours_in_process(run: BenchRun, label: str, topic: str, ranges: list, records
     return {**stats, "work_seconds": phases["batch"], "phases": phases, "job_said": said, **written}
 
 
-def peer_in_process(run: BenchRun, label: str, topic: str, parse: str, ranges: list, records: int) -> dict:
+def peer_in_process(run: BenchRun, label: str, topic: str, peer: str, ranges: list, records: int) -> dict:
     """The peer in the bench's session: its query into a fresh folder and checkpoint, then its
     external table and MSCK REPAIR TABLE."""
+    parse = "string" if peer == "peer_string" else "json"
+    ts_format = TS_FORMAT if peer == "peer_json_ts_format" else None
     folder, checkpoint = run.work / label / "out", run.work / label / "checkpoint"
     name = f"b{run.run_id[-6:]}_{label}"
     run.tables.append(name)
 
     def go() -> dict:
-        done = run_query(run.spark, run.stack.kafka_bootstrap, topic, folder.as_uri(), checkpoint.as_uri(), parse)
+        done = run_query(run.spark, run.stack.kafka_bootstrap, topic, folder.as_uri(), checkpoint.as_uri(), parse,
+                         ts_format)
         done["register_seconds"] = register_table(run.spark, f"{run.database}.{name}", folder.as_uri(), parse)
         return done
-    done, stats = run.measure(f"peer ({parse}) {label}", go, workers=True, tree=True)
+    done, stats = run.measure(f"peer {label}", go, workers=True, tree=True)
     if done["records"] != records:
         raise RuntimeError(f"the peer {label} read {done['records']} records, expected {records}")
     written = check_written(folder, ranges, records)
@@ -155,7 +163,7 @@ def ratios(rows: dict) -> dict:
     and memory over ours (> 1: the peer uses more)."""
     ours = rows["ours"]
     out = {}
-    for peer in ("peer_json", "peer_string"):
+    for peer in PEERS:
         p = rows[peer]
         out[peer] = {"records_per_s": ours["records_per_s"] / p["records_per_s"],
                      "work_records_per_s": ours["work_records_per_s"] / p["work_records_per_s"],
