@@ -69,10 +69,12 @@ class Count:
     unreadable: int = 0  # files the reader could not read (DuckDB: tried file by file)
     files: int = 0  # DuckDB: the data files its glob matched
     hidden_globbed: int = 0  # DuckDB: matches whose name starts with '_' or '.' (temp, in-flight)
+    unreadable_sizes: list[int] = field(default_factory=list)  # DuckDB: their sizes in bytes (0: created, empty)
     error: str | None = None  # the reader's whole query failed (counts then come from a lenient retry)
 
     def cell(self) -> str:
-        text = f"dup {self.duplicates}, missing {self.missing}, unreadable {self.unreadable}"
+        sizes = f" ({'/'.join(map(str, self.unreadable_sizes))} bytes)" if self.unreadable_sizes else ""
+        text = f"dup {self.duplicates}, missing {self.missing}, unreadable {self.unreadable}{sizes}"
         return text + (" (query FAILED)" if self.error else "")
 
 
@@ -176,7 +178,8 @@ def read_duckdb(folder: Path, committed: Committed) -> tuple[Count, Count]:
 
         readable = [f for f in files if f not in unreadable]
         return (counted("duckdb", tally(readable), committed, unreadable=len(unreadable), files=len(files),
-                        hidden_globbed=len(hidden), error=error),
+                        hidden_globbed=len(hidden), error=error,
+                        unreadable_sizes=sorted(Path(f).stat().st_size for f in unreadable)),
                 counted("duckdb-skip_", tally([f for f in readable if f not in hidden]), committed,
                         unreadable=len(unreadable - hidden), files=len(files) - len(hidden)))
     finally:
@@ -273,6 +276,17 @@ class PeerProcess(EtlProcess):
         self.tree = ProcessTree(self.popen)
 
 
+@dataclass(frozen=True)
+class PeerMark:
+    """The peer's logs and files at one moment: batches in the checkpoint's offsets and commits
+    logs and in the sink's `_spark_metadata`, and the data files under the output folder."""
+
+    offsets: list[int]
+    commits: list[int]
+    sink: list[int]
+    files: frozenset[str]
+
+
 PEER_MODULE = [sys.executable, "-m", "tests.perf.peer_job"]
 
 
@@ -303,12 +317,16 @@ class PeerJob:
         names = [p.name.removesuffix(".compact") for p in folder.iterdir()] if folder.exists() else []
         return sorted(int(n) for n in names if n.isdigit())
 
-    def mark(self) -> tuple[list[int], list[int], list[int]]:
-        return (self._batches("offsets"), self._batches("commits"), self._sink_batches())
+    def _data_files(self) -> frozenset[str]:
+        return frozenset(str(p) for p in self.folder.rglob("*.parquet")) if self.folder.exists() else frozenset()
+
+    def mark(self) -> "PeerMark":
+        return PeerMark(self._batches("offsets"), self._batches("commits"), self._sink_batches(), self._data_files())
 
     def work_started(self, proc: EtlProcess, mark: Any) -> bool:
-        """A micro-batch planned: the offsets log has a batch it did not have before the run."""
-        return self._batches("offsets") != mark[0]
+        """A micro-batch planned (a new entry in the offsets log) or, for the rerun of a killed
+        batch (which plans nothing new), its first file created."""
+        return self._batches("offsets") != mark.offsets or self._data_files() != mark.files
 
     def committed_ends(self) -> dict:
         commits = self._batches("commits")
@@ -324,17 +342,20 @@ class PeerJob:
         return read_hive(spark, self.table, committed, repair=True)
 
     def after_run(self, proc: EtlProcess, killed: bool, mark: Any, produced: Counter) -> str:
-        """Where the kill landed, from the checkpoint's and the sink's logs."""
+        """Where the kill landed, from the checkpoint's and the sink's logs and the files that
+        appeared during the run."""
         if not killed:
             return "completed"
-        offsets, commits, sink = self.mark()
-        before_offsets = mark[0]
-        if offsets == before_offsets:
+        now = self.mark()
+        written = len(now.files - mark.files)
+        if not now.offsets or (now.offsets == mark.offsets and now.offsets[-1] in now.commits and not written):
             return "start-up (no micro-batch planned)"
-        last = offsets[-1]
-        if last not in sink:
-            return "writing files (batch planned, not in _spark_metadata)"
-        if last not in commits:
+        last, again = now.offsets[-1], " again (a killed batch)" if now.offsets == mark.offsets else ""
+        if last not in now.sink:
+            if not written:
+                return f"start-up, batch {last} planned{again}, no file yet"
+            return f"writing files: batch {last}{again}, {written} files created, not in _spark_metadata"
+        if last not in now.commits:
             return "sink committed, checkpoint commit not written"
         return "after the batch (table, MSCK REPAIR, shutdown)"
 
