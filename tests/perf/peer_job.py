@@ -73,7 +73,8 @@ def columns(parse: str) -> str:
 def run_query(spark, bootstrap: str, topic: str, output: str, checkpoint: str, parse: str = "json",
               timestamp_format: str | None = None) -> dict:
     """One scheduled run: whatever the topic holds beyond the checkpoint, into Parquet under
-    `output`; returns {records, seconds, batches} (records: the sum of the query's numInputRows).
+    `output`; returns {records, seconds, batches, duration_ms} (records: the sum of the query's
+    numInputRows; duration_ms: its progress reports' durationMs, summed by key).
     timestamp_format: from_json's timestampFormat option (by default none, as users first write
     it: Spark then tries its ISO 8601 pattern on each value and falls back to its lenient parser)."""
     from pyspark.sql import functions as F
@@ -102,8 +103,12 @@ def run_query(spark, bootstrap: str, topic: str, output: str, checkpoint: str, p
              .start())
     query.awaitTermination()
     progress = query.recentProgress
+    durations: dict[str, int] = {}  # where the query's time went, by Spark's own progress reports
+    for report in progress:
+        for key, ms in report["durationMs"].items():
+            durations[key] = durations.get(key, 0) + ms
     return {"records": sum(p["numInputRows"] for p in progress), "batches": sum(1 for p in progress if p["numInputRows"]),
-            "seconds": time.monotonic() - started}
+            "seconds": time.monotonic() - started, "duration_ms": durations}
 
 
 def register_table(spark, table: str, output: str, parse: str = "json") -> float:

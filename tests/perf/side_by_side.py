@@ -107,7 +107,7 @@ def peer_in_process(run: BenchRun, label: str, topic: str, peer: str, ranges: li
     say(f"  query {done['seconds']:.2f}s, table + MSCK REPAIR {done['register_seconds']:.2f}s; {written['files']} files, "
         f"{written['bytes'] / MB:.1f} MB; peak tree RSS {stats['peak_tree_rss_mb']:.0f} MB")
     return {**stats, "work_seconds": done["seconds"], "register_seconds": done["register_seconds"],
-            "batches": done["batches"], **written}
+            "batches": done["batches"], "duration_ms": done["duration_ms"], **written}
 
 
 def parquet_files(folder: Path) -> list[Path]:
@@ -213,12 +213,14 @@ def seeds_side_by_side(run: BenchRun) -> dict:
             cmd = ours_cmd if who == "ours" else peer_cmd
             done, stats = run.measure(f"seeds' shape, {who} as a process #{rep}", lambda: process(cmd), tree=True)
             if who == "ours":
-                batch = _committed(done)["seconds"]
+                said = _committed(done)
+                batch = said["seconds"]
                 check_loaded(config, ranges, SEEDS_RECORDS)
             else:
-                batch = _peer_said(done, SEEDS_RECORDS)["query_seconds"]
+                said = _peer_said(done, SEEDS_RECORDS)
+                batch = said["query_seconds"]
             cpu = stats["own_cpu_cores"] * stats["seconds"]
-            measured[who].append({**stats, "batch_seconds": batch, "cpu_seconds": cpu})
+            measured[who].append({**stats, "batch_seconds": batch, "cpu_seconds": cpu, "said": said})
             say(f"  process {stats['seconds']:.2f}s, batch {batch:.2f}s, CPU {cpu:.1f}s, "
                 f"peak RSS {stats['peak_new_processes_rss_mb']:.0f} MB")
     total = SEEDS_RECORDS * args.repeat + SEEDS_PARTITIONS
