@@ -2,8 +2,9 @@
 
 A committed file is `<topic>+<partition>+<from:020d>+<until:020d>.parquet`. The offsets are
 zero-padded so that a plain sort of the names is an offset sort. Temp files start with `_`,
-which Hive and Spark skip, and sit beside their final name so that the publishing rename
-never crosses a directory or filesystem.
+which Hive and Spark skip, and end in `.inprogress`, so that a reader's `*.parquet` glob
+(DuckDB, pyarrow), which skips no `_` name, does not match them either. They sit beside their
+final name so that the publishing rename never crosses a directory or filesystem.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 EXTENSION = ".parquet"
 TEMP_PREFIX = "_tmp."
+TEMP_SUFFIX = ".inprogress"
 # A topic may not start with '_' or '.' (the config refuses it: Hive would hide its files),
 # so a temp name can never parse as a committed one.
 _FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9-][A-Za-z0-9._-]*)\+(?P<partition>\d+)\+(?P<start>\d{20})\+(?P<end>\d{20})\.parquet$")
@@ -41,10 +43,12 @@ def parse_final_name(name: str) -> FileRange | None:
 
 def temp_name(final: str) -> str:
     """A unique temp name per attempt, so that racing attempts never share a temp file."""
-    return f"{TEMP_PREFIX}{uuid.uuid4().hex}.{final}"
+    return f"{TEMP_PREFIX}{uuid.uuid4().hex}.{final}{TEMP_SUFFIX}"
 
 
 def is_temp_name(name: str) -> bool:
+    """By the prefix alone: temp files that older versions left, without the suffix, are
+    swept as well."""
     return name.startswith(TEMP_PREFIX)
 
 

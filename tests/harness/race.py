@@ -38,13 +38,13 @@ def race_range_task(task, attempts: int, env: dict | None = None, timeout: float
              for i in range(attempts)]
     for proc in procs:
         proc.start()
-    suffix = task.range.file_name
+    final = task.range.file_name
     max_temps, collected = 0, []
     deadline = time.monotonic() + timeout
     try:
         while len(collected) < attempts:
             names = os.listdir(task.main_dir) if os.path.isdir(task.main_dir) else []
-            max_temps = max(max_temps, sum(1 for n in names if n.startswith(TEMP_PREFIX) and n.endswith(suffix)))
+            max_temps = max(max_temps, sum(1 for n in names if n.startswith(TEMP_PREFIX) and final in n))
             try:
                 collected.append(results.get(timeout=0.02))
             except Exception:  # queue.Empty

@@ -5,9 +5,10 @@ readers: Hive (the metastore table), DuckDB (a glob over the folder) and Spark r
 Spark's file sink lists the files of its committed batches in `<output>/_spark_metadata`; only
 `spark.read.parquet(<output>)` reads that log. Hive and DuckDB list the partition folders, so
 what a killed micro-batch left there (partial files, whole files of a batch that is then run
-again) is theirs to see. Our job writes `_tmp.` files beside their final names and renames them
-when the batch is published; readers that skip `_` names (Hive, Spark) never see them, a glob
-does whatever its pattern says, and this module reports what it saw without filtering.
+again) is theirs to see. Our job writes `_tmp.<uuid>.<final>.inprogress` files beside their
+final names and renames them when the batch is published; readers that skip `_` names (Hive,
+Spark) never see them, nor does a `*.parquet` glob (before the suffix, DuckDB's glob did), and
+this module reports what it saw without filtering.
 
 A kill is a SIGKILL of every process group of the run (EtlProcess.kill: the driver, its JVM,
 the PySpark workers), at a delay drawn from the seed: from [0, 1.2 x the baseline run] after the

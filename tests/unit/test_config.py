@@ -120,3 +120,18 @@ def test_a_temp_name_never_parses_as_a_committed_file():
     final = final_name("clicks", 3, 10, 20)
     assert parse_final_name(final) is not None
     assert parse_final_name(temp_name(final)) is None
+
+
+def test_a_temp_name_is_not_matched_by_a_readers_parquet_glob():
+    """Hive and Spark skip names that start with `_`; DuckDB's and pyarrow's `**/*.parquet`
+    globs do not. Right after a killed run, such a glob counted a dead attempt's rows, or failed
+    on a partial file, until the next run swept the temp files (the crash comparison found both)."""
+    from fnmatch import fnmatch
+
+    from etl.model.naming import final_name, is_temp_name, temp_name
+
+    final = final_name("clicks", 3, 10, 20)
+    assert fnmatch(final, "*.parquet")
+    assert not fnmatch(temp_name(final), "*.parquet")
+    assert is_temp_name(temp_name(final))
+    assert is_temp_name(f"_tmp.0123abcd.{final}")  # a temp file an older version left is still swept
