@@ -522,3 +522,17 @@ def test_access_log_times_outside_what_hive_and_spark_read_back_are_rejected(acc
                                 1: f"log time '0001-01-01 12:00:00' {outside}",
                                 4: f"log time '9999-12-31 00:00:00' {outside}"}
     assert decoded.table.column("message").to_pylist() == ["ok", "ok too"]
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Inf"])
+@pytest.mark.parametrize("shift", [-3, -2, -1, 0, 1])
+def test_the_scan_for_nan_or_inf_finds_a_literal_across_its_block_edges(monkeypatch, literal, shift):
+    """The data buffer is scanned in blocks: a literal straddling two of them, or at the very end,
+    is found; bytes that only start one are not taken for it."""
+    from etl.rows.decoders import json_lines
+    monkeypatch.setattr(json_lines, "HINT_SCAN_BLOCK", 64)
+    head = b"x" * (64 + shift)
+    assert json_lines._hinted_anywhere(pa.array([head[:40], head[40:] + literal + b"x"], pa.binary()))
+    assert json_lines._hinted_anywhere(pa.array([head + literal], pa.binary()))
+    assert not json_lines._hinted_anywhere(pa.array([head + b"NINaI", b"nNf"], pa.binary()))
+    assert not json_lines._hinted_anywhere(pa.array([b""], pa.binary()))
