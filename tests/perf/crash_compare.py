@@ -361,13 +361,7 @@ class PeerJob:
         return "after the batch (table, MSCK REPAIR, shutdown)"
 
     def finish(self) -> float:
-        proc = self.start()
-        code = proc.wait(600)
-        proc.reap(2.0)
-        proc.close()
-        if code != 0:
-            raise AssertionError(f"the peer's final run failed (rc {code})\n{proc.describe()}")
-        return proc.seconds
+        return clean_run(self, "the final run")
 
 
 # -- the campaign --------------------------------------------------------------------------
@@ -426,12 +420,17 @@ class JobCampaign:
 
 def baseline(job: Job) -> float:
     """One clean run (the first data), whose duration sets the kill delays' range."""
+    return clean_run(job, "the baseline run")
+
+
+def clean_run(job: Job, what: str) -> float:
+    """One run of `job` left to finish; its seconds, or an AssertionError if it failed."""
     proc = job.start()
     code = proc.wait(600)
     proc.reap(2.0)
     proc.close()
     if code != 0:
-        raise AssertionError(f"{job.name}: the baseline run failed (rc {code})\n{proc.describe()}")
+        raise AssertionError(f"{job.name}: {what} failed (rc {code})\n{proc.describe()}")
     return proc.seconds
 
 
