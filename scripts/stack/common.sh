@@ -6,6 +6,7 @@ port_of() {
   case $1 in
     zookeeper) echo "$ZK_PORT" ;; kafka) echo "$KAFKA_PORT" ;; metastore) echo "$METASTORE_PORT" ;;
     thriftserver) echo "$THRIFT_PORT" ;; namenode) echo "$HDFS_PORT" ;; datanode) echo "$HDFS_DATANODE_PORT" ;;
+    sparkmaster) echo "$SPARK_MASTER_PORT" ;; sparkworker1) echo "$SPARK_WORKER1_UI_PORT" ;; sparkworker2) echo "$SPARK_WORKER2_UI_PORT" ;;
   esac
 }
 
@@ -17,6 +18,7 @@ marker_of() {
     zookeeper) echo QuorumPeerMain ;; kafka) echo kafka.Kafka ;; metastore) echo LoopbackMetastore ;;
     thriftserver) echo HiveThriftServer2 ;;
     namenode) echo server.namenode.NameNode ;; datanode) echo server.datanode.DataNode ;;
+    sparkmaster) echo deploy.master.Master ;; sparkworker*) echo deploy.worker.Worker ;;
   esac
 }
 
@@ -31,6 +33,8 @@ ready() {
     zookeeper) zk_ruok ;;
     namenode) port_open "$HDFS_PORT" && port_open "$HDFS_HTTP_PORT" ;;
     datanode) port_open "$HDFS_DATANODE_HTTP_PORT" && hdfs_serving ;;
+    sparkmaster) port_open "$SPARK_MASTER_PORT" && port_open "$SPARK_MASTER_UI_PORT" ;;
+    sparkworker*) spark_worker_alive "$(port_of "$1")" ;;
     *) port_open "$(port_of "$1")" ;;
   esac
 }

@@ -5,8 +5,12 @@
 # The services a verb acts on: GROUP's (hdfs), else the stack's, and HDFS's if it runs and `all`.
 services_of() {
   if [ "${1:-}" = hdfs ]; then echo "${HDFS_SERVICES[@]}"; return; fi
+  if [ "${1:-}" = spark ]; then echo "${SPARK_SERVICES[@]}"; return; fi
   echo "${SERVICES[@]}"
   if [ "${2:-}" = all ] && { hdfs_running || pid_of datanode >/dev/null; }; then echo "${HDFS_SERVICES[@]}"; fi
+  if [ "${2:-}" = all ] && { spark_running || pid_of sparkworker1 >/dev/null || pid_of sparkworker2 >/dev/null; }; then
+    echo "${SPARK_SERVICES[@]}"
+  fi
 }
 
 # .stack/env: the endpoints for other scripts to source; HDFS's only while it runs.
@@ -18,6 +22,7 @@ ETL_METASTORE_URI=thrift://127.0.0.1:$METASTORE_PORT
 ETL_THRIFT_URL=jdbc:hive2://127.0.0.1:$THRIFT_PORT/default
 EOF
   if hdfs_running; then hdfs_env >>"$STACK/env"; fi
+  if spark_running; then spark_env >>"$STACK/env"; fi
 }
 
 up() {
