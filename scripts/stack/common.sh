@@ -7,6 +7,7 @@ port_of() {
     zookeeper) echo "$ZK_PORT" ;; kafka) echo "$KAFKA_PORT" ;; metastore) echo "$METASTORE_PORT" ;;
     thriftserver) echo "$THRIFT_PORT" ;; namenode) echo "$HDFS_PORT" ;; datanode) echo "$HDFS_DATANODE_PORT" ;;
     sparkmaster) echo "$SPARK_MASTER_PORT" ;; sparkworker1) echo "$SPARK_WORKER1_UI_PORT" ;; sparkworker2) echo "$SPARK_WORKER2_UI_PORT" ;;
+    resourcemanager) echo "$YARN_RM_PORT" ;; nodemanager) echo "$YARN_NM_PORT" ;;
   esac
 }
 
@@ -19,6 +20,7 @@ marker_of() {
     thriftserver) echo HiveThriftServer2 ;;
     namenode) echo server.namenode.NameNode ;; datanode) echo server.datanode.DataNode ;;
     sparkmaster) echo deploy.master.Master ;; sparkworker*) echo deploy.worker.Worker ;;
+    resourcemanager) echo resourcemanager.ResourceManager ;; nodemanager) echo nodemanager.NodeManager ;;
   esac
 }
 
@@ -35,6 +37,8 @@ ready() {
     datanode) port_open "$HDFS_DATANODE_HTTP_PORT" && hdfs_serving ;;
     sparkmaster) port_open "$SPARK_MASTER_PORT" && port_open "$SPARK_MASTER_UI_PORT" ;;
     sparkworker*) spark_worker_alive "$(port_of "$1")" ;;
+    resourcemanager) port_open "$YARN_RM_PORT" && port_open "$YARN_RM_WEB_PORT" ;;
+    nodemanager) port_open "$YARN_NM_PORT" && yarn_node_running ;;
     *) port_open "$(port_of "$1")" ;;
   esac
 }

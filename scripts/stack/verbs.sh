@@ -6,8 +6,12 @@
 services_of() {
   if [ "${1:-}" = hdfs ]; then echo "${HDFS_SERVICES[@]}"; return; fi
   if [ "${1:-}" = spark ]; then echo "${SPARK_SERVICES[@]}"; return; fi
+  if [ "${1:-}" = yarn ]; then  # up starts HDFS first; down and status leave it alone
+    [ "${2:-}" = all ] || echo "${HDFS_SERVICES[@]}"; echo "${YARN_SERVICES[@]}"; return
+  fi
   echo "${SERVICES[@]}"
   if [ "${2:-}" = all ] && { hdfs_running || pid_of datanode >/dev/null; }; then echo "${HDFS_SERVICES[@]}"; fi
+  if [ "${2:-}" = all ] && { yarn_running || pid_of nodemanager >/dev/null; }; then echo "${YARN_SERVICES[@]}"; fi
   if [ "${2:-}" = all ] && { spark_running || pid_of sparkworker1 >/dev/null || pid_of sparkworker2 >/dev/null; }; then
     echo "${SPARK_SERVICES[@]}"
   fi
@@ -23,6 +27,7 @@ ETL_THRIFT_URL=jdbc:hive2://127.0.0.1:$THRIFT_PORT/default
 EOF
   if hdfs_running; then hdfs_env >>"$STACK/env"; fi
   if spark_running; then spark_env >>"$STACK/env"; fi
+  if yarn_running; then yarn_env >>"$STACK/env"; fi
 }
 
 up() {
