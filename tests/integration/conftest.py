@@ -228,3 +228,30 @@ def hdfs():
         return shared_hdfs()
     except StackDown as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def packed_env() -> Path:
+    """scripts/pack-env's archive (tests.harness.cluster_submit), built once per session."""
+    from tests.harness.cluster_submit import pack_env
+    return pack_env()
+
+
+@pytest.fixture(scope="session")
+def edge_node_python(packed_env, tmp_path_factory) -> Path:
+    """The archive unpacked, as on an edge node: the client-mode driver's python."""
+    from tests.harness.cluster_submit import unpack
+    return unpack(packed_env, tmp_path_factory.mktemp("edge-node"))
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(tmp_path_factory):
+    """A Spark standalone cluster of the session's own (tests.harness.spark_standalone): a Master
+    and two 1-core Workers, started once per session when a test first asks for it."""
+    from tests.harness.spark_standalone import SparkStandalone
+    cluster = SparkStandalone(tmp_path_factory.mktemp("spark-standalone"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
