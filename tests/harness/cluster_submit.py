@@ -103,6 +103,14 @@ def check_executors_loaded_the_archive(probes: list[dict], driver_python: Path, 
     executors = [p for p in probes if p["executable"].startswith(f"{work_root}/")]
     assert drivers and executors and len(drivers) + len(executors) == len(probes), probes
     assert all(p["etl"] == f"{edge_node}/lib/python3.11/site-packages/etl/__init__.py" for p in drivers), drivers
+    check_archive_imports(executors)
+    return executors
+
+
+def check_archive_imports(executors: list[dict]) -> None:
+    """Each executor's Python process ran ./environment/bin/python of its own folder and imported
+    etl from there, pyspark from Spark's pyspark.zip, nothing from this repository."""
+    assert executors
     for probe in executors:
         environment = Path(probe["cwd"]) / "environment"
         assert probe["executable"] == f"{environment}/bin/python", probe
@@ -110,4 +118,3 @@ def check_executors_loaded_the_archive(probes: list[dict], driver_python: Path, 
         assert probe["pyspark"] == f"{SPARK_HOME}/python/lib/pyspark.zip/pyspark/__init__.py", probe
     assert not [entry for p in executors for entry in p["path"] if entry.startswith(str(REPO) + "/")
                 and not entry.startswith(str(SPARK_HOME))], "an executor could import from the repository"
-    return executors

@@ -24,6 +24,7 @@ import pytest
 from etl.config import load_config
 from etl.sink.markers import MARKER_NAME
 from etl.state.store import ZkStateStore
+from tests.harness.cluster_submit import SPARK_HOME, check_archive_imports, probe_dir, read_probes
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader
 from tests.harness.paths import REPO
 
@@ -123,9 +124,47 @@ def table_events(home: Path) -> list[tuple[str, str, dict]]:
     return [(name, uri, json.loads(extra)) for name, uri, extra in rows]
 
 
+def on_spark_standalone(request, env: dict[str, str], tmp_path: Path):
+    """The BashOperator DAG's Variables for the session's Spark standalone cluster, as on an edge
+    node: etl_python the packed environment unpacked, and etl_spark_args the --master, the archive
+    and the executors' ./environment/bin/python (spark.pyspark.python; the driver keeps
+    etl_python). The probe of tests/harness/cluster_submit.py records the executors' Python
+    processes. Returns the cluster, its app ids before the run and the probe's folder."""
+    cluster = request.getfixturevalue("spark_standalone")
+    archive, edge_python = request.getfixturevalue("packed_env"), request.getfixturevalue("edge_node_python")
+    probes = probe_dir(tmp_path)
+    env.update(AIRFLOW_VAR_ETL_PYTHON=str(edge_python), AIRFLOW_VAR_ETL_SPARK_SUBMIT=str(SPARK_HOME / "bin" / "spark-submit"),
+               AIRFLOW_VAR_ETL_SPARK_ARGS=(f"--master {cluster.url} --archives {archive}#environment "
+                                           f"--conf spark.pyspark.python=./environment/bin/python "
+                                           f"--conf spark.pyspark.driver.python={edge_python} "
+                                           f"--conf spark.executorEnv.PYTHONPATH={probes}"),
+               SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1")
+    master = cluster.master_json()
+    return cluster, {app["id"] for app in master["activeapps"] + master["completedapps"]}, probes
+
+
+def check_ran_on_spark_standalone(cluster, before: set[str], probes: Path) -> str:
+    """The run was one new application of the standalone Master, with executors on both Workers,
+    and its Python tasks ran the archive's python in those executors' folders."""
+    master = cluster.master_json()
+    [app_id] = {app["id"] for app in master["activeapps"] + master["completedapps"]} - before
+    try:
+        dirs = cluster.executor_dirs(app_id)
+        assert all(dirs.values()), dirs  # an executor on each Worker
+        executors = [p for p in read_probes(probes) if p["cwd"].startswith(f"{cluster.workdir}/")]
+        check_archive_imports(executors)
+        assert {p["cwd"] for p in executors} <= {str(d) for found in dirs.values() for d in found}, executors
+    finally:
+        cluster.remove_app(app_id)
+    return f"{app_id}: executors {dirs}"
+
+
+# The BashOperator DAG (the one we recommend) loads on the session's Spark standalone cluster, as
+# in production; the SparkSubmitOperator DAG on local[2].
 @pytest.mark.parametrize("dag_id", DAGS)
 def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skips_when_the_lock_is_held(
-        dag_id, spark, tmp_path, new_topic, produce, write_config, hive_table_name, warehouse_dir, migrated_db):
+        request, dag_id, spark, tmp_path, new_topic, produce, write_config, hive_table_name, warehouse_dir,
+        migrated_db):
     topic = new_topic(partitions=1)
     produce(topic, {0: [at("10:05", 1), at("10:40", 2), at("12:10", 3)]})  # watermark 12:10: hour 10 closed
     config = write_config(kafka={"topics": topic}, job={"max_rejected_ratio": "1"},
@@ -133,12 +172,15 @@ def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skip
                                 "success_marker_delay_seconds": "0"})
     table_path = warehouse_dir / f"{DB}.db" / hive_table_name
     env = airflow_env(tmp_path / "airflow", config, table_path)
+    standalone = on_spark_standalone(request, env, tmp_path) if dag_id == "etl_kafka_to_hive" else None
 
     state, tasks, output = dags_test(dag_id, tmp_path / "airflow", env, migrated_db)
     print(f"DAG run final state: {state}; tasks: {tasks}")
     print("\n".join(line for line in output.splitlines() if "DagRun Finished" in line))
     assert (state, tasks) == ("success", {"etl_run": "success", "closed_hour_success_marker": "success"}), \
         output[-6000:]
+    if standalone:
+        print(f"[standalone] {check_ran_on_spark_standalone(*standalone)}")
     assert (table_path / f"dt={DAY}" / "hour=10" / MARKER_NAME).exists()
     marker = f"{table_path}/dt={DAY}/hour=10/{MARKER_NAME}"
     assert table_events(tmp_path / "airflow") == [
