@@ -119,13 +119,15 @@ def test_spark_submit_on_the_standalone_cluster_runs_executors_on_both_workers_a
         executors = check_executors_loaded_the_archive(read_probes(probes), edge_node_python,
                                                        spark_standalone.workdir)
         ran = check_both_workers_ran_python(spark_standalone, app_id, executors)
+        listed = spark_standalone.executors(app_id)
+        assert all(listed.values()), listed  # each Worker's /json/ lists an executor of the app
         report = check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {p: 250 for p in range(4)}),
                                     warehouse_dir, run_verify=False)
     finally:
         spark_standalone.remove_app(app_id)
     print(f"[standalone] {app_id} on {spark_standalone.url}: {seconds:.0f}s; Python tasks in "
           f"{ {port: sorted(str(d.name) for d in found) for port, found in ran.items()} } (worker UI port: "
-          f"executor ids); {report.describe()}")
+          f"executor ids); Workers' /json/: {listed}; {report.describe()}")
 
 
 def test_a_sigkilled_executor_mid_batch_is_replaced_and_its_task_rerun_exactly_once(
