@@ -14,7 +14,7 @@ make differently:
   application's report from spark-submit and the containers' logs from the NodeManager's log
   folder, never a YARN web page, so SPNEGO there would be configured and never exercised.
 - No log aggregation: the containers' logs stay in the NodeManager's folder, where the test
-  reads them (aggregation to HDFS is yarn-node's default, tested by the plain YARN's tests).
+  reads them (yarn-node aggregates them to HDFS by default).
 """
 from __future__ import annotations
 

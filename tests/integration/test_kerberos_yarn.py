@@ -121,7 +121,9 @@ def test_spark_submit_to_kerberized_yarn_with_a_keytab_loads_exactly_once_throug
     cwd.mkdir()
 
     # Without --principal/--keytab and without a ticket, the client cannot reach the RM at all.
+    started = time.monotonic()
     refused = submit(secure_yarn, kdc, kerberos_env, config, cwd, timeout=90)
+    refused_seconds = time.monotonic() - started
     assert refused.returncode != 0, refused.stderr[-4000:]
     assert "Client cannot authenticate via:[TOKEN, KERBEROS]" in refused.stderr, refused.stderr[-4000:]
     assert job_state(config).committed == {}
@@ -142,12 +144,15 @@ def test_spark_submit_to_kerberized_yarn_with_a_keytab_loads_exactly_once_throug
     assert len(containers) >= 2, containers
     am_log = (containers[0] / "stderr").read_text(errors="replace")
     executor_logs = [(c / "stderr").read_text(errors="replace") for c in containers[1:]]
+    am_stdout = (containers[0] / "stdout").read_text(errors="replace")
+    assert "batch 1 (new) COMMITTED: 2 files, 200 rows, 0 rejected" in am_stdout, am_stdout[-4000:]
     # The AM logged in from the keytab the client shipped, and got tokens of its own to renew.
     assert f"Login successful for user {ETL_PRINCIPAL} using keytab file" in am_log, am_log[-6000:]
     assert token in am_log and "HadoopDelegationTokenManager: Scheduling renewal" in am_log, am_log[-6000:]
     assert any("Running task" in text and "CoarseGrainedExecutorBackend" in text
                and "Updating delegation tokens for current user" in text for text in executor_logs), executor_logs
-    print(f"[kerberos-yarn] {app}: {len(containers)} containers, spark-submit {seconds:.0f}s")
+    print(f"[kerberos-yarn] refused without a keytab in {refused_seconds:.0f}s; {app}: {len(containers)} "
+          f"containers, spark-submit {seconds:.0f}s")
 
     local = copy_to_local(secure_hdfs.filesystem_as(ETL_PRINCIPAL, yarn_etl_keytab), root, tmp_path / "copy")
     report = check_exactly_once(read_back(kdc, secure_hdfs, secure_metastore, monkeypatch, tmp_path), config,
