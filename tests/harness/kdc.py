@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.harness.etl_process import die_with_us
 from tests.harness.services import free_port, port_open
 
 REALM = "ETL.TEST"
@@ -106,7 +107,9 @@ class Kdc:
         self._run("kdb5_util", "create", "-s", "-r", REALM, "-P", "kdc-master-password")
         self.keytabs.mkdir(exist_ok=True)
         log = open(self.workdir / "krb5kdc.stdout", "ab")
-        self.proc = subprocess.Popen([_which("krb5kdc"), "-n", "-r", REALM, "-P", str(self.workdir / "krb5kdc.pid")],
+        # die_with_us: a session killed by a timeout must not leave its KDC running.
+        command = [_which("krb5kdc"), "-n", "-r", REALM, "-P", str(self.workdir / "krb5kdc.pid")]
+        self.proc = subprocess.Popen(die_with_us(command),
                                      env={**os.environ, **self.env}, stdout=log, stderr=log,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()

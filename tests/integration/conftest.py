@@ -24,6 +24,8 @@ from etl.config import RetryConfig, ZooKeeperConfig
 from etl.state.store import ZkStateStore
 from tests.harness import kafka
 from tests.harness.config_file import JobTuning, write_config as write_ini_config
+from tests.harness.kdc import Kdc, missing_tools
+from tests.harness.kerberized import KerberizedHdfs, KerberizedMetastore
 from tests.harness.names import sanitize
 from tests.harness.schema_registry import RegistryProcess, registry_for_tests, why_no_stoppable_registry
 from tests.harness.spark import tests_session
@@ -255,3 +257,36 @@ def spark_standalone(tmp_path_factory):
         yield cluster
     finally:
         cluster.stop()
+
+
+# The Kerberos tests' KDC and the services it secures (test_kerberos.py, test_kerberos_yarn.py):
+# here, so that a session that runs both files starts them once.
+@pytest.fixture(scope="session")
+def kdc(tmp_path_factory):
+    missing = missing_tools()
+    if missing:
+        pytest.fail(f"MIT Kerberos tools missing: {missing}; run scripts/setup", pytrace=False)
+    # The harness points this process's own Kerberos clients at the KDC (os.environ: gssapi
+    # reads it at each call); the session's later tests get the environment back as it was.
+    saved = {key: os.environ.get(key) for key in ("KRB5_CONFIG", "KRB5_KDC_PROFILE", "KRB5CCNAME")}
+    try:
+        with Kdc(tmp_path_factory.mktemp("kdc")) as server:
+            yield server
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def secure_hdfs(kdc, tmp_path_factory):
+    with KerberizedHdfs(tmp_path_factory.mktemp("secure-hdfs"), kdc) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def secure_metastore(kdc, secure_hdfs, tmp_path_factory):
+    with KerberizedMetastore(tmp_path_factory.mktemp("secure-metastore"), kdc, secure_hdfs) as metastore:
+        yield metastore

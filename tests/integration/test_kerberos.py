@@ -12,7 +12,6 @@ without Cyrus SASL ("No provider for SASL mechanism GSSAPI"), see docs/cluster.m
 """
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -20,8 +19,8 @@ import pytest
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import EtlProcess, run_etl
 from tests.harness.hdfs import copy_to_local
-from tests.harness.kdc import REALM, Kdc, missing_tools
-from tests.harness.kerberized import KerberizedHdfs, KerberizedMetastore, hadoop_client_conf
+from tests.harness.kdc import REALM
+from tests.harness.kerberized import hadoop_client_conf
 from tests.harness.oracle import check_exactly_once, expected_offsets
 from tests.harness.services import read_tables_via
 from tests.harness.state import job_state
@@ -31,37 +30,6 @@ pytestmark = [pytest.mark.kerberos, pytest.mark.slow]
 DB = "etl_test"
 ETL_PRINCIPAL = f"etl@{REALM}"
 TICKET_LIFE_SECONDS = 30  # the ETL principal's tickets; the NameNode's auth cookie lives 20 s
-
-
-@pytest.fixture(scope="session")
-def kdc(tmp_path_factory):
-    missing = missing_tools()
-    if missing:
-        pytest.fail(f"MIT Kerberos tools missing: {missing}; run scripts/setup", pytrace=False)
-    # The harness points this process's own Kerberos clients at the KDC (os.environ: gssapi
-    # reads it at each call); the session's later tests get the environment back as it was.
-    saved = {key: os.environ.get(key) for key in ("KRB5_CONFIG", "KRB5_KDC_PROFILE", "KRB5CCNAME")}
-    try:
-        with Kdc(tmp_path_factory.mktemp("kdc")) as server:
-            yield server
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-@pytest.fixture(scope="session")
-def secure_hdfs(kdc, tmp_path_factory):
-    with KerberizedHdfs(tmp_path_factory.mktemp("secure-hdfs"), kdc) as cluster:
-        yield cluster
-
-
-@pytest.fixture(scope="session")
-def secure_metastore(kdc, secure_hdfs, tmp_path_factory):
-    with KerberizedMetastore(tmp_path_factory.mktemp("secure-metastore"), kdc, secure_hdfs) as metastore:
-        yield metastore
 
 
 @pytest.fixture(scope="session")

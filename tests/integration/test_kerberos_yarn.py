@@ -32,17 +32,11 @@ from tests.harness.kerberized_yarn import KerberizedYarn
 from tests.harness.oracle import check_exactly_once, expected_offsets
 from tests.harness.paths import REPO
 from tests.harness.state import job_state
-from tests.integration import test_kerberos as kerberos_tests
 from tests.integration.test_kerberos import kerberized_config, read_back
 
 pytestmark = [pytest.mark.kerberos, pytest.mark.slow]
 
 ETL_PRINCIPAL = f"etl@{REALM}"
-# test_kerberos.py's session fixtures, the same KDC, HDFS and metastore (started once per module
-# that uses them: pytest keys a fixture by the module it is found in).
-kdc = kerberos_tests.kdc
-secure_hdfs = kerberos_tests.secure_hdfs
-secure_metastore = kerberos_tests.secure_metastore
 ARCHIVE = REPO / "build" / "kafka-hive-etl-env-kerberos.tar.gz"
 
 
