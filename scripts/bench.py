@@ -11,6 +11,7 @@ should), but never fails because something was slow. Needs the local stack
     .venv/bin/python scripts/bench.py --event-time         # partition_by = column:ts vs planning_time; 720 partitions
     .venv/bin/python scripts/bench.py --formats            # the same events as JSON, Avro and Protobuf; Avro row by row
     .venv/bin/python scripts/bench.py --side-by-side       # ours vs Spark's own Kafka source + file sink (issue 27)
+    .venv/bin/python scripts/bench.py --cluster-shape      # the seeds' shape, spark-submit on local[2], standalone, YARN
     .venv/bin/python scripts/bench.py --compaction         # one partition of 504 small files: queries, etl compact, merge
     .venv/bin/python scripts/bench.py --json --json-out bench.json
     .venv/bin/python scripts/bench.py --plot docs/images --plot-from docs/perf/*.json   # charts, no Spark
@@ -89,6 +90,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--compaction-records", type=int, default=545_884, help="records for --compaction")
     parser.add_argument("--compaction-partitions", type=int, default=18, help="Kafka partitions for --compaction")
     parser.add_argument("--compaction-batches", type=int, default=28, help="batches (files per partition)")
+    parser.add_argument("--cluster-shape", action="store_true",
+                        help="only: the seeds' shape as one spark-submit on local[2], the standalone cluster and "
+                             "YARN (client and cluster mode); starts scripts/local-stack up spark and up yarn")
+    parser.add_argument("--cluster-managers", type=lambda text: text.split(","),
+                        default="local,standalone,yarn-client,yarn-cluster", help="for --cluster-shape")
     parser.add_argument("--crash-compare", action="store_true",
                         help="only: one seeded SIGKILL campaign for our job and for the peer (Spark's file sink), "
                              "counted through Hive, DuckDB and Spark")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.harness.stack import STACK_ENV_FILE, Stack, silent_services
+from tests.perf.cluster_shape import cluster_shape
 from tests.perf.compaction_bench import compaction_bench
 from tests.perf.compaction_run import render_compaction
 from tests.perf.context import BenchRun
@@ -69,6 +70,9 @@ def measure(bench: BenchRun) -> None:
     if args.crash_compare:
         crash_compare_bench(bench)
         return
+    if args.cluster_shape:
+        cluster_shape(bench)
+        return
     if args.partition_scaling:
         partition_scaling(bench)
     if args.memory_check:
@@ -92,6 +96,7 @@ def show(report: dict, args: argparse.Namespace) -> None:
     --json-out the JSON in the file (text on stdout)."""
     text = render(report) + (f"\n\n{render_compaction(report['compaction'])}" if "compaction" in report else "")
     text += f"\n\n{report['crash_compare']['table']}" if "crash_compare" in report else ""
+    text += f"\n\n{report['cluster_shape']['table']}" if "cluster_shape" in report else ""
     if args.json or args.json_out:
         blob = json.dumps(report, indent=2, default=str)
         if args.json_out:
