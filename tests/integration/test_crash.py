@@ -206,7 +206,7 @@ def test_the_oracle_catches_a_duplicate_a_loss_and_a_temp_file(
 def test_random_sigkills_then_completion_is_exactly_once(
         spark, zk, new_topic, produce, write_config, hive_table_name, warehouse_dir):
     seed = int(os.environ.get("ETL_CRASH_SEED", "20261121"))
-    kills = int(os.environ.get("ETL_CRASH_KILLS", "9"))  # with the HDFS campaign's 3: 12 a run, as before
+    kills = int(os.environ.get("ETL_CRASH_KILLS", "6"))  # with the HDFS campaign's 3: 9 a run
     report(f"random kills: seed {seed} (replay with ETL_CRASH_SEED={seed}), {kills} kills (ETL_CRASH_KILLS)")
     topic = new_topic(partitions=4)
     source = DataSource(topic, 4, produce)

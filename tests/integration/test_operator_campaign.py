@@ -13,7 +13,7 @@ warehouse files as before). At the end, either the table holds exactly what it m
 `verify --deep` exits 0, or `run` or `verify --deep` exits non-zero: never both 0 over lost or
 duplicated rows.
 
-ETL_OPERATOR_SEED replays a campaign; ETL_OPERATOR_SCENARIOS sets its length (CI: 4).
+ETL_OPERATOR_SEED replays a campaign; ETL_OPERATOR_SCENARIOS sets its length (CI: 3).
 """
 from __future__ import annotations
 
@@ -195,7 +195,7 @@ def table_ids(spark, s: Scenario) -> Counter | None:
 def test_random_operator_mistakes_never_pass_both_run_and_verify_over_bad_data(
         spark, new_topic, produce, write_config, hive_table_name, warehouse_dir, kafka_admin, tmp_path, capsys):
     seed = int(os.environ.get("ETL_OPERATOR_SEED") or random.SystemRandom().randrange(10**9))
-    scenarios = int(os.environ.get("ETL_OPERATOR_SCENARIOS", "4"))
+    scenarios = int(os.environ.get("ETL_OPERATOR_SCENARIOS", "3"))
     with capsys.disabled():
         print(f"\noperator campaign: seed {seed}, {scenarios} scenarios (replay with ETL_OPERATOR_SEED={seed})")
     rng = random.Random(seed)
