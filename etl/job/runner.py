@@ -43,7 +43,7 @@ def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batc
     with contextlib.closing(OffsetMirror(config.kafka, on_failure=observer.consumer_group_commit_failed)) as mirror, \
             ZkStateStore(config.zookeeper, config.job.name, config.retry, offsets_moved=mirror.commit) as store:
         with timed(observer, Phase.SETUP):
-            holder = store.acquire_lock()
+            holder = store.take_lock()
         if holder is not None:
             observer.lock_held()
             raise LockHeld(f"job {config.job.name} is already running: {holder.describe()}. Exiting without "

@@ -8,9 +8,9 @@ Who else may read or change these znodes is decided by etl.state.acl ([zookeeper
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
+import time
 from dataclasses import replace
 from typing import Callable, Mapping
 
@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 # Failures of a read that say nothing about the data; reads are retried on these.
 RETRYABLE_ZK_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 BATCHES_KEPT = 50
+LOCK_POLL_SECONDS = 0.5  # how often wait_lock_released looks again
+# ZooKeeper expires a session on a tick after its timeout: past this, a dead holder's lock is gone.
+DEAD_SESSION_GRACE_SECONDS = 5.0
 # Told each partition's new committed offset after a transaction moved some (a commit, a reset).
 OffsetsMoved = Callable[[Mapping[tuple[str, int], int]], object]
 
@@ -142,12 +145,33 @@ class ZkStateStore(Commits, SnapshotRecords, OperatorRecords, CompactionRecords,
         migrate_offsets(self)  # a job's first run under snapshots: a no-op once the pointer exists
         return None
 
+    def take_lock(self) -> LockHolder | None:
+        """acquire_lock, but a holder that was an earlier attempt of this driver's YARN application
+        is dead (YARN retries an ApplicationMaster only after it died, and in cluster mode the
+        driver runs there): its lock goes when its ZooKeeper session expires, so wait that long
+        for it, and the new attempt resumes the open batch instead of giving up."""
+        holder = self.acquire_lock()
+        if holder is None or not holder.is_earlier_attempt_of(self.me):
+            return holder
+        wait = self.config.session_timeout_seconds + DEAD_SESSION_GRACE_SECONDS
+        log.warning("the job lock is held by %s, an earlier attempt of this YARN application, which YARN "
+                    "replaced because it died: waiting up to %gs for its ZooKeeper session to expire",
+                    holder.describe(), wait)
+        self.wait_lock_released(wait)
+        return self.acquire_lock()  # the holder again if its session outlived the wait
+
     def lock_holder(self) -> LockHolder | None:
         try:
             data, _ = self._read(lambda: self.client.get(self.paths.lock), "read lock")
         except NoNodeError:
             return None
-        return LockHolder(**json.loads(data))
+        return LockHolder.parse(data)
+
+    def wait_lock_released(self, timeout: float) -> None:
+        """Wait until nobody holds the job lock, at most `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.lock_holder() is not None and time.monotonic() < deadline:
+            time.sleep(LOCK_POLL_SECONDS)
 
     def release_lock(self) -> None:
         if self._owner_version is None:

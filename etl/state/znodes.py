@@ -4,9 +4,10 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import re
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from etl.model.batch import utc_now_iso
 from etl.model.identity import RecordFingerprint
@@ -16,6 +17,25 @@ def dump(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
 
+# What a YARN NodeManager names a container (CONTAINER_ID in its processes' environment):
+# container_[e<epoch>_]<cluster timestamp>_<application>_<attempt>_<container>.
+_YARN_CONTAINER = re.compile(r"container_(?:e\d+_)?(\d+)_(\d+)_(\d+)_\d+")
+
+
+@dataclass(frozen=True)
+class YarnAttempt:
+    """The YARN application attempt whose ApplicationMaster runs this driver (cluster mode)."""
+    application: str
+    attempt: int
+
+    @classmethod
+    def of_container(cls, container_id: str | None) -> "YarnAttempt | None":
+        match = _YARN_CONTAINER.fullmatch(container_id or "")
+        if match is None:
+            return None
+        return cls(f"application_{match[1]}_{match[2]}", int(match[3]))
+
+
 @dataclass(frozen=True)
 class LockHolder:
     host: str
@@ -23,9 +43,27 @@ class LockHolder:
     user: str
     since: str
     run_id: str
+    # Set when the driver runs in a YARN container (cluster mode); absent from older runs' records.
+    yarn_application: str | None = None
+    yarn_attempt: int | None = None
+
+    @classmethod
+    def parse(cls, data: bytes) -> "LockHolder":
+        """The lock's record; keys this version does not know (a newer version's) are left out."""
+        raw = json.loads(data)
+        return cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
 
     def describe(self) -> str:
-        return f"run {self.run_id} (host {self.host}, pid {self.pid}, user {self.user}) since {self.since}"
+        yarn = f", YARN {self.yarn_application} attempt {self.yarn_attempt}" if self.yarn_application else ""
+        return f"run {self.run_id} (host {self.host}, pid {self.pid}, user {self.user}{yarn}) since {self.since}"
+
+    def is_earlier_attempt_of(self, other: "LockHolder") -> bool:
+        """Whether this holder was an earlier attempt of `other`'s YARN application. YARN starts
+        attempt N+1 only once attempt N's ApplicationMaster has died, and in cluster mode that is
+        where the driver runs: such a holder is dead, its lock only waits for its session to expire."""
+        return (self.yarn_application is not None and self.yarn_application == other.yarn_application
+                and self.yarn_attempt is not None and other.yarn_attempt is not None
+                and self.yarn_attempt < other.yarn_attempt)
 
 
 @dataclass(frozen=True)
@@ -59,5 +97,7 @@ class CommittedOffset:
 
 
 def this_run() -> LockHolder:
+    yarn = YarnAttempt.of_container(os.environ.get("CONTAINER_ID"))
     return LockHolder(host=socket.gethostname(), pid=os.getpid(), user=getpass.getuser(),
-                      since=utc_now_iso(), run_id=uuid.uuid4().hex[:12])
+                      since=utc_now_iso(), run_id=uuid.uuid4().hex[:12],
+                      yarn_application=yarn.application if yarn else None, yarn_attempt=yarn.attempt if yarn else None)

@@ -1,4 +1,5 @@
 """The ZooKeeper state store against a real ZooKeeper: lock, fencing, plan, commit."""
+import threading
 import time
 
 import pytest
@@ -119,3 +120,40 @@ def test_the_partitions_a_batch_touched_are_stored_in_chunks_at_written(open_sto
     assert again.partitions == touched and again_version == version
     registered, version = store.advance(again, version, BatchState.REGISTERED)
     assert store.read_batch(1)[0].partitions == touched  # later moves keep them
+
+
+ATTEMPT = "container_e03_1795672377170_0001_{:02d}_000001"  # a YARN AM's CONTAINER_ID, attempt N
+
+
+def test_a_lock_held_by_an_earlier_yarn_attempt_is_taken_once_its_session_expires(open_store, stack, monkeypatch):
+    """YARN starts attempt 2 of a cluster-mode driver only after attempt 1 died, but attempt 1's
+    session (and so its ephemeral lock) lives until the timeout: attempt 2 waits for it."""
+    monkeypatch.setenv("CONTAINER_ID", ATTEMPT.format(1))
+    dead = open_store()
+    assert dead.acquire_lock() is None
+    monkeypatch.setenv("CONTAINER_ID", ATTEMPT.format(2))
+    successor = open_store()
+    assert successor.acquire_lock() == dead.me  # held: a plain acquire gives up at once
+    expiry = threading.Timer(1.0, expire_session, (dead, stack.zk_hosts))
+    expiry.start()
+    try:
+        assert successor.take_lock() is None
+    finally:
+        expiry.join()
+    assert successor.lock_holder() == successor.me
+    assert (successor.me.yarn_application, successor.me.yarn_attempt) == ("application_1795672377170_0001", 2)
+
+
+@pytest.mark.parametrize("holder_container", [None, "container_e03_1795672377170_0007_01_000001",
+                                              ATTEMPT.format(2)])
+def test_a_lock_held_by_any_other_run_is_not_waited_for(open_store, monkeypatch, holder_container):
+    """Another application, a run outside YARN, or the same attempt (a client-mode retry's
+    driver is alive): take_lock gives up at once, as acquire_lock does."""
+    if holder_container:
+        monkeypatch.setenv("CONTAINER_ID", holder_container)
+    holder = open_store()
+    assert holder.acquire_lock() is None
+    monkeypatch.setenv("CONTAINER_ID", ATTEMPT.format(2))
+    started = time.monotonic()
+    assert open_store().take_lock() == holder.me
+    assert time.monotonic() - started < holder.config.session_timeout_seconds
