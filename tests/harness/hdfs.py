@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tests.harness.etl_process import die_with_us
 from tests.harness.paths import REPO
+from tests.harness.services import stop_roles
 from tests.harness.stack import StackDown, _read_env_file
 
 HDFS_NODE = REPO / "scripts" / "stack" / "hdfs-node"
@@ -142,16 +143,7 @@ class PrivateHdfs:
         proc.wait(30)
 
     def stop(self) -> None:
-        for role in ("datanode", "namenode"):
-            proc = self.procs.pop(role, None)
-            if proc is not None and proc.poll() is None:
-                os.kill(proc.pid, signal.SIGCONT)  # a stopped JVM cannot act on TERM
-                proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(30)
+        stop_roles(self.procs, ("datanode", "namenode"))
 
     def __enter__(self) -> "PrivateHdfs":
         self.start("namenode")

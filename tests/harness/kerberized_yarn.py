@@ -19,7 +19,6 @@ make differently:
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from tests.harness.etl_process import die_with_us
 from tests.harness.kdc import REALM, Kdc
 from tests.harness.kerberized import KerberizedHdfs, _properties, secure_hdfs_settings
 from tests.harness.paths import REPO
-from tests.harness.services import free_port, port_open
+from tests.harness.services import free_port, port_open, stop_roles
 
 YARN_NODE = REPO / "scripts" / "stack" / "yarn-node"
 RM_PRINCIPAL = f"rm/localhost@{REALM}"
@@ -117,15 +116,7 @@ class KerberizedYarn:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        for role in ("nodemanager", "resourcemanager"):
-            proc = self.procs.pop(role, None)
-            if proc is not None and proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(30)
+        stop_roles(self.procs, ("nodemanager", "resourcemanager"))
 
     def __enter__(self) -> "KerberizedYarn":
         self.start("resourcemanager")

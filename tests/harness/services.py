@@ -23,6 +23,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_roles(procs: dict[str, subprocess.Popen], roles: Iterable[str]) -> None:
+    """Stop the daemons of `roles`, in that order (TERM, then KILL after 30 s), and forget them.
+    A SIGSTOPped one is continued first: a stopped JVM cannot act on TERM."""
+    for role in roles:
+        proc = procs.pop(role, None)
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
+
+
 def port_open(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1):

@@ -23,7 +23,7 @@ from pathlib import Path
 from tests.harness.etl_process import die_with_us
 from tests.harness.hdfs import PrivateHdfs
 from tests.harness.paths import REPO
-from tests.harness.services import free_port
+from tests.harness.services import free_port, stop_roles
 
 YARN_NODE = REPO / "scripts" / "stack" / "yarn-node"
 YARN_CLI = REPO / "scripts" / "stack" / "yarn-cli"
@@ -128,15 +128,7 @@ class PrivateYarn:
         return subprocess.run([str(YARN_CLI), *args], env=env, capture_output=True, text=True, timeout=120)
 
     def stop(self) -> None:
-        for role in ("nodemanager", "resourcemanager"):
-            proc = self.procs.pop(role, None)
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(30)
+        stop_roles(self.procs, ("nodemanager", "resourcemanager"))
         self.private_hdfs.stop()
 
 
