@@ -12,6 +12,7 @@ import functools
 import itertools
 import os
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -254,6 +255,22 @@ def spark_standalone(tmp_path_factory):
     cluster = SparkStandalone(tmp_path_factory.mktemp("spark-standalone"))
     try:
         cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def yarn(tmp_path_factory):
+    """A YARN of the session's own (tests.harness.yarn.PrivateYarn: a ResourceManager and a
+    NodeManager over a private HDFS pair), started once per session when a test first asks for it
+    (test_yarn.py, test_airflow_dag.py)."""
+    from tests.harness.yarn import PrivateYarn
+    cluster = PrivateYarn(tmp_path_factory.mktemp("yarn"))
+    started = time.monotonic()
+    cluster.start()
+    print(f"[yarn] ResourceManager and NodeManager over a private HDFS up in {time.monotonic() - started:.0f}s")
+    try:
         yield cluster
     finally:
         cluster.stop()

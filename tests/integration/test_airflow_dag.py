@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,7 @@ from etl.state.store import ZkStateStore
 from tests.harness.cluster_submit import SPARK_HOME, check_archive_imports, probe_dir, read_probes
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader
 from tests.harness.paths import REPO
+from tests.integration.test_yarn import SMALL
 
 AIRFLOW = REPO / ".airflow-venv" / "bin" / "airflow"
 DAGS = ("etl_kafka_to_hive", "etl_kafka_to_hive_spark_submit")  # BashOperator, SparkSubmitOperator
@@ -159,8 +163,61 @@ def check_ran_on_spark_standalone(cluster, before: set[str], probes: Path) -> st
     return f"{app_id}: executors {dirs}"
 
 
-# The BashOperator DAG (the one we recommend) loads on the session's Spark standalone cluster, as
-# in production; the SparkSubmitOperator DAG on local[2].
+def on_yarn_client_mode(request, env: dict[str, str], tmp_path: Path):
+    """The SparkSubmitOperator DAG on the session's YARN in client mode, as on an edge node: the
+    connection spark_default says `yarn` and deploy-mode client; the operator has no place for
+    more spark-submit arguments, so the archive, the executors' ./environment/bin/python and the
+    small containers come from a spark-defaults.conf in SPARK_CONF_DIR, and the YARN's address from
+    HADOOP_CONF_DIR, both in the environment that the hook hands to spark-submit. The driver's
+    python is named there too (spark.pyspark.driver.python): else the driver would take
+    spark.pyspark.python before the PYSPARK_DRIVER_PYTHON that the DAG sets from etl_python.
+    Not cluster mode: there a skipped run (the lock held) is a FAILED application and
+    spark-submit exits 1 (docs/cluster.md, "Exit codes in cluster mode"). Returns the YARN, the
+    application's tag (spark.yarn.tags) and the probe's folder."""
+    cluster = request.getfixturevalue("yarn")
+    archive, edge_python = request.getfixturevalue("packed_env"), request.getfixturevalue("edge_node_python")
+    probes, tag = probe_dir(tmp_path), uuid.uuid4().hex[:12]
+    [application] = edge_python.parent.parent.glob("lib/python3.*/site-packages/etl/__main__.py")
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    settings = [*SMALL, f"spark.yarn.dist.archives={archive}#environment",
+                "spark.pyspark.python=./environment/bin/python", f"spark.pyspark.driver.python={edge_python}",
+                f"spark.executorEnv.PYTHONPATH={probes}", f"spark.yarn.tags={tag}", "spark.yarn.maxAppAttempts=1"]
+    (conf_dir / "spark-defaults.conf").write_text("".join(f"{key} {value}\n" for key, _, value in
+                                                          (setting.partition("=") for setting in settings)))
+    env.update(AIRFLOW_VAR_ETL_PYTHON=str(edge_python), AIRFLOW_VAR_ETL_APPLICATION=str(application),
+               AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "yarn",
+                                                      "extra": {"deploy-mode": "client"}}),
+               HADOOP_CONF_DIR=str(cluster.conf_dir), SPARK_CONF_DIR=str(conf_dir), SPARK_HOME=str(SPARK_HOME),
+               SPARK_LOCAL_IP="127.0.0.1")
+    return cluster, tag, probes
+
+
+def check_ran_on_yarn(cluster, tag: str, probes: Path) -> str:
+    """The run was one new application of the ResourceManager, FINISHED and SUCCEEDED, and its
+    Python tasks ran the archive's python in that application's containers."""
+    [app] = [a for a in cluster.apps() if tag in a.get("applicationTags", "").split(",")]
+    app_id = app["id"]
+    assert re.fullmatch(r"application_\d+_\d+", app_id), app_id
+    assert (app["state"], app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), app
+    containers = rf"{re.escape(str(cluster.nm_dir))}/local/usercache/[^/]+/appcache/{app_id}/" \
+                 rf"{app_id.replace('application', 'container')}_\d+_\d+"
+    executors = [p for p in read_probes(probes) if re.fullmatch(containers, p["cwd"])]
+    assert executors, read_probes(probes)
+    for probe in executors:  # YARN localizes pyspark.zip into the container too, unlike a standalone Worker
+        here = probe["cwd"]
+        assert probe["executable"] == f"{here}/environment/bin/python", probe
+        assert probe["etl"] == f"{here}/environment/lib/python3.11/site-packages/etl/__init__.py", probe
+        assert probe["pyspark"] == f"{here}/pyspark.zip/pyspark/__init__.py", probe
+        assert not [entry for entry in probe["path"] if entry.startswith(str(REPO) + "/")
+                    and not entry.startswith(str(SPARK_HOME))], probe  # nothing from the repository
+    assert all(Path(p["cwd"]).name != f"{app_id.replace('application', 'container')}_01_000001"
+               for p in executors), executors  # not the ApplicationMaster's container: client mode
+    return f"{app_id} {app['state']}/{app['finalStatus']}: executors' Python in {sorted({Path(p['cwd']).name for p in executors})}"
+
+
+# The BashOperator DAG (the one we recommend) loads on the session's Spark standalone cluster, the
+# SparkSubmitOperator DAG on the session's YARN in client mode, as in production.
 @pytest.mark.parametrize("dag_id", DAGS)
 def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skips_when_the_lock_is_held(
         request, dag_id, spark, tmp_path, new_topic, produce, write_config, hive_table_name, warehouse_dir,
@@ -173,14 +230,18 @@ def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skip
     table_path = warehouse_dir / f"{DB}.db" / hive_table_name
     env = airflow_env(tmp_path / "airflow", config, table_path)
     standalone = on_spark_standalone(request, env, tmp_path) if dag_id == "etl_kafka_to_hive" else None
+    yarn = on_yarn_client_mode(request, env, tmp_path) if dag_id == "etl_kafka_to_hive_spark_submit" else None
 
+    started = time.monotonic()
     state, tasks, output = dags_test(dag_id, tmp_path / "airflow", env, migrated_db)
-    print(f"DAG run final state: {state}; tasks: {tasks}")
+    print(f"DAG run final state: {state}; tasks: {tasks}; {time.monotonic() - started:.0f}s")
     print("\n".join(line for line in output.splitlines() if "DagRun Finished" in line))
     assert (state, tasks) == ("success", {"etl_run": "success", "closed_hour_success_marker": "success"}), \
         output[-6000:]
     if standalone:
         print(f"[standalone] {check_ran_on_spark_standalone(*standalone)}")
+    if yarn:
+        print(f"[yarn] {check_ran_on_yarn(*yarn)}")
     assert (table_path / f"dt={DAY}" / "hour=10" / MARKER_NAME).exists()
     marker = f"{table_path}/dt={DAY}/hour=10/{MARKER_NAME}"
     assert table_events(tmp_path / "airflow") == [
@@ -192,8 +253,9 @@ def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skip
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as holder:
         assert holder.acquire_lock() is None
         home = tmp_path / "airflow-lock-held"
+        started = time.monotonic()
         state, tasks, output = dags_test(dag_id, home, {**env, "AIRFLOW_HOME": str(home)}, migrated_db)
-    print(f"DAG run with the lock held, final state: {state}; tasks: {tasks}")
+    print(f"DAG run with the lock held, final state: {state}; tasks: {tasks}; {time.monotonic() - started:.0f}s")
     assert (state, tasks) == ("success", {"etl_run": "skipped", "closed_hour_success_marker": "success"}), \
         output[-6000:]
     assert "is already running" in output

@@ -1,7 +1,8 @@
 """The job on a real YARN: Hadoop 3.5.0's ResourceManager and a NodeManager (tests/harness/yarn.py)
 over a private HDFS pair, the warehouse on that HDFS through WebHDFS, `spark-submit --master yarn`
 with the packed environment of scripts/pack-env (`--archives ENV#environment`), as docs/cluster.md
-says. The cluster starts once per session, and only when one of these tests runs.
+says. The cluster (the `yarn` fixture of conftest.py) starts once per session, and only when a
+test that needs it runs.
 
 No test can pass on a job that ran in local mode by mistake: each finds its application in the
 ResourceManager (application_...), and the probe (tests/harness/cluster_submit.py) shows every
@@ -46,18 +47,6 @@ SMALL = ("spark.yarn.jars=local:" + str(SPARK_HOME / "jars" / "*"), "spark.execu
          "spark.yarn.am.memory=256m",
          "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
          "spark.yarn.am.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-
-
-@pytest.fixture(scope="session")
-def yarn(tmp_path_factory):
-    cluster = PrivateYarn(tmp_path_factory.mktemp("yarn"))
-    started = time.monotonic()
-    cluster.start()
-    print(f"[yarn] ResourceManager and NodeManager over a private HDFS up in {time.monotonic() - started:.0f}s")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 class Submission:
