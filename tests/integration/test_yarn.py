@@ -398,7 +398,7 @@ def test_cluster_mode_exit_codes_as_spark_submit_and_yarn_report_them(
 
 # docs/cluster.md's line for a scheduler that needs the job's exit code in cluster mode.
 EXIT_CODE_OF_APP = (f'{YARN_CLI} application -status "$APP" '
-                    "| sed -n 's/.*User application exited with status \\([0-9]*\\).*/\\1/p'")
+                    "| sed -n '/User application exited with status/{s/.*exited with status \\([0-9]*\\).*/\\1/p;q}'")
 
 
 def code_from_diagnostics(yarn: PrivateYarn, app_id: str) -> str:
