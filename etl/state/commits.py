@@ -124,32 +124,43 @@ class Commits:
         return committed
 
     def _conflict(self, batch: Batch, state: CommittedState) -> str:
-        """Why the batch cannot commit over `state`: an offset is not where the plan started,
-        or anything moved the pointer since the plan (a reset, another commit); "" if nothing."""
-        mismatches = []
-        for r in batch.ranges:
-            found = state.offsets.get((r.topic, r.partition))
-            found_value = None if found is None else found.value
-            if found_value != r.expected:
-                mismatches.append(f"{r.topic}[{r.partition}]: plan expects {r.expected}, ZooKeeper has {found_value}")
-        base = self.plan_base(batch.batch_id)
-        if not mismatches and (base is None or base == state.version):
-            return ""
-        why = "; ".join(mismatches[:10]) or (f"the committed offsets were moved (pointer version {state.version}, "
-                                             f"the plan started from {base})")
-        return (f"batch {batch.batch_id} cannot commit: committed offsets moved since it was planned ({why}). "
-                f"Another writer or a manual reset changed them; run `etl status` and reconcile before running "
-                f"again.")
+        return commit_conflict(batch, state, self.plan_base(batch.batch_id))
 
     def _snapshot_after(self, batch: Batch, state: CommittedState) -> str:
-        offsets = dict(state.offsets)
-        skipped = {(s.topic, s.partition) for s in batch.skipped}
-        for r in batch.ranges:
-            offsets[(r.topic, r.partition)] = _moved(batch, r, offsets.get((r.topic, r.partition)), skipped)
-        topic_ids = dict(state.topic_ids)
-        if batch.kind is BatchKind.LOAD:
-            topic_ids.update((topic, topic_id) for topic, topic_id in batch.topic_ids.items() if topic_id)
+        offsets, topic_ids = offsets_after(batch, state)
         return self.write_snapshot(offsets, topic_ids, state.version, f"batch {batch.batch_id}")
+
+
+def commit_conflict(batch: Batch, state: CommittedState, base: int | None) -> str:
+    """Why the batch cannot commit over `state`: an offset is not where the plan started,
+    or anything moved the pointer since the plan (a reset, another commit; `base` is the
+    pointer version the plan started from); "" if nothing."""
+    mismatches = []
+    for r in batch.ranges:
+        found = state.offsets.get((r.topic, r.partition))
+        found_value = None if found is None else found.value
+        if found_value != r.expected:
+            mismatches.append(f"{r.topic}[{r.partition}]: plan expects {r.expected}, ZooKeeper has {found_value}")
+    if not mismatches and (base is None or base == state.version):
+        return ""
+    why = "; ".join(mismatches[:10]) or (f"the committed offsets were moved (pointer version {state.version}, "
+                                         f"the plan started from {base})")
+    return (f"batch {batch.batch_id} cannot commit: committed offsets moved since it was planned ({why}). "
+            f"Another writer or a manual reset changed them; run `etl status` and reconcile before running "
+            f"again.")
+
+
+def offsets_after(batch: Batch, state: CommittedState) -> tuple[dict[tuple[str, int], CommittedOffset],
+                                                                  dict[str, str]]:
+    """The committed offsets and topic ids once `batch` is committed over `state`."""
+    offsets = dict(state.offsets)
+    skipped = {(s.topic, s.partition) for s in batch.skipped}
+    for r in batch.ranges:
+        offsets[(r.topic, r.partition)] = _moved(batch, r, offsets.get((r.topic, r.partition)), skipped)
+    topic_ids = dict(state.topic_ids)
+    if batch.kind is BatchKind.LOAD:
+        topic_ids.update((topic, topic_id) for topic, topic_id in batch.topic_ids.items() if topic_id)
+    return offsets, topic_ids
 
 
 def _moved(batch: Batch, r: OffsetRange, found: CommittedOffset | None, skipped: set) -> CommittedOffset:

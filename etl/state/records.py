@@ -15,6 +15,7 @@ from etl.errors import StateConflict
 from etl.model.binding import Target
 from etl.model.events import Bind, Event, PendingReset, Reset
 from etl.model.events import from_json as parse_event, to_json as event_json
+from etl.state.snapshots import CommittedState
 from etl.state.znodes import CommittedOffset, dump
 
 
@@ -41,23 +42,7 @@ class OperatorRecords:
         a new snapshot, then one fenced transaction that moves the pointer over the version it
         was built on, with the event. Each change's `old` is checked against the snapshot."""
         state = self.committed_state()
-        offsets, ids = dict(state.offsets), dict(state.topic_ids)
-        for change in event.changes:
-            found = offsets.get((change.topic, change.partition))
-            if (None if found is None else found.value) != change.old:
-                raise StateConflict(f"cannot reset {change.topic}[{change.partition}]: its committed offset "
-                                    f"is {None if found is None else found.value}, not {change.old} as planned")
-            # A new partition starts at the new offset, and so does one moved back before where the
-            # job started reading it (the files must cover what it loads from there on); the last
-            # record loaded is no witness once the position moved by hand.
-            origin = change.new if found is None or found.origin is not None and change.new < found.origin \
-                else found.origin
-            offsets[(change.topic, change.partition)] = CommittedOffset(change.new, 0, origin)
-        for topic, topic_id in topic_ids.items():
-            if topic_id:
-                ids[topic] = topic_id
-            else:
-                ids.pop(topic, None)
+        offsets, ids = offsets_after_reset(state, event, topic_ids)
         name = self.write_snapshot(offsets, ids, state.version, "reset")
         txn = self.client.transaction()
         self._fence(txn)
@@ -89,9 +74,7 @@ class OperatorRecords:
         holds what is loaded from now on."""
         state = self.committed_state()
         if reset_origins:
-            moved = {key: CommittedOffset(found.value, 0, found.value, found.last)
-                     for key, found in state.offsets.items()}
-            name = self.write_snapshot(moved, state.topic_ids, state.version, "rebind")
+            name = self.write_snapshot(origins_at_offsets(state), state.topic_ids, state.version, "rebind")
         txn = self.client.transaction()
         self._fence(txn)
         if self.binding() is None:
@@ -117,3 +100,32 @@ class OperatorRecords:
         names = sorted(self._read(lambda: self.client.get_children(self.paths.events), "list events"))
         return [parse_event(json.loads(self._read(lambda n=n: self.client.get(f"{self.paths.events}/{n}"),
                                                        "read event")[0])) for n in names]
+
+
+def offsets_after_reset(state: CommittedState, event: Reset, topic_ids: dict[str, str | None]) \
+        -> tuple[dict[tuple[str, int], CommittedOffset], dict[str, str]]:
+    """The committed offsets and topic ids once `event` is applied over `state`; each change's
+    `old` is checked against `state` (StateConflict if it is not there)."""
+    offsets, ids = dict(state.offsets), dict(state.topic_ids)
+    for change in event.changes:
+        found = offsets.get((change.topic, change.partition))
+        if (None if found is None else found.value) != change.old:
+            raise StateConflict(f"cannot reset {change.topic}[{change.partition}]: its committed offset "
+                                f"is {None if found is None else found.value}, not {change.old} as planned")
+        # A new partition starts at the new offset, and so does one moved back before where the
+        # job started reading it (the files must cover what it loads from there on); the last
+        # record loaded is no witness once the position moved by hand.
+        origin = change.new if found is None or found.origin is not None and change.new < found.origin \
+            else found.origin
+        offsets[(change.topic, change.partition)] = CommittedOffset(change.new, 0, origin)
+    for topic, topic_id in topic_ids.items():
+        if topic_id:
+            ids[topic] = topic_id
+        else:
+            ids.pop(topic, None)
+    return offsets, ids
+
+
+def origins_at_offsets(state: CommittedState) -> dict[tuple[str, int], CommittedOffset]:
+    """A rebind's offsets: every partition's origin moved to its committed offset."""
+    return {key: CommittedOffset(found.value, 0, found.value, found.last) for key, found in state.offsets.items()}

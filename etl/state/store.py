@@ -1,5 +1,9 @@
 """The job's state in ZooKeeper: lock, committed offsets, batch plans and events.
 
+ZkStateStore implements the five parts of etl.state.protocols (lock, batches, offsets,
+operator records, compactions); a write that spans parts is still one fenced transaction
+(etl.state.protocols says which).
+
 Every znode path is built in ZkPaths. Every write that changes the job's state runs in a
 transaction fenced by the lock: it checks that this run's ephemeral lock node still exists
 and that nobody has taken the lock since (the `owner` node's version). A run whose session
@@ -25,6 +29,7 @@ from etl.model.batch import Batch, BatchState
 from etl.retry import retry_idempotent
 from etl.state import acl as zk_acl
 from etl.state.paths import ZkPaths
+from etl.state.protocols import StateStore
 from etl.state.batch_nodes import (drop_batch_remedy, has_record_chunks, merge_markers, merge_records,
                                    partition_chunk_count, partition_chunks, record_chunk_count, record_chunks)
 from etl.state.chunks import damaged, decode, read_chunks
@@ -321,3 +326,8 @@ def _raise_if_failed(results: list, what: str) -> None:
         index, error = failures[0]
         raise StateConflict(f"cannot {what}: ZooKeeper refused operation {index} of the transaction "
                             f"({type(error).__name__}); nothing was changed")
+
+
+def as_parts(store: ZkStateStore) -> StateStore:
+    """ZkStateStore is every part of etl.state.protocols: mypy checks it here."""
+    return store
