@@ -1,0 +1,281 @@
+"""The contract of the job's state store: what every part of etl.state.protocols does, written
+once and run against each store, so that the in-memory one (tests.harness.memory_store) cannot
+drift from ZooKeeper's.
+
+A test class inherits StoreContract and gives it the fixture `stores` (a Stores): the memory
+store in tests/unit/test_store_contract.py, ZooKeeper, each test on a fresh root, in
+tests/integration/test_store_contract.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+
+from etl.errors import LockLost, StateConflict
+from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, SkippedRange
+from etl.model.binding import Target
+from etl.model.compaction import CompactionPlan, CompactionState, InputFile, OutputFile, TableKind
+from etl.model.events import AcceptedLoss, Bind, OffsetChange, PendingReset, Reset
+from etl.state.protocols import StateStore
+
+AT = "2026-01-01T00:00:00+00:00"
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Sessions on one job's state: `open()` a run's (connected, lock not taken), `expire(store)`
+    its session as ZooKeeper expires one (a long GC pause, a partition)."""
+
+    open: Callable[[], StateStore]
+    expire: Callable[[StateStore], None]
+
+
+def batch(batch_id: int = 1, ranges=(OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 0, 5, None)),
+          **more) -> Batch:
+    return Batch(batch_id, BatchState.PLANNED, AT, {"dt": "2026-01-01", "hour": "00"}, tuple(ranges), **more)
+
+
+def committed(store: StateStore, planned: Batch, rows: int = 1) -> Batch:
+    """Plan `planned`, then move it through every state to COMMITTED."""
+    version = store.write_plan(planned)
+    written, version = store.advance(planned, version, BatchState.WRITTEN, rows=rows, rejected=0)
+    registered, version = store.advance(written, version, BatchState.REGISTERED)
+    return store.commit(registered, version)
+
+
+def compaction(compaction_id: int = 1, partition: str = "dt=2026-01-01/hour=00") -> CompactionPlan:
+    return CompactionPlan(compaction_id, TableKind.MAIN, partition, partition,
+                          f"_compacted/{partition}/c{compaction_id:010d}",
+                          (InputFile("a.parquet", 10, 2, ((0, 2),)),), (OutputFile("m.parquet", ("a.parquet",)),),
+                          AT, "test")
+
+
+def values(store: StateStore) -> dict[tuple[str, int], int]:
+    return {key: found.value for key, found in store.committed_offsets().items()}
+
+
+TARGET = Target("db", "events", "/warehouse/events", "/warehouse/events_rejected")
+OTHER = Target("db", "events2", "/warehouse/events2", "/warehouse/events2_rejected")
+
+
+class StoreContract:
+    """Every test here runs against each store; the subclass provides the `stores` fixture."""
+
+    # -- lock and fencing -----------------------------------------------------------------
+    def test_one_holder_at_a_time_and_the_next_after_release(self, stores: Stores):
+        first, second = stores.open(), stores.open()
+        assert first.lock_holder() is None
+        assert first.acquire_lock() is None
+        first.assert_lock_held()
+        holder = second.acquire_lock()
+        assert holder is not None and holder.run_id == first.me.run_id
+        assert second.lock_holder() == holder
+        with pytest.raises(LockLost):
+            second.assert_lock_held()
+        first.release_lock()
+        assert second.lock_holder() is None
+        assert second.acquire_lock() is None
+        assert first.lock_holder().run_id == second.me.run_id
+
+    def test_a_run_without_the_lock_writes_nothing(self, stores: Stores):
+        store = stores.open()
+        with pytest.raises(LockLost):
+            store.write_plan(batch())
+        with pytest.raises(LockLost):
+            store.record_event(AcceptedLoss(AT, "op", "t", 0, 1, 2))
+        assert store.batch_ids() == [] and store.events() == []
+
+    def test_an_expired_run_is_fenced_out_and_its_successor_finishes_the_batch(self, stores: Stores):
+        zombie = stores.open()
+        zombie.acquire_lock()
+        planned = batch()
+        written, version = zombie.advance(planned, zombie.write_plan(planned), BatchState.WRITTEN, rows=3)
+        registered, version = zombie.advance(written, version, BatchState.REGISTERED)
+        stores.expire(zombie)
+        successor = stores.open()
+        assert successor.acquire_lock() is None  # the lock died with the session
+        with pytest.raises(LockLost):
+            zombie.commit(registered, version)
+        with pytest.raises(LockLost):
+            zombie.amend(registered, version, extra={"by": "zombie"})
+        with pytest.raises(LockLost):
+            zombie.release_lock()
+        assert successor.lock_holder().run_id == successor.me.run_id
+        assert successor.committed_offsets() == {}
+        found, found_version = successor.open_batch()
+        assert found.state is BatchState.REGISTERED and found_version == version and found.extra == {}
+        successor.commit(found, found_version)
+        assert values(successor) == {("t", 0): 10, ("t", 1): 5}
+
+    # -- plans and batch states -----------------------------------------------------------
+    def test_a_plan_round_trips_and_is_the_open_batch(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        assert store.last_batch() is None and store.open_batch() is None
+        planned = batch(topic_ids={"t": "id-1"}, extra={"k": "v"})
+        assert store.write_plan(planned) == 0
+        loaded, version = store.read_batch(1)
+        assert (loaded.ranges, loaded.partition_values, loaded.state, loaded.topic_ids, loaded.extra) == \
+            (planned.ranges, planned.partition_values, BatchState.PLANNED, {"t": "id-1"}, {"k": "v"})
+        assert version == 0 and store.batch_ids() == [1]
+        assert store.open_batch() == store.last_batch() == (loaded, 0)
+
+    def test_a_batch_advances_over_its_version_and_no_other(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        planned = batch()
+        version = store.write_plan(planned)
+        written, new_version = store.advance(planned, version, BatchState.WRITTEN, rows=7, rejected=1)
+        assert new_version == version + 1
+        assert store.read_batch(1)[0].state is BatchState.WRITTEN and store.read_batch(1)[0].rows == 7
+        with pytest.raises(StateConflict):
+            store.advance(written, version, BatchState.REGISTERED)  # a stale version
+        with pytest.raises(StateConflict):
+            store.advance(written, new_version, BatchState.COMMITTED)  # a skipped state
+        amended, amended_version = store.amend(written, new_version, extra={"note": 1})
+        assert amended_version == new_version + 1 and amended.state is BatchState.WRITTEN
+        assert store.read_batch(1) == (amended, amended_version)
+
+    def test_skipped_ranges_of_a_plan_are_events(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        store.write_plan(batch(skipped=(SkippedRange("t", 0, 3, 8, 8, 20),)))
+        (event,) = store.events()
+        assert (event.kind.value, event.topic, event.committed, event.restart_at) == ("skipped", "t", 3, 8)
+
+    # -- committed offsets and the pointer ------------------------------------------------
+    def test_a_commit_moves_the_offsets_closes_the_batch_and_counts_it(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        assert store.committed_offsets() == {} and store.load_totals()[1] is None
+        done = committed(store, batch(topic_ids={"t": "id-1"}), rows=4)
+        assert done.state is BatchState.COMMITTED and store.open_batch() is None
+        assert store.last_batch()[0].state is BatchState.COMMITTED
+        assert values(store) == {("t", 0): 10, ("t", 1): 5} and store.topic_ids() == {"t": "id-1"}
+        totals, version = store.load_totals()
+        assert (totals.batches, totals.rows, totals.offsets, version) == (1, 4, 15, 0)
+        first_version = store.committed_offsets()[("t", 0)].version
+        committed(store, batch(2, [OffsetRange("t", 0, 10, 12, 10)]))
+        assert values(store)[("t", 0)] == 12 and store.committed_offsets()[("t", 0)].version > first_version
+        assert store.load_totals()[0].batches == 2 and store.load_totals()[1] == 1
+
+    def test_a_commit_is_refused_when_an_offset_moved_since_the_plan(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        committed(store, batch())
+        stale = batch(2, ranges=[OffsetRange("t", 0, 3, 12, 3)])  # the plan says 3, the store has 10
+        version = store.write_plan(stale)
+        written, version = store.advance(stale, version, BatchState.WRITTEN)
+        registered, version = store.advance(written, version, BatchState.REGISTERED)
+        with pytest.raises(StateConflict, match=r"t\[0\]: plan expects 3, ZooKeeper has 10"):
+            store.commit(registered, version)
+        assert values(store)[("t", 0)] == 10 and store.open_batch()[0].state is BatchState.REGISTERED
+
+    def test_a_plan_made_before_the_pointer_moved_cannot_commit(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        planned = batch(ranges=[OffsetRange("t", 0, 0, 10, None)])
+        version = store.write_plan(planned)
+        store.finish_reset(Reset(AT, "op", (OffsetChange("t", 1, None, 4),)), {})  # another partition
+        written, version = store.advance(planned, version, BatchState.WRITTEN)
+        registered, version = store.advance(written, version, BatchState.REGISTERED)
+        with pytest.raises(StateConflict, match="the committed offsets were moved"):
+            store.commit(registered, version)
+        assert values(store) == {("t", 1): 4}
+
+    def test_a_repair_batch_moves_no_offset_and_counts_nothing(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        committed(store, batch())
+        committed(store, batch(2, [OffsetRange("t", 0, 0, 10, 10)], kind=BatchKind.REPAIR))
+        assert values(store) == {("t", 0): 10, ("t", 1): 5} and store.load_totals()[0].batches == 1
+
+    # -- operator records and events ------------------------------------------------------
+    def test_a_reset_is_recorded_pending_then_finished_with_its_event(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        committed(store, batch())
+        reset = Reset(AT, "op", (OffsetChange("t", 0, 10, 2), OffsetChange("u", 0, None, 7)))
+        assert store.pending_reset() is None
+        store.write_pending_reset(PendingReset(reset, {"u": "id-u"}))
+        assert store.pending_reset() == PendingReset(reset, {"u": "id-u"})
+        with pytest.raises(StateConflict):
+            store.write_pending_reset(PendingReset(reset, {}))
+        store.finish_reset(reset, {"u": "id-u"})
+        assert store.pending_reset() is None and store.events() == [reset]
+        assert values(store) == {("t", 0): 2, ("t", 1): 5, ("u", 0): 7}
+        offsets = store.committed_offsets()
+        assert offsets[("t", 0)].origin == 0 and offsets[("u", 0)].origin == 7
+        assert store.topic_ids()["u"] == "id-u"
+
+    def test_a_reset_from_an_offset_that_is_not_there_changes_nothing(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        committed(store, batch())
+        with pytest.raises(StateConflict, match=r"cannot reset t\[0\]"):
+            store.finish_reset(Reset(AT, "op", (OffsetChange("t", 0, 9, 2),)), {})
+        assert values(store) == {("t", 0): 10, ("t", 1): 5} and store.events() == []
+
+    def test_binding_first_and_rebinding_with_origins_moved(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        assert store.binding() is None
+        store.bind_first(TARGET)
+        assert store.binding() == TARGET
+        with pytest.raises(StateConflict):
+            store.bind_first(OTHER)
+        committed(store, batch())
+        bind = Bind(AT, "op", OTHER.to_json(), False, TARGET.to_json())
+        store.rebind(OTHER, reset_origins=True, event=bind)
+        assert store.binding() == OTHER and store.events() == [bind]
+        assert {key: (o.value, o.origin) for key, o in store.committed_offsets().items()} == \
+            {("t", 0): (10, 10), ("t", 1): (5, 5)}
+
+    def test_events_keep_their_order(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        losses = [AcceptedLoss(AT, "op", "t", p, 1, 2) for p in range(3)]
+        for loss in losses:
+            store.record_event(loss)
+        assert store.events() == losses
+
+    # -- compaction records ---------------------------------------------------------------
+    def test_a_compaction_takes_the_next_id_and_no_other(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        assert store.next_compaction_id() == 1 and store.open_compactions() == []
+        assert store.write_compaction(compaction(1)) == 0
+        assert store.open_compactions() == [(compaction(1), 0)] and store.next_compaction_id() == 2
+        with pytest.raises(StateConflict):
+            store.write_compaction(compaction(1, "dt=2026-01-01/hour=01"))  # id 1 is taken
+
+    def test_a_switch_moves_the_partition_and_the_id_is_never_reused(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        plan = compaction(1)
+        version = store.write_compaction(plan)
+        written, version = store.advance_compaction(plan, version, CompactionState.WRITTEN)
+        assert store.relocations().folder(TableKind.MAIN, plan.partition) == plan.partition
+        with pytest.raises(StateConflict):
+            store.advance_compaction(written, version - 1, CompactionState.SWITCHED)
+        switched, version = store.advance_compaction(written, version, CompactionState.SWITCHED, switched_at=AT)
+        assert store.relocations().folder(TableKind.MAIN, plan.partition) == plan.target
+        assert store.open_compactions() == [(switched, version)]
+        with pytest.raises(StateConflict):
+            store.drop_compaction(switched, version - 1)
+        store.drop_compaction(switched, version)
+        assert store.open_compactions() == [] and store.next_compaction_id() == 2
+
+    def test_an_expired_run_cannot_touch_compactions(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        plan = compaction(1)
+        version = store.write_compaction(plan)
+        stores.expire(store)
+        with pytest.raises(LockLost):
+            store.advance_compaction(plan, version, CompactionState.WRITTEN)
+        with pytest.raises(LockLost):
+            store.write_compaction(compaction(2))
+        assert stores.open().open_compactions() == [(plan, version)]
