@@ -174,16 +174,20 @@ class StoreContract:
         assert values(store)[("t", 0)] == 10 and store.open_batch()[0].state is BatchState.REGISTERED
 
     def test_a_plan_made_before_the_pointer_moved_cannot_commit(self, stores: Stores):
+        """A reset, even of another partition, moves the pointer: the plan made before it, and
+        the snapshot its move to REGISTERED prepared, are refused at commit."""
         store = stores.open()
         store.acquire_lock()
-        planned = batch(ranges=[OffsetRange("t", 0, 0, 10, None)])
-        version = store.write_plan(planned)
-        store.finish_reset(Reset(AT, "op", (OffsetChange("t", 1, None, 4),)), {})  # another partition
-        written, version = store.advance(planned, version, BatchState.WRITTEN)
+        committed(store, batch())
+        stale = batch(2, [OffsetRange("t", 0, 10, 12, 10)])
+        version = store.write_plan(stale)
+        written, version = store.advance(stale, version, BatchState.WRITTEN, rows=2, rejected=0)
         registered, version = store.advance(written, version, BatchState.REGISTERED)
+        assert registered.snapshot
+        store.finish_reset(Reset(AT, "op", (OffsetChange("t", 1, 5, 2),)), {})
         with pytest.raises(StateConflict, match="the committed offsets were moved"):
             store.commit(registered, version)
-        assert values(store) == {("t", 1): 4}
+        assert values(store) == {("t", 0): 10, ("t", 1): 2}
 
     def test_a_repair_batch_moves_no_offset_and_counts_nothing(self, stores: Stores):
         store = stores.open()

@@ -1,12 +1,11 @@
 """Committed offsets as chunked snapshots behind one pointer znode, against a real ZooKeeper:
 plans and commits of more partitions than one ZooKeeper request holds, the pointer as the
-compare-and-set, and pruning."""
+compare-and-set, and pruning. That a plan made before the pointer moved cannot commit is in the
+store contract (tests.harness.store_contract), run on ZooKeeper and on the memory store."""
 import pytest
 from kazoo.exceptions import ConnectionLoss
 
-from etl.errors import StateConflict
 from etl.model.batch import Batch, BatchState, OffsetRange
-from etl.model.events import OffsetChange, Reset
 
 
 def planned(batch_id, ranges):
@@ -39,22 +38,6 @@ def test_a_batch_of_20000_partitions_plans_and_commits_below_the_request_limit(o
     sample = offsets[("topic-with-a-long-name-3", 10)]
     assert sample.origin == 0 and sample.last.to_json() == [2, 1767225600010, f"{10:016x}"]
     assert store.open_batch() is None
-
-
-def test_a_plan_made_before_a_reset_cannot_commit_after_it(open_store):
-    """Offsets move only from the state the plan started from: a reset, even of another
-    partition, moves the pointer, and the plan made before it is refused at commit."""
-    store = open_store()
-    assert store.acquire_lock() is None
-    load(store, planned(1, [OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 0, 5, None)]))
-    stale = planned(2, [OffsetRange("t", 0, 10, 12, 10)])
-    version = store.write_plan(stale)
-    written, version = store.advance(stale, version, BatchState.WRITTEN, rows=2, rejected=0)
-    registered, version = store.advance(written, version, BatchState.REGISTERED)
-    store.finish_reset(Reset("2026-01-01T00:00:00+00:00", "test", (OffsetChange("t", 1, 5, 2),)), {})
-    with pytest.raises(StateConflict, match="moved since it was planned"):
-        store.commit(registered, version)
-    assert {k: o.value for k, o in store.committed_offsets().items()} == {("t", 0): 10, ("t", 1): 2}
 
 
 def test_the_commit_is_one_small_transaction_whatever_the_partition_count(open_store, zk, zk_root):
