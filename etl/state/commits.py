@@ -26,15 +26,23 @@ from etl.model.identity import RecordFingerprint
 from etl.state.batch_nodes import ranges_source
 from etl.state.chunks import checksums, read_chunks
 from etl.state.marker_chunks import header_with_markers
-from etl.state.snapshots import CommittedState
+from etl.state.records import OperatorRecords
+from etl.state.session import SessionBound
+from etl.state.snapshots import CommittedState, SnapshotRecords
+from etl.state.totals import TotalsRecords
 from etl.state.znodes import CommittedOffset, dump
 
 log = logging.getLogger(__name__)
 RANGES_PER_CHUNK = 2000  # ~40 bytes a range: a chunk stays far below the 1 MB request limit
 
 
-class Commits:
-    """Mixed into ZkStateStore (with SnapshotRecords), whose client and fenced writes it uses."""
+class Commits(SessionBound):
+    """The plan and the commit of the batches part (etl.state.batches.ZkBatches, which holds the
+    other parts named here and the batch reads and moves used here)."""
+
+    offsets: SnapshotRecords
+    totals: TotalsRecords
+    operator: OperatorRecords
 
     # -- plans ----------------------------------------------------------------------------
     def write_plan(self, batch: Batch) -> int:
@@ -49,7 +57,7 @@ class Commits:
                   for i in range(0, len(batch.ranges), RANGES_PER_CHUNK)]
         txn = self.client.transaction()
         self._fence(txn)
-        txn.create(plan, dump({"base": self.pointer_version(), "range_count": len(batch.ranges),
+        txn.create(plan, dump({"base": self.offsets.pointer_version(), "range_count": len(batch.ranges),
                                "checksums": checksums(chunks)}))  # checked by every read (etl.state.chunks)
         self._commit_fenced(txn, f"start the plan of batch {batch.batch_id}")
         self.create_fenced([(self.paths.plan_chunk(batch.batch_id, i), chunk) for i, chunk in enumerate(chunks)],
@@ -59,7 +67,7 @@ class Commits:
         self._fence(txn)
         txn.create(self.paths.batch(batch.batch_id), header_with_markers(self, batch))
         for skipped in batch.skipped:
-            self._append_event(txn, Skipped.of(batch.batch_id, batch.planned_at, skipped))
+            self.operator.add_event(txn, Skipped.of(batch.batch_id, batch.planned_at, skipped))
         self._commit_fenced(txn, f"store the plan of batch {batch.batch_id}")
         return 0  # a new znode's version
 
@@ -83,7 +91,7 @@ class Commits:
         """Write the snapshot of the offsets after `batch` (the move to REGISTERED does, so that
         the commit is small); "" when the offsets moved since the plan: the commit will say so."""
         self.assert_lock_held()  # a fenced-out run must hear that before it reads anything
-        state = self.committed_state()
+        state = self.offsets.committed_state()
         if batch.kind is BatchKind.REPAIR or self._conflict(batch, state):
             return ""
         return self._snapshot_after(batch, state)
@@ -95,7 +103,7 @@ class Commits:
         transaction moves the load totals (etl.state.totals; `written_bytes` None: not measured)."""
         committed = batch.advanced(BatchState.COMMITTED)
         self.assert_lock_held()  # a fenced-out run must hear that, not a misleading offset mismatch
-        state = self.committed_state()
+        state = self.offsets.committed_state()
         conflict = self._conflict(batch, state)
         if conflict:
             raise StateConflict(conflict)
@@ -105,12 +113,12 @@ class Commits:
         if batch.kind is BatchKind.REPAIR:
             txn.check(self.paths.committed, state.version)
         else:
-            name = batch.snapshot if batch.snapshot and self.snapshot_base(batch.snapshot) == state.version \
+            name = batch.snapshot if batch.snapshot and self.offsets.snapshot_base(batch.snapshot) == state.version \
                 else self._snapshot_after(batch, state)
             faults.checkpoint("commit:snapshot-written")
-            self.move_pointer(txn, name, state.version, batch=batch.batch_id)
+            self.offsets.move_pointer(txn, name, state.version, batch=batch.batch_id)
         txn.set_data(self.paths.batch(batch.batch_id), header_with_markers(self, committed), version=version)
-        self.move_totals(txn, batch, written_bytes)  # counted once: only with the commit itself
+        self.totals.move_totals(txn, batch, written_bytes)  # counted once: only with the commit itself
         try:
             self._commit_fenced(txn, f"commit batch {batch.batch_id}")
         except (ConnectionLoss, OperationTimeoutError, LockLost) as exc:
@@ -120,7 +128,7 @@ class Commits:
             if not unknown or self.read_batch(batch.batch_id)[0].state is not BatchState.COMMITTED:
                 raise
         if batch.kind is not BatchKind.REPAIR:  # each range's partition is committed at its end (_moved)
-            self.offsets_moved({(r.topic, r.partition): r.end for r in batch.ranges})
+            self.session.offsets_moved({(r.topic, r.partition): r.end for r in batch.ranges})
         return committed
 
     def _conflict(self, batch: Batch, state: CommittedState) -> str:
@@ -128,7 +136,7 @@ class Commits:
 
     def _snapshot_after(self, batch: Batch, state: CommittedState) -> str:
         offsets, topic_ids = offsets_after(batch, state)
-        return self.write_snapshot(offsets, topic_ids, state.version, f"batch {batch.batch_id}")
+        return self.offsets.write_snapshot(offsets, topic_ids, state.version, f"batch {batch.batch_id}")
 
 
 def commit_conflict(batch: Batch, state: CommittedState, base: int | None) -> str:

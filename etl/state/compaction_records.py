@@ -1,7 +1,7 @@
 """Compactions in ZooKeeper: the plan of each one under way, and where compacted partitions live.
 
 A part of ZkStateStore (etl.state.store), like etl.state.records: every write is fenced by the
-job lock. `/compactions` holds the last id handed out, so that a compaction's folder, named by
+job lock (etl.state.session). `/compactions` holds the last id handed out, so that a compaction's folder, named by
 its id, is never reused, even after a plan is rolled back; its children are the plans under way.
 `/relocations` (zlib-compressed JSON: a year of hourly partitions is ~9,000 entries) changes only
 in the transaction that marks a compaction SWITCHED, so ZooKeeper's view of where a partition's
@@ -16,11 +16,12 @@ from kazoo.exceptions import NoNodeError
 
 from etl.errors import StateConflict
 from etl.model.compaction import CompactionPlan, CompactionState, Relocations
+from etl.state.session import SessionBound
 from etl.state.znodes import dump
 
 
-class CompactionRecords:
-    """Mixed into ZkStateStore, whose client, paths, reads and fenced transactions it uses."""
+class CompactionRecords(SessionBound):
+    """The compaction part of the job's state (etl.state.protocols.CompactionPart)."""
 
     def relocations(self) -> Relocations:
         return self._relocations()[0]

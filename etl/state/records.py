@@ -2,8 +2,8 @@
 one under way), the job's binding to its table, and the event log (etl.model.events).
 
 A part of ZkStateStore (etl.state.store), kept apart because it is the operators' side of the
-state: every write here is fenced by the lock like the store's own, through the store's
-`_fence` and `_commit_fenced`.
+state: every write here is fenced by the lock like the store's own, through the session's
+`_fence` and `_commit_fenced` (etl.state.session).
 """
 from __future__ import annotations
 
@@ -15,12 +15,18 @@ from etl.errors import StateConflict
 from etl.model.binding import Target
 from etl.model.events import Bind, Event, PendingReset, Reset
 from etl.model.events import from_json as parse_event, to_json as event_json
-from etl.state.snapshots import CommittedState
+from etl.state.session import SessionBound, ZkSession
+from etl.state.snapshots import CommittedState, SnapshotRecords
 from etl.state.znodes import CommittedOffset, dump
 
 
-class OperatorRecords:
-    """Mixed into ZkStateStore, whose client, paths, reads and fenced transactions it uses."""
+class OperatorRecords(SessionBound):
+    """The operator part of the job's state (etl.state.protocols.OperatorPart, but for the totals:
+    etl.state.totals). A reset or a rebind moves the offsets part's pointer in its own transaction."""
+
+    def __init__(self, session: ZkSession, offsets: SnapshotRecords):
+        super().__init__(session)
+        self.offsets = offsets
 
     # -- resets ---------------------------------------------------------------------------
     def pending_reset(self) -> PendingReset | None:
@@ -41,17 +47,17 @@ class OperatorRecords:
         """Set committed offsets by hand, recording the event and the topics' ids as they are now:
         a new snapshot, then one fenced transaction that moves the pointer over the version it
         was built on, with the event. Each change's `old` is checked against the snapshot."""
-        state = self.committed_state()
+        state = self.offsets.committed_state()
         offsets, ids = offsets_after_reset(state, event, topic_ids)
-        name = self.write_snapshot(offsets, ids, state.version, "reset")
+        name = self.offsets.write_snapshot(offsets, ids, state.version, "reset")
         txn = self.client.transaction()
         self._fence(txn)
-        self.move_pointer(txn, name, state.version, reset=event.at)
-        self._append_event(txn, event)
+        self.offsets.move_pointer(txn, name, state.version, reset=event.at)
+        self.add_event(txn, event)
         if self.pending_reset() is not None:
             txn.delete(self.paths.pending_reset)
         self._commit_fenced(txn, "reset offsets")
-        self.offsets_moved({(change.topic, change.partition): change.new for change in event.changes})
+        self.session.offsets_moved({(change.topic, change.partition): change.new for change in event.changes})
 
     # -- binding --------------------------------------------------------------------------
     def binding(self) -> Target | None:
@@ -72,9 +78,9 @@ class OperatorRecords:
         """Bind the job to another table, in one fenced transaction with its event. With
         reset_origins, every partition's origin moves to its committed offset: the new table
         holds what is loaded from now on."""
-        state = self.committed_state()
+        state = self.offsets.committed_state()
         if reset_origins:
-            name = self.write_snapshot(origins_at_offsets(state), state.topic_ids, state.version, "rebind")
+            name = self.offsets.write_snapshot(origins_at_offsets(state), state.topic_ids, state.version, "rebind")
         txn = self.client.transaction()
         self._fence(txn)
         if self.binding() is None:
@@ -82,18 +88,19 @@ class OperatorRecords:
         else:
             txn.set_data(self.paths.binding, dump(target.to_json()))
         if reset_origins:
-            self.move_pointer(txn, name, state.version, rebind=event.at)
-        self._append_event(txn, event)
+            self.offsets.move_pointer(txn, name, state.version, rebind=event.at)
+        self.add_event(txn, event)
         self._commit_fenced(txn, "bind the job to another table")
 
     def record_event(self, event: Event) -> None:
         """Append an operator's action to the job's events, fenced by the lock."""
         txn = self.client.transaction()
         self._fence(txn)
-        self._append_event(txn, event)
+        self.add_event(txn, event)
         self._commit_fenced(txn, f"record a {event.kind} event")
 
-    def _append_event(self, txn, event: Event) -> None:
+    def add_event(self, txn, event: Event) -> None:
+        """Add the event's append to a fenced transaction (a plan's skips go with its header)."""
         txn.create(f"{self.paths.events}/event-", dump(event_json(event)), sequence=True)
 
     def events(self) -> list[Event]:

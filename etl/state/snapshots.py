@@ -26,6 +26,7 @@ from etl.errors import StateConflict, StateDamaged
 from etl.model.batch import utc_now_iso
 from etl.model.identity import RecordFingerprint
 from etl.state.chunks import checksums, damaged, decode, read_chunks
+from etl.state.session import SessionBound
 from etl.state.znodes import CommittedOffset, dump
 
 # ~40-400 bytes a partition before compression (topic names are at most 249 characters): a chunk
@@ -44,8 +45,8 @@ class CommittedState:
     snapshot: str | None = None
 
 
-class SnapshotRecords:
-    """Mixed into ZkStateStore, whose client, paths, reads and fenced transactions it uses."""
+class SnapshotRecords(SessionBound):
+    """The offsets part of the job's state (etl.state.protocols.OffsetPart), on the run's session."""
 
     _state_cache: tuple | None = None  # ((pointer version, pointer data), CommittedState)
 
@@ -155,18 +156,6 @@ class SnapshotRecords:
                            f"store snapshot {name}")
         return name
 
-    def create_fenced(self, nodes: list[tuple[str, bytes]], what: str) -> None:
-        """Create znodes, each in its own fenced transaction, all sent before the first answer
-        is awaited: each request stays small, and ZooKeeper pipelines them."""
-        pending = []
-        for path, data in nodes:
-            txn = self.client.transaction()
-            self._fence(txn)
-            txn.create(path, data)
-            pending.append(txn.commit_async())
-        for sent in pending:
-            self._commit_fenced(_Sent(sent), what)
-
     def move_pointer(self, txn, name: str, version: int | None, **why) -> None:
         """Add the pointer's move to `name` to a fenced transaction, over `version` (None: the
         pointer's creation, which fails if another run created it meanwhile)."""
@@ -176,19 +165,6 @@ class SnapshotRecords:
             txn.create(self.paths.committed, data)
         else:
             txn.set_data(self.paths.committed, data, version=version)
-
-    def delete_fenced(self, path: str, what: str) -> None:
-        """Delete a znode and its children (one level) in one fenced transaction."""
-        try:
-            children = self._read(lambda: self.client.get_children(path), f"list {path}")
-        except NoNodeError:
-            return
-        txn = self.client.transaction()
-        self._fence(txn)
-        for child in children:
-            txn.delete(f"{path}/{child}")
-        txn.delete(path)
-        self._commit_fenced(txn, what)
 
     def prune_snapshots(self, keep: set[str]) -> None:
         """Delete every snapshot but the pointer's and those in `keep`: older states, and
@@ -200,16 +176,6 @@ class SnapshotRecords:
             return
         for name in sorted(set(names) - keep - {current}):
             self.delete_fenced(self.paths.snapshot(name), f"delete snapshot {name}")
-
-
-class _Sent:
-    """A transaction already sent, as _commit_fenced expects it (commit() waits for its answer)."""
-
-    def __init__(self, sent):
-        self._sent = sent
-
-    def commit(self) -> list:
-        return self._sent.get()
 
 
 def _encode(key: tuple[str, int], found: CommittedOffset) -> list:

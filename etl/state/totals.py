@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from kazoo.exceptions import NoNodeError
 
 from etl.model.batch import Batch, BatchKind, utc_now_iso
+from etl.state.session import SessionBound
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,8 @@ class LoadTotals:
         return cls(**{key: raw[key] for key in cls.__dataclass_fields__ if key in raw})
 
 
-class TotalsRecords:
-    """Mixed into ZkStateStore, whose client, paths and reads it uses."""
+class TotalsRecords(SessionBound):
+    """The load totals, read by the metrics and moved by the commit's transaction."""
 
     def load_totals(self) -> tuple[LoadTotals, int | None]:
         """The totals and their node's version; None: no batch has been counted yet."""

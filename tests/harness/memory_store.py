@@ -34,7 +34,8 @@ from etl.state.commits import commit_conflict, offsets_after
 from etl.state.protocols import StateStore
 from etl.state.records import offsets_after_reset, origins_at_offsets
 from etl.state.snapshots import CommittedState
-from etl.state.store import BATCHES_KEPT, OffsetsMoved
+from etl.state.batches import BATCHES_KEPT
+from etl.state.session import OffsetsMoved
 from etl.state.totals import LoadTotals
 from etl.state.znodes import CommittedOffset, LockHolder, this_run
 

@@ -64,7 +64,7 @@ def test_the_commit_is_one_small_transaction_whatever_the_partition_count(open_s
 
 
 def test_old_snapshots_and_plans_are_pruned_with_their_batches(open_store, zk, zk_root, monkeypatch):
-    monkeypatch.setattr("etl.state.store.BATCHES_KEPT", 2)
+    monkeypatch.setattr("etl.state.batches.BATCHES_KEPT", 2)
     store = open_store()
     assert store.acquire_lock() is None
     for batch_id in range(1, 5):
