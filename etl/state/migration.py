@@ -26,7 +26,7 @@ WHY = "the offsets moved to /committed and /snapshots: this job's state is no lo
 
 def migrate_offsets(store) -> None:
     """Create the pointer from the layout before snapshots, unless it exists. `store` is the
-    ZkStateStore holding the job lock."""
+    offsets part (etl.state.snapshots) on the session that just took the job lock."""
     if store.pointer_version() is not None:
         return
     legacy = store.committed_state()  # no pointer: this reads the per-partition znodes

@@ -1,14 +1,14 @@
 """The job's state seen as five small parts, each a Protocol with exactly what its callers use.
 
-- LockPart: the job lock and the fence every write passes (etl.state.store).
-- BatchPart: plans and batch states, and the commit (etl.state.commits, etl.state.store).
+- LockPart: the job lock and the fence every write passes (etl.state.session).
+- BatchPart: plans and batch states, and the commit (etl.state.batches, etl.state.commits).
 - OffsetPart: the committed offsets and topic ids behind the pointer (etl.state.snapshots).
 - OperatorPart: resets, the job's binding, the event log (etl.state.records), and the load
   totals the commits add up (etl.state.totals).
 - CompactionPart: compactions under way and where compacted partitions live
   (etl.state.compaction_records).
 
-ZkStateStore implements all five; tests/harness/memory_store.py does too, and one contract suite
+ZkStateStore (etl.state.store), composed of those parts, implements all five; tests/harness/memory_store.py does too, and one contract suite
 (tests/unit/test_store_contract.py, run against ZooKeeper by tests/integration/test_store_contract.py)
 keeps the two alike.
 

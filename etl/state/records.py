@@ -2,7 +2,7 @@
 one under way), the job's binding to its table, and the event log (etl.model.events).
 
 A part of ZkStateStore (etl.state.store), kept apart because it is the operators' side of the
-state: every write here is fenced by the lock like the store's own, through the session's
+state: every write here is fenced by the lock like every other part's, through the session's
 `_fence` and `_commit_fenced` (etl.state.session).
 """
 from __future__ import annotations
