@@ -21,6 +21,7 @@ from kazoo.exceptions import NoNodeError
 from etl.model.batch import Batch
 from etl.state.batch_nodes import header_bytes, marker_chunks
 from etl.state.chunks import checksums
+from etl.state.session import SessionBound
 
 PREFIX = "markers-"
 
@@ -29,7 +30,7 @@ def chunk_name(checksum: str) -> str:
     return f"{PREFIX}{checksum}"
 
 
-def header_with_markers(store, batch: Batch) -> bytes:
+def header_with_markers(store: SessionBound, batch: Batch) -> bytes:
     """The header's bytes to write for `batch`, its ledger's chunks stored first when it has many."""
     chunks = marker_chunks(batch)
     plan = store.paths.plan(batch.batch_id)
@@ -57,7 +58,7 @@ def marker_paths(paths, batch_id: int, header: dict) -> tuple[list[str], list[st
     return [f"{paths.plan(batch_id)}/{chunk_name(s)}" for s in sums], sums
 
 
-def _referenced(store, batch_id: int) -> list[str]:
+def _referenced(store: SessionBound, batch_id: int) -> list[str]:
     """The chunks the header as stored now points to (none before the plan's header exists)."""
     try:
         data, _ = store._read(lambda: store.client.get(store.paths.batch(batch_id)), "read a batch's header")

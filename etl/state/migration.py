@@ -19,12 +19,13 @@ from __future__ import annotations
 import logging
 
 from etl import faults
+from etl.state.snapshots import SnapshotRecords
 
 log = logging.getLogger(__name__)
 WHY = "the offsets moved to /committed and /snapshots: this job's state is no longer kept under /offsets"
 
 
-def migrate_offsets(store) -> None:
+def migrate_offsets(store: SnapshotRecords) -> None:
     """Create the pointer from the layout before snapshots, unless it exists. `store` is the
     offsets part (etl.state.snapshots) on the session that just took the job lock."""
     if store.pointer_version() is not None:
