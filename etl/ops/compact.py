@@ -1,5 +1,5 @@
 """`etl compact`: merge small files of finished Hive partitions, under the job lock
-(etl.job.compaction). Prints what it did, or with --dry-run what it would do, and changes
+(etl.compaction.run). Prints what it did, or with --dry-run what it would do, and changes
 nothing then: neither a file, nor ZooKeeper's state, nor the metastore."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from etl.config import Config
 from etl.errors import EXIT_OK
 from etl.job.assemble import assemble_job, writer_spec
-from etl.job.compaction import compact
+from etl.compaction.run import compact
 from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
 
