@@ -76,7 +76,7 @@ class Compactor:
             faults.checkpoint("compact:WRITTEN")
         if plan.state is CompactionState.WRITTEN:
             self.switch.point_at_target(plan, self.warehouse)
-            faults.checkpoint("compact:switched")
+            faults.checkpoint("compact:metastore-switched")
             plan, version = self.store.advance_compaction(plan, version, CompactionState.SWITCHED,
                                                           switched_at=utc_now_iso())
             self.warehouse = self.warehouse.with_relocations(self.store.relocations())
