@@ -1,14 +1,24 @@
 """Test-only fault points, so that crash tests can break the job at an exact step.
 
-`ETL_FAULT_POINT` names one point:
+`ETL_FAULT_POINT` names one point (18 in all; <p> is a Kafka partition, <i> an output's index):
   state:PLANNED | state:WRITTEN | state:REGISTERED | state:COMMITTED   (driver, right after
       the batch reached that state in ZooKeeper)
   writing:<p>   (task of Kafka partition p, after its first chunk went into the temp file)
   closed:<p>    (task of Kafka partition p, its temp files complete, not yet renamed)
   renamed:<p>   (task of Kafka partition p, right after it published its file)
+  part:<p>      (event-time task of Kafka partition p, right after each of its files, one per
+                 Hive partition, was published)
   plan:ranges-written       (store, a plan's range chunks written, its header not yet)
   commit:snapshot-written   (store, the offsets' snapshot written, the pointer not yet moved)
   migrate:snapshot-written  (store, the old offset znodes copied to a snapshot, no pointer yet)
+  legacy:file-moved         (`etl recover`, after each file of a padded partition is moved)
+  compact:PLANNED           (a compaction's plan stored in ZooKeeper, no file merged yet)
+  compact:merged:<i>        (the compaction's output i published in its new folder)
+  compact:WRITTEN           (every merged file in place, WRITTEN recorded; Hive reads the old folder)
+  compact:metastore-switched  (the Hive partition points at the new folder; ZooKeeper does not
+                               record it yet)
+  compact:SWITCHED          (ZooKeeper records the switch and the partition's new folder)
+  compact:DELETED           (the replaced files deleted after their grace period, the plan not yet)
 `ETL_FAULT_ACTION` says what happens there:
   kill (default)        SIGKILL the job's whole process group (driver, JVM, Python workers),
                         as `kill -9` or a lost machine would; tests start the job in its own group

@@ -1,5 +1,5 @@
 """[compaction]: when `etl compact` (and `etl run` with after_run) merges a Hive
-partition's small files into few large ones (etl.job.compactor).
+partition's small files into few large ones (etl.compaction.compactor).
 
 Every key is optional; the section itself is too, and its defaults never compact during a run.
 Parsed in etl.config.parse; kept apart from etl.config.model only for its size.

@@ -198,7 +198,7 @@ class HiveRegistrar:
         return self._catalog_call(f"read the location of partition {partition} of {table}", read)
 
     def set_location(self, kind: TableKind, partition: str, location: str) -> None:
-        """Point a partition at another folder, in one metastore call (etl.job.compactor)."""
+        """Point a partition at another folder, in one metastore call (etl.compaction.switch)."""
         table, values = self._table(kind), partition_values(partition)
         self._sql(f"ALTER TABLE {self._qualified(table)} PARTITION ({_spec(values)}) SET LOCATION "
                   f"{quote_literal(location)}", f"point partition {partition} of {table} at {location}",

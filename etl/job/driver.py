@@ -26,12 +26,12 @@ import time
 from dataclasses import replace
 
 from etl import faults, logs
+from etl.compaction.compactor import Compactor
 from etl.config import Config
 from etl.errors import MissingBatchFiles, StateConflict
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import SparkStarter
 from etl.job import pins
-from etl.job.compactor import Compactor
 from etl.job.event_record import event_time_record
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job import progress

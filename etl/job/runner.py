@@ -13,10 +13,10 @@ import time
 from dataclasses import asdict
 from typing import Callable
 
+from etl.compaction.run import compact
 from etl.config import Config
 from etl.errors import EXIT_OK, LockHeld
 from etl.job.assemble import assemble_job, writer_spec
-from etl.job.compaction import compact
 from etl.job.driver import Job
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job.pending_reset import finish_pending_reset

@@ -3,7 +3,8 @@
 PLANNED -> WRITTEN -> SWITCHED, then gone. The plan is stored in ZooKeeper before any file is
 written; the merged files go to a new folder, the Hive partition is pointed at it in one
 metastore call, and the replaced files are deleted by a later run, after a grace period for
-the queries still reading them (etl.job.compactor carries it out).
+the queries still reading them (etl.compaction carries it out; this module is its data,
+stored by etl.state and read by the warehouse and the registrar below it).
 
 The new folder is `<table>/_compacted/<dt=…/hour=…>/c<id>`: the partition it holds is in its
 path, the compaction's id (a ZooKeeper sequence number) makes it unique, so two compactions of
@@ -19,7 +20,7 @@ from enum import Enum
 from typing import Mapping
 
 from etl.errors import StateConflict
-from etl.model.naming import final_name, parse_final_name
+from etl.model.naming import parse_final_name
 
 COMPACTED_FOLDER = "_compacted"
 
@@ -137,41 +138,6 @@ class CompactionPlan:
                    tuple(InputFile.from_json(f) for f in raw["inputs"]),
                    tuple(OutputFile.from_json(f) for f in raw["outputs"]), raw["planned_at"], raw["planned_by"],
                    CompactionState(raw["state"]), raw.get("switched_at"), bool(raw.get("marker")))
-
-
-def plan_outputs(inputs: list[InputFile], target_bytes: int) -> tuple[OutputFile, ...]:
-    """One merged file per Kafka partition, or several when its files hold more than
-    `target_bytes`: consecutive files in offset order, each output named by its lowest start
-    and highest end. Ranges that overlap are refused: the partition holds a copy (`etl verify`)."""
-    by_partition: dict[tuple[str, int], list[InputFile]] = {}
-    for f in inputs:
-        by_partition.setdefault(f.kafka_partition, []).append(f)
-    outputs = []
-    for (topic, partition), files in sorted(by_partition.items()):
-        files.sort(key=lambda f: f.ranges[0])
-        _refuse_overlaps(topic, partition, files)
-        group: list[InputFile] = []
-        for f in files:
-            if group and sum(g.size for g in group) + f.size > target_bytes:
-                outputs.append(_output(topic, partition, group))
-                group = []
-            group.append(f)
-        outputs.append(_output(topic, partition, group))
-    return tuple(outputs)
-
-
-def _output(topic: str, partition: int, group: list[InputFile]) -> OutputFile:
-    start, end = min(r[0] for f in group for r in f.ranges), max(r[1] for f in group for r in f.ranges)
-    return OutputFile(final_name(topic, partition, start, end), tuple(f.name for f in group))
-
-
-def _refuse_overlaps(topic: str, partition: int, files: list[InputFile]) -> None:
-    ranges = sorted(r for f in files for r in f.ranges)
-    for (a_start, a_end), (b_start, b_end) in zip(ranges, ranges[1:]):
-        if b_start < a_end:
-            raise StateConflict(f"{topic}[{partition}]: two files of the partition both hold offsets "
-                                f"[{b_start}, {min(a_end, b_end)}); run `etl verify`, which names them, and "
-                                f"compact after the overlap is resolved")
 
 
 @dataclass(frozen=True)

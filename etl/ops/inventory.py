@@ -16,12 +16,12 @@ import posixpath
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from etl.compaction.merge import read_facts
 from etl.model.compaction import TableKind, partition_of_folder
 from etl.model.naming import FileRange, is_temp_name, parse_final_name
 from etl.model.partitioning import padded_path
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.manifest import SUFFIX as MANIFEST_SUFFIX
-from etl.sink.merge import read_facts
 from etl.sink.warehouse import Warehouse
 
 

@@ -31,7 +31,7 @@ def check_placement(config, fs: WarehouseFileSystem, inventory: Inventory,
         by_path.setdefault(f.path, []).append(f)
     problems = []
     for path, entries in by_path.items():
-        # A merged file (etl.sink.merge) holds several ranges: each one's rows are counted by offset.
+        # A merged file (etl.compaction.merge) holds several ranges: each one's rows are counted by offset.
         expected = {f.range: counted.get((f.range.topic, f.range.partition, f.range.start, f.range.end,
                                           f.partition_path)) for f in entries}
         if all(rows is None for rows in expected.values()):

@@ -4,7 +4,7 @@ No (topic, partition, offset) may appear twice in the table and its rejected tab
 and every offset the walk of etl.ops.verify says must be loaded is in one of them, or absent from
 Kafka too (compaction, transaction markers). Files whose Parquet footer cannot be read are
 named first: a single one makes every query of the table fail, so the rows are not read then.
-Every file a merge rewrote (etl.sink.merge) is read whole and its values compared with the
+Every file a merge rewrote (etl.compaction.merge) is read whole and its values compared with the
 checksums its merge recorded from its inputs (etl.sink.checksums): a count cannot see a changed
 value, such as a date a merge read wrongly or a file edited by hand.
 """

@@ -1,5 +1,5 @@
 """Checksums of a Parquet file's values, column by column: how a rewritten file proves that it
-holds the values it was made from (etl.sink.merge, before it publishes; `etl verify --deep`, after).
+holds the values it was made from (etl.compaction.merge, before it publishes; `etl verify --deep`, after).
 
 A merged file's footer records, under `etl.checksums`, its row count and one checksum per
 column, taken from its INPUTS by a read of their own (not the merge's), in the order the merge

@@ -88,13 +88,13 @@ def test_below_min_files_is_left_alone_and_an_open_batch_is_refused(zk, new_topi
     assert not (root / COMPACTED_FOLDER).exists()
 
 
-ALL_KILL_POINTS = ("compact:PLANNED", "compact:merged:0", "compact:WRITTEN", "compact:switched",
+ALL_KILL_POINTS = ("compact:PLANNED", "compact:merged:0", "compact:WRITTEN", "compact:metastore-switched",
                    "compact:SWITCHED", "compact:DELETED")
 # About a minute a point: by default the three that leave the most half done (some merged files
 # published; the metastore switched but not ZooKeeper; replaced files half deleted).
 # ETL_COMPACTION_KILL_POINTS=all runs every step (measured: 6 min, all passed).
 KILL_POINTS = ALL_KILL_POINTS if os.environ.get("ETL_COMPACTION_KILL_POINTS") == "all" else \
-    ("compact:merged:0", "compact:switched", "compact:DELETED")
+    ("compact:merged:0", "compact:metastore-switched", "compact:DELETED")
 
 
 def test_sigkill_at_every_step_of_a_compaction_is_carried_on_exactly_once(

@@ -11,7 +11,7 @@
   compact     `etl compact --partition P --json` (a fresh process, min_files 2,
               keep_superseded_minutes 0): wall time, its phases from its log lines, files before
               and after, peak RSS of its Python process and of its JVM (sampled every 50 ms)
-  merge       the same 18 merges by etl.sink.merge.merge_files on copies of the inputs (taken
+  merge       the same 18 merges by etl.compaction.merge.merge_files on copies of the inputs (taken
               before compacting), interleaved with a plain pyarrow baseline (read each input row
               group by row group, write it with pq.ParquetWriter, snappy, INT96): medians
 """
@@ -240,7 +240,7 @@ class RssSampler:
 def _merges(run: BenchRun, aside: Path, plan: dict, config) -> dict:
     """merge_files (the compaction's own merge) and plain pyarrow on the same 18 groups, interleaved."""
     from etl.sink.fs.factory import filesystem_for
-    from etl.sink.merge import merge_files
+    from etl.compaction.merge import merge_files
     fs = filesystem_for(config.warehouse)
     ranges = {name: [tuple(r) for r in file_ranges] for name, _size, _rows, file_ranges in plan["inputs"]}
     groups = [(name, [str(aside / i) for i in inputs], sorted(r for i in inputs for r in ranges[i]))

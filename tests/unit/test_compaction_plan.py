@@ -10,8 +10,9 @@ import pytest
 
 from etl.config import load_config
 from etl.errors import ConfigError, StateConflict
+from etl.compaction.plan import plan_outputs
 from etl.model.compaction import (CompactionPlan, CompactionState, InputFile, Relocations, TableKind,
-                                  compacted_folder, partition_of_folder, plan_outputs)
+                                  compacted_folder, partition_of_folder)
 from etl.model.naming import final_name
 from tests.harness.config_file import minimal_ini
 

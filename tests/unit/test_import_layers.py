@@ -26,6 +26,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(rooms) for rooms in (
     {"source", "state"},
     {"rows", "sink"},
     {"hive"},
+    {"compaction"},
     {"job"},
     {"ops"},
     {"cli", "examples"},

@@ -1,4 +1,4 @@
-"""The merge (etl.sink.merge) keeps every timestamp Hive accepts, and refuses to publish a file whose
+"""The merge (etl.compaction.merge) keeps every timestamp Hive accepts, and refuses to publish a file whose
 values are not its inputs': real Parquet files on the local filesystem, written by ParquetSink as a
 batch writes them (INT96 timestamps), read back with pyarrow.
 
@@ -16,7 +16,7 @@ import pytest
 
 from etl.model.schema import arrow_schema, load_table_schema
 from etl.sink.fs import LocalFileSystem
-from etl.sink.merge import merge_files
+from etl.compaction.merge import merge_files
 from etl.sink.parquet import ParquetSink
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "warehouse_schema"
@@ -83,7 +83,7 @@ def test_the_merged_file_records_checksums_equal_to_its_values_read_back(tmp_pat
 def test_a_merge_reading_int96_as_nanoseconds_is_refused_and_publishes_nothing(tmp_path, monkeypatch):
     """The bug itself, put back: the merge's own read wraps the far dates; its checksums, taken by a
     read of their own, see it, and nothing is left at the target."""
-    from etl.sink import merge as merge_module
+    from etl.compaction import merge as merge_module
     monkeypatch.setattr(merge_module, "INT96_UNIT", "ns")
     paths, _ = batch_files(tmp_path)
     target = tmp_path / "merged.parquet"
@@ -93,7 +93,7 @@ def test_a_merge_reading_int96_as_nanoseconds_is_refused_and_publishes_nothing(t
 
 
 def test_a_merge_that_changes_one_value_is_refused(tmp_path, monkeypatch):
-    from etl.sink import merge as merge_module
+    from etl.compaction import merge as merge_module
     conformed = merge_module._conformed
 
     def one_amount_off(table, schema):
@@ -124,7 +124,7 @@ def changed_by_hand(path: str, column: str = "user_id") -> None:
 
 
 def test_a_merged_input_changed_since_its_merge_is_refused(tmp_path):
-    from etl.sink.merge import MergeAltered
+    from etl.compaction.merge import MergeAltered
     paths, _ = batch_files(tmp_path)
     first = tmp_path / "first.parquet"
     merge(paths[:2], first)

@@ -14,15 +14,16 @@ import datetime as dt
 import posixpath
 from dataclasses import dataclass
 
+from etl.compaction.merge import read_facts
+from etl.compaction.plan import plan_outputs
 from etl.config import Config
 from etl.hive.registrar import HiveRegistrar
 from etl.model.batch import utc_now_iso
-from etl.model.compaction import (CompactionPlan, InputFile, TableKind, compacted_folder, plan_outputs)
+from etl.model.compaction import CompactionPlan, InputFile, TableKind, compacted_folder
 from etl.model.naming import parse_final_name, partition_values
 from etl.model.partitioning import Partitioner
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.markers import MARKER_NAME
-from etl.sink.merge import read_facts
 from etl.sink.warehouse import Warehouse, same_location
 from etl.errors import StateConflict
 

@@ -23,39 +23,40 @@ import posixpath
 from typing import Callable
 
 from etl import faults
+from etl.compaction.merge import MergeAltered, merge_files
+from etl.compaction.records import CompactionStore
+from etl.compaction.switch import PartitionSwitch, plan_folder
 from etl.config import Config
-from etl.errors import HiveError, WarehouseError
+from etl.errors import WarehouseError
 from etl.hive.registrar import HiveRegistrar
 from etl.model.batch import utc_now_iso
 from etl.model.compaction import CompactionPlan, CompactionState, partition_of_folder
-from etl.model.naming import is_temp_name, partition_values, temp_name
+from etl.model.naming import is_temp_name, temp_name
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.markers import MARKER_NAME
-from etl.sink.merge import MergeAltered, merge_files
-from etl.sink.warehouse import Warehouse, same_location
-from etl.state.store import ZkStateStore
+from etl.sink.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
 
 class Compactor:
-    def __init__(self, config: Config, store: ZkStateStore, fs: WarehouseFileSystem, warehouse: Warehouse,
+    def __init__(self, config: Config, store: CompactionStore, fs: WarehouseFileSystem, warehouse: Warehouse,
                  registrar: Callable[[], HiveRegistrar], clock: Callable[[], dt.datetime]):
-        """`registrar` starts Spark (and the metastore client) on first call: a run that only
-        deletes superseded files never starts it."""
+        """`registrar` starts Spark (and the metastore client) on first call: a run with no
+        compaction under way never starts it (etl.compaction.switch)."""
         self.config, self.store, self.fs, self.clock = config, store, fs, clock
         self.warehouse = warehouse.with_relocations(store.relocations())
-        self._registrar = registrar
+        self.switch = PartitionSwitch(registrar)
 
     def finish_pending(self) -> list[CompactionPlan]:
         """Carry every compaction under way as far as it may go now; returns those still waiting
         for their superseded files' grace period."""
         waiting = []
         for plan, version in self.store.open_compactions():
-            plan = self.carry_on(plan, version)
-            if plan is not None:
-                waiting.append(plan)
+            left = self.carry_on(plan, version)
+            if left is not None:
+                waiting.append(left)
         return waiting
 
     def carry_on(self, plan: CompactionPlan, version: int) -> CompactionPlan | None:
@@ -74,8 +75,8 @@ class Compactor:
             plan, version = self.store.advance_compaction(plan, version, CompactionState.WRITTEN)
             faults.checkpoint("compact:WRITTEN")
         if plan.state is CompactionState.WRITTEN:
-            self._switch(plan)
-            faults.checkpoint("compact:switched")
+            self.switch.point_at_target(plan, self.warehouse)
+            faults.checkpoint("compact:metastore-switched")
             plan, version = self.store.advance_compaction(plan, version, CompactionState.SWITCHED,
                                                           switched_at=utc_now_iso())
             self.warehouse = self.warehouse.with_relocations(self.store.relocations())
@@ -123,22 +124,6 @@ class Compactor:
             handle.write(body)
         publish(self.fs, temp, final)
 
-    # -- WRITTEN -> SWITCHED --------------------------------------------------------------
-    def _switch(self, plan: CompactionPlan) -> None:
-        """Point the Hive partition at the new folder: once, and idempotent on a replay."""
-        registrar = self._registrar()
-        registered = registrar.location(plan.table, plan.partition)
-        source_uri = self.warehouse.hive_uri(self._folder(plan, plan.source))
-        target_uri = self.warehouse.hive_uri(self._folder(plan, plan.target))
-        if registered is not None and not (same_location(registered, source_uri)
-                                           or same_location(registered, target_uri)):
-            raise HiveError(f"compaction {plan.compaction_id}: Hive partition {plan.partition} of the "
-                            f"{plan.table.value} table is registered at {registered}, neither at {source_uri} where "
-                            f"its files were nor at {target_uri} where they are merged; it was moved by hand. "
-                            f"Point it back with ALTER TABLE ... PARTITION (...) SET LOCATION '{source_uri}' and run "
-                            f"again")
-        registrar.set_location(plan.table, plan.partition, target_uri)
-
     # -- SWITCHED -> gone -----------------------------------------------------------------
     def _grace_over(self, plan: CompactionPlan) -> bool:
         switched = dt.datetime.fromisoformat(plan.switched_at)
@@ -149,7 +134,7 @@ class Compactor:
         names = [f.name for f in plan.inputs]
         if partition_of_folder(plan.source) is not None:
             names.append(MARKER_NAME)  # an earlier compaction's folder: nothing is left to vouch for
-        self._refuse_if_hive_reads(plan, plan.source, "delete the files it replaced")
+        self.switch.refuse_if_hive_reads(plan, self.warehouse, plan.source, "delete the files it replaced")
         for name in names:
             self.fs.delete(self._source(plan, name))  # False when an earlier attempt deleted it
         log.info("compaction %d: deleted %d superseded files from %s", plan.compaction_id, len(plan.inputs),
@@ -157,7 +142,7 @@ class Compactor:
 
     def _roll_back(self, plan: CompactionPlan, version: int, missing: list[str]) -> None:
         target = self._folder(plan, plan.target)
-        self._refuse_if_hive_reads(plan, plan.target, "roll back (delete its new folder)")
+        self.switch.refuse_if_hive_reads(plan, self.warehouse, plan.target, "roll back (delete its new folder)")
         for name in self.fs.list_dir(target):
             self.fs.delete(posixpath.join(target, name))
         log.error("compaction %d rolled back: %d of its input files are gone from %s (e.g. %s); the partition is "
@@ -168,54 +153,16 @@ class Compactor:
         """A merge refused to publish (its values are not its inputs'): the plan is dropped and the
         partition left as it was, so that no later run starts by failing on it."""
         target = self._folder(plan, plan.target)
-        self._refuse_if_hive_reads(plan, plan.target, "roll back (delete its new folder)")
+        self.switch.refuse_if_hive_reads(plan, self.warehouse, plan.target, "roll back (delete its new folder)")
         for name in self.fs.list_dir(target):
             self.fs.delete(posixpath.join(target, name))
         log.error("compaction %d of %s rolled back: a merge's values differed from its inputs'; the partition is "
                   "left as it is", plan.compaction_id, plan.partition)
         self.store.drop_compaction(plan, version)
 
-    def _refuse_if_hive_reads(self, plan: CompactionPlan, relative: str, deleting: str) -> None:
-        """Files are never deleted from the folder the metastore reads the partition from now
-        (asked at this moment, not remembered): an operator may have pointed the partition back
-        at its old folder by hand, say restoring a backup, and Hive would show no rows."""
-        registered = self._registrar().location(plan.table, plan.partition)
-        folder = self.warehouse.hive_uri(self._folder(plan, relative))
-        if registered is None or not _within(folder, registered):
-            return
-        target_uri = self.warehouse.hive_uri(self._folder(plan, plan.target))
-        if relative == plan.target:
-            expected = self.warehouse.hive_uri(self._folder(plan, plan.source))
-            remedy = (f"its inputs are gone from {expected}, so the partition should read {expected} again: put the "
-                      f"files back there, or point the partition at the folder that holds them, and run again")
-        else:
-            expected = target_uri
-            remedy = (f"{target_uri} holds every row of {registered} merged: point the partition at it with ALTER "
-                      f"TABLE ... PARTITION ({_sql_spec(plan.partition)}) SET LOCATION '{target_uri}' and run "
-                      f"again, which then deletes the replaced files")
-        raise HiveError(f"compaction {plan.compaction_id} of the {plan.table.value} table will not {deleting}: Hive "
-                        f"reads partition {plan.partition} from {registered}, where those files are, but the "
-                        f"compaction expected it at {expected} (it was pointed there by hand?). Nothing was "
-                        f"deleted. Remedy: {remedy}")
-
     # -- paths ----------------------------------------------------------------------------
     def _folder(self, plan: CompactionPlan, relative: str) -> str:
-        return posixpath.join(self.warehouse.root(plan.table), relative)
+        return plan_folder(self.warehouse, plan, relative)
 
     def _source(self, plan: CompactionPlan, name: str) -> str:
         return posixpath.join(self._folder(plan, plan.source), name)
-
-
-def _sql_spec(partition: str) -> str:
-    return ", ".join(f"{key}='{value}'" for key, value in partition_values(partition).items())
-
-
-def _within(folder: str, location: str) -> bool:
-    """Whether `folder` is `location` or below it (a partition pointed at a parent folder)."""
-    while True:
-        if same_location(folder, location):
-            return True
-        parent = posixpath.dirname(folder.rstrip("/"))
-        if parent == folder.rstrip("/") or parent.endswith(":/") or parent.endswith(":"):
-            return False
-        folder = parent

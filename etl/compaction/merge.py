@@ -1,4 +1,5 @@
-"""Merging committed files into one, a row group at a time (for etl.job.compactor).
+"""Merging committed files into one, a row group at a time (for etl.compaction.compactor; the
+ranges a footer lists are read back by etl.ops.inventory).
 
 The inputs are read row group by row group and appended to one ParquetSink, so memory stays
 bounded by a row group or two whatever the partition holds. The merged file's footer lists

@@ -1,21 +1,58 @@
 """`etl compact`, and the same step at the end of `etl run` ([compaction] after_run): finish the
-compactions under way, then plan and carry out new ones (etl.job.compactor, etl.job.compaction_choice).
+compactions under way, then plan and carry out new ones (etl.compaction.compactor,
+etl.compaction.choice).
 
-The caller holds the job lock. No batch may be open: its files would be written into a folder
-the compaction is replacing. `etl run` and `etl recover` complete an open batch first.
+The caller hands in a CompactionHost: `etl run` its Job, `etl compact` a context of its own
+that has no Kafka client and no writer spec (etl.ops.compact). The caller holds the job lock.
+No batch may be open: its files would be written into a folder the compaction is replacing.
+`etl run` and `etl recover` complete an open batch first.
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from dataclasses import dataclass, field
+from typing import Callable, Protocol
 
 from etl import faults
+from etl.compaction.choice import Choice, CompactionChooser
+from etl.compaction.compactor import Compactor
+from etl.compaction.records import CompactionStore
+from etl.config import Config
 from etl.errors import StateConflict
-from etl.job.compaction_choice import Choice, CompactionChooser
-from etl.job.driver import Job
+from etl.hive.registrar import HiveRegistrar
 from etl.model.compaction import CompactionPlan, TableKind
+from etl.model.partitioning import Partitioner
+from etl.sink.fs import WarehouseFileSystem
+from etl.sink.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
+
+
+class CompactionHost(Protocol):
+    """What a compaction needs from the command that runs it, and nothing of a batch: whether
+    one is open is the store's to say."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def store(self) -> CompactionStore: ...
+
+    @property
+    def fs(self) -> WarehouseFileSystem: ...
+
+    @property
+    def warehouse(self) -> Warehouse: ...
+
+    @property
+    def partitioner(self) -> Partitioner: ...
+
+    @property
+    def clock(self) -> Callable[[], dt.datetime]: ...
+
+    def registrar(self) -> HiveRegistrar:
+        """The Hive client, its tables ensured: Spark starts on the first call."""
 
 
 @dataclass
@@ -50,8 +87,12 @@ class CompactionReport:
                              "switched_at": p.switched_at} for p in self.waiting]}
 
 
-def compact(job: Job, only: list[str] | None = None, dry_run: bool = False) -> CompactionReport:
-    store = job.store
+def compactor_of(host: CompactionHost) -> Compactor:
+    return Compactor(host.config, host.store, host.fs, host.warehouse, host.registrar, host.clock)
+
+
+def compact(host: CompactionHost, only: list[str] | None = None, dry_run: bool = False) -> CompactionReport:
+    store = host.store
     store.assert_lock_held()
     opened = store.open_batch()
     if opened:
@@ -60,11 +101,11 @@ def compact(job: Job, only: list[str] | None = None, dry_run: bool = False) -> C
                             f"while a batch may still write. `etl run` (or `etl recover`) completes it; then "
                             f"compact again")
     report = CompactionReport(dry_run)
-    compactor = job.compactor()
+    compactor = compactor_of(host)
     if not dry_run:
         report.waiting = compactor.finish_pending()
     busy = {(p.table, p.partition) for p in report.waiting}
-    chooser = CompactionChooser(job.config, job.fs, job.registrar(), job.partitioner, job.clock)
+    chooser = CompactionChooser(host.config, host.fs, host.registrar(), host.partitioner, host.clock)
     committed = store.committed_offsets()
     for choice in chooser.look(compactor.warehouse, only):
         if not choice.skipped and (choice.table, choice.partition) in busy:
@@ -81,15 +122,16 @@ def compact(job: Job, only: list[str] | None = None, dry_run: bool = False) -> C
         report.looked_at.append(choice)
         report.planned.append(found)
         if not dry_run:
-            _carry_out(job, compactor, found, report)
+            _carry_out(store, compactor, found, report)
     seen = {c.partition for c in report.looked_at}
     report.looked_at += [Choice(TableKind.MAIN, name, 0, 0, "not a partition of the table")
                          for name in only or () if name not in seen]
     return report
 
 
-def _carry_out(job: Job, compactor, plan: CompactionPlan, report: CompactionReport) -> None:
-    job.store.write_compaction(plan)
+def _carry_out(store: CompactionStore, compactor: Compactor, plan: CompactionPlan,
+               report: CompactionReport) -> None:
+    store.write_compaction(plan)
     log.info("compaction %d PLANNED: %s", plan.compaction_id, plan.describe())
     faults.checkpoint("compact:PLANNED")
     left = compactor.carry_on(plan, 0)
