@@ -56,10 +56,6 @@ class PartitioningConfig:
     max_open_files: int = 32
 
     @property
-    def by_event_time(self) -> bool:
-        return self.source is not PartitionSource.PLANNING_TIME
-
-    @property
     def event_column(self) -> str | None:
         """The column a row's event time is read from; None under planning time."""
         if self.source is PartitionSource.KAFKA_TIMESTAMP:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import posixpath
 import time
 from dataclasses import replace
 
@@ -32,23 +31,23 @@ from etl.errors import MissingBatchFiles, StateConflict
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import SparkStarter
 from etl.job import pins
-from etl.job.event_record import event_time_record
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job import progress
-from etl.job.partition_cap import apply_partition_cap, partition_keys
+from etl.job.partition_cap import partition_keys
 from etl.job.partition_writer import WriterSpec
 from etl.job.positions import planning_positions
 from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
-from etl.job.tasks import RangeResult, RangeTask, run_range_task, task_failure
+from etl.job.range_task import RangeResult, RangeTask
+from etl.job.tasks import task_failure
+from etl.job.write_mode import WarehouseFiles, configured_mode, mode_of
 from etl.model import binding
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now, utc_now_iso
-from etl.model.naming import is_temp_name, partition_values
+from etl.model.naming import is_temp_name
 from etl.model.partitioning import Placement
 from etl.model.planner import plan_ranges
 from etl.rows.dimensions import DimensionLoader, LoadedDimension, to_ipc
 from etl.sink.fs import filesystem_for
-from etl.sink.manifest import manifest_path
 from etl.sink.markers import SuccessMarkers
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
@@ -73,6 +72,7 @@ class Job:
         # The clock that partitions a batch is the one that closes its window.
         self.partitioning = config.hive.partitioning
         self.partitioner = writer.schema.partitioner.in_zone(self.partitioning.timezone)
+        self.mode = configured_mode(self.partitioning)  # a new plan's (etl.job.write_mode)
         self.markers = SuccessMarkers(config, store, self.fs, self.warehouse, self.partitioner, clock=utc_now)
 
     def _ensure_tables(self) -> HiveRegistrar:
@@ -115,7 +115,7 @@ class Job:
             logs.bind(batch_id=batch.batch_id, state=batch.state.value)
             log.warning("resuming batch %d, left in state %s by %s", batch.batch_id, batch.state.value,
                         batch.planned_by)
-            if batch.by_event_time != self.partitioning.by_event_time:
+            if mode_of(batch) is not self.mode:
                 log.warning("batch %d is finished as it was planned ([hive] partition_by changed since); the new "
                             "setting applies from the next batch", batch.batch_id)
             self._ensure_tables()  # a refused schema change stops the run here, before anything is done
@@ -124,7 +124,8 @@ class Job:
             batch = self._plan()
         if batch is None:
             with timed(self.observer, Phase.MARKERS):
-                self.markers.write_due()  # no new data, yet a window may have closed since the last batch
+                # no new data, yet a window may have closed since the last batch
+                self.markers.write_due(self.mode.marker_cutoff(self.markers))
             return None
         return self._start(batch)
 
@@ -152,7 +153,7 @@ class Job:
     def _start(self, batch: Batch) -> BatchSummary:
         """Store a new plan (with its dimension pins, marker ledger and the table it writes to)
         and walk it to COMMITTED."""
-        batch = replace(self.markers.on_plan(batch), target=self.target.to_json())
+        batch = replace(mode_of(batch).on_plan(self.markers, batch), target=self.target.to_json())
         self._ensure_tables()  # before the plan is stored: a refused schema change leaves nothing behind
         with timed(self.observer, Phase.DIMENSIONS):
             loaded = self.dimensions.load_all() if batch.file_ranges else {}
@@ -184,14 +185,11 @@ class Job:
         """A PLANNED batch with its Placement: the planning-time partition, and by event time how
         every attempt places rows (etl.model.partitioning)."""
         planned_at = utc_now()
-        placement = Placement.of(self.partitioning, self.partitioner, planned_at, self.markers.late_before_ms())
+        placement = Placement.of(self.partitioning, self.partitioner, planned_at, self.mode.late_before_ms(self.markers))
         return Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
                      planned_at=planned_at.isoformat(timespec="seconds"), partition_values=placement.planned,
                      ranges=ranges, planned_by=self.store.me.describe(), updated_at=utc_now_iso(),
-                     placement=placement.to_json() if placement.by_event_time else {}, **more)
-
-    def _placement(self, batch: Batch) -> Placement | None:
-        return Placement.from_json(batch.placement) if batch.by_event_time else None
+                     placement=self.mode.stored_placement(placement), **more)
 
     def _next_batch_id(self) -> int:
         ids = self.store.batch_ids()
@@ -201,10 +199,7 @@ class Job:
         """A final file for a range that was never planned would be mistaken for a replay and
         hide the new records (a recreated topic, a manual reset), so refuse before writing."""
         target = self.warehouse.main_dir(batch.partition_values)
-        present = set(self.fs.list_dir(target))
-        clashes = [r.file_name for r in batch.file_ranges if r.file_name in present]
-        if batch.by_event_time:
-            clashes += [r.file_name for r in batch.file_ranges if self.fs.exists(self._manifest(r))]
+        clashes = mode_of(batch).clashes(batch, WarehouseFiles(self.fs, self.warehouse))
         if clashes:
             raise StateConflict(f"{target} already holds {clashes[0]} (and {len(clashes) - 1} more), which the "
                                 f"new plan would write; it is not part of any open batch. Move it out of the "
@@ -221,7 +216,7 @@ class Job:
         if batch.state is BatchState.WRITTEN:
             registrar = self._ensure_tables()
             with timed(self.observer, Phase.REGISTER):
-                self._register(registrar, batch)
+                mode_of(batch).register(registrar, batch)  # every partition it touched, before the commit
                 batch, version = self.store.advance(batch, version, BatchState.REGISTERED)
             logs.bind(state=batch.state.value)
             faults.checkpoint("state:REGISTERED")
@@ -231,18 +226,11 @@ class Job:
             logs.bind(state=batch.state.value)
             faults.checkpoint("state:COMMITTED")
         with timed(self.observer, Phase.MARKERS):
-            self.markers.write_due()  # only now: a marker never waits on, nor holds back, a batch's data
+            # only now: a marker never waits on, nor holds back, a batch's data
+            self.markers.write_due(self.mode.marker_cutoff(self.markers))
         with timed(self.observer, Phase.CLEANUP):
             self.store.prune_batches()
         return self._summary(batch, resumed, time.monotonic() - started)
-
-    def _register(self, registrar: HiveRegistrar, batch: Batch) -> None:
-        """Every partition the batch touched (one ALTER TABLE statement), before the commit."""
-        if not batch.by_event_time:
-            registrar.add_partition(batch.partition_values, with_rejected=bool(batch.rejected))
-            return
-        touched = [partition_values(part["partition"]) for part in batch.partitions or ()]
-        registrar.add_partitions(touched, [batch.partition_values] if batch.rejected else [])
 
     def _write_files(self, batch: Batch, version: int,
                      loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
@@ -266,7 +254,7 @@ class Job:
         ignored = summed(r.ignored_fields for r in results)
         last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record.to_json()
                         for r in results if r.last_record is not None}
-        more = event_time_record(batch, results, self.markers, self.config.hive) if batch.by_event_time else {}
+        more = mode_of(batch).written(batch, results, self.markers, self.config.hive)
         return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
                                   unmatched=unmatched or None, ignored_fields=ignored, last_records=last_records,
                                   **more)
@@ -275,24 +263,24 @@ class Job:
         if not batch.file_ranges:
             return []
         self.fs.makedirs(self.warehouse.main_dir(batch.partition_values))
-        return self._on_executors(batch, loaded, run_range_task, shown=True)
+        return self._on_executors(batch, loaded, mode_of(batch).run_task, shown=True)
 
     def _check_partition_cap(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> Batch:
         """[hive] max_partitions_per_batch: the ranges are read and placed once, nothing written."""
-        hive = self.config.hive
-        if hive.max_partitions_per_batch is None or not batch.by_event_time or not batch.file_ranges \
-                or batch.kind is BatchKind.REPAIR:  # a repair rewrites committed ranges as they were
+        if not batch.file_ranges or batch.kind is BatchKind.REPAIR:  # a repair rewrites committed ranges as they were
             return batch
+        return mode_of(batch).capped(batch, self.config.hive, lambda: self._partition_keys(batch, loaded))
+
+    def _partition_keys(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> list[list[int]]:
         with timed(self.observer, Phase.PLAN):
-            counted = self._on_executors(batch, loaded, partition_keys)
-        return apply_partition_cap(batch, counted, hive.max_partitions_per_batch, hive.on_too_many_partitions)
+            return self._on_executors(batch, loaded, partition_keys)
 
     def _on_executors(self, batch: Batch, loaded: dict[str, LoadedDimension], function, shown: bool = False) -> list:
         """`function(task, lookups=...)` for each of the batch's ranges, one Spark task each."""
         tasks = [RangeTask(r, self.warehouse.main_dir(batch.partition_values),
                            self.warehouse.rejected_dir(batch.partition_values), self.config.warehouse,
                            self.config.kafka, f"etl-{self.config.job.name}-reader", self.writer,
-                           self._placement(batch), self.warehouse.table_root, self.partitioning.max_open_files,
+                           mode_of(batch).placement(batch), self.warehouse.table_root, self.partitioning.max_open_files,
                            dict(self.warehouse.relocations.main)) for r in batch.file_ranges]
         context = self.spark.session().sparkContext
         # Each dimension is shipped once per executor, not once per task.
@@ -312,19 +300,12 @@ class Job:
                 handle.destroy()
 
     def _missing_files(self, batch: Batch) -> list[str]:
-        if batch.by_event_time:  # a range is done once its manifest is published
-            return [r.file_name for r in batch.file_ranges if not self.fs.exists(self._manifest(r))]
-        present = set(self.fs.list_dir(self.warehouse.main_dir(batch.partition_values)))
-        return [r.file_name for r in batch.file_ranges if r.file_name not in present]
-
-    def _manifest(self, r: OffsetRange) -> str:
-        return manifest_path(self.warehouse.table_root, r.topic, r.partition, r.start, r.end)
+        return [r.file_name for r in mode_of(batch).missing(batch, WarehouseFiles(self.fs, self.warehouse))]
 
     def _check_files(self, batch: Batch) -> None:
-        main_dir = self.warehouse.main_dir(batch.partition_values)
         missing = self._missing_files(batch)
         if missing:
-            where = "have no manifest" if batch.by_event_time else f"are missing in {main_dir}"
+            where = mode_of(batch).missing_where(self.warehouse, batch)
             raise MissingBatchFiles(f"batch {batch.batch_id}: {len(missing)} planned files {where}, e.g. {missing[0]}; "
                                     f"the batch stays PLANNED and the next run writes them")
 
@@ -340,10 +321,7 @@ class Job:
 
     def _batch_folders(self, batch: Batch, results: list[RangeResult]) -> list[str]:
         folders = [self.warehouse.main_dir(batch.partition_values), self.warehouse.rejected_dir(batch.partition_values)]
-        if batch.by_event_time:
-            folders += sorted({self.warehouse.main_dir(part.partition) for r in results for part in r.parts})
-            folders += sorted({posixpath.dirname(self._manifest(r)) for r in batch.file_ranges})
-        return folders
+        return folders + mode_of(batch).sweep_folders(self.warehouse, batch, results)
 
     def _summary(self, batch: Batch, resumed: bool, seconds: float) -> BatchSummary:
         self.committed = batch  # for the observer's batch_committed (etl.job.runner)

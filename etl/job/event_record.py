@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 
 from etl.config import HiveConfig
+from etl.job.range_task import RangeResult
 from etl.model.batch import Batch
 from etl.sink.markers import SuccessMarkers
 
 log = logging.getLogger(__name__)
 
 
-def touched_partitions(results) -> list[dict]:
+def touched_partitions(results: list[RangeResult]) -> list[dict]:
     """{"partition", "rows", "late", "files"} of every Hive partition the ranges wrote into, sorted;
     `files`: one per range that placed rows there."""
     touched: dict[str, list[int]] = {}
@@ -28,8 +29,8 @@ def touched_partitions(results) -> list[dict]:
             for path, (rows, late, files) in sorted(touched.items())]
 
 
-def event_time_record(batch: Batch, results, markers: SuccessMarkers, hive: HiveConfig) -> dict:
-    """The changes the WRITTEN header carries; `results`: the tasks' etl.job.tasks.RangeResult."""
+def event_time_record(batch: Batch, results: list[RangeResult], markers: SuccessMarkers, hive: HiveConfig) -> dict:
+    """The changes the WRITTEN header carries, given what the batch's tasks returned."""
     partitions = touched_partitions(results)
     for part in partitions:
         if part["late"]:

@@ -8,6 +8,8 @@ the Placement), so a part a dead attempt already published is found in place und
 the new copy is dropped, after checking it holds as many rows (a part with another count is
 not this range's, and is refused). A range with no kept row still gets one empty file, in the
 batch's planning-time partition, so that its offsets are covered by a file name like any other.
+
+Runs on an executor; etl.job.write_mode gives it the ranges of a batch planned by event time.
 """
 from __future__ import annotations
 
@@ -19,36 +21,35 @@ import pyarrow.parquet as pq
 
 from etl import faults
 from etl.errors import StateConflict
+from etl.job.range_task import RangeResult, RangeTask, last_record, opened_tables, range_chunks
 from etl.job.split_writer import PassWriter, WrittenPart
-from etl.model.identity import fingerprint
+from etl.model.identity import RecordFingerprint
 from etl.model.naming import partition_path, temp_name
 from etl.model.partitioning import legacy_path
 from etl.model.schema import arrow_schema
 from etl.rows.pipeline import RowPipeline
 from etl.rows.placement import planned_key
 from etl.sink.commit import publish
-from etl.sink.fs import WarehouseFileSystem
+from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.manifest import Part, RangeManifest, manifest_path, publish_manifest, read_manifest
 from etl.sink.parquet import ParquetSink
-from etl.source.kafka import read_range
-from etl.source.prefetch import prefetched
-
-# Kafka is read this many chunks ahead of decoding and writing (a chunk: <= 10,000 records).
-READ_AHEAD_CHUNKS = 2
 
 
-def range_chunks(task):
-    """The task's range from Kafka, in chunks, read ahead of the caller."""
-    r = task.range
-    chunks = read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
-                        with_keys=task.writer.key_column is not None,
-                        with_headers=bool(task.writer.header_columns))
-    return prefetched(chunks, READ_AHEAD_CHUNKS, name=f"read {r.topic}[{r.partition}]")
+def run_event_range_task(task: RangeTask, lookups: Mapping[str, object] | None = None) -> RangeResult:
+    """The event-time task: `task` carries the batch's Placement. `lookups`: dimension name ->
+    Spark broadcast of the table's Arrow IPC bytes."""
+    fs = filesystem_for(task.warehouse)
+    tables = opened_tables(lookups)
+    manifest, published = _manifest_of(fs, task, tables)
+    faults.checkpoint(f"renamed:{task.range.partition}")
+    last = RecordFingerprint.from_json(manifest.last_record)  # the manifest keeps it: a replay has it too
+    return RangeResult(task.range, published, manifest.rows, manifest.rejected, manifest.unmatched,
+                       manifest.ignored_fields, last, manifest.parts, manifest.max_event_ms)
 
 
-def run_event_range_task(fs: WarehouseFileSystem, task, tables: Mapping[str, pa.Table]):
-    """`task`: an etl.job.tasks.RangeTask with a Placement by event time. Returns the manifest
-    and whether this attempt published it."""
+def _manifest_of(fs: WarehouseFileSystem, task: RangeTask,
+                 tables: Mapping[str, pa.Table]) -> tuple[RangeManifest, bool]:
+    """The range's manifest, and whether this attempt published it."""
     r = task.range
     path = manifest_path(task.table_root, r.topic, r.partition, r.start, r.end)
     found = read_manifest(fs, path)
@@ -59,7 +60,7 @@ def run_event_range_task(fs: WarehouseFileSystem, task, tables: Mapping[str, pa.
     return manifest, publish_manifest(fs, path, manifest)
 
 
-def _move_legacy_parts(fs: WarehouseFileSystem, task, manifest: RangeManifest) -> None:
+def _move_legacy_parts(fs: WarehouseFileSystem, task: RangeTask, manifest: RangeManifest) -> None:
     """A range published by a release that named years 1-999 unpadded (dt=1-01-02), resumed: its
     manifest reads as the padded partitions, and the batch registers those, so its parts move
     there first (not yet registered: no query sees the move). etl.ops.legacy_names moves the
@@ -85,8 +86,9 @@ def _move_legacy_parts(fs: WarehouseFileSystem, task, manifest: RangeManifest) -
 
 
 class _RangeSplit:
-    def __init__(self, fs: WarehouseFileSystem, task, tables):
+    def __init__(self, fs: WarehouseFileSystem, task: RangeTask, tables: Mapping[str, pa.Table]):
         self.fs, self.task, self.tables = fs, task, tables
+        assert task.placement is not None, "the event-time task is given the batch's Placement"
         self.range, self.spec, self.placement = task.range, task.writer, task.placement
         self.parts: dict[int, Part] = {}
         self.rejected: ParquetSink | None = None
@@ -173,8 +175,7 @@ class _RangeSplit:
         if count:
             rejected.close()
             publish(self.fs, rejected.path, posixpath.join(self.task.rejected_dir, r.file_name))
-        witness = self.last
-        last = fingerprint(witness.offsets[-1], witness.timestamps_ms[-1], witness.values[-1]) if witness else None
+        last = last_record(self.last)
         return RangeManifest(r.topic, r.partition, r.start, r.end, tuple(self.parts[k] for k in sorted(self.parts)),
                              rejected=count, rejected_partition=partition_path(self.placement.planned) if count else "",
                              unmatched=self.unmatched, ignored_fields=self.ignored_fields,

@@ -19,9 +19,8 @@ import pyarrow.compute as pc
 
 from etl.config.model import PartitionCapAction
 from etl.errors import EtlError
-from etl.job.event_task import range_chunks
+from etl.job.range_task import RangeTask, opened_tables, range_chunks
 from etl.model.batch import Batch
-from etl.rows.dimensions import from_ipc
 from etl.rows.pipeline import RowPipeline
 from etl.rows.placement import planned_key
 
@@ -32,18 +31,19 @@ class TooManyPartitions(EtlError):
     """A batch would open more Hive partitions than [hive] max_partitions_per_batch (exit 1)."""
 
 
-def partition_keys(task, lookups: Mapping[str, object] | None = None) -> list[int]:
+def partition_keys(task: RangeTask, lookups: Mapping[str, object] | None = None) -> list[int]:
     """The partition keys (window starts) the rows of one range go to, as the write would place
     them: a range with no kept row writes its empty file into the planning-time partition."""
-    r = task.range
-    tables = {name: from_ipc(handle.value) for name, handle in (lookups or {}).items()}
-    pipeline = RowPipeline(task.writer.rows, r.topic, r.partition, tables, task.placement)
+    r, placement = task.range, task.placement
+    assert placement is not None, "the partition cap counts a batch planned by event time"
+    tables = opened_tables(lookups)
+    pipeline = RowPipeline(task.writer.rows, r.topic, r.partition, tables, placement)
     keys: set[int] = set()
     for chunk in range_chunks(task):
         placed = pipeline.process(chunk).placed
         if placed is not None and len(placed.keys):
             keys.update(k for k in pc.unique(placed.keys).to_pylist() if k is not None)
-    return sorted(keys) if keys else [planned_key(task.placement)]
+    return sorted(keys) if keys else [planned_key(placement)]
 
 
 def apply_partition_cap(batch: Batch, counted: list[list[int]], cap: int, action: PartitionCapAction) -> Batch:

@@ -126,10 +126,6 @@ class Batch:
     snapshot: str = ""
 
     @property
-    def by_event_time(self) -> bool:
-        return bool(self.placement.get("column"))
-
-    @property
     def file_ranges(self) -> tuple[OffsetRange, ...]:
         """The ranges that become files: zero-length ranges only record a new partition's
         starting offset."""

@@ -56,6 +56,29 @@ class Partitioner(Protocol):
     def window(self, values: Mapping[str, str]) -> Window:
         """The time the partition covers; ValueError when its values name no time."""
 
+    @property
+    def granularity(self) -> "Granularity":
+        """How long a partition's window is (a Placement stores it)."""
+
+    @property
+    def zone(self) -> str:
+        """The IANA zone whose wall clock the partition values are."""
+
+    def in_zone(self, zone: str) -> "Partitioner":
+        """The same scheme in another zone ([hive] partition_timezone)."""
+
+    def wall_starts(self, times: pa.Array) -> pa.Array:
+        """Vectorised: each time's partition key (its partition's start, as wall-clock ms)."""
+
+    def values_of_key(self, key_ms: int) -> dict[str, str]:
+        """The partition values of a partition key."""
+
+    def key_of(self, values: Mapping[str, str]) -> int:
+        """The partition key of partition values (values_of_key's inverse)."""
+
+    def window_end_ms(self, key_ms: int) -> int:
+        """The end of a partition key's window, in ms since 1970 (UTC)."""
+
 
 class Granularity(StrEnum):
     HOUR = "hour"
@@ -191,7 +214,7 @@ class Placement:
     """Where one batch's rows go, fixed in its plan so that every attempt (a retry, a racing
     task, a resume after a crash) splits a range the same way and publishes the same files."""
 
-    partitioner: TimePartitioner
+    partitioner: Partitioner
     planned: dict[str, str]  # the planning-time partition: rejected rows, and the fallback
     column: str | None = None  # the event-time column; None: planning time
     on_missing: MissingEventTime = MissingEventTime.REJECT
@@ -208,18 +231,16 @@ class Placement:
     # the rejected table (set by etl.job.partition_cap before the plan is stored). None: no cap.
     last_key: int | None = None
 
-    @property
-    def by_event_time(self) -> bool:
-        return self.column is not None
-
     @classmethod
-    def of(cls, settings: PartitioningConfig, partitioner: TimePartitioner, planned_at: dt.datetime,
+    def of(cls, settings: PartitioningConfig, partitioner: Partitioner, planned_at: dt.datetime,
            late_before_ms: int | None) -> "Placement":
+        """The plan's Placement. The bounds on event times (late, future) exist only with an
+        event column: which write mode a plan has is etl.job.write_mode's to say."""
         zoned = partitioner.in_zone(settings.timezone)
-        future_after = future_bound_ms(planned_at, settings.max_future_seconds) if settings.by_event_time else None
+        timed = settings.event_column is not None
+        future_after = future_bound_ms(planned_at, settings.max_future_seconds) if timed else None
         return cls(zoned, zoned.values_for_plan(planned_at), settings.event_column, settings.on_missing_event_time,
-                   settings.late_data, late_before_ms if settings.by_event_time else None, future_after,
-                   settings.future_data)
+                   settings.late_data, late_before_ms if timed else None, future_after, settings.future_data)
 
     def to_json(self) -> dict:
         return {"granularity": str(self.partitioner.granularity), "zone": self.partitioner.zone,

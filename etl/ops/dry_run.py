@@ -12,6 +12,7 @@ read, except for an open batch whose files were all written.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 from etl.config import Config
 from etl.model.batch import Batch, OffsetRange, utc_now
@@ -20,11 +21,10 @@ from etl.model.partitioning import Placement
 from etl.model.planner import plan_ranges
 from etl.model.schema import load_table_schema
 from etl.job.positions import planning_positions
+from etl.job.write_mode import configured_mode, mode_of
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
 from etl.state.store import ZkStateStore
-
-EVENT_TIME_TARGET = "known only after reading: the rows' event times decide their partitions"
 
 
 def dry_run(config: Config) -> dict:
@@ -70,25 +70,17 @@ def _range(r: OffsetRange, latest: int) -> dict:
 
 def _new_target(config: Config, warehouse: Warehouse, now: dt.datetime) -> dict:
     partitioning = config.hive.partitioning
-    if partitioning.by_event_time:
-        return {"by_event_time": True, "partitions": None, "detail": EVENT_TIME_TARGET}
-    partitioner = load_table_schema(config.hive.schema_file, config.job.key_column).partitioner
-    values = Placement.of(partitioning, partitioner, now, None).planned
-    return {"by_event_time": False, "partitions": [_partition(warehouse, values)],
-            "detail": "the hour it is planned in: now"}
+
+    def planned() -> dict[str, str]:
+        partitioner = load_table_schema(config.hive.schema_file, config.job.key_column).partitioner
+        return Placement.of(partitioning, partitioner, now, None).planned
+    return configured_mode(partitioning).preview_plan(planned, functools.partial(_partition, warehouse))
 
 
 def _open_batch(batch: Batch, warehouse: Warehouse) -> dict:
     ranges = [{"topic": r.topic, "partition": r.partition, "from": r.start, "until": r.end, "records": r.size,
                "committed": r.expected} for r in batch.ranges]
-    if not batch.by_event_time:
-        target = {"by_event_time": False, "partitions": [_partition(warehouse, batch.partition_values)],
-                  "detail": "recorded in the batch's plan"}
-    elif batch.partitions is not None:
-        target = {"by_event_time": True, "detail": "recorded when the batch's files were written",
-                  "partitions": [_partition(warehouse, part["partition"]) for part in batch.partitions]}
-    else:
-        target = {"by_event_time": True, "partitions": None, "detail": EVENT_TIME_TARGET}
+    target = mode_of(batch).preview_batch(batch, functools.partial(_partition, warehouse))
     return {"batch_id": batch.batch_id, "kind": batch.kind.value, "state": batch.state.value,
             "planned_by": batch.planned_by, "ranges": ranges, "target": target}
 

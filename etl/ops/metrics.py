@@ -34,6 +34,7 @@ from etl.config import Config
 from etl.errors import EXIT_OK, EXIT_USAGE, EtlError
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase
 from etl.job.summary import BatchSummary
+from etl.job.write_mode import mode_of
 from etl.model.batch import Batch
 from etl.ops.metrics_publish import JOB_LABEL, publish
 from etl.ops.status import PartitionStatus
@@ -257,8 +258,7 @@ def written_files(config: Config, warehouse: Warehouse, batches: list[Batch]) ->
     count = size = 0
     for batch in batches:
         names = {r.file_name for r in batch.file_ranges}
-        parts = [p["partition"] for p in batch.partitions or ()] if batch.by_event_time else \
-            [batch.partition_values]
+        parts = mode_of(batch).main_partitions(batch)
         folders = [warehouse.main_dir(part) for part in parts] + [warehouse.rejected_dir(batch.partition_values)]
         for folder in folders:
             for info in fs.list_files(folder):

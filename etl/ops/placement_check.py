@@ -21,7 +21,8 @@ from etl.sink.manifest import RangeManifest
 def check_placement(config, fs: WarehouseFileSystem, inventory: Inventory,
                     manifests: list[RangeManifest]) -> list[Problem]:
     settings = config.hive.partitioning
-    if not manifests or not settings.by_event_time:
+    column = settings.event_column  # None by planning time: no row has a partition of its own
+    if not manifests or column is None:
         return []
     partitioner = load_table_schema(config.hive.schema_file, config.job.key_column).partitioner.in_zone(
         settings.timezone)
@@ -37,7 +38,7 @@ def check_placement(config, fs: WarehouseFileSystem, inventory: Inventory,
         if all(rows is None for rows in expected.values()):
             continue  # no manifest (planning time), or a stray part etl.ops.parts names
         with fs.open_read(path) as handle:  # INT96 as ms: nanoseconds (the default) end in 2262
-            table = pq.read_table(handle, columns=[settings.event_column, "kafka_offset"],
+            table = pq.read_table(handle, columns=[column, "kafka_offset"],
                                   coerce_int96_timestamp_unit="ms")
         offsets = table.column("kafka_offset")
         for r, rows in expected.items():
@@ -47,7 +48,7 @@ def check_placement(config, fs: WarehouseFileSystem, inventory: Inventory,
                 problems.append(Problem("part_rows_mismatch", path, f"holds {held} rows of offsets [{r.start}, "
                                         f"{r.end}), its manifest says {rows}",
                                         "move the file out of the warehouse and run `etl recover`"))
-        problems += _misplaced(entries[0], table, settings.event_column, partitioner)
+        problems += _misplaced(entries[0], table, column, partitioner)
         if len(problems) >= MAX_LISTED:
             break
     return problems

@@ -16,11 +16,13 @@ import contextlib
 import getpass
 import logging
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from etl.config import Config
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK
 from etl.job.assemble import assemble_job, writer_spec
 from etl.job.pending_reset import finish_pending_reset
+from etl.job.write_mode import mode_of
 from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.model.compaction import CompactionState
 from etl.model.events import AcceptedLoss, MovedAside
@@ -166,20 +168,28 @@ def _lost(span: Span) -> Problem:
                    "`etl recover --accept-loss`, after which `etl verify` accepts the gap")
 
 
+class _InventoryFiles:
+    """What the inventory found, as the write mode's range-done check asks it (etl.job.write_mode)."""
+
+    def __init__(self, inventory: Inventory):
+        self.manifests = inventory.manifests
+        self.present = {(f.partition_path, f.range.topic, f.range.partition, f.range.start, f.range.end)
+                        for f in inventory.files}
+
+    def has_file(self, values: Mapping[str, str], r: OffsetRange) -> bool:
+        return (partition_path(dict(values)), r.topic, r.partition, r.start, r.end) in self.present
+
+    def has_manifest(self, r: OffsetRange) -> bool:
+        return FileRange(r.topic, r.partition, r.start, r.end) in self.manifests
+
+
 def _missing_files(batch: Batch, inventory: Inventory) -> list:
-    if batch.by_event_time:  # a range is done once its manifest is published
-        return [r for r in batch.file_ranges
-                if FileRange(r.topic, r.partition, r.start, r.end) not in inventory.manifests]
-    present = {(f.partition_path, f.range.topic, f.range.partition, f.range.start, f.range.end)
-               for f in inventory.files}
-    where = partition_path(batch.partition_values)
-    return [r for r in batch.file_ranges if (where, r.topic, r.partition, r.start, r.end) not in present]
+    return mode_of(batch).missing(batch, _InventoryFiles(inventory))
 
 
 def _describe_open(batch: Batch, missing: list) -> list[str]:
     done = len(batch.file_ranges) - len(missing)
-    where = ("ranges planned by event time (done: its manifest is published)" if batch.by_event_time else
-             f"files planned in Hive partition {partition_path(batch.partition_values)}")
+    where = mode_of(batch).describe_ranges(batch)
     return [f"batch {batch.batch_id} is open in state {batch.state.value}: {STATE_WORDS[batch.state]}.",
             f"  planned {batch.planned_at} by {batch.planned_by}",
             f"  {len(batch.file_ranges)} {where}: {done} in place, {len(missing)} missing"]
@@ -191,8 +201,7 @@ def _open_batch_actions(batch: Batch, missing: list) -> list[str]:
         actions.append(f"rewrite {len(missing)} missing files of batch {batch.batch_id} from Kafka, exactly their "
                        f"recorded ranges")
     if batch.state in (BatchState.PLANNED, BatchState.WRITTEN):
-        actions.append("register the Hive partitions the batch touched" if batch.by_event_time else
-                       f"register Hive partition {partition_path(batch.partition_values)}")
+        actions.append(mode_of(batch).registration(batch))
     actions.append(f"commit the offsets of batch {batch.batch_id} ({len(batch.ranges)} partitions)")
     return actions
 

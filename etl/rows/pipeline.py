@@ -57,7 +57,7 @@ class RowPipeline:
     def __init__(self, spec: RowSpec, topic: str, partition: int, lookups: Mapping[str, pa.Table] | None = None,
                  placement: Placement | None = None):
         self._spec, self._topic, self._partition = spec, topic, partition
-        self._placement = placement if placement is not None and placement.by_event_time else None
+        self._placement = placement  # given by the event-time task only (etl.job.event_task)
         self.schema = arrow_schema(spec.schema)
         self.rejected_schema = rejected_arrow_schema()
         self._lookups = lookups or {}

@@ -6,11 +6,13 @@ success_markers = true, a partition gets its marker when both hold:
      wall clock (UTC);
   2. every batch that touched it is COMMITTED.
 
-The window. The table's Partitioner (etl.model.partitioning) fixes a batch's Hive partition
-when the batch is planned, and gives each partition's time window. Today's one scheme is
-planning time: dt and hour of the planning time by the driver's clock, UTC, so that
-dt=2026-11-21/hour=10 receives the batches planned in [10:00, 11:00) UTC and its window
-closes at 11:00.
+The window. The table's Partitioner (etl.model.partitioning) gives each partition's time
+window. By planning time it also fixes a batch's Hive partition when the batch is planned: dt
+and hour of the planning time by the driver's clock, so that dt=2026-11-21/hour=10 receives the
+batches planned in [10:00, 11:00) and its window closes at 11:00 (the cutoff is the driver's
+clock: clock_cutoff). By event time a row goes to the partition of its own event time, and a
+window is closed by the event-time watermark instead (watermark_cutoff). Which of the two a
+job uses, and so which methods here it calls, is etl.job.write_mode's to say.
 
 Why that suffices. Batches are planned one at a time under the job lock, each only once the
 one before is COMMITTED, and only a batch planned inside a window writes into it. Once the
@@ -123,14 +125,14 @@ class SuccessMarkers:
         self.settings: SuccessMarkerConfig = config.hive.success_markers
         self.config, self.store, self.fs, self.warehouse, self.clock = config, store, fs, warehouse, clock
         self.partitioner = partitioner
-        self.by_event_time = config.hive.partitioning.by_event_time
         self.idle_seconds = config.hive.partitioning.idle_partition_seconds
         self.max_future_seconds = config.hive.partitioning.max_future_seconds
 
     def late_before_ms(self) -> int | None:
-        """For a new plan by event time: partitions whose window ends at or before this are due
-        their marker (the watermark less the delay), so their rows are late. None: none is."""
-        if not (self.settings.enabled and self.by_event_time):
+        """For a new plan by event time (etl.job.write_mode asks only then): partitions whose
+        window ends at or before this are due their marker (the watermark less the delay), so
+        their rows are late. None: none is."""
+        if not self.settings.enabled:
             return None
         mark = self._watermark(report=True)
         return None if mark is None else mark - int(self.settings.delay_seconds * 1000)
@@ -145,17 +147,23 @@ class SuccessMarkers:
                             _utc_text(offset.max_event_ms), self.max_future_seconds)
         return watermark(committed, now, self.idle_seconds, self.max_future_seconds)
 
-    def on_plan(self, batch: Batch) -> Batch:
-        """The new batch, carrying the ledger forward with its own partition; a partition already
-        marked is late data: written all the same, and recorded. By event time the partitions are
-        known only once the files are written (on_written)."""
+    def _newest_ledger(self) -> Ledger:
+        newest = self.store.last_batch()  # COMMITTED: a batch is planned only when none is open
+        return Ledger.of(newest[0] if newest else None)
+
+    def carry(self, batch: Batch) -> Batch:
+        """A new batch by event time, carrying the ledger forward: its partitions are known only
+        once the files are written (on_written)."""
         if not self.settings.enabled:
             return batch
-        newest = self.store.last_batch()  # COMMITTED: a batch is planned only when none is open
-        ledger = Ledger.of(newest[0] if newest else None)
-        if batch.by_event_time:
-            return replace(batch, extra={**batch.extra, LEDGER_KEY: ledger.to_json()})
-        ledger = ledger.adding(batch.partition_values, self.partitioner)
+        return replace(batch, extra={**batch.extra, LEDGER_KEY: self._newest_ledger().to_json()})
+
+    def on_plan(self, batch: Batch) -> Batch:
+        """A new batch by planning time, carrying the ledger forward with its own partition; a
+        partition already marked is late data: written all the same, and recorded."""
+        if not self.settings.enabled:
+            return batch
+        ledger = self._newest_ledger().adding(batch.partition_values, self.partitioner)
         if self.fs.exists(posixpath.join(self.warehouse.main_dir(batch.partition_values), MARKER_NAME)):
             ledger = ledger.with_late(self._report_late(batch))
         return replace(batch, extra={**batch.extra, LEDGER_KEY: ledger.to_json()})
@@ -186,9 +194,10 @@ class SuccessMarkers:
         return {"batch_id": batch.batch_id, "partition": where, "planned_at": batch.planned_at,
                 "planned_by": batch.planned_by}
 
-    def write_due(self) -> list[str]:
-        """Mark every listed partition whose window closed, plus the delay, then drop them from
-        the ledger. Returns the partitions marked. Only while no batch is open: the driver calls
+    def write_due(self, cutoff: Callable[[], dt.datetime | None]) -> list[str]:
+        """Mark every listed partition whose window closed by `cutoff()` (clock_cutoff or
+        watermark_cutoff; None: none has), then drop them from the ledger. Returns the
+        partitions marked. Only while no batch is open: the driver calls
         it after a commit and when there is nothing new, and an open batch may still add files
         to any listed partition (a late plan), so then it does nothing."""
         if not self.settings.enabled:
@@ -198,7 +207,7 @@ class SuccessMarkers:
             return []
         batch, version = newest
         ledger = Ledger.of(batch)
-        due = self._due(ledger)
+        due = self._due(ledger, cutoff)
         for key in due:
             self._mark(dict(key))
         if due:
@@ -207,15 +216,23 @@ class SuccessMarkers:
                      ", ".join(partition_path(dict(k)) for k in due))
         return [partition_path(dict(k)) for k in due]
 
-    def _due(self, ledger: Ledger) -> list[PartitionKey]:
-        cutoff = self.clock() - dt.timedelta(seconds=self.settings.delay_seconds)
-        if self.by_event_time:
-            mark = self._watermark()
-            if mark is None:
-                return []
-            cutoff = dt.datetime.fromtimestamp(mark / 1000, dt.timezone.utc) - \
-                dt.timedelta(seconds=self.settings.delay_seconds)
-        return [k for k in ledger.unmarked if window_of(self.partitioner, dict(k)).end <= cutoff]
+    def clock_cutoff(self) -> dt.datetime:
+        """By planning time: a window is closed once the driver's clock, less the delay, is past it."""
+        return self.clock() - dt.timedelta(seconds=self.settings.delay_seconds)
+
+    def watermark_cutoff(self) -> dt.datetime | None:
+        """By event time: once the watermark, less the delay, is past it; None before any event
+        time is committed."""
+        mark = self._watermark()
+        if mark is None:
+            return None
+        return dt.datetime.fromtimestamp(mark / 1000, dt.timezone.utc) - dt.timedelta(seconds=self.settings.delay_seconds)
+
+    def _due(self, ledger: Ledger, cutoff: Callable[[], dt.datetime | None]) -> list[PartitionKey]:
+        closed_by = cutoff()
+        if closed_by is None:
+            return []
+        return [k for k in ledger.unmarked if window_of(self.partitioner, dict(k)).end <= closed_by]
 
     def _mark(self, values: dict[str, str]) -> None:
         rejected = self.warehouse.rejected_dir(values)

@@ -196,6 +196,6 @@ def _event_time(batch: Batch, r: OffsetRange, found: CommittedOffset | None) -> 
     new = batch.event_high.get(f"{r.topic}:{r.partition}")
     if new is not None:
         high = new if high is None else max(high, new)
-    if r.size > 0 and batch.by_event_time:
+    if r.size > 0 and batch.placement.get("column"):  # planned by event time: its Placement has the column
         active = utc_now_iso()
     return high, active

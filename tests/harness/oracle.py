@@ -61,6 +61,7 @@ def check_exactly_once(read_table: Callable[[str, str], Counter], config: Path |
     """The full oracle after a fault was recovered from. Raises AssertionError naming every
     problem found; returns a short report when all holds."""
     from etl.config import load_config
+    from etl.job.write_mode import EVENT_TIME, configured_mode
     cfg = load_config(config)
     db, table = cfg.hive.database, cfg.hive.table
     main, rejected = read_table(db, table), read_table(db, f"{table}_rejected")
@@ -81,7 +82,7 @@ def check_exactly_once(read_table: Callable[[str, str], Counter], config: Path |
     ends = ends_of(expected)
     problems += file_problems(warehouse_dir, db, table, ends=ends)
     placing = cfg.hive.partitioning
-    if placing.by_event_time:  # every row in the partition of its own event time
+    if configured_mode(placing) is EVENT_TIME:  # every row in the partition of its own event time
         problems += misplaced_rows(table_root(warehouse_dir, db, table), placing.event_column, placing.timezone)[:10]
     state = job_state(config)
     if state.open_state:
@@ -114,11 +115,12 @@ def check_interim(read_table: Callable[[str, str], Counter] | None, config: Path
     """What must hold at ANY moment, even right after a SIGKILL: no offset twice in Hive, no
     overlapping files, committed offsets covered by files (and visible in Hive)."""
     from etl.config import load_config
+    from etl.job.write_mode import EVENT_TIME, configured_mode
     cfg = load_config(config)
     db, table = cfg.hive.database, cfg.hive.table
     state = job_state(config)
     problems = file_problems(warehouse_dir, db, table, committed=state.committed,
-                             by_event_time=cfg.hive.partitioning.by_event_time)
+                             by_event_time=configured_mode(cfg.hive.partitioning) is EVENT_TIME)
     visible_uncommitted = None
     if read_table is not None:
         both = read_table(db, table) + read_table(db, f"{table}_rejected")

@@ -9,6 +9,7 @@ import pytest
 
 from etl.config import LateData, MissingEventTime, PartitioningConfig, PartitionSource, load_config
 from etl.errors import ConfigError
+from etl.job.write_mode import PLANNING_TIME, configured_mode
 from etl.model.partitioning import Granularity, Placement, TimePartitioner
 from etl.rows.placement import place, planned_key
 from etl.sink.markers import watermark
@@ -122,4 +123,4 @@ def test_partitioning_keys_parse_into_typed_settings(tmp_path, request):
     settings = config.hive.partitioning
     assert (settings.source, settings.column, settings.event_column, settings.timezone) == (
         PartitionSource.COLUMN, "ts", "ts", "Europe/Madrid")
-    assert load_config(write(tmp_path, text)).hive.partitioning.by_event_time is False
+    assert configured_mode(load_config(write(tmp_path, text)).hive.partitioning) is PLANNING_TIME

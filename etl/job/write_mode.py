@@ -1,0 +1,263 @@
+"""The write mode: planning time or event time, one object each, chosen in one place.
+
+  planning time: every row of a batch in the Hive partition of the moment it was planned; one
+    file per range, in that partition. A range is done once its file is in that folder.
+  event time: each row in the partition of its own event time (etl.rows.placement); a file per
+    range in every partition it touches, then the range's manifest (etl.sink.manifest). A range
+    is done once its manifest is published.
+
+A batch's mode is its plan's: a stored Placement with an event column is event time
+(mode_of). A new plan's is the config's, [hive] partition_by (configured_mode); a batch planned
+before partition_by changed is finished in its own mode.
+
+What the two modes differ in is here and nowhere else: the task an executor runs, the
+range-done check (the driver's, and `etl recover`'s over its inventory), the folders a batch's
+temp files are swept from, the partitions it registers, what WRITTEN records, the marker
+bookkeeping (etl.sink.markers), the partition cap, and how `etl run --dry-run`, `etl recover`
+and the run metrics name the partitions.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import posixpath
+from typing import Callable, Mapping, Protocol
+
+from etl.config import HiveConfig, PartitioningConfig, PartitionSource
+from etl.job.event_record import event_time_record
+from etl.job.event_task import run_event_range_task
+from etl.job.partition_cap import apply_partition_cap
+from etl.job.range_task import RangeResult
+from etl.job.tasks import run_range_task
+from etl.hive.registrar import HiveRegistrar
+from etl.model.batch import Batch, OffsetRange
+from etl.model.naming import partition_path, partition_values
+from etl.model.partitioning import Placement
+from etl.sink.fs import WarehouseFileSystem
+from etl.sink.manifest import manifest_path
+from etl.sink.markers import SuccessMarkers
+from etl.sink.warehouse import Warehouse
+
+# `etl run --dry-run` and its JSON name the mode by this key (tests and operators read it).
+DRY_RUN_KEY = "by_event_time"
+EVENT_TIME_TARGET = "known only after reading: the rows' event times decide their partitions"
+
+RangeTaskFunction = Callable[..., RangeResult]  # (task: RangeTask, lookups=...) on an executor
+Shown = Callable[[dict[str, str] | str], dict]  # a partition as `etl run --dry-run` shows it
+
+
+class FilesSeen(Protocol):
+    """What the warehouse holds, as the driver (its filesystem) or `etl recover` (its inventory)
+    sees it."""
+
+    def has_file(self, values: Mapping[str, str], r: OffsetRange) -> bool:
+        """Whether the main table's partition `values` holds the range's file."""
+
+    def has_manifest(self, r: OffsetRange) -> bool:
+        """Whether the range's manifest is published."""
+
+
+class WarehouseFiles:
+    """FilesSeen through the filesystem; a folder is listed once."""
+
+    def __init__(self, fs: WarehouseFileSystem, warehouse: Warehouse):
+        self.fs, self.warehouse = fs, warehouse
+        self._listed: dict[str, set[str]] = {}
+
+    def has_file(self, values: Mapping[str, str], r: OffsetRange) -> bool:
+        folder = self.warehouse.main_dir(dict(values))
+        if folder not in self._listed:
+            self._listed[folder] = set(self.fs.list_dir(folder))
+        return r.file_name in self._listed[folder]
+
+    def has_manifest(self, r: OffsetRange) -> bool:
+        return self.fs.exists(manifest_path(self.warehouse.table_root, r.topic, r.partition, r.start, r.end))
+
+
+class WriteMode(Protocol):
+    run_task: RangeTaskFunction  # what each Spark task runs for one of the batch's ranges
+
+    def placement(self, batch: Batch) -> Placement | None:
+        """What the tasks place rows with."""
+
+    def stored_placement(self, placement: Placement) -> dict:
+        """What a new plan stores of its Placement."""
+
+    def late_before_ms(self, markers: SuccessMarkers) -> int | None:
+        """For a new plan: partitions whose window ends at or before this are late."""
+
+    def on_plan(self, markers: SuccessMarkers, batch: Batch) -> Batch:
+        """The new batch with the markers' ledger carried forward."""
+
+    def marker_cutoff(self, markers: SuccessMarkers) -> Callable[[], dt.datetime | None]:
+        """What closes a partition's window, for the markers."""
+
+    def missing(self, batch: Batch, seen: FilesSeen) -> list[OffsetRange]:
+        """The batch's ranges that are not done."""
+
+    def missing_where(self, warehouse: Warehouse, batch: Batch) -> str:
+        """How the missing ranges are missing, in words."""
+
+    def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
+        """The new plan's files that are already published (never planned: refused)."""
+
+    def sweep_folders(self, warehouse: Warehouse, batch: Batch, results: list[RangeResult]) -> list[str]:
+        """Beyond the batch's planning-time folders: where its tasks left temp files."""
+
+    def register(self, registrar: HiveRegistrar, batch: Batch) -> None:
+        """Every Hive partition the batch touched."""
+
+    def written(self, batch: Batch, results: list[RangeResult], markers: SuccessMarkers, hive: HiveConfig) -> dict:
+        """What the WRITTEN header records beyond the counts."""
+
+    def capped(self, batch: Batch, hive: HiveConfig, count: Callable[[], list[list[int]]]) -> Batch:
+        """The batch under [hive] max_partitions_per_batch; `count`: each range's partition keys."""
+
+    def main_partitions(self, batch: Batch) -> list[dict[str, str] | str]:
+        """The main table's partitions the batch wrote into (once WRITTEN)."""
+
+    def describe_ranges(self, batch: Batch) -> str:
+        """The batch's ranges, for `etl recover`."""
+
+    def registration(self, batch: Batch) -> str:
+        """The registration still to do, for `etl recover`."""
+
+    def preview_plan(self, planned: Callable[[], dict[str, str]], shown: Shown) -> dict:
+        """`etl run --dry-run`'s target of a new plan; `planned()`: its planning-time partition."""
+
+    def preview_batch(self, batch: Batch, shown: Shown) -> dict:
+        """`etl run --dry-run`'s target of an open batch."""
+
+
+class PlanningTimeMode:
+    run_task: RangeTaskFunction = staticmethod(run_range_task)
+
+    def placement(self, batch: Batch) -> Placement | None:
+        return None  # the tasks write into their folder, and place nothing
+
+    def stored_placement(self, placement: Placement) -> dict:
+        return {}
+
+    def late_before_ms(self, markers: SuccessMarkers) -> int | None:
+        return None
+
+    def on_plan(self, markers: SuccessMarkers, batch: Batch) -> Batch:
+        return markers.on_plan(batch)
+
+    def marker_cutoff(self, markers: SuccessMarkers) -> Callable[[], dt.datetime | None]:
+        return markers.clock_cutoff
+
+    def missing(self, batch: Batch, seen: FilesSeen) -> list[OffsetRange]:
+        return [r for r in batch.file_ranges if not seen.has_file(batch.partition_values, r)]
+
+    def missing_where(self, warehouse: Warehouse, batch: Batch) -> str:
+        return f"are missing in {warehouse.main_dir(batch.partition_values)}"
+
+    def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
+        return [r.file_name for r in batch.file_ranges if seen.has_file(batch.partition_values, r)]
+
+    def sweep_folders(self, warehouse: Warehouse, batch: Batch, results: list[RangeResult]) -> list[str]:
+        return []
+
+    def register(self, registrar: HiveRegistrar, batch: Batch) -> None:
+        registrar.add_partition(batch.partition_values, with_rejected=bool(batch.rejected))
+
+    def written(self, batch: Batch, results: list[RangeResult], markers: SuccessMarkers, hive: HiveConfig) -> dict:
+        return {}
+
+    def capped(self, batch: Batch, hive: HiveConfig, count: Callable[[], list[list[int]]]) -> Batch:
+        return batch  # one partition per batch: nothing to cap
+
+    def main_partitions(self, batch: Batch) -> list[dict[str, str] | str]:
+        return [batch.partition_values]
+
+    def describe_ranges(self, batch: Batch) -> str:
+        return f"files planned in Hive partition {partition_path(batch.partition_values)}"
+
+    def registration(self, batch: Batch) -> str:
+        return f"register Hive partition {partition_path(batch.partition_values)}"
+
+    def preview_plan(self, planned: Callable[[], dict[str, str]], shown: Shown) -> dict:
+        return {DRY_RUN_KEY: False, "partitions": [shown(planned())], "detail": "the hour it is planned in: now"}
+
+    def preview_batch(self, batch: Batch, shown: Shown) -> dict:
+        return {DRY_RUN_KEY: False, "partitions": [shown(batch.partition_values)],
+                "detail": "recorded in the batch's plan"}
+
+
+class EventTimeMode:
+    run_task: RangeTaskFunction = staticmethod(run_event_range_task)
+
+    def placement(self, batch: Batch) -> Placement | None:
+        return Placement.from_json(batch.placement)
+
+    def stored_placement(self, placement: Placement) -> dict:
+        return placement.to_json()
+
+    def late_before_ms(self, markers: SuccessMarkers) -> int | None:
+        return markers.late_before_ms()
+
+    def on_plan(self, markers: SuccessMarkers, batch: Batch) -> Batch:
+        return markers.carry(batch)
+
+    def marker_cutoff(self, markers: SuccessMarkers) -> Callable[[], dt.datetime | None]:
+        return markers.watermark_cutoff
+
+    def missing(self, batch: Batch, seen: FilesSeen) -> list[OffsetRange]:
+        return [r for r in batch.file_ranges if not seen.has_manifest(r)]  # done once its manifest is published
+
+    def missing_where(self, warehouse: Warehouse, batch: Batch) -> str:
+        return "have no manifest"
+
+    def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
+        return PLANNING_TIME.clashes(batch, seen) + [r.file_name for r in batch.file_ranges if seen.has_manifest(r)]
+
+    def sweep_folders(self, warehouse: Warehouse, batch: Batch, results: list[RangeResult]) -> list[str]:
+        parts = sorted({warehouse.main_dir(part.partition) for r in results for part in r.parts})
+        manifests = sorted({posixpath.dirname(manifest_path(warehouse.table_root, r.topic, r.partition, r.start, r.end))
+                            for r in batch.file_ranges})
+        return parts + manifests
+
+    def register(self, registrar: HiveRegistrar, batch: Batch) -> None:
+        touched = [partition_values(part["partition"]) for part in batch.partitions or ()]
+        registrar.add_partitions(touched, [batch.partition_values] if batch.rejected else [])
+
+    def written(self, batch: Batch, results: list[RangeResult], markers: SuccessMarkers, hive: HiveConfig) -> dict:
+        return event_time_record(batch, results, markers, hive)
+
+    def capped(self, batch: Batch, hive: HiveConfig, count: Callable[[], list[list[int]]]) -> Batch:
+        """The ranges are read and placed once, nothing written (etl.job.partition_cap)."""
+        if hive.max_partitions_per_batch is None:
+            return batch
+        return apply_partition_cap(batch, count(), hive.max_partitions_per_batch, hive.on_too_many_partitions)
+
+    def main_partitions(self, batch: Batch) -> list[dict[str, str] | str]:
+        return [part["partition"] for part in batch.partitions or ()]
+
+    def describe_ranges(self, batch: Batch) -> str:
+        return "ranges planned by event time (done: its manifest is published)"
+
+    def registration(self, batch: Batch) -> str:
+        return "register the Hive partitions the batch touched"
+
+    def preview_plan(self, planned: Callable[[], dict[str, str]], shown: Shown) -> dict:
+        return {DRY_RUN_KEY: True, "partitions": None, "detail": EVENT_TIME_TARGET}
+
+    def preview_batch(self, batch: Batch, shown: Shown) -> dict:
+        if batch.partitions is None:
+            return self.preview_plan(lambda: batch.partition_values, shown)
+        return {DRY_RUN_KEY: True, "detail": "recorded when the batch's files were written",
+                "partitions": [shown(part["partition"]) for part in batch.partitions]}
+
+
+PLANNING_TIME = PlanningTimeMode()
+EVENT_TIME = EventTimeMode()
+
+
+def mode_of(batch: Batch) -> WriteMode:
+    """The mode a batch was planned in: its stored Placement names an event column, or not."""
+    return EVENT_TIME if batch.placement.get("column") else PLANNING_TIME
+
+
+def configured_mode(settings: PartitioningConfig) -> WriteMode:
+    """The mode a new plan gets: [hive] partition_by."""
+    return PLANNING_TIME if settings.source is PartitionSource.PLANNING_TIME else EVENT_TIME

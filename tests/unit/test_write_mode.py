@@ -1,0 +1,70 @@
+"""The write-mode seam (etl.job.write_mode): which mode a batch and a config have, and the one
+range-done check that the driver and `etl recover` share."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Mapping
+
+from etl.config import PartitioningConfig, PartitionSource
+from etl.job.write_mode import EVENT_TIME, PLANNING_TIME, configured_mode, mode_of
+from etl.model.batch import Batch, BatchState, OffsetRange
+from etl.model.partitioning import Placement, TimePartitioner
+
+PLANNED_AT = dt.datetime(2026, 11, 21, 10, 30, tzinfo=dt.timezone.utc)
+DONE, OPEN, EMPTY = OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 0, 10, None), OffsetRange("t", 2, 5, 5, 5)
+
+
+class SeenFiles:
+    """An in-memory FilesSeen: the files in each main-table partition, and the manifests."""
+
+    def __init__(self, files: dict[str, set[OffsetRange]], manifests: set[OffsetRange]):
+        self.files, self.manifests = files, manifests
+
+    def has_file(self, values: Mapping[str, str], r: OffsetRange) -> bool:
+        return r in self.files.get("/".join(f"{k}={v}" for k, v in values.items()), set())
+
+    def has_manifest(self, r: OffsetRange) -> bool:
+        return r in self.manifests
+
+
+def batch(settings: PartitioningConfig) -> Batch:
+    placement = Placement.of(settings, TimePartitioner(), PLANNED_AT, None)
+    return Batch(1, BatchState.PLANNED, PLANNED_AT.isoformat(), placement.planned, (DONE, OPEN, EMPTY),
+                 placement=configured_mode(settings).stored_placement(placement))
+
+
+PLANNING = PartitioningConfig()
+BY_COLUMN = PartitioningConfig(source=PartitionSource.COLUMN, column="ts")
+BY_KAFKA_TIME = PartitioningConfig(source=PartitionSource.KAFKA_TIMESTAMP)
+
+
+def test_the_mode_is_the_configs_for_a_new_plan_and_the_plans_for_a_batch():
+    assert configured_mode(PLANNING) is PLANNING_TIME
+    assert configured_mode(BY_COLUMN) is EVENT_TIME and configured_mode(BY_KAFKA_TIME) is EVENT_TIME
+    assert mode_of(batch(PLANNING)) is PLANNING_TIME and batch(PLANNING).placement == {}
+    assert mode_of(batch(BY_COLUMN)) is EVENT_TIME and mode_of(batch(BY_KAFKA_TIME)) is EVENT_TIME
+    assert EVENT_TIME.placement(batch(BY_COLUMN)) == Placement.from_json(batch(BY_COLUMN).placement)
+    assert PLANNING_TIME.placement(batch(PLANNING)) is None
+
+
+def test_by_planning_time_a_range_is_done_once_its_file_is_in_the_planned_partition():
+    seen = SeenFiles({"dt=2026-11-21/hour=10": {DONE}, "dt=2026-11-21/hour=11": {OPEN}}, manifests={OPEN})
+    assert PLANNING_TIME.missing(batch(PLANNING), seen) == [OPEN]  # a zero-length range is no file
+    assert PLANNING_TIME.clashes(batch(PLANNING), seen) == [DONE.file_name]
+
+
+def test_by_event_time_a_range_is_done_once_its_manifest_is_published():
+    seen = SeenFiles({"dt=2026-11-21/hour=10": {OPEN}}, manifests={DONE})
+    assert EVENT_TIME.missing(batch(BY_COLUMN), seen) == [OPEN]
+    assert EVENT_TIME.clashes(batch(BY_COLUMN), seen) == [OPEN.file_name, DONE.file_name]
+
+
+def test_the_dry_run_names_the_mode_by_the_key_its_json_always_had():
+    def shown(values):
+        return {"partition": values if isinstance(values, str) else "/".join(f"{k}={v}" for k, v in values.items())}
+    planned = {"dt": "2026-11-21", "hour": "10"}
+    assert PLANNING_TIME.preview_plan(lambda: planned, shown) == {
+        "by_event_time": False, "partitions": [{"partition": "dt=2026-11-21/hour=10"}],
+        "detail": "the hour it is planned in: now"}
+    assert EVENT_TIME.preview_plan(lambda: planned, shown)["by_event_time"] is True
+    assert EVENT_TIME.preview_batch(batch(BY_COLUMN), shown)["partitions"] is None
