@@ -1,6 +1,7 @@
 """Random SIGKILLs of `etl run`, and what each kill interrupted."""
 from __future__ import annotations
 
+import os
 import random
 import re
 import signal
@@ -22,6 +23,26 @@ SPARK_STARTED = "Spark session started"  # etl.hive.spark
 _COMMITTED_LINE = re.compile(r"batch \d+ \((?:new|resumed)\) COMMITTED")
 START_ANCHOR, BATCH_ANCHOR = "process start", "first batch line"
 _BATCH_LINE = re.compile(r"batch \d+ PLANNED|resuming batch \d+|batch \d+ \((?:new|resumed)\) COMMITTED")
+
+
+@dataclass(frozen=True)
+class CampaignSeed:
+    """A campaign's seed: its fixed CI seed, or another from its environment variable. Every
+    campaign prints it (str()), so that a failure names the seed that replays it."""
+    value: int
+    variable: str
+    from_env: bool
+
+    def __str__(self) -> str:
+        where = f"from {self.variable}" if self.from_env else f"the CI seed; {self.variable}=<n> draws another"
+        return f"seed {self.value} ({where}; {self.variable}={self.value} replays it)"
+
+
+def campaign_seed(variable: str, ci_seed: int) -> CampaignSeed:
+    """The seed of one campaign: `variable` when set in the environment, else `ci_seed`, so
+    that CI runs the same campaign every time."""
+    raw = os.environ.get(variable, "").strip()
+    return CampaignSeed(int(raw) if raw else ci_seed, variable, bool(raw))
 
 
 def classify(stderr: str, before: JobState, after: JobState, tasks_started: bool) -> str:

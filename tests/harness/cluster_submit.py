@@ -8,6 +8,9 @@ the executors run ./environment/bin/python. Neither has pyspark in the archive: 
 puts $SPARK_HOME/python/lib/pyspark.zip on their PYTHONPATH, as a cluster's Spark does. The
 probe is a sitecustomize.py on the PYTHONPATH: every Python process that starts writes which
 interpreter it is, its working folder and where `etl` and `pyspark` come from.
+
+`spark_submit` is the one builder of spark-submit lines: the standalone and YARN tests and the
+bench's cluster shape (tests/perf/cluster_shape.py) all take theirs from it.
 """
 from __future__ import annotations
 
@@ -17,7 +20,9 @@ import subprocess
 import sys
 import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, Sequence
 
 import pyspark
 
@@ -69,29 +74,62 @@ def read_probes(folder: Path) -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted(folder.glob("python-*.json"))]
 
 
-def submit_env(driver_python: Path, probes: Path) -> dict[str, str]:
-    """spark-submit's environment: the edge node's python for the driver, the archive's for the
-    executors, the probe on the PYTHONPATH, every address on 127.0.0.1 (else Spark binds the
-    driver to the machine's first non-loopback address)."""
+@dataclass(frozen=True)
+class SparkSubmit:
+    """One spark-submit of scripts/run_etl.py: its command line and the environment to run it in."""
+    command: list[str]
+    env: dict[str, str]
+
+
+def spark_submit(master: str, config: Path, *, archive: Path | None, driver_python: Path | None = None,
+                 deploy_mode: Literal["client", "cluster"] | None = None, probes: Path | None = None,
+                 conf: Sequence[str] = (), files: Sequence[Path] = (), args: Sequence[str] = (),
+                 hadoop_conf_dir: Path | None = None, quiet_driver: bool = True) -> SparkSubmit:
+    """The spark-submit line of docs/cluster.md, the one builder of the cluster tests and the bench.
+
+    `archive`: the packed environment, shipped with --archives; the executors (and in cluster
+    mode the driver) run its ./environment/bin/python. None: a local run where the job is
+    installed, everything on `driver_python`. Client mode (no `deploy_mode`, or "client"): the
+    driver runs `driver_python` here, logging warnings and errors only with the log4j2 config
+    of the etl package it imports (`quiet_driver`). Cluster mode: the driver runs in YARN's
+    ApplicationMaster and reads the INI (and `files`) by bare name from its working folder.
+    `probes`: the probe's folder, on every Python process's PYTHONPATH. `conf`: extra --conf
+    KEY=VALUE; `args`: after --config. Every address is 127.0.0.1 (else Spark binds the driver
+    to the machine's first non-loopback address), and nothing of this repository is on a path.
+    """
+    in_cluster = deploy_mode == "cluster"
+    assert in_cluster or driver_python is not None, "client mode: the driver needs the edge node's python"
+    python = "./environment/bin/python" if archive is not None else str(driver_python)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "ETL_FAULT_"))
            and k not in ("PYTHONPATH", "VIRTUAL_ENV", "SPARK_HOME", "SPARK_CONF_DIR")}
-    env.update(SPARK_HOME=str(SPARK_HOME), PYSPARK_DRIVER_PYTHON=str(driver_python),
-               PYSPARK_PYTHON="./environment/bin/python", PYTHONPATH=str(probes), SPARK_LOCAL_IP="127.0.0.1")
-    return env
+    env.update(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1")
+    if hadoop_conf_dir is not None:
+        env["HADOOP_CONF_DIR"] = str(hadoop_conf_dir)
+    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master]
+    command += ["--deploy-mode", deploy_mode] if deploy_mode else []
+    settings = [f"spark.executorEnv.PYTHONPATH={probes}"] if probes is not None else []
+    if in_cluster:
+        settings.append(f"spark.pyspark.python={python}")
+        settings += [f"spark.yarn.appMasterEnv.PYTHONPATH={probes}"] if probes is not None else []
+        command += ["--files", ",".join(str(f) for f in (config, *files))]
+        config_arg = config.name  # the bare name: --files put it in the driver's working folder
+    else:
+        env.update(PYSPARK_DRIVER_PYTHON=str(driver_python), PYSPARK_PYTHON=python)
+        env.update({"PYTHONPATH": str(probes)} if probes is not None else {})
+        command += ["--driver-java-options", f"-Dlog4j2.configurationFile={driver_log4j2(driver_python)}"] \
+            if quiet_driver else []
+        config_arg = str(config)
+    command += ["--archives", f"{archive}#environment"] if archive is not None else []
+    command += [arg for setting in (*settings, *conf) for arg in ("--conf", setting)]
+    command += [str(REPO / "scripts" / "run_etl.py"), "--config", config_arg, *args]
+    return SparkSubmit(command, env)
 
 
-def submit_command(master: str, config: Path, archive: Path, driver_python: Path, probes: Path,
-                   *conf: str) -> list[str]:
-    """The client-mode spark-submit line of docs/cluster.md; `conf`: extra --conf KEY=VALUE."""
-    # The driver JVM logs warnings and errors only, with the config the archive's etl package carries.
-    log4j2 = driver_python.parent.parent / "lib" / "python3.11" / "site-packages" / "etl" / "hive" / DRIVER_LOG4J2.name
-    assert log4j2.is_file(), f"{log4j2}: the packed etl package lacks its log4j2 config"
-    extra = [arg for setting in conf for arg in ("--conf", setting)]
-    return [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master,
-            "--driver-java-options", f"-Dlog4j2.configurationFile={log4j2}",
-            "--archives", f"{archive}#environment",
-            "--conf", f"spark.executorEnv.PYTHONPATH={probes}", *extra,
-            str(REPO / "scripts" / "run_etl.py"), "--config", str(config)]
+def driver_log4j2(driver_python: Path) -> Path:
+    """The driver JVM's log4j2 config that the etl package imported by `driver_python` carries."""
+    found = sorted(driver_python.parent.parent.glob(f"lib/python3.*/site-packages/etl/hive/{DRIVER_LOG4J2.name}"))
+    assert found, f"{driver_python}: its etl package lacks its log4j2 config {DRIVER_LOG4J2.name}"
+    return found[0]
 
 
 def check_executors_loaded_the_archive(probes: list[dict], driver_python: Path, work_root: Path) -> list[dict]:

@@ -38,6 +38,9 @@ DB = "etl_test"
 DAY = "2026-11-20"
 LOGICAL_DATE = f"{DAY}T11:10:00+00:00"  # waits for hour 10's marker
 
+# Requested by getfixturevalue below, per case: tests/conftest.py runs this module with the cluster tests.
+DYNAMIC_FIXTURES = ("spark_standalone", "yarn")
+
 # DAG.test() without a logical date, as a run triggered through the API or by an asset has none.
 # argv: dag_id, run_after, retries of etl_run. Retries come at once (the DAG's five minutes apart
 # are no part of the rule under test), and the sensor pokes once: the run writes the marker

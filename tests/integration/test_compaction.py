@@ -26,7 +26,9 @@ def records(count: int, start: int = 0) -> list[bytes]:
 
 
 def compaction_config(write_config, topic: str, **compaction):
+    # ZooKeeper's shortest session (as the crash tests): a SIGKILLed command's lock goes in 4 s, not 10
     return write_config(kafka={"topics": topic}, job={"max_records_per_partition": "6"},
+                        zookeeper={"session_timeout_seconds": "4"},
                         compaction={"min_files": "2", "keep_superseded_minutes": "0", **compaction})
 
 

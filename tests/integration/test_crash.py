@@ -28,7 +28,7 @@ import pytest
 from etl.config import load_config
 from etl.errors import EXIT_RETRYABLE
 from tests.harness import kafka
-from tests.harness.campaign import kill_campaign
+from tests.harness.campaign import campaign_seed, kill_campaign
 from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
 from tests.harness.etl_process import EtlProcess, Finished, run_etl
@@ -205,9 +205,9 @@ def test_the_oracle_catches_a_duplicate_a_loss_and_a_temp_file(
 @pytest.mark.slow
 def test_random_sigkills_then_completion_is_exactly_once(
         spark, zk, new_topic, produce, write_config, hive_table_name, warehouse_dir):
-    seed = int(os.environ.get("ETL_CRASH_SEED", "20261121"))
+    seed = campaign_seed("ETL_CRASH_SEED", 20261121)
     kills = int(os.environ.get("ETL_CRASH_KILLS", "6"))  # with the HDFS campaign's 3: 9 a run
-    report(f"random kills: seed {seed} (replay with ETL_CRASH_SEED={seed}), {kills} kills (ETL_CRASH_KILLS)")
+    report(f"random kills: {seed}, {kills} kills (ETL_CRASH_KILLS)")
     topic = new_topic(partitions=4)
     source = DataSource(topic, 4, produce)
     source.produce(150)
@@ -218,7 +218,7 @@ def test_random_sigkills_then_completion_is_exactly_once(
     assert baseline.stdout.count("COMMITTED") == 3, baseline.stdout
     report(f"baseline run: {baseline.seconds:.1f}s for 3 batches")
 
-    campaign = kill_campaign(config, zk, source, warehouse_dir, kills=kills, seed=seed,
+    campaign = kill_campaign(config, zk, source, warehouse_dir, kills=kills, seed=seed.value,
                                baseline_seconds=baseline.seconds, read_table=hive_reader(spark),
                                min_backlog=150 * 4, max_backlog=300 * 4, log=report)
     report(campaign.summary())

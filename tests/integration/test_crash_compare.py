@@ -17,6 +17,7 @@ import os
 
 import pytest
 
+from tests.harness.campaign import campaign_seed
 from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
 from tests.harness.oracle import check_exactly_once, hive_reader
@@ -50,8 +51,8 @@ def peer_table(spark, hive_table_name):
 def test_our_job_is_exactly_once_through_every_reader_and_the_peer_through_its_log(
         spark, zk, stack, new_topic, produce, write_config, warehouse_dir, peer_table, tmp_path, say):
     kills = int(os.environ.get("ETL_PEER_CRASH_KILLS", "2"))
-    seed = int(os.environ.get("ETL_PEER_CRASH_SEED", "20261126"))
-    say(f"seed {seed} (ETL_PEER_CRASH_SEED), {kills} kills per job (ETL_PEER_CRASH_KILLS)")
+    seed = campaign_seed("ETL_PEER_CRASH_SEED", 20261126)
+    say(f"{seed}, {kills} kills per job (ETL_PEER_CRASH_KILLS)")
     topics = {"ours": new_topic(partitions=4), "peer": new_topic(partitions=4)}
     config = write_config(kafka={"topics": topics["ours"]},
                           job={"max_records_per_partition": str(TEST_SCALE.batch_rows)}, zookeeper={"session_timeout_seconds": "4"},
@@ -60,7 +61,7 @@ def test_our_job_is_exactly_once_through_every_reader_and_the_peer_through_its_l
     peer = PeerJob(stack.kafka_bootstrap, topics["peer"], tmp_path / "peer", peer_table, stack.metastore_uri)
     sources = {ours.name: DataSource(topics["ours"], 4, produce), peer.name: DataSource(topics["peer"], 4, produce)}
 
-    ours_run, peer_run = run_both(ours, peer, sources.__getitem__, spark, kills=kills, seed=seed,
+    ours_run, peer_run = run_both(ours, peer, sources.__getitem__, spark, kills=kills, seed=seed.value,
                                   scale=TEST_SCALE, log=say)
     for line in render([ours_run, peer_run]).splitlines():
         say(line)

@@ -6,7 +6,7 @@ at every state, must still end exactly once: after recovery every produced offse
 `<table>` + `<table>_rejected` once, each range's files together hold exactly its offsets, every
 row sits in the partition of its own event time, and `etl verify --deep` exits 0.
 
-Replay the random test with ETL_CRASH_SEED=<seed>; scale it with ETL_EVENT_CRASH_KILLS=<n>.
+Replay the random test with ETL_EVENT_CRASH_SEED=<seed>; scale it with ETL_EVENT_CRASH_KILLS=<n>.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import signal
 
 import pytest
 
-from tests.harness.campaign import kill_campaign
+from tests.harness.campaign import campaign_seed, kill_campaign
 from tests.harness.data import DataSource, spread_event
 from tests.harness.etl_process import run_etl
 from tests.harness.oracle import check_exactly_once, check_interim, hive_reader
@@ -67,16 +67,16 @@ def test_sigkill_between_the_renames_of_one_range_and_at_every_state_is_exactly_
 @pytest.mark.slow
 def test_random_sigkills_with_event_time_partitioning_are_exactly_once(
         spark, zk, new_topic, produce, write_config, hive_table_name, warehouse_dir):
-    seed = int(os.environ.get("ETL_CRASH_SEED", "20261124"))
+    seed = campaign_seed("ETL_EVENT_CRASH_SEED", 20261124)
     kills = int(os.environ.get("ETL_EVENT_CRASH_KILLS", "3"))
-    report(f"random kills, event time: seed {seed}, {kills} kills (ETL_EVENT_CRASH_KILLS)")
+    report(f"random kills, event time: {seed}, {kills} kills (ETL_EVENT_CRASH_KILLS)")
     topic = new_topic(partitions=3)
     source = DataSource(topic, 3, produce, make_event=spread_event)
     source.produce(150)
     config = crash_config(write_config, topic, job={"max_records_per_partition": "50"}, hive=EVENT_TIME)
     baseline = run_etl(config)
     assert baseline.returncode == 0, baseline.describe()
-    campaign = kill_campaign(config, zk, source, warehouse_dir, kills=kills, seed=seed,
+    campaign = kill_campaign(config, zk, source, warehouse_dir, kills=kills, seed=seed.value,
                              baseline_seconds=baseline.seconds, read_table=hive_reader(spark),
                              min_backlog=150 * 3, max_backlog=300 * 3, log=report)
     report(campaign.summary())

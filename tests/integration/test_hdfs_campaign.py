@@ -6,14 +6,14 @@ local copy of the table's files and through Hive (hdfs:// locations); at the end
 run and the exactly-once oracle.
 
 ETL_HDFS_CRASH_KILLS sets the number of kills (3 in CI, to keep the suite's time), and
-ETL_CRASH_SEED the seed (replay a failure with the seed it printed).
+ETL_HDFS_CRASH_SEED the seed (replay a failure with the seed it printed).
 """
 from __future__ import annotations
 
 import os
 import shutil
 
-from tests.harness.campaign import kill_campaign
+from tests.harness.campaign import campaign_seed, kill_campaign
 from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
 from tests.harness.etl_process import run_etl
@@ -25,9 +25,9 @@ from tests.harness.state import job_state
 
 def test_random_sigkills_on_an_hdfs_warehouse_then_completion_is_exactly_once(
         spark, zk, hdfs, new_topic, produce, write_config, tmp_path):
-    seed = int(os.environ.get("ETL_CRASH_SEED", "20261125"))
+    seed = campaign_seed("ETL_HDFS_CRASH_SEED", 20261125)
     kills = int(os.environ.get("ETL_HDFS_CRASH_KILLS", "3"))
-    print(f"[hdfs-campaign] seed {seed} (ETL_CRASH_SEED), {kills} kills (ETL_HDFS_CRASH_KILLS)")
+    print(f"[hdfs-campaign] {seed}, {kills} kills (ETL_HDFS_CRASH_KILLS)")
     topic = new_topic(partitions=4)
     source = DataSource(topic, 4, produce)
     source.produce(150)
@@ -44,7 +44,7 @@ def test_random_sigkills_on_an_hdfs_warehouse_then_completion_is_exactly_once(
 
     baseline = run_etl(config)  # a normal run (3 batches of 50 per partition) sets the delay range
     assert baseline.returncode == 0, baseline.describe()
-    campaign = kill_campaign(config, zk, source, fresh_copy, kills=kills, seed=seed,
+    campaign = kill_campaign(config, zk, source, fresh_copy, kills=kills, seed=seed.value,
                              baseline_seconds=baseline.seconds, read_table=hive_reader(spark),
                              min_backlog=150 * 4, max_backlog=300 * 4, log=print)
     print(f"[hdfs-campaign] {campaign.summary()}")

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.harness.campaign import kill_campaign
+from tests.harness.campaign import campaign_seed, kill_campaign
 from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
 from tests.harness.etl_process import ETL, EtlProcess, run_etl
@@ -161,8 +161,9 @@ def test_schema_suggest_prints_the_columns_the_latest_schema_adds(schema_registr
 @pytest.mark.slow
 def test_random_sigkills_with_the_avro_decoder_then_completion_is_exactly_once(
         spark, zk, schema_registry, new_topic, produce, write_config, warehouse_dir, events_ddl):
-    seed = int(os.environ.get("ETL_AVRO_CRASH_SEED", "20261124"))
+    seed = campaign_seed("ETL_AVRO_CRASH_SEED", 20261124)
     kills = int(os.environ.get("ETL_AVRO_CRASH_KILLS", "3"))  # the JSON campaigns kill 12 more (9 + 3 by event time)
+    print(f"[avro-campaign] {seed}, {kills} kills (ETL_AVRO_CRASH_KILLS)", flush=True)
     topic = new_topic(partitions=3)
     encode = AvroProducerCodec(registry_client(schema_registry.url), AVRO_V1, topic)
     source = DataSource(topic, 3, produce, make_event=lambda i: encode(avro_record(i)))
@@ -173,7 +174,7 @@ def test_random_sigkills_with_the_avro_decoder_then_completion_is_exactly_once(
     baseline = run_etl(config)
     assert baseline.returncode == 0, baseline.describe()
 
-    campaign = kill_campaign(config, zk, source, warehouse_dir, kills=kills, seed=seed,
+    campaign = kill_campaign(config, zk, source, warehouse_dir, kills=kills, seed=seed.value,
                              baseline_seconds=baseline.seconds, read_table=hive_reader(spark),
                              min_backlog=120 * 3, max_backlog=240 * 3)
     assert len(campaign.kills) == kills

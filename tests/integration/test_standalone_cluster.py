@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.cluster_submit import (check_executors_loaded_the_archive, probe_dir, read_probes,
-                                          submit_command, submit_env)
+from tests.harness.cluster_submit import check_executors_loaded_the_archive, probe_dir, read_probes, spark_submit
 from tests.harness.data import events_by_partition
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader
 
@@ -38,9 +37,9 @@ def app_ids(cluster) -> set[str]:
 def submit(cluster, config: Path, archive: Path, driver_python: Path, probes: Path, cwd: Path, *conf: str):
     """Start the client-mode spark-submit in a session of its own, its output in cwd."""
     cwd.mkdir()
+    line = spark_submit(cluster.url, config, archive=archive, driver_python=driver_python, probes=probes, conf=conf)
     with open(cwd / "stdout", "wb") as out, open(cwd / "stderr", "wb") as err:
-        return subprocess.Popen(submit_command(cluster.url, config, archive, driver_python, probes, *conf),
-                                env=submit_env(driver_python, probes), cwd=cwd, stdout=out, stderr=err,
+        return subprocess.Popen(line.command, env=line.env, cwd=cwd, stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
 
 

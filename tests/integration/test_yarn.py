@@ -31,10 +31,10 @@ import pytest
 
 from etl.config import load_config
 from etl.state.store import ZkStateStore
-from tests.harness.cluster_submit import PROBE, SPARK_HOME, read_probes
+from tests.harness.cluster_submit import SPARK_HOME, probe_dir, read_probes, spark_submit
 from tests.harness.data import events_by_partition
 from tests.harness.oracle import expected_offsets, table_offsets
-from tests.harness.paths import EVENTS_SCHEMA, REPO
+from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.yarn import YARN_CLI, PrivateYarn, container_pids, kill_container
 
 pytestmark = pytest.mark.slow
@@ -87,29 +87,13 @@ def submit(yarn: PrivateYarn, mode: str, config: Path, archive: Path, probes: Pa
     container with the archive's python, and reads the INI (and what it names) from `files`.
     `wait_for`, if given, is called with the running process (to kill a container mid-batch)."""
     tag = uuid.uuid4().hex[:12]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "ETL_FAULT_"))
-           and k not in ("PYTHONPATH", "VIRTUAL_ENV", "SPARK_HOME", "SPARK_CONF_DIR")}
-    env.update(SPARK_HOME=str(SPARK_HOME), HADOOP_CONF_DIR=str(yarn.conf_dir), SPARK_LOCAL_IP="127.0.0.1")
-    settings = [*SMALL, f"spark.yarn.tags={tag}", f"spark.executorEnv.PYTHONPATH={probes}", *conf]
+    settings = [*SMALL, f"spark.yarn.tags={tag}", *conf]
     if not any(s.startswith("spark.yarn.maxAppAttempts=") for s in conf):
         settings.append("spark.yarn.maxAppAttempts=1")
-    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", "yarn", "--deploy-mode", mode,
-               "--archives", f"{archive}#environment"]
-    if mode == "client":
-        assert driver_python is not None
-        env.update(PYSPARK_DRIVER_PYTHON=str(driver_python), PYSPARK_PYTHON="./environment/bin/python",
-                   PYTHONPATH=str(probes))
-        log4j2 = next(driver_python.parent.parent.glob("lib/python3.*/site-packages/etl/hive/log4j2-driver*"))
-        command += ["--driver-java-options", f"-Dlog4j2.configurationFile={log4j2}"]
-        config_arg = str(config)
-    else:
-        settings += ["spark.pyspark.python=./environment/bin/python", f"spark.yarn.appMasterEnv.PYTHONPATH={probes}"]
-        command += ["--files", ",".join(str(f) for f in (config, *files))]
-        config_arg = config.name  # the bare name: --files put it in the driver's working folder
-    command += [arg for setting in settings for arg in ("--conf", setting)]
-    command += [str(REPO / "scripts" / "run_etl.py"), "--config", config_arg, *args]
+    line = spark_submit("yarn", config, archive=archive, driver_python=driver_python, deploy_mode=mode,
+                        probes=probes, conf=settings, files=files, args=args, hadoop_conf_dir=yarn.conf_dir)
     started = time.monotonic()
-    proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(line.command, env=line.env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
         if wait_for is not None:
@@ -119,16 +103,13 @@ def submit(yarn: PrivateYarn, mode: str, config: Path, archive: Path, probes: Pa
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    result = subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+    result = subprocess.CompletedProcess(line.command, proc.returncode, stdout, stderr)
     return Submission(yarn, result, tag, time.monotonic() - started)
 
 
 @pytest.fixture
 def probes(tmp_path) -> Path:
-    folder = tmp_path / "probe"
-    folder.mkdir()
-    (folder / "sitecustomize.py").write_text(PROBE)
-    return folder
+    return probe_dir(tmp_path)
 
 
 @pytest.fixture

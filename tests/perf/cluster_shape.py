@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.harness.cluster_submit import SPARK_HOME, pack_env, unpack
+from tests.harness.cluster_submit import SPARK_HOME, SparkSubmit, pack_env, spark_submit, unpack
 from tests.harness.paths import REPO
 from tests.perf.common import say, summarize
 from tests.perf.context import BenchRun
@@ -77,31 +77,17 @@ class Submitter:
         self.archive, self.driver_python, self.clusters, self.event_log = archive, driver_python, clusters, event_log
         event_log.mkdir(parents=True, exist_ok=True)
 
-    def command(self, manager: str, ini: Path) -> tuple[list[str], dict[str, str]]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")
-               and k not in ("PYTHONPATH", "VIRTUAL_ENV", "SPARK_HOME", "SPARK_CONF_DIR")}
-        env.update(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON="./environment/bin/python")
+    def command(self, manager: str, ini: Path) -> SparkSubmit:
+        """local[2] runs as a scheduler's local run does, where the job is installed (the edge
+        node's python, no archive); the clusters get the archive, YARN in either deploy mode."""
         settings = [*EXECUTORS, *EVENT_LOG, f"spark.eventLog.dir=file://{self.event_log}"]
-        master, config_arg, extra = {"local": "local[2]", "standalone": self.clusters.spark_master}.get(manager, "yarn"), \
-            str(ini), []
-        if manager.startswith("yarn"):
-            env["HADOOP_CONF_DIR"] = str(self.clusters.yarn_conf_dir)
-            settings += YARN_SETTINGS
-            extra = ["--deploy-mode", manager.removeprefix("yarn-")]
-        if manager == "yarn-cluster":
-            settings.append("spark.pyspark.python=./environment/bin/python")
-            extra += ["--files", str(ini)]
-            config_arg = ini.name  # --files puts it in the driver's working folder
-        else:
-            env["PYSPARK_DRIVER_PYTHON"] = str(self.driver_python)
-        if manager == "local":
-            env["PYSPARK_PYTHON"] = str(self.driver_python)
-        if manager != "local":  # local[2] runs where the job is installed, as a scheduler's local run does
-            extra += ["--archives", f"{self.archive}#environment"]
-        command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master, *extra,
-                   *[arg for setting in settings for arg in ("--conf", setting)],
-                   str(REPO / "scripts" / "run_etl.py"), "--config", config_arg, "--json"]
-        return command, env
+        yarn = manager.startswith("yarn")
+        master = {"local": "local[2]", "standalone": self.clusters.spark_master}.get(manager, "yarn")
+        return spark_submit(master, ini, archive=None if manager == "local" else self.archive,
+                            driver_python=self.driver_python,
+                            deploy_mode="cluster" if manager == "yarn-cluster" else "client" if yarn else None,
+                            conf=[*settings, *(YARN_SETTINGS if yarn else ())], args=("--json",),
+                            hadoop_conf_dir=self.clusters.yarn_conf_dir if yarn else None, quiet_driver=False)
 
 
 def cluster_shape(run: BenchRun) -> None:
@@ -171,13 +157,13 @@ def _median(entry: dict, column: str) -> float:
 
 def submit(submitter: Submitter, manager: str, ini: Path) -> tuple[subprocess.CompletedProcess, dict]:
     """One spark-submit; its output (the driver's, from YARN's logs in cluster mode) and where its time went."""
-    command, env = submitter.command(manager, ini)
+    line = submitter.command(manager, ini)
     before = set(submitter.event_log.iterdir())
     started = time.time()
-    done = subprocess.run(command, env=env, cwd=ini.parent, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(line.command, env=line.env, cwd=ini.parent, capture_output=True, text=True, timeout=900)
     ended = time.time()
     if manager == "yarn-cluster":
-        done = subprocess.CompletedProcess(command, done.returncode, _driver_stdout(submitter, done), done.stderr)
+        done = subprocess.CompletedProcess(line.command, done.returncode, _driver_stdout(submitter, done), done.stderr)
     [log] = [p for p in set(submitter.event_log.iterdir()) - before if not p.name.endswith(".inprogress")] or [None]
     phases = _phases(log, started, ended) if log else {}
     return done, phases

@@ -1,0 +1,31 @@
+"""The whole suite's order: the modules whose tests start one of the session's own clusters run
+last, each group together, so that those daemons are not started by the first test that needs
+them and then left idle (memory, heartbeats on 2 cores) while the rest of the suite runs.
+
+Session fixtures live until the session ends: the YARN over its private HDFS and the standalone
+cluster (test_airflow_dag.py, test_standalone_cluster.py, test_yarn.py) start, then the KDC with
+its kerberized HDFS and metastore (test_kerberos*.py) start last and idle never. A module moves
+as a whole (its module-scoped fixtures are set up once) and the order inside a group is
+collection order. A run that selects none of them is not reordered.
+"""
+from __future__ import annotations
+
+import pytest
+
+# Session fixtures that start clusters of the session's own, by the group they run in (1 first).
+CLUSTER_GROUPS = {"yarn": 1, "spark_standalone": 1, "kdc": 2}
+
+
+def _group(item: pytest.Item) -> int:
+    """The item's group: its fixtures', and those its module requests by getfixturevalue (which
+    the module names in DYNAMIC_FIXTURES, as pytest cannot see them before the test runs)."""
+    names = [*getattr(item, "fixturenames", ()), *getattr(getattr(item, "module", None), "DYNAMIC_FIXTURES", ())]
+    return max((CLUSTER_GROUPS.get(name, 0) for name in names), default=0)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    by_module: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        by_module[module] = max(by_module.get(module, 0), _group(item))
+    items.sort(key=lambda item: by_module[item.nodeid.split("::", 1)[0]])  # stable: collection order within
