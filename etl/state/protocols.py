@@ -8,9 +8,10 @@
 - CompactionPart: compactions under way and where compacted partitions live
   (etl.state.compaction_records).
 
-ZkStateStore (etl.state.store), composed of those parts, implements all five; tests/harness/memory_store.py does too, and one contract suite
-(tests/unit/test_store_contract.py, run against ZooKeeper by tests/integration/test_store_contract.py)
-keeps the two alike.
+ZkStateStore (etl.state.store), composed of those parts, implements all five;
+tests/harness/memory_store.py does too, and one contract suite (tests/harness/store_contract.py,
+run on memory by tests/unit/test_store_contract_memory.py and on ZooKeeper by
+tests/integration/test_store_contract_zookeeper.py) keeps the two alike.
 
 How one fenced transaction spans parts: the parts are views of one store, not stores of their
 own, so a write that changes several of them is still ONE ZooKeeper multi, which either applies

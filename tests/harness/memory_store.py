@@ -16,8 +16,9 @@ It does not model: the 1 MB request limit and the chunks that keep under it, zno
 checksums, ACLs, the layout before snapshots and its migration, connection loss and retries.
 Tests of those stay on ZooKeeper (tests/integration/test_zk_*.py).
 
-tests/unit/test_store_contract.py holds the behaviour both stores must show; it runs against
-ZooKeeper too (tests/integration/test_store_contract.py), so that this fake cannot drift.
+tests/harness/store_contract.py holds the behaviour both stores must show; it runs on this store
+(tests/unit/test_store_contract_memory.py) and on ZooKeeper
+(tests/integration/test_store_contract_zookeeper.py), so that this fake cannot drift.
 """
 from __future__ import annotations
 

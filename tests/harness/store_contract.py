@@ -3,8 +3,8 @@ once and run against each store, so that the in-memory one (tests.harness.memory
 drift from ZooKeeper's.
 
 A test class inherits StoreContract and gives it the fixture `stores` (a Stores): the memory
-store in tests/unit/test_store_contract.py, ZooKeeper, each test on a fresh root, in
-tests/integration/test_store_contract.py.
+store in tests/unit/test_store_contract_memory.py, ZooKeeper, each test on a fresh root, in
+tests/integration/test_store_contract_zookeeper.py.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The state store's contract (tests.harness.store_contract) on ZooKeeper, each test on a fresh
-root; the same tests run on the in-memory store in tests/unit/test_store_contract.py."""
+root; the same tests run on the in-memory store in tests/unit/test_store_contract_memory.py."""
 import time
 
 import pytest

@@ -1,5 +1,5 @@
 """The state store's contract (tests.harness.store_contract) on the in-memory store; the same
-tests run on ZooKeeper in tests/integration/test_store_contract.py."""
+tests run on ZooKeeper in tests/integration/test_store_contract_zookeeper.py."""
 import pytest
 
 from tests.harness.memory_store import MemoryState, MemoryStore
