@@ -8,10 +8,10 @@ from __future__ import annotations
 from etl.model import identity
 from etl.model.planner import PartitionPosition
 from etl.source.kafka import KafkaMetadata
-from etl.state.store import ZkStateStore
+from etl.state.protocols import OffsetPart
 
 
-def planning_positions(store: ZkStateStore, kafka: KafkaMetadata,
+def planning_positions(store: OffsetPart, kafka: KafkaMetadata,
                        topics: tuple[str, ...]) -> tuple[list[PartitionPosition], dict[str, str | None]]:
     """The positions of `topics`' partitions, and the topic ids the broker reports now."""
     partitions = kafka.partitions(topics)

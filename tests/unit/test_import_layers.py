@@ -28,6 +28,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(rooms) for rooms in (
     {"hive"},
     {"compaction"},
     {"job"},
+    {"context"},
     {"ops"},
     {"cli", "examples"},
     {"__main__"},

@@ -1,30 +1,29 @@
-"""One `etl run`: take the lock, build what the job needs once, run batches, release.
+"""`etl run`: take the lock, run batches, release. A command: everything it uses is built once by
+its context (etl.context.job.JobContext), the Job, the batch state machine, included.
 
-The Kafka clients are built here, once: the metadata client, and the mirror of the committed
-offsets to the job's consumer group (etl.source.group_mirror), which the store calls after each
-commit. A run first mirrors every committed offset of the topics it reads, which corrects a
+The store mirrors the committed offsets to the job's consumer group (etl.source.group_mirror)
+after each commit. A run first mirrors every committed offset of the topics it reads, which corrects a
 mirror that failed before and keeps a quiet partition's offset from expiring in the group; a
 `--loop` run does so again, when caught up, every MIRROR_REFRESH_SECONDS."""
 from __future__ import annotations
 
-import contextlib
+import datetime as dt
 import logging
 import time
 from dataclasses import asdict
 from typing import Callable
 
-from etl.compaction.run import compact
+from etl.compaction.run import compact, compactor_of
 from etl.config import Config
+from etl.context.job import JobContext
 from etl.errors import EXIT_OK, LockHeld
-from etl.job.assemble import assemble_job, writer_spec
 from etl.job.driver import Job
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job.pending_reset import finish_pending_reset
+from etl.model.batch import utc_now
 from etl.rows.decoders.startup import check_writer_schemas
-from etl.sink.fs import filesystem_for
 from etl.source.group_mirror import OffsetMirror
-from etl.source.kafka import KafkaMetadata
-from etl.state.store import ZkStateStore
+from etl.state.protocols import OffsetPart
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +35,15 @@ MIRROR_REFRESH_SECONDS = 3600.0
 
 
 def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batches: int | None = None,
-            observer: JobObserver = NO_OBSERVER, emit: Emit | None = None) -> int:
-    """Raises LockHeld, having done nothing, when another run holds the job's lock."""
-    spec = writer_spec(config)  # a schema error stops the run before it touches anything
-    _check_producers_schemas(config, spec)  # so does a column that cannot hold its field
-    with contextlib.closing(OffsetMirror(config.kafka, on_failure=observer.consumer_group_commit_failed)) as mirror, \
-            ZkStateStore(config.zookeeper, config.job.name, config.retry, offsets_moved=mirror.commit) as store:
+            observer: JobObserver = NO_OBSERVER, emit: Emit | None = None,
+            clock: Callable[[], dt.datetime] = utc_now) -> int:
+    """Raises LockHeld, having done nothing, when another run holds the job's lock. `clock`: the
+    run's one clock, which plans batches, closes markers' windows and finishes compactions."""
+    with JobContext(config, clock, moves_offsets=True, runs_batches=True, observer=observer) as context:
+        context.spec  # a schema error stops the run before it touches anything
+        _check_producers_schemas(context)  # so does a column that cannot hold its field
+        context.mirror  # opened before the store, which calls it after each commit
+        store = context.store
         with timed(observer, Phase.SETUP):
             holder = store.take_lock()
         if holder is not None:
@@ -50,50 +52,43 @@ def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batc
                            f"changes. If that run died, its lock disappears when its ZooKeeper session expires "
                            f"(at most {config.zookeeper.session_timeout_seconds:g}s after it died); then run again.")
         try:
-            _run_locked(config, store, mirror, spec, loop, interval, max_batches, observer, emit)
+            _run_locked(context, loop, interval, max_batches, emit)
         finally:
             with timed(observer, Phase.CLEANUP):
                 store.release_lock()
     return EXIT_OK
 
 
-def _check_producers_schemas(config: Config, spec) -> None:
+def _check_producers_schemas(context: JobContext) -> None:
     """Avro and Protobuf: each column against its field in the writer schema producers use now
     (etl.rows.decoders.startup). With topics_regex, the topics are the ones it matches now."""
+    config = context.config
     if not config.job.decoder.reads_writer_schemas:
         return
-    topics = config.kafka.topics
-    if config.kafka.topics_regex is not None:
-        kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
-        try:
-            topics = kafka.job_topics().loaded
-        finally:
-            kafka.close()
-    check_writer_schemas(spec.decoder, topics, f"{config.path}: [hive] schema {config.hive.schema_file}")
+    topics = config.kafka.topics if config.kafka.topics_regex is None else context.kafka.job_topics().loaded
+    check_writer_schemas(context.spec.decoder, topics, f"{config.path}: [hive] schema {config.hive.schema_file}")
 
 
-def _run_locked(config, store, mirror, spec, loop, interval, max_batches, observer, emit) -> None:
-    finish_pending_reset(store, filesystem_for(config.warehouse), log.warning)  # a reset that died half-way
+def _run_locked(context: JobContext, loop: bool, interval: float, max_batches: int | None, emit: Emit | None) -> None:
+    store, observer = context.store, context.observer
+    finish_pending_reset(store, context.fs, log.warning)  # a reset that died half-way
     with timed(observer, Phase.SETUP):
-        kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+        kafka = context.kafka
+        topics = kafka.job_topics().loaded
+        kafka.partitions(topics)  # a missing topic fails before Spark starts
+        mirror_committed(store, context.mirror, topics)
+    job = context.job()
+    refresh = _MirrorRefresh(lambda: mirror_committed(store, context.mirror, kafka.job_topics().loaded))
     try:
-        with timed(observer, Phase.SETUP):
-            topics = kafka.job_topics().loaded
-            kafka.partitions(topics)  # a missing topic fails before Spark starts
-            mirror_committed(store, mirror, topics)
-        job = assemble_job(config, store, kafka, spec, observer)
-        refresh = _MirrorRefresh(lambda: mirror_committed(store, mirror, kafka.job_topics().loaded))
-        try:
-            job.compactor().finish_pending()  # before any batch: a batch writes where Hive reads
-            _run_batches(job, loop, interval, max_batches, config.compaction.after_run, emit, observer, refresh)
-        except Exception:
-            job.spark.settle_after_failure()  # Spark's running tasks end before the JVM does
-            raise
-    finally:
-        kafka.close()
+        compactor_of(context).finish_pending()  # before any batch: a batch writes where Hive reads
+        _run_batches(job, loop, interval, max_batches, emit, observer, refresh,
+                     compact=(lambda: _compact(context, emit)) if context.config.compaction.after_run else None)
+    except Exception:
+        context.spark.settle_after_failure()  # Spark's running tasks end before the JVM does
+        raise
 
 
-def mirror_committed(store: ZkStateStore, mirror: OffsetMirror, topics: tuple[str, ...]) -> None:
+def mirror_committed(store: OffsetPart, mirror: OffsetMirror, topics: tuple[str, ...]) -> None:
     """Mirror the committed offset of every partition of `topics` (the ones the job reads now:
     with topics_regex, a topic it no longer matches keeps its last mirrored offsets until Kafka
     expires them)."""
@@ -113,9 +108,10 @@ class _MirrorRefresh:
             self.last = time.monotonic()
 
 
-def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None, compact_after: bool,
-                 emit: Emit | None, observer: JobObserver = NO_OBSERVER,
-                 refresh_mirror: Callable[[], None] = lambda: None) -> None:
+def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None, emit: Emit | None,
+                 observer: JobObserver = NO_OBSERVER, refresh_mirror: Callable[[], None] = lambda: None,
+                 compact: Callable[[], None] | None = None) -> None:
+    """`compact`: [compaction] after_run's step, when caught up and at the end (None: off)."""
     done = 0
     while max_batches is None or done < max_batches:
         summary = job.run_once()
@@ -127,20 +123,20 @@ def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None,
         elif emit is not None and done == 0:
             emit({"event": "nothing_to_do", "job": job.config.job.name})
         caught_up = summary is None or not (summary.resumed or summary.reached_cap)
-        if caught_up and compact_after:
-            _compact(job, emit)
+        if caught_up and compact is not None:
+            compact()
         if caught_up and not loop:
             return
         if caught_up:
             refresh_mirror()
             time.sleep(interval)
-    if compact_after:
-        _compact(job, emit)
+    if compact is not None:
+        compact()
 
 
-def _compact(job: Job, emit: Emit | None) -> None:
+def _compact(context: JobContext, emit: Emit | None) -> None:
     """[compaction] after_run: the batches are committed, so none is open."""
-    report = compact(job)
+    report = compact(context)
     if report.planned or report.waiting:
         log.info("compaction: %s", report.render())
         _say(emit, report.render(), {"event": "compaction", **report.to_json()})
