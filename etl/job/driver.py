@@ -223,7 +223,8 @@ class Job:
                      loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
         if loaded is None and self.config.dimensions and self._missing_files(batch):
             with timed(self.observer, Phase.DIMENSIONS):
-                batch, version, loaded = pins.resumed(batch, version, self.config, self.dimensions, self.store)
+                batch, version, loaded = pins.resumed(batch, version, self.config, self.dimensions, self.store,
+                                                        self.clock)
         if batch.file_ranges:
             self._ensure_tables()  # Spark runs the tasks: started (and timed) before them
         with timed(self.observer, Phase.TASKS):
