@@ -17,22 +17,27 @@ from etl.model.partitioning import Partitioner
 from etl.model.schema import load_table_schema
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.warehouse import Warehouse
+from etl.state.paths import ZkPaths
+from etl.state.protocols import StateStore
 from etl.state.store import OffsetsMoved, ZkStateStore
 
 
 class CommandContext:
     """`clock`: the one clock of the command (tests freeze it); `create_nodes`: False for the
     commands that only read, so that they create none of the job's znodes; `retry`: another
-    retry policy than [retry]'s (the run's metrics try once)."""
+    retry policy than [retry]'s (the run's metrics try once). `store` and `fs`, when handed in
+    (the unit tests: tests/harness/memory_store.py and a local folder), are used instead of
+    ZooKeeper and the configured warehouse, and left open: their owner closes them."""
 
     def __init__(self, config: Config, clock: Callable[[], dt.datetime] = utc_now, create_nodes: bool = True,
-                 retry: RetryConfig | None = None):
+                 retry: RetryConfig | None = None, store: StateStore | None = None,
+                 fs: WarehouseFileSystem | None = None):
         self.config, self.clock = config, clock
         self._create_nodes = create_nodes
         self._retry = config.retry if retry is None else retry
         self._opened = contextlib.ExitStack()
-        self._store: ZkStateStore | None = None
-        self._fs: WarehouseFileSystem | None = None
+        self._store: StateStore | None = store
+        self._fs: WarehouseFileSystem | None = fs
         self._warehouse: Warehouse | None = None
         self._partitioner: Partitioner | None = None
         self._spark: SparkStarter | None = None
@@ -48,15 +53,22 @@ class CommandContext:
         self._opened.close()
 
     @property
-    def store(self) -> ZkStateStore:
+    def store(self) -> StateStore:
         """The job's state in ZooKeeper, connected on first use."""
         if self._store is None:
+            # what the store calls (a mirror) is built first, so it closes after the store
             store = ZkStateStore(self.config.zookeeper, self.config.job.name, self._retry,
                                  offsets_moved=self._offsets_moved())
             store.connect(self._create_nodes)
             self._opened.callback(store.close)
             self._store = store
         return self._store
+
+    def job_started(self) -> bool:
+        """Whether the job's state exists yet: a command that creates none of its nodes
+        (create_nodes=False) reads nothing before its first command created them."""
+        store = self.store
+        return store.has_job_nodes() if isinstance(store, ZkStateStore) else True
 
     def _offsets_moved(self) -> OffsetsMoved | None:
         """What the store calls after a transaction that moved offsets: nothing here
@@ -103,8 +115,8 @@ class CommandContext:
     def registrar(self) -> HiveRegistrar:
         """Start Spark and the Hive client, and create or evolve the tables, as a run does: once."""
         if self._registrar is None:
-            registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse,
-                                      owner=self.store.paths.job)
+            owner = ZkPaths(self.config.zookeeper.root, self.config.job.name).job  # the job's own znode
+            registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse, owner=owner)
             registrar.ensure_tables()
             self._registrar = registrar
         return self._registrar

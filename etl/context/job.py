@@ -23,16 +23,19 @@ from etl.job.partition_writer import WriterSpec
 from etl.job.warm_up import warm_python_workers
 from etl.model.batch import utc_now
 from etl.model.partitioning import Partitioner
+from etl.sink.fs import WarehouseFileSystem
 from etl.source.group_mirror import OffsetMirror
 from etl.source.kafka import KafkaMetadata
+from etl.state.protocols import StateStore
 from etl.state.store import OffsetsMoved
 
 
 class JobContext(CommandContext):
     def __init__(self, config: Config, clock: Callable[[], dt.datetime] = utc_now, create_nodes: bool = True,
-                 retry: RetryConfig | None = None, moves_offsets: bool = False, runs_batches: bool = False,
+                 retry: RetryConfig | None = None, store: StateStore | None = None,
+                 fs: WarehouseFileSystem | None = None, moves_offsets: bool = False, runs_batches: bool = False,
                  observer: JobObserver = NO_OBSERVER):
-        super().__init__(config, clock, create_nodes, retry)
+        super().__init__(config, clock, create_nodes, retry, store, fs)
         self.observer = observer
         self._moves_offsets, self._runs_batches = moves_offsets, runs_batches
         self._mirror: OffsetMirror | None = None

@@ -17,16 +17,20 @@ from etl.errors import EXIT_OK
 
 def run_compact(config: Config, only: list[str] | None, dry_run: bool, as_json: bool, out=print) -> int:
     with CommandContext(config) as context:
-        context.partitioner  # the DDL is read before anything is touched, as `etl run` does
-        store = context.store
-        holder = store.acquire_lock()
-        if holder is not None:
-            out(f"etl: job {config.job.name} is running: {holder.describe()}. Nothing was compacted; run again "
-                f"when it is done (or set [compaction] after_run = true to compact at the end of every run).")
-            return EXIT_OK
-        try:
-            report = compact(context, only, dry_run)
-        finally:
-            store.release_lock()
+        return compact_in(context, only, dry_run, as_json, out)
+
+
+def compact_in(context: CommandContext, only: list[str] | None, dry_run: bool, as_json: bool, out=print) -> int:
+    context.partitioner  # the DDL is read before anything is touched, as `etl run` does
+    store = context.store
+    holder = store.acquire_lock()
+    if holder is not None:
+        out(f"etl: job {context.config.job.name} is running: {holder.describe()}. Nothing was compacted; run again "
+            f"when it is done (or set [compaction] after_run = true to compact at the end of every run).")
+        return EXIT_OK
+    try:
+        report = compact(context, only, dry_run)
+    finally:
+        store.release_lock()
     out(json.dumps(report.to_json(), indent=2) if as_json else report.render())
     return EXIT_OK

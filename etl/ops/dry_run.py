@@ -32,7 +32,7 @@ def dry_run(config: Config) -> dict:
 
 def _preview(context: JobContext) -> dict:
     config, store, kafka = context.config, context.store, context.kafka
-    started = store.has_job_nodes()  # not before the job's first command: then nothing is committed
+    started = context.job_started()  # not before the job's first command: then nothing is committed
     warehouse = context.located() if started else context.warehouse
     opened = store.open_batch() if started else None
     if opened is not None:

@@ -15,15 +15,19 @@ from etl.model.events import Bind
 def bind(config, yes: bool, data_moved: bool, out=print) -> int:
     """`etl bind`: move the job to the table and folders its config names now."""
     with CommandContext(config) as context:
-        current = Target.of(config, context.warehouse)
-        store = context.store
-        if store.acquire_lock() is not None:
-            out("refused: a run holds the job lock; try again when it has finished")
-            return EXIT_BATCH_FAILED
-        try:
-            return _bind_locked(context, current, yes, data_moved, out)
-        finally:
-            store.release_lock()
+        return bind_in(context, yes, data_moved, out)
+
+
+def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print) -> int:
+    current = Target.of(context.config, context.warehouse)
+    store = context.store
+    if store.acquire_lock() is not None:
+        out("refused: a run holds the job lock; try again when it has finished")
+        return EXIT_BATCH_FAILED
+    try:
+        return _bind_locked(context, current, yes, data_moved, out)
+    finally:
+        store.release_lock()
 
 
 def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved: bool, out) -> int:

@@ -220,24 +220,27 @@ def _lost_from_kafka(batch: Batch, missing: list, kafka: KafkaMetadata) -> list[
 
 def recover(config: Config, dry_run: bool, accept_loss: bool = False, out=print, report: dict | None = None) -> int:
     """`report`, when given, receives what was found as JSON (`etl recover --json`)."""
-    report = {} if report is None else report
     # The batch it completes and the reset it finishes move offsets: the store mirrors them to Kafka.
     with JobContext(config, moves_offsets=True, runs_batches=True) as context:
-        context.mirror  # opened before the store, which calls it after each commit
-        store = context.store
-        holder = store.lock_holder()
-        if holder is not None:
-            report["lock"] = holder.describe()
-            out(f"a run holds the job lock: {holder.describe()}. recover changes nothing while a run is live; "
-                f"if it died, its lock disappears within {config.zookeeper.session_timeout_seconds:g}s.")
-            return EXIT_OK
-        inventory = take_inventory(context.fs, context.located())
-        found = assess(config, store, context.kafka, inventory, context.fs, context.warehouse, accept_loss)
-        report.update(assessment_json(found))
-        _report(found, out)
-        if found.problems or dry_run or not found.actions:
-            return EXIT_BATCH_FAILED if found.problems else EXIT_OK
-        return _repair(context, inventory, found, out)
+        return recover_in(context, dry_run, accept_loss, out, report)
+
+
+def recover_in(context: JobContext, dry_run: bool, accept_loss: bool = False, out=print,
+               report: dict | None = None) -> int:
+    config, store, report = context.config, context.store, {} if report is None else report
+    holder = store.lock_holder()
+    if holder is not None:
+        report["lock"] = holder.describe()
+        out(f"a run holds the job lock: {holder.describe()}. recover changes nothing while a run is live; "
+            f"if it died, its lock disappears within {config.zookeeper.session_timeout_seconds:g}s.")
+        return EXIT_OK
+    inventory = take_inventory(context.fs, context.located())
+    found = assess(config, store, context.kafka, inventory, context.fs, context.warehouse, accept_loss)
+    report.update(assessment_json(found))
+    _report(found, out)
+    if found.problems or dry_run or not found.actions:
+        return EXIT_BATCH_FAILED if found.problems else EXIT_OK
+    return _repair(context, inventory, found, out)
 
 
 def assessment_json(found: Assessment) -> dict:

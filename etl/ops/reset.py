@@ -117,7 +117,6 @@ def reset_offsets(config: Config, to: list[str] | str | datetime, yes: bool, mov
     report = {} if report is None else report
     targets = parse_targets(to)
     with JobContext(config, moves_offsets=True) as context:
-        context.mirror  # opened before the store, which calls it after each commit
         store = context.store
         holder = store.acquire_lock()
         if holder is not None:

@@ -40,22 +40,27 @@ def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batc
     """Raises LockHeld, having done nothing, when another run holds the job's lock. `clock`: the
     run's one clock, which plans batches, closes markers' windows and finishes compactions."""
     with JobContext(config, clock, moves_offsets=True, runs_batches=True, observer=observer) as context:
-        context.spec  # a schema error stops the run before it touches anything
-        _check_producers_schemas(context)  # so does a column that cannot hold its field
-        context.mirror  # opened before the store, which calls it after each commit
-        store = context.store
-        with timed(observer, Phase.SETUP):
-            holder = store.take_lock()
-        if holder is not None:
-            observer.lock_held()
-            raise LockHeld(f"job {config.job.name} is already running: {holder.describe()}. Exiting without "
-                           f"changes. If that run died, its lock disappears when its ZooKeeper session expires "
-                           f"(at most {config.zookeeper.session_timeout_seconds:g}s after it died); then run again.")
-        try:
-            _run_locked(context, loop, interval, max_batches, emit)
-        finally:
-            with timed(observer, Phase.CLEANUP):
-                store.release_lock()
+        return run_in(context, loop, interval, max_batches, emit)
+
+
+def run_in(context: JobContext, loop: bool = False, interval: float = 60.0, max_batches: int | None = None,
+           emit: Emit | None = None) -> int:
+    config, observer = context.config, context.observer
+    context.spec  # a schema error stops the run before it touches anything
+    _check_producers_schemas(context)  # so does a column that cannot hold its field
+    store = context.store
+    with timed(observer, Phase.SETUP):
+        holder = store.take_lock()
+    if holder is not None:
+        observer.lock_held()
+        raise LockHeld(f"job {config.job.name} is already running: {holder.describe()}. Exiting without "
+                       f"changes. If that run died, its lock disappears when its ZooKeeper session expires "
+                       f"(at most {config.zookeeper.session_timeout_seconds:g}s after it died); then run again.")
+    try:
+        _run_locked(context, loop, interval, max_batches, emit)
+    finally:
+        with timed(observer, Phase.CLEANUP):
+            store.release_lock()
     return EXIT_OK
 
 
