@@ -15,10 +15,11 @@ from typing import Callable
 
 from etl.config import Config, RetryConfig
 from etl.context.command import CommandContext
+from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import SparkStarter
 from etl.job.assemble import writer_spec
 from etl.job.driver import Job
-from etl.job.observer import NO_OBSERVER, JobObserver
+from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job.partition_writer import WriterSpec
 from etl.job.warm_up import warm_python_workers
 from etl.model.batch import utc_now
@@ -84,6 +85,14 @@ class JobContext(CommandContext):
             return super()._spark_starter()
         # the batch's tasks run on Python workers: they start while the driver talks to the metastore
         return SparkStarter(self.config, on_start=warm_python_workers)
+
+    def registrar(self) -> HiveRegistrar:
+        """The first call starts Spark and the metastore client and ensures the tables: the
+        observer's TABLES phase, whoever asks first (a batch, or a compaction)."""
+        if self._registrar is None:
+            with timed(self.observer, Phase.TABLES):
+                return super().registrar()
+        return super().registrar()
 
     def job(self) -> Job:
         """The batch state machine over this context's parts (the caller holds the lock); Spark

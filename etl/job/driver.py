@@ -73,8 +73,7 @@ class Job:
         """Start Spark, and with it the Hive client, and create or evolve the tables: once, and
         only when a batch needs them (etl.hive.spark). The registrar writes where this Job reads."""
         if self._registrar is None:
-            with timed(self.observer, Phase.TABLES):
-                registrar = self._tables()
+            registrar = self._tables()  # timed as the TABLES phase by the context, which built it
             registrar.warehouse = self.warehouse
             self._registrar = registrar
         return self._registrar
