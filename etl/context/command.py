@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from typing import Callable
+from typing import Callable, Self
 
 from etl.config import Config, RetryConfig
 from etl.hive.registrar import HiveRegistrar
@@ -43,7 +43,7 @@ class CommandContext:
         self._spark: SparkStarter | None = None
         self._registrar: HiveRegistrar | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
