@@ -27,10 +27,11 @@ from etl.sink.warehouse import Warehouse
 
 def dry_run(config: Config) -> dict:
     with JobContext(config, create_nodes=False) as context:
-        return _preview(context)
+        return preview(context)
 
 
-def _preview(context: JobContext) -> dict:
+def preview(context: JobContext) -> dict:
+    """dry_run in the command's context: an open batch is shown without asking Kafka."""
     config, store, kafka = context.config, context.store, context.kafka
     started = context.job_started()  # not before the job's first command: then nothing is committed
     warehouse = context.located() if started else context.warehouse

@@ -114,29 +114,35 @@ def reset_offsets(config: Config, to: list[str] | str | datetime, yes: bool, mov
                   report: dict | None = None) -> int:
     """`to`: --to's values, or --to-datetime's time (parse_targets); it is read before anything is
     touched. `report`, when given, receives the changes, refusals and moves as JSON (`--json`)."""
-    report = {} if report is None else report
     targets = parse_targets(to)
     with JobContext(config, moves_offsets=True) as context:
-        store = context.store
-        holder = store.acquire_lock()
-        if holder is not None:
-            report["lock"] = holder.describe()
-            out(f"refused: a run holds the job lock ({holder.describe()}); try again when it has finished")
-            return EXIT_BATCH_FAILED
-        try:
-            finish_pending_reset(store, context.fs, out)
-            return _reset_locked(context, targets, yes, move_aside, out, report)
-        finally:
-            store.release_lock()
+        return reset_in(context, targets, yes, move_aside, out, report)
+
+
+def reset_in(context: JobContext, targets: Targets, yes: bool, move_aside: bool = False, out=print,
+             report: dict | None = None) -> int:
+    """reset_offsets with its targets parsed, in the command's context."""
+    store, report = context.store, {} if report is None else report
+    holder = store.acquire_lock()
+    if holder is not None:
+        report["lock"] = holder.describe()
+        out(f"refused: a run holds the job lock ({holder.describe()}); try again when it has finished")
+        return EXIT_BATCH_FAILED
+    try:
+        finish_pending_reset(store, context.fs, out)
+        return _reset_locked(context, targets, yes, move_aside, out, report)
+    finally:
+        store.release_lock()
 
 
 def _reset_locked(context: JobContext, targets, yes, move_aside, out, report: dict) -> int:
-    config, store, kafka = context.config, context.store, context.kafka
+    config, store = context.config, context.store
     opened = store.open_batch()
     if opened:
         report["open_batch"] = opened[0].batch_id
         out(f"refused: batch {opened[0].batch_id} is open ({opened[0].state.value}); run `etl recover` first")
         return EXIT_BATCH_FAILED
+    kafka = context.kafka
     changes = plan_changes(config, store, kafka, targets)
     topic_ids = kafka.topic_ids(sorted({c.topic for c in changes}))
     warehouse, fs = context.located(), context.fs
