@@ -1,7 +1,8 @@
 """The commands' decisions before they touch data, on the in-memory store
 (tests.harness.memory_store) and a local folder, handed to the command's context (etl.context):
-who holds the lock, an open batch, the binding. No ZooKeeper, Kafka or Spark: the config names
-closed ports, and none of these paths starts Spark.
+who holds the lock, an open batch, the binding; and what `etl run --dry-run` shows of an open
+batch. No ZooKeeper, Kafka or Spark: the config names closed ports, and none of these paths
+starts Spark.
 
 The same refusals end to end, through `etl` and the real services, stay in
 tests/integration (test_compaction.py, test_operator_mistakes.py, test_exit_codes_stack.py)."""
@@ -17,16 +18,18 @@ from etl.job.observer import JobObserver
 from etl.model.batch import OffsetRange
 from etl.model.binding import Target
 from etl.ops.compact import compact_in
+from etl.ops.dry_run import preview
 from etl.ops.history import collect_history
 from etl.ops.rebind import bind_in
 from etl.ops.recovery import recover_in
+from etl.ops.reset import reset_in
 from etl.ops.run import run_in
 from etl.sink.fs import LocalFileSystem
 from tests.harness.config_file import minimal_ini
 from tests.harness.memory_store import MemoryStore
 from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.prometheus import free_port
-from tests.harness.store_contract import OTHER, batch, committed
+from tests.harness.store_contract import OTHER, batch, committed, values
 
 
 @pytest.fixture
@@ -123,6 +126,36 @@ def test_recover_of_a_job_that_never_ran_has_nothing_to_repair(config, store):
         assert recover_in(ctx, dry_run=True, out=said.append, report=report) == EXIT_OK
     assert said == ["no open batch: the job has not run a batch yet", "nothing to repair"]
     assert report["open_batch"] is None and report["actions"] == []
+
+
+# -- etl reset-offsets ----------------------------------------------------------------------
+def test_reset_is_refused_while_a_run_holds_the_lock(config, store):
+    other, said, report = held_by_another(store), [], {}
+    assert reset_in(context(config, store, JobContext), "earliest", yes=True, out=said.append,
+                    report=report) == EXIT_BATCH_FAILED
+    assert report == {"lock": other.me.describe()} and said[0].startswith("refused: a run holds the job lock")
+
+
+def test_reset_is_refused_while_a_batch_is_open_and_moves_nothing(config, store):
+    store.acquire_lock()
+    committed(store, batch())
+    store.write_plan(batch(2, ranges=(OffsetRange("t", 0, 10, 20, 10),)))
+    store.release_lock()
+    said, report = [], {}
+    assert reset_in(context(config, store, JobContext), "earliest", yes=True, out=said.append,
+                    report=report) == EXIT_BATCH_FAILED
+    assert report == {"open_batch": 2} and "run `etl recover` first" in said[0]
+    assert values(store) == {("t", 0): 10, ("t", 1): 5} and store.lock_holder() is None
+
+
+# -- etl run --dry-run ----------------------------------------------------------------------
+def test_a_dry_run_shows_the_open_batch_a_run_would_complete(config, store):
+    with_open_batch(store)
+    shown = preview(context(config, store, JobContext))
+    assert shown["action"] == "complete_open_batch" and shown["batch_id"] == 1 and shown["state"] == "PLANNED"
+    assert [(r["topic"], r["partition"], r["from"], r["until"]) for r in shown["ranges"]] == [("t", 0, 0, 10),
+                                                                                               ("t", 1, 0, 5)]
+    assert shown["target"]["partitions"][0]["partition"] == "dt=2026-01-01/hour=00"
 
 
 # -- etl run --------------------------------------------------------------------------------
