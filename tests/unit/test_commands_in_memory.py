@@ -8,6 +8,8 @@ The same refusals end to end, through `etl` and the real services, stay in
 tests/integration (test_compaction.py, test_operator_mistakes.py, test_exit_codes_stack.py)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from etl.config import load_config
@@ -126,6 +128,21 @@ def test_recover_of_a_job_that_never_ran_has_nothing_to_repair(config, store):
         assert recover_in(ctx, dry_run=True, out=said.append, report=report) == EXIT_OK
     assert said == ["no open batch: the job has not run a batch yet", "nothing to repair"]
     assert report["open_batch"] is None and report["actions"] == []
+
+
+def test_recover_deletes_the_temp_files_of_dead_attempts_and_nothing_else(config, store):
+    ctx = context(config, store, JobContext)
+    folder = Path(ctx.warehouse.main_dir({"dt": "2026-01-01", "hour": "00"}).removeprefix("file://"))
+    folder.mkdir(parents=True)
+    (folder / "_tmp.attempt-1").write_bytes(b"half")
+    (folder / "notes.txt").write_bytes(b"not the job's")
+    said = []
+    with ctx:
+        assert recover_in(ctx, dry_run=True, out=said.append) == EXIT_OK
+        assert said[-1] == "  - delete 1 temp files left by dead attempts" and (folder / "_tmp.attempt-1").exists()
+        assert recover_in(ctx, dry_run=False, out=said.append) == EXIT_OK
+    assert said[-1] == "done: deleted 1 temp files" and sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+    assert store.lock_holder() is None and store.batch_ids() == []
 
 
 # -- etl reset-offsets ----------------------------------------------------------------------
