@@ -1,17 +1,16 @@
 """The context of a command that reads or writes the job's state and warehouse, not Kafka.
 
-Nothing is built before it is asked for: `etl compact --dry-run` on a job with nothing to
-compact opens ZooKeeper and lists folders, and never starts Spark. What was opened is closed,
-last opened first, when the context closes (it is a context manager)."""
+Nothing is built before it is asked for: `etl history` opens ZooKeeper and nothing else, and
+Spark starts only when the registrar (or the session) is first asked for. What was opened is
+closed, last opened first, when the context closes (it is a context manager). The Hive modules
+are imported there too, so that a command that never asks does not pay for their import."""
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from typing import Callable, Self
+from typing import TYPE_CHECKING, Callable, Self
 
 from etl.config import Config, RetryConfig
-from etl.hive.registrar import HiveRegistrar
-from etl.hive.spark import SparkStarter
 from etl.model.batch import utc_now
 from etl.model.partitioning import Partitioner
 from etl.model.schema import load_table_schema
@@ -20,6 +19,10 @@ from etl.sink.warehouse import Warehouse
 from etl.state.paths import ZkPaths
 from etl.state.protocols import StateStore
 from etl.state.store import OffsetsMoved, ZkStateStore
+
+if TYPE_CHECKING:
+    from etl.hive.registrar import HiveRegistrar
+    from etl.hive.spark import SparkStarter
 
 
 class CommandContext:
@@ -110,11 +113,13 @@ class CommandContext:
         return self._spark
 
     def _spark_starter(self) -> SparkStarter:
+        from etl.hive.spark import SparkStarter
         return SparkStarter(self.config)  # no Python workers warmed: these commands run no Spark task
 
     def registrar(self) -> HiveRegistrar:
         """Start Spark and the Hive client, and create or evolve the tables, as a run does: once."""
         if self._registrar is None:
+            from etl.hive.registrar import HiveRegistrar
             owner = ZkPaths(self.config.zookeeper.root, self.config.job.name).job  # the job's own znode
             registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse, owner=owner)
             registrar.ensure_tables()

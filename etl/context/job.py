@@ -11,17 +11,11 @@ opened before the store and closed after it. `runs_batches`: the command runs a 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from etl.config import Config, RetryConfig
 from etl.context.command import CommandContext
-from etl.hive.registrar import HiveRegistrar
-from etl.hive.spark import SparkStarter
-from etl.job.assemble import writer_spec
-from etl.job.driver import Job
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
-from etl.job.partition_writer import WriterSpec
-from etl.job.warm_up import warm_python_workers
 from etl.model.batch import utc_now
 from etl.model.partitioning import Partitioner
 from etl.sink.fs import WarehouseFileSystem
@@ -29,6 +23,12 @@ from etl.source.group_mirror import OffsetMirror
 from etl.source.kafka import KafkaMetadata
 from etl.state.protocols import StateStore
 from etl.state.store import OffsetsMoved
+
+if TYPE_CHECKING:  # imported where first used: `etl status` and `etl check` need none of the job's modules
+    from etl.hive.registrar import HiveRegistrar
+    from etl.hive.spark import SparkStarter
+    from etl.job.driver import Job
+    from etl.job.partition_writer import WriterSpec
 
 
 class JobContext(CommandContext):
@@ -69,6 +69,7 @@ class JobContext(CommandContext):
         """What the tasks need to write (etl.job.assemble.writer_spec), checked on first use: a
         command that runs batches asks before it touches anything."""
         if self._spec is None:
+            from etl.job.assemble import writer_spec
             self._spec = writer_spec(self.config)
         return self._spec
 
@@ -84,6 +85,8 @@ class JobContext(CommandContext):
         if not self._runs_batches:
             return super()._spark_starter()
         # the batch's tasks run on Python workers: they start while the driver talks to the metastore
+        from etl.hive.spark import SparkStarter
+        from etl.job.warm_up import warm_python_workers
         return SparkStarter(self.config, on_start=warm_python_workers)
 
     def registrar(self) -> HiveRegistrar:
@@ -98,5 +101,6 @@ class JobContext(CommandContext):
         """The batch state machine over this context's parts (the caller holds the lock); Spark
         starts when a batch first needs it."""
         if self._job is None:
+            from etl.job.driver import Job
             self._job = Job(self, self.observer)
         return self._job

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from etl.config import Config
-from etl.context.job import JobContext
 from etl.ops.status import PartitionStatus
 from etl.source.kafka import KafkaMetadata
 from etl.state.protocols import OffsetPart
@@ -39,6 +38,9 @@ class CheckResult:
 
 
 def run_check(config: Config, warn_lag: int, crit_lag: int) -> CheckResult:
+    # Here, not at the top: etl.cli imports this module for every command, and the context
+    # brings the job's modules (pyarrow, the decoders) that only the commands that run need.
+    from etl.context.job import JobContext
     with JobContext(config, create_nodes=False) as context:
         return judge(config.job.name, read_lags(context.store, context.kafka), warn_lag, crit_lag)
 
