@@ -12,17 +12,22 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Mapping
-from typing import Callable
+from typing import Callable, Protocol
 
 from etl.config import Config, DimensionChangePolicy
 from etl.errors import DimensionChanged
 from etl.model.batch import Batch
 from etl.rows.dimensions import DimensionLoader, LoadedDimension, Snapshot, describe_change
+from etl.state.protocols import BatchPart, LockPart
 
 log = logging.getLogger(__name__)
 
 
-def resumed(batch: Batch, version: int, config: Config, dimensions: DimensionLoader, store,
+class PinStore(BatchPart, LockPart, Protocol):
+    """What a resume asks of the store: amend the batch, and who this run is."""
+
+
+def resumed(batch: Batch, version: int, config: Config, dimensions: DimensionLoader, store: PinStore,
             clock: Callable[[], dt.datetime]) -> tuple[Batch, int, dict[str, LoadedDimension]]:
     """Load the dimensions again for the files still to write, and hold them to the pins; a pin
     replaced under use_current is recorded at `clock`'s time (the Job's)."""

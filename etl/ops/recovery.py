@@ -39,7 +39,7 @@ from etl.sink.fs import WarehouseFileSystem
 from etl.sink.manifest import list_manifests
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
-from etl.state.protocols import StateStore
+from etl.state.protocols import OffsetPart, OperatorPart, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def _without(inventory: Inventory, paths: set[str]) -> Inventory:
                      {r: path for r, path in inventory.manifests.items() if path not in paths})
 
 
-def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store, committed) -> tuple[list[Span], list[Span]]:
+def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store: OffsetPart, committed) -> tuple[list[Span], list[Span]]:
     """Each gap split at the earliest offset Kafka still holds: what can be rewritten, what is lost.
     A recreated topic holds none of the committed records any more, whatever its offsets say, nor
     does a deleted one."""
@@ -295,7 +295,7 @@ def _repair(context: JobContext, inventory: Inventory, found: Assessment, out) -
     return EXIT_OK
 
 
-def _move_out(store, fs: WarehouseFileSystem, warehouse: Warehouse, job_name: str, paths: list[str], out) -> None:
+def _move_out(store: OperatorPart, fs: WarehouseFileSystem, warehouse: Warehouse, job_name: str, paths: list[str], out) -> None:
     at = utc_now_iso()
     root = aside_root(warehouse.fs_root, job_name, at)
     moves = [(path, aside_path(warehouse.fs_root, root, path)) for path in paths]
@@ -304,14 +304,14 @@ def _move_out(store, fs: WarehouseFileSystem, warehouse: Warehouse, job_name: st
     out(f"done: moved {len(moves)} files out of the table, to {root}")
 
 
-def _record_losses(store, lost: list[Span], out) -> None:
+def _record_losses(store: OperatorPart, lost: list[Span], out) -> None:
     at, user = utc_now_iso(), getpass.getuser()
     for span in lost:
         store.record_event(AcceptedLoss(at, user, span.topic, span.partition, committed=span.lo, restart_at=span.hi))
     out(f"done: recorded {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
 
 
-def _repair_ranges(store, spans: list[Span], cap: int) -> list[OffsetRange]:
+def _repair_ranges(store: OffsetPart, spans: list[Span], cap: int) -> list[OffsetRange]:
     """The gaps as ranges of a REPAIR batch, at most `cap` offsets each; each expects its
     partition's committed offset not to move until the repair commits."""
     committed = store.committed_offsets()
