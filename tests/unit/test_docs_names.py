@@ -1,11 +1,13 @@
-"""Every etl module, class or function the code's docstrings and comments, the docs and the README
-name exists, so that a move that leaves a name behind fails here rather than misleading a reader.
+"""Every etl module, class or function, and every file of the repository, that the code's
+docstrings and comments, the docs and the README name exists, so that a move that leaves a name
+behind fails here rather than misleading a reader.
 
 Three spellings are read from etl/**/*.py, scripts/**/*.py, docs/**/*.md and README.md:
   * dotted, `etl.job.driver` or `etl.source.kafka.KafkaMetadata.watermarks`: the longest prefix
     that is a module must exist, and the rest must be defined in it (a top-level def, class,
     assignment or import; then a class's member or an attribute it sets), read with `ast`;
-  * a path from the repository, `etl/job/driver.py` or `etl/compaction/`;
+  * a path from the repository, `etl/job/driver.py`, `etl/compaction/` or `tests/unit/test_x.py`
+    (under etl/, tests/, scripts/ or deploy/; a `*` in it must match something);
   * a path inside the package, `job/driver.py`, where its first part is one of etl's rooms.
 Names spelt like a module that are something else (table properties, Parquet footer keys, a
 logger, a file name) are listed in NOT_MODULES, each with what it is.
@@ -27,7 +29,7 @@ ROOMS = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init_
 # ${etl...} are not read as the package; not followed by `-`, so that a logger named
 # etl.config.librdkafka-probe is read as what it starts with.
 DOTTED_RE = re.compile(r"(?<![\w/.${-])etl(?:\.[A-Za-z_]\w*)+(?![\w-])")
-REPO_PATH_RE = re.compile(r"(?<![\w/.${-])etl/[\w./-]*")
+REPO_PATH_RE = re.compile(r"(?<![\w/.${-])(?:etl|tests|scripts|deploy)/[\w./*-]*")
 ROOM_PATH_RE = re.compile(r"(?<![\w/.${-])(?:%s)/[\w/]+\.py\b" % "|".join(ROOMS))
 
 NOT_MODULES = {
@@ -111,11 +113,15 @@ def _definitions(body: list[ast.stmt]) -> dict[str, ast.AST | None]:
     return found
 
 
+def _path_exists(path: str) -> bool:
+    return any(REPO.glob(path)) if "*" in path else (REPO / path).exists()
+
+
 @pytest.mark.parametrize("source", sources(), ids=lambda path: str(path.relative_to(REPO)))
 def test_every_named_module_exists(source: Path) -> None:
     dotted, paths = named(source.read_text(encoding="utf-8"))
     missing = sorted(name for name in dotted if not exists(name))
-    missing += sorted(path for path in paths if not (REPO / path).exists())
+    missing += sorted(path for path in paths if not _path_exists(path))
     assert not missing, f"{source.relative_to(REPO)} names what does not exist: {missing}"
 
 
@@ -127,5 +133,8 @@ def test_a_name_left_behind_is_caught():
     dotted, paths = named(text)
     assert sorted(name for name in dotted if not exists(name)) == [
         "etl.job.compactor", "etl.source.kafka.KafkaMetadata.nothing_here"]
-    assert sorted(path for path in paths if not (REPO / path).exists()) == [
+    assert sorted(path for path in paths if not _path_exists(path)) == [
         "etl/job/compaction.py", "etl/sink/merge.py"]
+    _, paths = named("Proved by tests/unit/test_import_layers.py, tests/integration/test_zk_*.py and "
+                     "tests/unit/test_gone.py.")
+    assert sorted(path for path in paths if not _path_exists(path)) == ["tests/unit/test_gone.py"]
