@@ -67,11 +67,12 @@ def recreated_partitions(store, kafka, committed: dict, marks: dict, topic_ids: 
                          with_new_data_only: bool = True) -> dict[tuple[str, int], str]:
     """Partitions whose committed offset belongs to an earlier incarnation of their topic, with why.
 
-    `store` is the job's ZkStateStore, `kafka` its KafkaMetadata, `marks` (low, high) per
-    partition. The topic id decides where the broker reports one. The last loaded record is
-    checked where Kafka still holds its offset; the planner asks only for the partitions with
-    something to read (a recreated partition with nothing to read costs nothing yet), recovery
-    for all that it would rewrite."""
+    The one function of etl.model that asks a service: `store` (the job's state: the topic ids
+    stored at commit) and `kafka` (its KafkaMetadata: the records now at the committed offsets),
+    both handed in. `marks` is (low, high) per partition. The topic id decides where the broker
+    reports one. The last loaded record is checked where Kafka still holds its offset; the planner
+    asks only for the partitions with something to read (a recreated partition with nothing to
+    read costs nothing yet), recovery for all that it would rewrite."""
     stored_ids = store.topic_ids()
     reasons = {}
     for (topic, partition) in marks:

@@ -14,13 +14,16 @@ clock: clock_cutoff). By event time a row goes to the partition of its own event
 window is closed by the event-time watermark instead (watermark_cutoff). Which of the two a
 job uses, and so which methods here it calls, is etl.job.write_mode's to say.
 
-Why that suffices. Batches are planned one at a time under the job lock, each only once the
-one before is COMMITTED, and only a batch planned inside a window writes into it. Once the
-planning clock has passed a window's end and no batch is open, nothing more can land there,
+Why that suffices, by planning time. Batches are planned one at a time under the job lock,
+each only once the one before is COMMITTED, and only a batch planned inside a window writes
+into it. Once the planning clock has passed a window's end and no batch is open, nothing more can land there,
 unless the planning clock goes back: another host whose clock is behind takes the lock, or a
 clock is stepped back. The delay must cover that skew. A batch planned into a partition that
 already has its marker is still written and committed in full (exactly once beats the
 marker); it is logged as LATE DATA, recorded, and counted by `etl status`, and the marker stays.
+By event time the watermark says what the job has seen, not what may still come: a row of a
+window already marked can arrive in any later batch, and is late data, written or rejected as
+[hive] late_data says (docs/event-time.md).
 
 When. Only while no batch is open: right after a batch commits, and on a run with no new
 data, so that a closed window gets its marker even when no further batch comes. Never before a
