@@ -172,7 +172,7 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
                       help="the loaded files were moved to the new folders too: verify checks them there")
     compact = _command(commands, "compact", cmd_compact, "merge the small files of finished Hive partitions, "
                                                          "exactly once")
-    compact.add_argument("--partition", action="append", type=_partition, metavar="dt=YYYY-MM-DD/hour=HH",
+    compact.add_argument("--partition", action="append", type=_partition, metavar="dt=YYYY-MM-DD[/hour=HH]",
                          help="compact this partition whether or not it is finished (repeatable)")
     compact.add_argument("--dry-run", action="store_true", help="say what would be compacted; change nothing")
     compact.add_argument("--json", action="store_true")

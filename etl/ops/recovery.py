@@ -22,11 +22,11 @@ from etl.config import Config
 from etl.context.job import JobContext
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK
 from etl.job.pending_reset import finish_pending_reset
+from etl.job.positions import recreated_partitions
 from etl.job.write_mode import mode_of
 from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.model.compaction import CompactionState
 from etl.model.events import AcceptedLoss, MovedAside
-from etl.model.identity import recreated_partitions
 from etl.model.naming import FileRange, final_name, partition_path
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
 from etl.model.partitioning import padded_path
