@@ -53,7 +53,7 @@ import json
 import logging
 import posixpath
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Protocol
 
 from etl.config import Config, SuccessMarkerConfig
 from etl.errors import EtlError, WarehouseError
@@ -63,6 +63,7 @@ from etl.model.partitioning import Partitioner, Window, future_bound_ms, padded_
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
+from etl.state.protocols import BatchPart, LockPart, OffsetPart
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,11 @@ MARKER_NAME = "_SUCCESS"
 LEDGER_KEY = "markers"  # the batch header's extra[...] that holds the ledger
 LATE_KEPT = 10  # late-data records kept in the ledger; the count covers all of them
 PartitionKey = tuple[tuple[str, str], ...]  # partition values as a hashable, ordered tuple
+
+
+class MarkerStore(LockPart, BatchPart, OffsetPart, Protocol):
+    """The state parts the markers use: the committed offsets and the last batch they judge by,
+    the amend that moves the ledger, and who writes a marker."""
 
 
 class MarkerError(EtlError):
@@ -123,7 +129,7 @@ class SuccessMarkers:
     """The job's markers: carries the ledger into each plan and writes the markers that are due.
     Every method does nothing when [hive] success_markers is off."""
 
-    def __init__(self, config: Config, store, fs: WarehouseFileSystem, warehouse: Warehouse,
+    def __init__(self, config: Config, store: MarkerStore, fs: WarehouseFileSystem, warehouse: Warehouse,
                  partitioner: Partitioner, clock: Callable[[], dt.datetime]):
         self.settings: SuccessMarkerConfig = config.hive.success_markers
         self.config, self.store, self.fs, self.warehouse, self.clock = config, store, fs, warehouse, clock
