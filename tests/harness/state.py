@@ -84,8 +84,8 @@ def rewrite_committed(config: Path | str, change) -> None:
             change(offsets, topic_ids)
             name = store.write_snapshot(offsets, topic_ids, state.version, "changed by a test")
             txn = store.client.transaction()
-            store._fence(txn)
+            store.session._fence(txn)
             store.move_pointer(txn, name, state.version)
-            store._commit_fenced(txn, "change the committed offsets by hand")
+            store.session._commit_fenced(txn, "change the committed offsets by hand")
         finally:
             store.release_lock()

@@ -16,7 +16,7 @@ def expire_session(store, hosts: str) -> None:
     other.stop()
     other.close()
     deadline = time.time() + 10
-    while not store._session_lost.is_set() and time.time() < deadline:
+    while not store.session._session_lost.is_set() and time.time() < deadline:
         time.sleep(0.05)
 
 

@@ -26,7 +26,7 @@ def expire_session(store, hosts):
     other.stop()
     other.close()
     deadline = time.time() + 10
-    while not store._session_lost.is_set() and time.time() < deadline:
+    while not store.session._session_lost.is_set() and time.time() < deadline:
         time.sleep(0.05)
 
 
@@ -56,7 +56,7 @@ def test_expired_session_cannot_commit_and_does_not_harm_the_run_that_took_over(
     assert successor.acquire_lock() is None  # the ephemeral lock died with the session
     with pytest.raises(LockLost):
         zombie.advance(written, v, BatchState.REGISTERED)
-    zombie._session_lost.clear()  # even a client that missed the LOST event is fenced
+    zombie.session._session_lost.clear()  # even a client that missed the LOST event is fenced
     with pytest.raises(LockLost):
         zombie.advance(written, v, BatchState.REGISTERED)
     resumed, version = successor.open_batch()
@@ -75,11 +75,11 @@ def test_a_read_that_outlives_the_lock_holders_session_is_a_lost_lock(open_store
     store = open_store()
     store.acquire_lock()
     with pytest.raises(LockLost, match="session expired") as caught:
-        store._read(expired, "read committed offsets")
+        store.session._read(expired, "read committed offsets")
     assert isinstance(caught.value.__cause__, SessionExpiredError)
     store.release_lock()
     with pytest.raises(SessionExpiredError):  # without the lock there is no lock to lose
-        store._read(expired, "read committed offsets")
+        store.session._read(expired, "read committed offsets")
 
 
 def test_the_partitions_a_batch_touched_are_stored_in_chunks_at_written(open_store):
