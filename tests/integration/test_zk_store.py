@@ -6,28 +6,16 @@ import threading
 import time
 
 import pytest
-from kazoo.client import KazooClient
 from kazoo.exceptions import SessionExpiredError
 
 from etl.errors import LockLost
 from etl.model.batch import Batch, BatchState, OffsetRange
+from tests.harness.state import expire_session
 
 
 def batch(batch_id=1, ranges=(OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 0, 5, None))):
     return Batch(batch_id, BatchState.PLANNED, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"},
                  tuple(ranges))
-
-
-def expire_session(store, hosts):
-    """Expire the store's session from the server side, as a long GC pause or partition would."""
-    session_id, password = store.client.client_id
-    other = KazooClient(hosts=hosts, client_id=(session_id, password))
-    other.start()
-    other.stop()
-    other.close()
-    deadline = time.time() + 10
-    while not store.session._session_lost.is_set() and time.time() < deadline:
-        time.sleep(0.05)
 
 
 def test_plan_round_trips_in_chunks_and_commit_moves_offsets(open_store):
