@@ -20,8 +20,7 @@ from etl.config import Config, effective_ini, load_config, render_effective
 from etl.errors import (EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
                         RETRYABLE_OS_ERRORS, EtlError, LockHeld)
 from etl.ops.check import CheckResult, unknown
-from etl.source.kafka import KafkaMetadata
-from etl.state.store import BATCHES_KEPT, RETRYABLE_ZK_ERRORS, ZkStateStore
+from etl.state.store import BATCHES_KEPT, RETRYABLE_ZK_ERRORS
 
 log = logging.getLogger("etl")
 
@@ -173,7 +172,7 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
                       help="the loaded files were moved to the new folders too: verify checks them there")
     compact = _command(commands, "compact", cmd_compact, "merge the small files of finished Hive partitions, "
                                                          "exactly once")
-    compact.add_argument("--partition", action="append", type=_partition, metavar="dt=YYYY-MM-DD/hour=HH",
+    compact.add_argument("--partition", action="append", type=_partition, metavar="dt=YYYY-MM-DD[/hour=HH]",
                          help="compact this partition whether or not it is finished (repeatable)")
     compact.add_argument("--dry-run", action="store_true", help="say what would be compacted; change nothing")
     compact.add_argument("--json", action="store_true")
@@ -237,7 +236,7 @@ def cmd_run(config: Config, args) -> int:
         preview = dry_run(config)
         print(json.dumps(preview, indent=2) if args.json else render(preview))
         return EXIT_OK
-    from etl.job.runner import run_job
+    from etl.ops.run import run_job
     from etl.ops.metrics import published_metrics
     with published_metrics(config) as observer:  # [metrics]: published however the run ends
         return run_job(config, loop=args.loop, interval=args.interval, max_batches=args.max_batches,
@@ -245,13 +244,10 @@ def cmd_run(config: Config, args) -> int:
 
 
 def cmd_status(config: Config, args) -> int:
+    from etl.context.job import JobContext
     from etl.ops.status import collect_status, over_max_lag, render_over_max_lag, render_status
-    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
-        kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
-        try:
-            status = collect_status(config, store, kafka)
-        finally:
-            kafka.close()
+    with JobContext(config) as context:
+        status = collect_status(config, context.store, context.kafka)
     over = None if args.max_lag is None else over_max_lag(status, args.max_lag)
     if args.json:
         print(json.dumps(status if over is None else {**status, "max_lag": args.max_lag, "over_max_lag": over},
@@ -282,9 +278,10 @@ def _nagios(result: CheckResult) -> int:
 
 
 def cmd_history(config: Config, args) -> int:
+    from etl.context.command import CommandContext
     from etl.ops.history import collect_history, render_history
-    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
-        batches = collect_history(store, args.limit)
+    with CommandContext(config) as context:
+        batches = collect_history(context.store, args.limit)
     print(json.dumps({"job": config.job.name, "batches": batches}, indent=2) if args.json
           else render_history(config.job.name, batches))
     return EXIT_OK

@@ -22,7 +22,7 @@ repeated --repeat times and interleaved so that a burst of foreign load hits the
 
   drain       Spark tasks that consume the ranges with confluent-kafka and count (the floor)
   drain+chunk the same through etl.source.kafka.read_range (the ETL's reader, no decoding)
-  full batch  the real job (etl.job.runner.run_job) on a fresh ZooKeeper root and a fresh Hive
+  full batch  the real job (etl.ops.run.run_job) on a fresh ZooKeeper root and a fresh Hive
               table: plan, tasks (read, decode, write, rename), check, register, commit
   row-by-row  per-record json.loads in the tasks, spark.createDataFrame(rdd), DataFrame writer
 

@@ -7,8 +7,13 @@ cluster (test_airflow_dag.py, test_standalone_cluster.py, test_yarn.py) start, t
 its kerberized HDFS and metastore (test_kerberos*.py) start last and idle never. A module moves
 as a whole (its module-scoped fixtures are set up once) and the order inside a group is
 collection order. A run that selects none of them is not reordered.
+
+At the end of a run, the report adds where the suite's time went by module (setup, call and
+teardown summed): the module-scoped fixtures that --durations shows once are counted there too.
 """
 from __future__ import annotations
+
+from collections import defaultdict
 
 import pytest
 
@@ -29,3 +34,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         module = item.nodeid.split("::", 1)[0]
         by_module[module] = max(by_module.get(module, 0), _group(item))
     items.sort(key=lambda item: by_module[item.nodeid.split("::", 1)[0]])  # stable: collection order within
+
+
+MODULES_REPORTED = 25
+_SECONDS_BY_MODULE: defaultdict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _SECONDS_BY_MODULE[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not _SECONDS_BY_MODULE:
+        return
+    total = sum(_SECONDS_BY_MODULE.values())
+    terminalreporter.section(f"seconds by module (the {MODULES_REPORTED} slowest; {total:.0f} s in all)")
+    slowest = sorted(_SECONDS_BY_MODULE.items(), key=lambda pair: -pair[1])[:MODULES_REPORTED]
+    for module, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:8.1f}s {100 * seconds / total:5.1f}%  {module}")

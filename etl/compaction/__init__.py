@@ -12,7 +12,7 @@ analysts query (docs/compaction.md).
   run.py        `etl compact`'s and `etl run`'s step: finish, choose, plan, carry out
 
 Its floor lies between hive and job: it uses the model, the sink, the state store and the Hive
-registrar, and knows nothing of a batch: the command hands it a CompactionHost (run.py).
+registrar, and knows nothing of a batch: the command hands it its context, a CompactionHost (run.py).
 Its data (CompactionPlan, Relocations, TableKind) is in etl.model.compaction, below the
 warehouse and the registrar that read it; its settings in etl.config.compaction.
 """

@@ -18,7 +18,6 @@ from etl.compaction.merge import read_facts
 from etl.compaction.plan import plan_outputs
 from etl.config import Config
 from etl.hive.registrar import HiveRegistrar
-from etl.model.batch import utc_now_iso
 from etl.model.compaction import CompactionPlan, InputFile, TableKind, compacted_folder
 from etl.model.naming import parse_final_name, partition_values
 from etl.model.partitioning import Partitioner
@@ -106,7 +105,8 @@ class CompactionChooser:
         root = warehouse.root(choice.table)
         return CompactionPlan(compaction_id, choice.table, choice.partition, posixpath.relpath(folder, root),
                               compacted_folder(choice.partition, compaction_id), tuple(inputs), outputs,
-                              utc_now_iso(), planned_by, marker=MARKER_NAME in self.fs.list_dir(folder))
+                              self.clock().isoformat(timespec="seconds"), planned_by,
+                              marker=MARKER_NAME in self.fs.list_dir(folder))
 
 
 def _skip(choice: Choice, why: str) -> Choice:

@@ -29,7 +29,6 @@ from etl.compaction.switch import PartitionSwitch, plan_folder
 from etl.config import Config
 from etl.errors import WarehouseError
 from etl.hive.registrar import HiveRegistrar
-from etl.model.batch import utc_now_iso
 from etl.model.compaction import CompactionPlan, CompactionState, partition_of_folder
 from etl.model.naming import is_temp_name, temp_name
 from etl.sink.commit import publish
@@ -78,7 +77,7 @@ class Compactor:
             self.switch.point_at_target(plan, self.warehouse)
             faults.checkpoint("compact:metastore-switched")
             plan, version = self.store.advance_compaction(plan, version, CompactionState.SWITCHED,
-                                                          switched_at=utc_now_iso())
+                                                          switched_at=self.clock().isoformat(timespec="seconds"))
             self.warehouse = self.warehouse.with_relocations(self.store.relocations())
             log.info("%s", plan.describe())
             faults.checkpoint("compact:SWITCHED")

@@ -2,8 +2,8 @@
 compactions under way, then plan and carry out new ones (etl.compaction.compactor,
 etl.compaction.choice).
 
-The caller hands in a CompactionHost: `etl run` its Job, `etl compact` a context of its own
-that has no Kafka client and no writer spec (etl.ops.compact). The caller holds the job lock.
+The caller hands in a CompactionHost: its command's context (etl.context), which for `etl compact`
+has no Kafka client and no writer spec (etl.ops.compact). The caller holds the job lock.
 No batch may be open: its files would be written into a folder the compaction is replacing.
 `etl run` and `etl recover` complete an open batch first.
 """

@@ -1,12 +1,9 @@
-"""The one place a Job is built, for `etl run` and `etl recover` alike."""
+"""The writer spec: what the tasks need to write, built and checked once, at start-up, by the
+command's context (etl.context.job), which also assembles the Job from it."""
 from __future__ import annotations
 
 from etl.config import Config
-from etl.hive.spark import SparkStarter
-from etl.job.driver import Job
-from etl.job.observer import NO_OBSERVER, JobObserver
 from etl.job.partition_writer import WriterSpec
-from etl.job.warm_up import warm_python_workers
 from etl.errors import ConfigError
 from etl.model.schema import TableSchema, load_table_schema
 from etl.rows.decoders import make_decoder
@@ -15,8 +12,6 @@ from etl.rows.dimensions import DimensionLoader
 from etl.rows.enrichment import check_against_schema, enriched_columns
 from etl.rows.headers import check_header_columns
 from etl.rows.transform import load_transform
-from etl.source.kafka import KafkaMetadata
-from etl.state.store import ZkStateStore
 
 
 def writer_spec(config: Config) -> WriterSpec:
@@ -55,10 +50,3 @@ def _check_event_column(config: Config, schema: TableSchema) -> None:
         what = f"is {found[column]}" if column in found else "is not a column of the table"
         raise ConfigError(f"{config.path}: [hive] partition_by: column:{column} {what} ({config.hive.schema_file}); "
                           f"it must name a timestamp column of the table")
-
-
-def assemble_job(config: Config, store: ZkStateStore, kafka: KafkaMetadata, spec: WriterSpec,
-                 observer: JobObserver = NO_OBSERVER) -> Job:
-    """A Job over the caller's store (lock held) and Kafka client; Spark starts when a batch
-    first needs it. `spec` comes from writer_spec, called before anything was touched."""
-    return Job(config, store, kafka, spec, SparkStarter(config, on_start=warm_python_workers), observer)

@@ -25,16 +25,13 @@ import time
 from dataclasses import replace
 
 from etl import faults, logs
-from etl.compaction.compactor import Compactor
-from etl.config import Config
 from etl.errors import MissingBatchFiles, StateConflict
 from etl.hive.registrar import HiveRegistrar
-from etl.hive.spark import SparkStarter
 from etl.job import pins
+from etl.job.host import BatchHost
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job import progress
 from etl.job.partition_cap import partition_keys
-from etl.job.partition_writer import WriterSpec
 from etl.job.positions import planning_positions
 from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
@@ -42,55 +39,44 @@ from etl.job.range_task import RangeResult, RangeTask
 from etl.job.tasks import task_failure
 from etl.job.write_mode import WarehouseFiles, configured_mode, mode_of
 from etl.model import binding
-from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now, utc_now_iso
+from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange
 from etl.model.naming import is_temp_name
 from etl.model.partitioning import Placement
 from etl.model.planner import plan_ranges
 from etl.rows.dimensions import DimensionLoader, LoadedDimension, to_ipc
-from etl.sink.fs import filesystem_for
 from etl.sink.markers import SuccessMarkers
-from etl.sink.warehouse import Warehouse
-from etl.source.kafka import KafkaMetadata
-from etl.state.store import ZkStateStore
 
 log = logging.getLogger(__name__)
 
 
 class Job:
-    def __init__(self, config: Config, store: ZkStateStore, kafka: KafkaMetadata, writer: WriterSpec,
-                 spark: SparkStarter, observer: JobObserver = NO_OBSERVER):
-        self.config, self.store, self.kafka, self.writer = config, store, kafka, writer
+    """The batch state machine. It is handed its parts (etl.job.host.BatchHost: the command's
+    context builds them) and builds none itself."""
+
+    def __init__(self, host: BatchHost, observer: JobObserver = NO_OBSERVER):
+        self.config, self.store, self.kafka, self.writer = host.config, host.store, host.kafka, host.spec
         self.observer = observer
-        self.fs = filesystem_for(config.warehouse)
-        self.warehouse = Warehouse.of(config)
-        self.target = binding.Target.of(config, self.warehouse)
-        self.clock = utc_now
-        self.spark = spark
+        self.fs, self.warehouse, self.clock, self.spark = host.fs, host.warehouse, host.clock, host.spark
+        self.target = binding.Target.of(self.config, self.warehouse)
+        self._tables = host.registrar
         self._registrar: HiveRegistrar | None = None
         self.committed: Batch | None = None  # the last batch this Job committed
-        self.dimensions = DimensionLoader(config.dimensions, writer.schema, spark.session)
+        self.dimensions = DimensionLoader(self.config.dimensions, self.writer.schema, self.spark.session)
         # The clock that partitions a batch is the one that closes its window.
-        self.partitioning = config.hive.partitioning
-        self.partitioner = writer.schema.partitioner.in_zone(self.partitioning.timezone)
+        self.partitioning = self.config.hive.partitioning
+        self.partitioner = host.partitioner
         self.mode = configured_mode(self.partitioning)  # a new plan's (etl.job.write_mode)
-        self.markers = SuccessMarkers(config, store, self.fs, self.warehouse, self.partitioner, clock=utc_now)
+        self.markers = SuccessMarkers(self.config, self.store, self.fs, self.warehouse, self.partitioner,
+                                      clock=self.clock)
 
     def _ensure_tables(self) -> HiveRegistrar:
         """Start Spark, and with it the Hive client, and create or evolve the tables: once, and
-        only when a batch needs them (etl.hive.spark)."""
+        only when a batch needs them (etl.hive.spark). The registrar writes where this Job reads."""
         if self._registrar is None:
-            with timed(self.observer, Phase.TABLES):
-                registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse,
-                                          owner=self.store.paths.job)
-                registrar.ensure_tables()
+            registrar = self._tables()  # timed as the TABLES phase by the context, which built it
+            registrar.warehouse = self.warehouse
             self._registrar = registrar
         return self._registrar
-
-    def registrar(self) -> HiveRegistrar:
-        return self._ensure_tables()
-
-    def compactor(self) -> Compactor:
-        return Compactor(self.config, self.store, self.fs, self.warehouse, self._ensure_tables, self.clock)
 
     def _locate_partitions(self) -> None:
         """Where compacted partitions' files are now (ZooKeeper, moved with the metastore): each
@@ -184,11 +170,11 @@ class Job:
     def _new_batch(self, ranges: tuple[OffsetRange, ...], **more) -> Batch:
         """A PLANNED batch with its Placement: the planning-time partition, and by event time how
         every attempt places rows (etl.model.partitioning)."""
-        planned_at = utc_now()
+        planned_at = self.clock()
         placement = Placement.of(self.partitioning, self.partitioner, planned_at, self.mode.late_before_ms(self.markers))
         return Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
                      planned_at=planned_at.isoformat(timespec="seconds"), partition_values=placement.planned,
-                     ranges=ranges, planned_by=self.store.me.describe(), updated_at=utc_now_iso(),
+                     ranges=ranges, planned_by=self.store.me.describe(), updated_at=planned_at.isoformat(timespec="seconds"),
                      placement=self.mode.stored_placement(placement), **more)
 
     def _next_batch_id(self) -> int:
@@ -236,7 +222,8 @@ class Job:
                      loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
         if loaded is None and self.config.dimensions and self._missing_files(batch):
             with timed(self.observer, Phase.DIMENSIONS):
-                batch, version, loaded = pins.resumed(batch, version, self.config, self.dimensions, self.store)
+                batch, version, loaded = pins.resumed(batch, version, self.config, self.dimensions, self.store,
+                                                        self.clock)
         if batch.file_ranges:
             self._ensure_tables()  # Spark runs the tasks: started (and timed) before them
         with timed(self.observer, Phase.TASKS):
@@ -324,5 +311,5 @@ class Job:
         return folders + mode_of(batch).sweep_folders(self.warehouse, batch, results)
 
     def _summary(self, batch: Batch, resumed: bool, seconds: float) -> BatchSummary:
-        self.committed = batch  # for the observer's batch_committed (etl.job.runner)
+        self.committed = batch  # for the observer's batch_committed (etl.ops.run)
         return BatchSummary.of(batch, resumed, seconds, self.config.job.max_records_per_partition)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class Phase(StrEnum):
-    SETUP = "setup"  # ZooKeeper session, lock, Kafka metadata client (etl.job.runner)
+    SETUP = "setup"  # ZooKeeper session, lock, Kafka metadata client (etl.ops.run)
     PLAN = "plan"  # read the open batch or plan a new one, and store the plan
     TABLES = "tables"  # start Spark and create or evolve the tables: once per process
     DIMENSIONS = "dimensions"  # load (or re-check) the dimension tables of a batch
@@ -36,7 +36,7 @@ class JobObserver:
         pass
 
     def batch_committed(self, summary: "BatchSummary", batch: "Batch") -> None:
-        """A batch reached COMMITTED (etl.job.runner, after each batch); `batch` as committed."""
+        """A batch reached COMMITTED (etl.ops.run, after each batch); `batch` as committed."""
 
     def lock_held(self) -> None:
         """Another run holds the job's lock: this run does nothing (called before LockHeld)."""

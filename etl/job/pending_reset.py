@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from etl.sink.aside import move_aside
 from etl.sink.fs import WarehouseFileSystem
-from etl.state.store import ZkStateStore
+from etl.state.protocols import OperatorPart
 
 
-def finish_pending_reset(store: ZkStateStore, fs: WarehouseFileSystem, out=print) -> None:
+def finish_pending_reset(store: OperatorPart, fs: WarehouseFileSystem, out=print) -> None:
     """Complete a reset that was recorded but not finished (its run died between moving its files
     and committing its offsets): the moves are idempotent, the offsets move from the recorded old
     values, and the event is written with them."""

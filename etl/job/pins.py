@@ -9,20 +9,28 @@ change is recorded in the batch, old and new, with who decided and when.
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Mapping
+from typing import Callable, Protocol
 
 from etl.config import Config, DimensionChangePolicy
 from etl.errors import DimensionChanged
-from etl.model.batch import Batch, utc_now_iso
+from etl.model.batch import Batch
 from etl.rows.dimensions import DimensionLoader, LoadedDimension, Snapshot, describe_change
+from etl.state.protocols import BatchPart, LockPart
 
 log = logging.getLogger(__name__)
 
 
-def resumed(batch: Batch, version: int, config: Config, dimensions: DimensionLoader,
-            store) -> tuple[Batch, int, dict[str, LoadedDimension]]:
-    """Load the dimensions again for the files still to write, and hold them to the pins."""
+class PinStore(BatchPart, LockPart, Protocol):
+    """What a resume asks of the store: amend the batch, and who this run is."""
+
+
+def resumed(batch: Batch, version: int, config: Config, dimensions: DimensionLoader, store: PinStore,
+            clock: Callable[[], dt.datetime]) -> tuple[Batch, int, dict[str, LoadedDimension]]:
+    """Load the dimensions again for the files still to write, and hold them to the pins; a pin
+    replaced under use_current is recorded at `clock`'s time (the Job's)."""
     before = pinned(batch)
     current = {d.name: dimensions.snapshot(d) for d in config.dimensions}
     moved = changed(before, current)
@@ -41,7 +49,8 @@ def resumed(batch: Batch, version: int, config: Config, dimensions: DimensionLoa
                       describe_change(before.get(name), now.get(name)))
         batch, version = store.amend(
             batch, version, dimensions={name: s.to_json() for name, s in now.items()},
-            dimension_changes=batch.dimension_changes + change_records(moved, before, now, store.me.describe()))
+            dimension_changes=batch.dimension_changes + change_records(moved, before, now, store.me.describe(),
+                                                               clock().isoformat(timespec="seconds")))
     return batch, version, loaded
 
 
@@ -69,8 +78,8 @@ def change_error(batch: Batch, names: list[str], pins: dict, current: dict) -> D
         f"versions in one batch. {advice}. The batch stays {batch.state.value}; nothing was committed")
 
 
-def change_records(names: list[str], pins: dict, now: dict, by: str) -> tuple[dict, ...]:
+def change_records(names: list[str], pins: dict, now: dict, by: str, at: str) -> tuple[dict, ...]:
     """What the batch keeps about pins replaced under use_current."""
     return tuple({"dimension": name, "pinned": pins[name].to_json() if name in pins else None,
-                  "current": now[name].to_json() if name in now else None, "at": utc_now_iso(), "by": by}
+                  "current": now[name].to_json() if name in now else None, "at": at, "by": by}
                  for name in names)

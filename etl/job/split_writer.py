@@ -29,7 +29,7 @@ from etl.sink.parquet import ParquetSink
 @dataclass(frozen=True)
 class WrittenPart:
     key: int
-    partition: str  # dt=.../hour=...
+    partition: str  # the Hive partition's path: dt=.../hour=..., or dt=... for a daily table
     temp_path: str
     final_path: str
     rows: int

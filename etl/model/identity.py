@@ -13,14 +13,14 @@ incarnations apart:
 Log compaction may remove the fingerprinted record. Kafka then serves the next record with a
 higher offset: the fingerprint cannot decide, so the check is skipped for that partition (logged)
 and the topic id, when there is one, still decides. The next commit fingerprints a newer record.
+
+Here are the witnesses and how each judges; etl.job.positions.recreated_partitions asks the store
+and Kafka for them.
 """
 from __future__ import annotations
 
 import hashlib
-import logging
 from dataclasses import dataclass
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,33 +61,3 @@ def record_changed(topic: str, partition: int, stored: RecordFingerprint | None,
                 f"(timestamp {found.timestamp_ms} vs {stored.timestamp_ms}, value hash {found.digest} vs "
                 f"{stored.digest}): the topic was deleted and recreated")
     return None
-
-
-def recreated_partitions(store, kafka, committed: dict, marks: dict, topic_ids: dict[str, str | None],
-                         with_new_data_only: bool = True) -> dict[tuple[str, int], str]:
-    """Partitions whose committed offset belongs to an earlier incarnation of their topic, with why.
-
-    `store` is the job's ZkStateStore, `kafka` its KafkaMetadata, `marks` (low, high) per
-    partition. The topic id decides where the broker reports one. The last loaded record is
-    checked where Kafka still holds its offset; the planner asks only for the partitions with
-    something to read (a recreated partition with nothing to read costs nothing yet), recovery
-    for all that it would rewrite."""
-    stored_ids = store.topic_ids()
-    reasons = {}
-    for (topic, partition) in marks:
-        reason = topic_id_changed(topic, stored_ids.get(topic), topic_ids.get(topic))
-        if reason and (topic, partition) in committed:
-            reasons[(topic, partition)] = reason
-    wanted = {tp: c.last.offset for tp, c in committed.items()
-              if tp in marks and tp not in reasons and c.last is not None
-              and marks[tp][0] <= c.last.offset < marks[tp][1]
-              and (marks[tp][1] > c.value or not with_new_data_only)}
-    for (topic, partition), found in kafka.records_at(wanted).items():
-        stored = committed[(topic, partition)].last
-        reason = record_changed(topic, partition, stored, found)
-        if reason:
-            reasons[(topic, partition)] = reason
-        elif found is None or found.offset != stored.offset:
-            log.warning("%s[%d]: the last loaded record (offset %d) is gone from the log (compacted?); the record "
-                        "check cannot tell whether the topic was recreated", topic, partition, stored.offset)
-    return reasons

@@ -1,4 +1,7 @@
-"""Names of everything in the warehouse, built and parsed in one place.
+"""Names of the warehouse's data files, temp files and partition folders, built and parsed in one
+place. The other names there belong to the room that writes them: range manifests
+(etl.sink.manifest), `_SUCCESS` markers (etl.sink.markers), files moved aside (etl.sink.aside)
+and compacted folders (etl.model.compaction).
 
 A committed file is `<topic>+<partition>+<from:020d>+<until:020d>.parquet`. The offsets are
 zero-padded so that a plain sort of the names is an offset sort. Temp files start with `_`,

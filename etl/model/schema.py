@@ -2,8 +2,11 @@
 
 The template is the single source of truth: Hive creates the table from it (render_ddl) and
 the ETL derives the Parquet file schema from it (load_table_schema + arrow_schema), so the
-two cannot drift apart. Each table carries the Kafka lineage columns, which the ETL fills,
-and is partitioned by (dt, hour), which Hive keeps in the directory names, not in the files.
+two cannot drift apart. Each table carries the Kafka lineage columns, which the ETL fills.
+Its partition columns, which Hive keeps in the directory names, not in the files, are (dt, hour)
+or (dt) alone: they choose the table's partitioner (etl.model.partitioning.partitioner_for).
+This module reads the template file (load_table_schema, render_ddl: the model room's one file read);
+the rest is pure.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from enum import IntEnum
 from etl.config import Config
 from etl.ops.status import PartitionStatus
 from etl.source.kafka import KafkaMetadata
-from etl.state.store import ZkStateStore
+from etl.state.protocols import OffsetPart
 
 LABEL = "ETL"
 
@@ -38,19 +38,14 @@ class CheckResult:
 
 
 def run_check(config: Config, warn_lag: int, crit_lag: int) -> CheckResult:
-    store = ZkStateStore(config.zookeeper, config.job.name, config.retry)
-    store.connect(create_nodes=False)
-    try:
-        kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
-        try:
-            return judge(config.job.name, read_lags(store, kafka), warn_lag, crit_lag)
-        finally:
-            kafka.close()
-    finally:
-        store.close()
+    # Here, not at the top: etl.cli imports this module for every command, and the context
+    # brings the job's modules (pyarrow, the decoders) that only the commands that run need.
+    from etl.context.job import JobContext
+    with JobContext(config, create_nodes=False) as context:
+        return judge(config.job.name, read_lags(context.store, context.kafka), warn_lag, crit_lag)
 
 
-def read_lags(store: ZkStateStore, kafka: KafkaMetadata) -> list[PartitionStatus]:
+def read_lags(store: OffsetPart, kafka: KafkaMetadata) -> list[PartitionStatus]:
     """Each loaded partition's lag, as `etl status` counts it (from the earliest offset where the
     job has committed none)."""
     partitions = kafka.partitions(kafka.job_topics().loaded)

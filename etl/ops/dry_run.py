@@ -15,34 +15,26 @@ import datetime as dt
 import functools
 
 from etl.config import Config
-from etl.model.batch import Batch, OffsetRange, utc_now
+from etl.context.job import JobContext
+from etl.model.batch import Batch, OffsetRange
 from etl.model.naming import partition_path
 from etl.model.partitioning import Placement
 from etl.model.planner import plan_ranges
-from etl.model.schema import load_table_schema
 from etl.job.positions import planning_positions
 from etl.job.write_mode import configured_mode, mode_of
 from etl.sink.warehouse import Warehouse
-from etl.source.kafka import KafkaMetadata
-from etl.state.store import ZkStateStore
 
 
 def dry_run(config: Config) -> dict:
-    store = ZkStateStore(config.zookeeper, config.job.name, config.retry)
-    store.connect(create_nodes=False)
-    try:
-        kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
-        try:
-            return _preview(config, store, kafka)
-        finally:
-            kafka.close()
-    finally:
-        store.close()
+    with JobContext(config, create_nodes=False) as context:
+        return preview(context)
 
 
-def _preview(config: Config, store: ZkStateStore, kafka: KafkaMetadata) -> dict:
-    started = store.has_job_nodes()  # not before the job's first command: then nothing is committed
-    warehouse = Warehouse.of(config).with_relocations(store.relocations()) if started else Warehouse.of(config)
+def preview(context: JobContext) -> dict:
+    """dry_run in the command's context: an open batch is shown without asking Kafka."""
+    config, store, kafka = context.config, context.store, context.kafka
+    started = context.job_started()  # not before the job's first command: then nothing is committed
+    warehouse = context.located() if started else context.warehouse
     opened = store.open_batch() if started else None
     if opened is not None:
         return {**_head(config, "complete_open_batch"), **_open_batch(opened[0], warehouse)}
@@ -53,7 +45,7 @@ def _preview(config: Config, store: ZkStateStore, kafka: KafkaMetadata) -> dict:
     return {**_head(config, "new_batch" if plan.ranges else "nothing_to_do"), "topics": list(topics),
             "ranges": [_range(r, high[(r.topic, r.partition)]) for r in plan.ranges],
             "skipped": [s.describe() for s in plan.skipped],
-            "target": _new_target(config, warehouse, utc_now()) if plan.ranges else None}
+            "target": _new_target(context, warehouse, context.clock()) if plan.ranges else None}
 
 
 def _head(config: Config, action: str) -> dict:
@@ -68,12 +60,11 @@ def _range(r: OffsetRange, latest: int) -> dict:
             "committed": r.expected, "left_after": max(0, latest - r.end)}
 
 
-def _new_target(config: Config, warehouse: Warehouse, now: dt.datetime) -> dict:
-    partitioning = config.hive.partitioning
+def _new_target(context: JobContext, warehouse: Warehouse, now: dt.datetime) -> dict:
+    partitioning = context.config.hive.partitioning
 
-    def planned() -> dict[str, str]:
-        partitioner = load_table_schema(config.hive.schema_file, config.job.key_column).partitioner
-        return Placement.of(partitioning, partitioner, now, None).planned
+    def planned() -> dict[str, str]:  # the DDL is read only where the target is known before the rows
+        return Placement.of(partitioning, context.partitioner, now, None).planned
     return configured_mode(partitioning).preview_plan(planned, functools.partial(_partition, warehouse))
 
 

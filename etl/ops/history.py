@@ -10,10 +10,10 @@ from __future__ import annotations
 import datetime as dt
 
 from etl.model.batch import Batch, BatchState
-from etl.state.store import ZkStateStore
+from etl.state.protocols import BatchPart
 
 
-def collect_history(store: ZkStateStore, limit: int) -> list[dict]:
+def collect_history(store: BatchPart, limit: int) -> list[dict]:
     """The newest `limit` batches, newest first."""
     return [batch_json(store.read_batch(batch_id)[0]) for batch_id in reversed(store.batch_ids()[-limit:])]
 

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import CounterMetricFamily
 
 from etl.config import Config
+from etl.context.job import JobContext
 from etl.errors import EXIT_OK, EXIT_USAGE, EtlError
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase
 from etl.job.summary import BatchSummary
@@ -38,10 +39,9 @@ from etl.job.write_mode import mode_of
 from etl.model.batch import Batch
 from etl.ops.metrics_publish import JOB_LABEL, publish
 from etl.ops.status import PartitionStatus
-from etl.sink.fs import filesystem_for
+from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
-from etl.source.kafka import KafkaMetadata
-from etl.state.store import ZkStateStore, ZooKeeperUnavailable
+from etl.state.store import ZooKeeperUnavailable
 from etl.state.totals import LoadTotals
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,10 @@ class RunMetrics(JobObserver):
     """What the run reports through the JobObserver hooks, kept until it is published."""
 
     def __init__(self, config: Config):
+        """Its own context: what it reads, it reads once, with one attempt each (the run has already
+        waited out its retries on whatever is down, the metrics do not wait again)."""
         self.config = config
+        self.context = JobContext(config, retry=replace(config.retry, attempts=1))
         self.started = time.monotonic()
         self.phases = {phase: 0.0 for phase in Phase}
         self.summaries: list[BatchSummary] = []
@@ -88,7 +91,7 @@ class RunMetrics(JobObserver):
         """Listed once, before the commit (which adds them to the load totals), and kept for the
         run's own gauges. A listing that fails costs the bytes of this batch, never the commit."""
         try:
-            self.measured[batch.batch_id] = written_files(self.config, warehouse, [batch])
+            self.measured[batch.batch_id] = written_files(self.context.fs, warehouse, [batch])
         except Exception as exc:  # noqa: BLE001 - a metrics bug must not stop a commit
             log.warning("metrics: the sizes of batch %d's files not read, so not counted: %s: %s", batch.batch_id,
                         type(exc).__name__, exc)
@@ -104,16 +107,17 @@ def published_metrics(config: Config) -> Iterator[JobObserver]:
         yield NO_OBSERVER
         return
     metrics = RunMetrics(config)
-    try:
-        yield metrics
-    except BaseException as exc:  # also Ctrl-C: a run that stopped half-way is the one to see
-        outcome = LOCK_HELD if metrics.found_lock_held else FAILURE
-        code = exc.exit_code if isinstance(exc, EtlError) else 1
-        # Not read again: ZooKeeper that just failed the run, nor anything after a config error
-        # found at run time, which exits 2 having touched nothing.
-        _publish_quietly(metrics, outcome, code, not isinstance(exc, ZooKeeperUnavailable) and code != EXIT_USAGE)
-        raise
-    _publish_quietly(metrics, LOCK_HELD if metrics.found_lock_held else SUCCESS, EXIT_OK)
+    with metrics.context:
+        try:
+            yield metrics
+        except BaseException as exc:  # also Ctrl-C: a run that stopped half-way is the one to see
+            outcome = LOCK_HELD if metrics.found_lock_held else FAILURE
+            code = exc.exit_code if isinstance(exc, EtlError) else 1
+            # Not read again: ZooKeeper that just failed the run, nor anything after a config error
+            # found at run time, which exits 2 having touched nothing.
+            _publish_quietly(metrics, outcome, code, not isinstance(exc, ZooKeeperUnavailable) and code != EXIT_USAGE)
+            raise
+        _publish_quietly(metrics, LOCK_HELD if metrics.found_lock_held else SUCCESS, EXIT_OK)
 
 
 def _publish_quietly(metrics: RunMetrics, outcome: str, exit_code: int, read_state: bool = True) -> None:
@@ -213,15 +217,14 @@ def _run_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -> 
 def _state_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -> None:
     """From ZooKeeper, Kafka and the warehouse, once. One attempt each: the run has already
     waited out its retries on whatever is down, the metrics do not wait again."""
-    config = metrics.config
-    retry = replace(config.retry, attempts=1)
-    table = f"{config.hive.database}.{config.hive.table}"
+    context = metrics.context
+    table = f"{context.config.hive.database}.{context.config.hive.table}"
     try:
-        with ZkStateStore(config.zookeeper, config.job.name, retry) as store:
-            committed = {tp: c.value for tp, c in store.committed_offsets().items()}
-            opened = store.open_batch()
-            warehouse = Warehouse.of(config).with_relocations(store.relocations())
-            totals, _ = store.load_totals()
+        store = context.store
+        committed = {tp: c.value for tp, c in store.committed_offsets().items()}
+        opened = store.open_batch()
+        warehouse = context.located()
+        totals, _ = store.load_totals()
     except EtlError as exc:
         log.warning("metrics: ZooKeeper not read, so no offsets, lag, open batch age or totals: %s", exc)
         return
@@ -230,14 +233,14 @@ def _state_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -
            job=job).set(age)
     totals_metrics(registry, totals, job)
     _files_metrics(registry, metrics, warehouse, job, table)
-    _partition_metrics(registry, config, retry, committed, job)
+    _partition_metrics(registry, context, committed, job)
 
 
 def _files_metrics(registry, metrics: RunMetrics, warehouse: Warehouse, job: str, table: str) -> None:
     """The batches' files as listed before their commits; a batch not listed then is listed now."""
     unlisted = [batch for batch in metrics.batches if batch.batch_id not in metrics.measured]
     try:
-        files, size = written_files(metrics.config, warehouse, unlisted)
+        files, size = written_files(metrics.context.fs, warehouse, unlisted)
     except EtlError as exc:
         log.warning("metrics: the written files' sizes not read: %s", exc)
         return
@@ -249,12 +252,11 @@ def _files_metrics(registry, metrics: RunMetrics, warehouse: Warehouse, job: str
     _gauge(registry, "etl_run_written_bytes", "Bytes of those files", job=job, table=table).set(size)
 
 
-def written_files(config: Config, warehouse: Warehouse, batches: list[Batch]) -> tuple[int, int]:
+def written_files(fs: WarehouseFileSystem, warehouse: Warehouse, batches: list[Batch]) -> tuple[int, int]:
     """(count, bytes) of the batches' data files, main and rejected. Batches record file names,
     not sizes: each folder a batch wrote to is listed once, with sizes (one WebHDFS request per
     folder), and a file found nowhere (moved since) is not counted. By event time a range has a
     file in each partition it touched, under the range's name."""
-    fs = filesystem_for(config.warehouse)
     count = size = 0
     for batch in batches:
         names = {r.file_name for r in batch.file_ranges}
@@ -267,16 +269,13 @@ def written_files(config: Config, warehouse: Warehouse, batches: list[Batch]) ->
     return count, size
 
 
-def _partition_metrics(registry: CollectorRegistry, config: Config, retry, committed: dict, job: str) -> None:
+def _partition_metrics(registry: CollectorRegistry, context: JobContext, committed: dict, job: str) -> None:
     """Lag as `etl status` computes it (etl.ops.status.PartitionStatus): a partition never
     committed lags from its earliest offset."""
     try:
-        kafka = KafkaMetadata(config.kafka, retry, config.job.name)
-        try:
-            partitions = kafka.partitions(kafka.job_topics().loaded)
-            marks = kafka.watermarks(partitions)
-        finally:
-            kafka.close()
+        kafka = context.kafka
+        partitions = kafka.partitions(kafka.job_topics().loaded)
+        marks = kafka.watermarks(partitions)
     except EtlError as exc:
         log.warning("metrics: Kafka not read, so no lag: %s", exc)
         return

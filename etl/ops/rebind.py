@@ -5,30 +5,33 @@ from __future__ import annotations
 
 import getpass
 
+from etl.context.command import CommandContext
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
-from etl.hive.registrar import HiveRegistrar
-from etl.hive.spark import build_spark
 from etl.model.batch import utc_now_iso
 from etl.model.binding import Target
 from etl.model.events import Bind
-from etl.sink.warehouse import Warehouse
-from etl.state.store import ZkStateStore
 
 
 def bind(config, yes: bool, data_moved: bool, out=print) -> int:
     """`etl bind`: move the job to the table and folders its config names now."""
-    current = Target.of(config, Warehouse.of(config))
-    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
-        if store.acquire_lock() is not None:
-            out("refused: a run holds the job lock; try again when it has finished")
-            return EXIT_BATCH_FAILED
-        try:
-            return _bind_locked(config, store, current, yes, data_moved, out)
-        finally:
-            store.release_lock()
+    with CommandContext(config) as context:
+        return bind_in(context, yes, data_moved, out)
 
 
-def _bind_locked(config, store, current: Target, yes: bool, data_moved: bool, out) -> int:
+def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print) -> int:
+    current = Target.of(context.config, context.warehouse)
+    store = context.store
+    if store.acquire_lock() is not None:
+        out("refused: a run holds the job lock; try again when it has finished")
+        return EXIT_BATCH_FAILED
+    try:
+        return _bind_locked(context, current, yes, data_moved, out)
+    finally:
+        store.release_lock()
+
+
+def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved: bool, out) -> int:
+    config, store = context.config, context.store
     opened = store.open_batch()
     if opened:
         out(f"refused: batch {opened[0].batch_id} is open; finish it with the old config (`etl recover`) first")
@@ -44,14 +47,9 @@ def _bind_locked(config, store, current: Target, yes: bool, data_moved: bool, ou
     if not yes:
         out("nothing changed: pass --yes to apply")
         return EXIT_USAGE
-    _claim_new_table(config, store.paths.job)
+    context.registrar()  # the new table created (or evolved) and claimed before ZooKeeper points at it
     store.rebind(current, reset_origins=not data_moved,
                  event=Bind(utc_now_iso(), getpass.getuser(), to=current.to_json(), data_moved=data_moved,
                             previous=bound.to_json() if bound else None))
     out("bound; recorded in ZooKeeper")
     return EXIT_OK
-
-
-def _claim_new_table(config, me: str) -> None:
-    """Create (or evolve) the new table and take its ownership before ZooKeeper points at it."""
-    HiveRegistrar(build_spark(config), config.hive, Warehouse.of(config), owner=me).ensure_tables()

@@ -12,21 +12,21 @@ anything. A gap Kafka no longer holds can be recorded as lost with --accept-loss
 """
 from __future__ import annotations
 
-import contextlib
 import getpass
 import logging
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from etl.compaction.run import compactor_of
 from etl.config import Config
+from etl.context.job import JobContext
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK
-from etl.job.assemble import assemble_job, writer_spec
 from etl.job.pending_reset import finish_pending_reset
+from etl.job.positions import recreated_partitions
 from etl.job.write_mode import mode_of
 from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.model.compaction import CompactionState
 from etl.model.events import AcceptedLoss, MovedAside
-from etl.model.identity import recreated_partitions
 from etl.model.naming import FileRange, final_name, partition_path
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
 from etl.model.partitioning import padded_path
@@ -35,12 +35,11 @@ from etl.ops.legacy_names import legacy_partitions, move_legacy_partitions
 from etl.ops.parts import check_parts, damaged_ranges
 from etl.ops.verify_deep import unreadable_files
 from etl.sink.aside import aside_path, aside_root, move_aside
-from etl.sink.fs import WarehouseFileSystem, filesystem_for
+from etl.sink.fs import WarehouseFileSystem
 from etl.sink.manifest import list_manifests
 from etl.sink.warehouse import Warehouse
-from etl.source.group_mirror import OffsetMirror
 from etl.source.kafka import KafkaMetadata
-from etl.state.store import ZkStateStore
+from etl.state.protocols import OffsetPart, OperatorPart, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +62,13 @@ class Assessment:
     legacy: list[str] = field(default_factory=list)  # partitions named before dt was zero-padded
 
 
-def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory: Inventory, fs: WarehouseFileSystem,
-           accept_loss: bool = False) -> Assessment:
+def assess(config: Config, store: StateStore, kafka: KafkaMetadata, inventory: Inventory, fs: WarehouseFileSystem,
+           warehouse: Warehouse, accept_loss: bool = False) -> Assessment:
+    """`warehouse`: the table's folders as the config names them (without relocations)."""
     opened = store.open_batch()
     batch = opened[0] if opened else None
     committed, events = store.committed_offsets(), store.events()
-    damaged = damaged_ranges(check_parts(inventory, list_manifests(fs, Warehouse.of(config).table_root), batch))
+    damaged = damaged_ranges(check_parts(inventory, list_manifests(fs, warehouse.table_root), batch))
     moving = _files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch, damaged)
     staying = _without(inventory, set(moving))
     problems = [p for p in check_ranges(staying, committed, batch, events) if p.kind != "gap"]
@@ -96,7 +96,7 @@ def assess(config: Config, store: ZkStateStore, kafka: KafkaMetadata, inventory:
     if rewrite:
         actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka: "
                        f"{', '.join(_describe(s) for s in rewrite[:5])}")
-    legacy = legacy_partitions(fs, Warehouse.of(config))
+    legacy = legacy_partitions(fs, warehouse)
     if legacy:
         actions.append(f"move {len(legacy)} partitions named before dt was zero-padded to their padded names: "
                        f"{', '.join(f'{p} -> {padded_path(p)}' for p in legacy[:5])}")
@@ -138,7 +138,7 @@ def _without(inventory: Inventory, paths: set[str]) -> Inventory:
                      {r: path for r, path in inventory.manifests.items() if path not in paths})
 
 
-def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store, committed) -> tuple[list[Span], list[Span]]:
+def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store: OffsetPart, committed) -> tuple[list[Span], list[Span]]:
     """Each gap split at the earliest offset Kafka still holds: what can be rewritten, what is lost.
     A recreated topic holds none of the committed records any more, whatever its offsets say, nor
     does a deleted one."""
@@ -220,29 +220,27 @@ def _lost_from_kafka(batch: Batch, missing: list, kafka: KafkaMetadata) -> list[
 
 def recover(config: Config, dry_run: bool, accept_loss: bool = False, out=print, report: dict | None = None) -> int:
     """`report`, when given, receives what was found as JSON (`etl recover --json`)."""
-    report = {} if report is None else report
-    fs = filesystem_for(config.warehouse)
-    warehouse = Warehouse.of(config)
     # The batch it completes and the reset it finishes move offsets: the store mirrors them to Kafka.
-    with contextlib.closing(OffsetMirror(config.kafka)) as mirror, \
-            ZkStateStore(config.zookeeper, config.job.name, config.retry, offsets_moved=mirror.commit) as store:
-        holder = store.lock_holder()
-        if holder is not None:
-            report["lock"] = holder.describe()
-            out(f"a run holds the job lock: {holder.describe()}. recover changes nothing while a run is live; "
-                f"if it died, its lock disappears within {config.zookeeper.session_timeout_seconds:g}s.")
-            return EXIT_OK
-        kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
-        try:
-            inventory = take_inventory(fs, warehouse.with_relocations(store.relocations()))
-            found = assess(config, store, kafka, inventory, fs, accept_loss)
-            report.update(assessment_json(found))
-            _report(found, out)
-            if found.problems or dry_run or not found.actions:
-                return EXIT_BATCH_FAILED if found.problems else EXIT_OK
-            return _repair(config, store, kafka, fs, warehouse, inventory, found, out)
-        finally:
-            kafka.close()
+    with JobContext(config, moves_offsets=True, runs_batches=True) as context:
+        return recover_in(context, dry_run, accept_loss, out, report)
+
+
+def recover_in(context: JobContext, dry_run: bool, accept_loss: bool = False, out=print,
+               report: dict | None = None) -> int:
+    config, store, report = context.config, context.store, {} if report is None else report
+    holder = store.lock_holder()
+    if holder is not None:
+        report["lock"] = holder.describe()
+        out(f"a run holds the job lock: {holder.describe()}. recover changes nothing while a run is live; "
+            f"if it died, its lock disappears within {config.zookeeper.session_timeout_seconds:g}s.")
+        return EXIT_OK
+    inventory = take_inventory(context.fs, context.located())
+    found = assess(config, store, context.kafka, inventory, context.fs, context.warehouse, accept_loss)
+    report.update(assessment_json(found))
+    _report(found, out)
+    if found.problems or dry_run or not found.actions:
+        return EXIT_BATCH_FAILED if found.problems else EXIT_OK
+    return _repair(context, inventory, found, out)
 
 
 def assessment_json(found: Assessment) -> dict:
@@ -267,8 +265,8 @@ def _report(found: Assessment, out) -> None:
         out("nothing to repair")
 
 
-def _repair(config, store, kafka, fs: WarehouseFileSystem, warehouse: Warehouse, inventory: Inventory,
-            found: Assessment, out) -> int:
+def _repair(context: JobContext, inventory: Inventory, found: Assessment, out) -> int:
+    config, store, fs, warehouse = context.config, context.store, context.fs, context.warehouse
     if store.acquire_lock() is not None:
         out("another run took the lock meanwhile; nothing was changed")
         return EXIT_OK
@@ -278,12 +276,12 @@ def _repair(config, store, kafka, fs: WarehouseFileSystem, warehouse: Warehouse,
             fs.delete(path)
         if found.moving:
             _move_out(store, fs, warehouse, config.job.name, found.moving, out)
-        job = assemble_job(config, store, kafka, writer_spec(config))
-        job.compactor().finish_pending()  # before a batch: it must write where Hive reads
+        job = context.job()
+        compactor_of(context).finish_pending()  # before a batch: it must write where Hive reads
         if found.open_batch is not None:
             out(f"done: {job.run_once().describe()}")
         if found.legacy:  # after the open batch: it may register some of them
-            located, registrar = warehouse.with_relocations(store.relocations()), job.registrar()
+            located, registrar = context.located(), context.registrar()
             registrar.warehouse = located  # a padded partition that was compacted is registered where it is now
             move_legacy_partitions(fs, located, registrar, out)
         if found.lost:
@@ -297,7 +295,7 @@ def _repair(config, store, kafka, fs: WarehouseFileSystem, warehouse: Warehouse,
     return EXIT_OK
 
 
-def _move_out(store, fs: WarehouseFileSystem, warehouse: Warehouse, job_name: str, paths: list[str], out) -> None:
+def _move_out(store: OperatorPart, fs: WarehouseFileSystem, warehouse: Warehouse, job_name: str, paths: list[str], out) -> None:
     at = utc_now_iso()
     root = aside_root(warehouse.fs_root, job_name, at)
     moves = [(path, aside_path(warehouse.fs_root, root, path)) for path in paths]
@@ -306,14 +304,14 @@ def _move_out(store, fs: WarehouseFileSystem, warehouse: Warehouse, job_name: st
     out(f"done: moved {len(moves)} files out of the table, to {root}")
 
 
-def _record_losses(store, lost: list[Span], out) -> None:
+def _record_losses(store: OperatorPart, lost: list[Span], out) -> None:
     at, user = utc_now_iso(), getpass.getuser()
     for span in lost:
         store.record_event(AcceptedLoss(at, user, span.topic, span.partition, committed=span.lo, restart_at=span.hi))
     out(f"done: recorded {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
 
 
-def _repair_ranges(store, spans: list[Span], cap: int) -> list[OffsetRange]:
+def _repair_ranges(store: OffsetPart, spans: list[Span], cap: int) -> list[OffsetRange]:
     """The gaps as ranges of a REPAIR batch, at most `cap` offsets each; each expects its
     partition's committed offset not to move until the repair commits."""
     committed = store.committed_offsets()

@@ -20,23 +20,20 @@ mirrors them to the job's Kafka consumer group (etl.source.group_mirror).
 """
 from __future__ import annotations
 
-import contextlib
 import getpass
 import re
 from datetime import datetime, timedelta, timezone
 
 from etl.config import Config
+from etl.context.job import JobContext
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError
 from etl.job.pending_reset import finish_pending_reset
 from etl.model.batch import utc_now_iso
 from etl.model.events import OffsetChange, PendingReset, Reset
 from etl.ops.inventory import Inventory, take_inventory
 from etl.sink.aside import aside_path, aside_root
-from etl.sink.fs import filesystem_for
-from etl.sink.warehouse import Warehouse
-from etl.source.group_mirror import OffsetMirror
 from etl.source.kafka import KafkaMetadata
-from etl.state.store import ZkStateStore
+from etl.state.protocols import OffsetPart
 
 _EXPLICIT = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+):(?P<partition>\d+)=(?P<offset>\d+)$")
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -84,7 +81,7 @@ def parse_targets(to: list[str] | str | datetime) -> Targets:
     return targets
 
 
-def plan_changes(config: Config, store: ZkStateStore, kafka: KafkaMetadata, targets) -> list[OffsetChange]:
+def plan_changes(config: Config, store: OffsetPart, kafka: KafkaMetadata, targets) -> list[OffsetChange]:
     topics = kafka.job_topics().loaded
     partitions = kafka.partitions(topics)
     marks = kafka.watermarks(partitions)
@@ -117,35 +114,38 @@ def reset_offsets(config: Config, to: list[str] | str | datetime, yes: bool, mov
                   report: dict | None = None) -> int:
     """`to`: --to's values, or --to-datetime's time (parse_targets); it is read before anything is
     touched. `report`, when given, receives the changes, refusals and moves as JSON (`--json`)."""
-    report = {} if report is None else report
     targets = parse_targets(to)
-    with contextlib.closing(OffsetMirror(config.kafka)) as mirror, \
-            ZkStateStore(config.zookeeper, config.job.name, config.retry, offsets_moved=mirror.commit) as store:
-        holder = store.acquire_lock()
-        if holder is not None:
-            report["lock"] = holder.describe()
-            out(f"refused: a run holds the job lock ({holder.describe()}); try again when it has finished")
-            return EXIT_BATCH_FAILED
-        try:
-            finish_pending_reset(store, filesystem_for(config.warehouse), out)
-            return _reset_locked(config, store, targets, yes, move_aside, out, report)
-        finally:
-            store.release_lock()
+    with JobContext(config, moves_offsets=True) as context:
+        return reset_in(context, targets, yes, move_aside, out, report)
 
 
-def _reset_locked(config, store, targets, yes, move_aside, out, report: dict) -> int:
+def reset_in(context: JobContext, targets: Targets, yes: bool, move_aside: bool = False, out=print,
+             report: dict | None = None) -> int:
+    """reset_offsets with its targets parsed, in the command's context."""
+    store, report = context.store, {} if report is None else report
+    holder = store.acquire_lock()
+    if holder is not None:
+        report["lock"] = holder.describe()
+        out(f"refused: a run holds the job lock ({holder.describe()}); try again when it has finished")
+        return EXIT_BATCH_FAILED
+    try:
+        finish_pending_reset(store, context.fs, out)
+        return _reset_locked(context, targets, yes, move_aside, out, report)
+    finally:
+        store.release_lock()
+
+
+def _reset_locked(context: JobContext, targets, yes, move_aside, out, report: dict) -> int:
+    config, store = context.config, context.store
     opened = store.open_batch()
     if opened:
         report["open_batch"] = opened[0].batch_id
         out(f"refused: batch {opened[0].batch_id} is open ({opened[0].state.value}); run `etl recover` first")
         return EXIT_BATCH_FAILED
-    kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
-    try:
-        changes = plan_changes(config, store, kafka, targets)
-        topic_ids = kafka.topic_ids(sorted({c.topic for c in changes}))
-    finally:
-        kafka.close()
-    warehouse, fs = Warehouse.of(config).with_relocations(store.relocations()), filesystem_for(config.warehouse)
+    kafka = context.kafka
+    changes = plan_changes(config, store, kafka, targets)
+    topic_ids = kafka.topic_ids(sorted({c.topic for c in changes}))
+    warehouse, fs = context.located(), context.fs
     inventory = take_inventory(fs, warehouse)
     refusals, moving = _backwards(changes, inventory, move_aside)
     report.update(changes=[{**c.__dict__, "backwards": c.old is not None and c.new < c.old} for c in changes],

@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from etl.config import Config, HIVE_NAME_RE
+from etl.context.job import JobContext
 from etl.errors import ConfigError
-from etl.job.assemble import writer_spec
 from etl.rows.decoders.startup import current_writer_schemas
-from etl.source.kafka import KafkaMetadata
 
 
 @dataclass(frozen=True)
@@ -40,13 +39,10 @@ def suggest(config: Config) -> list[Suggestion]:
     if not config.job.decoder.reads_writer_schemas:
         raise ConfigError(f"{config.path}: [job] decoder: etl schema suggest reads writer schemas; decoder = "
                           f"{config.job.decoder} has none (set decoder = avro or protobuf)")
-    spec = writer_spec(config)
+    with JobContext(config) as context:
+        spec = context.spec
+        topics = context.kafka.job_topics().loaded
     have = {column.name for column in spec.schema.columns}
-    kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
-    try:
-        topics = kafka.job_topics().loaded
-    finally:
-        kafka.close()
     suggestions = []
     for source, writer in current_writer_schemas(spec.decoder, topics):
         columns, unmapped = [], []

@@ -9,7 +9,7 @@ from etl.model.events import from_json as parse_event, to_json as event_json
 from etl.sink.markers import MARKER_NAME, marker_status
 from etl.source.kafka import KafkaMetadata
 from etl.source.topics import not_loaded_topics
-from etl.state.store import ZkStateStore
+from etl.state.protocols import StateStore
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class PartitionStatus:
         return self.latest - (self.earliest if self.committed is None else self.committed)
 
 
-def collect_status(config: Config, store: ZkStateStore, kafka: KafkaMetadata) -> dict:
+def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> dict:
     topics = kafka.job_topics()
     partitions = kafka.partitions(topics.loaded)
     marks = kafka.watermarks(partitions)

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from etl.context.job import JobContext
 from etl.errors import KafkaReadError, KafkaUnavailable
 from etl.hive.registrar import partition_locations
-from etl.hive.spark import build_spark
 from etl.model.compaction import TableKind
 from etl.ops.compaction_check import check_superseded, switching, warehouse_table
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
@@ -35,12 +35,8 @@ from etl.ops.legacy_names import check_legacy_names
 from etl.ops.parts import check_parts
 from etl.ops.placement_check import check_placement
 from etl.ops.verify_deep import check_deep, check_readable, check_rewritten, offsets_in_kafka
-from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.manifest import list_manifests
-from etl.sink.warehouse import Warehouse
-from etl.source.kafka import KafkaMetadata
 from etl.source.topics import not_loaded_topics
-from etl.state.store import ZkStateStore
 
 
 @dataclass(frozen=True)
@@ -71,11 +67,15 @@ class VerifyReport:
 
 
 def run_verify(config, deep: bool) -> VerifyReport:
-    fs = filesystem_for(config.warehouse)
-    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
-        committed, opened, events = store.committed_offsets(), store.open_batch(), store.events()
-        holder, compactions = store.lock_holder(), [plan for plan, _ in store.open_compactions()]
-        warehouse = Warehouse.of(config).with_relocations(store.relocations())
+    with JobContext(config) as context:
+        return _verify(context, deep)
+
+
+def _verify(context: JobContext, deep: bool) -> VerifyReport:
+    config, fs, store = context.config, context.fs, context.store
+    committed, opened, events = store.committed_offsets(), store.open_batch(), store.events()
+    holder, compactions = store.lock_holder(), [plan for plan, _ in store.open_compactions()]
+    warehouse = context.located()
     inventory = take_inventory(fs, warehouse)
     open_batch = opened[0] if opened else None
     problems = check_ranges(inventory, committed, open_batch, events)
@@ -84,7 +84,7 @@ def run_verify(config, deep: bool) -> VerifyReport:
     problems += check_temps(inventory, holder.describe() if holder else None)
     problems += check_superseded(inventory, compactions, warehouse)
     problems += check_legacy_names(fs, warehouse)
-    spark = build_spark(config)
+    spark = context.spark.session()
     for kind in TableKind:
         locations = partition_locations(spark, config.hive.database, warehouse_table(config, kind))
         expected = {path: warehouse.hive_uri(warehouse.folder(kind, path)) for path in locations}
@@ -92,35 +92,31 @@ def run_verify(config, deep: bool) -> VerifyReport:
                                  open_batch)
         problems += switching(found, kind, compactions, locations, warehouse)
     if deep:
-        problems += _deep(config, spark, fs, inventory, committed, events)
+        problems += _deep(context, spark, inventory, committed, events)
         problems += check_placement(config, fs, inventory, manifests)
     return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.paths), deep,
-                        *_topics_not_loaded(config, committed))
+                        *_topics_not_loaded(context, committed))
 
 
-def _topics_not_loaded(config, committed) -> tuple[list[dict], list[str]]:
+def _topics_not_loaded(context: JobContext, committed) -> tuple[list[dict], list[str]]:
     """The topics the job knows of but does not load, as JSON and as notices. Only they need
     Kafka: when it cannot be asked, the rest of the report stands, and says so."""
-    kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
+    config, kafka = context.config, context.kafka
     try:
         found = not_loaded_topics(kafka.job_topics(), {tp: c.value for tp, c in committed.items()},
                                   kafka.topics_on_broker())
     except (KafkaUnavailable, KafkaReadError) as exc:
         return [], [f"Kafka could not be asked which topics the job reads ({exc}); topics it does not load are "
                     f"not listed"]
-    finally:
-        kafka.close()
     return [t.to_json(config.kafka) for t in found], [f"topic not loaded: {t.describe(config.kafka)}" for t in found]
 
 
-def _deep(config, spark, fs: WarehouseFileSystem, inventory: Inventory, committed, events) -> list[Problem]:
+def _deep(context: JobContext, spark, inventory: Inventory, committed, events) -> list[Problem]:
+    config, fs = context.config, context.fs
     broken = check_readable(fs, inventory)
     if broken:
         return broken  # one broken file fails every read of the table: name them, read no rows
     altered = check_rewritten(fs, inventory)  # merged files' values: what no count of rows sees
-    kafka = KafkaMetadata(config.kafka, config.retry, config.job.name)
-    try:
-        return altered + check_deep(spark, config.hive.database, (config.hive.table, config.hive.rejected_table),
-                                    inventory, committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))
-    finally:
-        kafka.close()
+    kafka = context.kafka
+    return altered + check_deep(spark, config.hive.database, (config.hive.table, config.hive.rejected_table),
+                                inventory, committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))

@@ -14,13 +14,16 @@ clock: clock_cutoff). By event time a row goes to the partition of its own event
 window is closed by the event-time watermark instead (watermark_cutoff). Which of the two a
 job uses, and so which methods here it calls, is etl.job.write_mode's to say.
 
-Why that suffices. Batches are planned one at a time under the job lock, each only once the
-one before is COMMITTED, and only a batch planned inside a window writes into it. Once the
-planning clock has passed a window's end and no batch is open, nothing more can land there,
+Why that suffices, by planning time. Batches are planned one at a time under the job lock,
+each only once the one before is COMMITTED, and only a batch planned inside a window writes
+into it. Once the planning clock has passed a window's end and no batch is open, nothing more can land there,
 unless the planning clock goes back: another host whose clock is behind takes the lock, or a
 clock is stepped back. The delay must cover that skew. A batch planned into a partition that
 already has its marker is still written and committed in full (exactly once beats the
 marker); it is logged as LATE DATA, recorded, and counted by `etl status`, and the marker stays.
+By event time the watermark says what the job has seen, not what may still come: a row of a
+window already marked can arrive in any later batch, and is late data, written or rejected as
+[hive] late_data says (docs/event-time.md).
 
 When. Only while no batch is open: right after a batch commits, and on a run with no new
 data, so that a closed window gets its marker even when no further batch comes. Never before a
@@ -50,7 +53,7 @@ import json
 import logging
 import posixpath
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Protocol
 
 from etl.config import Config, SuccessMarkerConfig
 from etl.errors import EtlError, WarehouseError
@@ -60,6 +63,7 @@ from etl.model.partitioning import Partitioner, Window, future_bound_ms, padded_
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
+from etl.state.protocols import BatchPart, LockPart, OffsetPart
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,11 @@ MARKER_NAME = "_SUCCESS"
 LEDGER_KEY = "markers"  # the batch header's extra[...] that holds the ledger
 LATE_KEPT = 10  # late-data records kept in the ledger; the count covers all of them
 PartitionKey = tuple[tuple[str, str], ...]  # partition values as a hashable, ordered tuple
+
+
+class MarkerStore(LockPart, BatchPart, OffsetPart, Protocol):
+    """The state parts the markers use: the committed offsets and the last batch they judge by,
+    the amend that moves the ledger, and who writes a marker."""
 
 
 class MarkerError(EtlError):
@@ -120,7 +129,7 @@ class SuccessMarkers:
     """The job's markers: carries the ledger into each plan and writes the markers that are due.
     Every method does nothing when [hive] success_markers is off."""
 
-    def __init__(self, config: Config, store, fs: WarehouseFileSystem, warehouse: Warehouse,
+    def __init__(self, config: Config, store: MarkerStore, fs: WarehouseFileSystem, warehouse: Warehouse,
                  partitioner: Partitioner, clock: Callable[[], dt.datetime]):
         self.settings: SuccessMarkerConfig = config.hive.success_markers
         self.config, self.store, self.fs, self.warehouse, self.clock = config, store, fs, warehouse, clock

@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 
 
 class OffsetMirror:
-    """Commits offsets to the job's consumer group; built once per command, like the other
-    Kafka clients, and closed by whoever built it. A config without a group mirrors nothing."""
+    """Commits offsets to the job's consumer group; built once by each command that mirrors
+    (run, reset-offsets, recover), and closed by whoever built it. A config without a group mirrors nothing."""
 
     def __init__(self, config: KafkaConfig, on_failure: Callable[[], None] = lambda: None):
         self.config, self.group, self.on_failure = config, config.consumer_group, on_failure

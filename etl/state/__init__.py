@@ -1,1 +1,2 @@
-"""The job's state in ZooKeeper: the lock, batch plans, committed offsets, recorded events."""
+"""The job's state in ZooKeeper, in five parts behind etl.state.protocols: the lock and its
+fence, plans and batches, committed offsets, operators' records and events, compactions."""

@@ -5,6 +5,7 @@ the caller read; the plan and the commit are in etl.state.commits.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
 from etl.model.batch import Batch, BatchState
 from etl.state.batch_nodes import (drop_batch_remedy, has_record_chunks, merge_markers, merge_records,
@@ -55,7 +56,7 @@ class ZkBatches(Commits):
         try:
             sums = header.get("checksums", {})
             ranges = self.read_ranges(batch_id, header["range_count"], remedy)
-            records = [f"{batch_node}/records-{i:05d}" for i in range(record_chunk_count(header))]
+            records = [self.paths.record_chunk(batch_id, i) for i in range(record_chunk_count(header))]
             header = merge_records(header, read_chunks(self.client, records, sums.get("records"), True, remedy))
             partitions = None
             if "partition_count" in header:
@@ -76,7 +77,7 @@ class ZkBatches(Commits):
         node = self.paths.batch(batch.batch_id)
         self.store_records(batch, moved)
         if batch.partitions is None and moved.partitions is not None:  # WRITTEN by event time
-            self._write_beside(node, "partitions", partition_chunks(moved), batch.batch_id)
+            self._write_beside("partitions", self.paths.touched, partition_chunks(moved), batch.batch_id)
         txn = self.client.transaction()
         self._fence(txn)
         txn.set_data(node, header_with_markers(self, moved), version=version)
@@ -86,24 +87,27 @@ class ZkBatches(Commits):
     def store_records(self, before: Batch, moved: Batch) -> None:
         """Write the per-partition maps beside the header (etl.state.batch_nodes) when they
         changed, or when a header from before chunks held them inline and is about to drop them."""
-        first = f"{self.paths.batch(moved.batch_id)}/records-00000"
+        first = self.paths.record_chunk(moved.batch_id, 0)
         changed = (moved.last_records, moved.event_high) != (before.last_records, before.event_high)
         if changed or has_record_chunks(moved) and \
                 self._read(lambda: self.client.exists(first), "look for a batch's records") is None:
-            self._write_beside(self.paths.batch(moved.batch_id), "records", record_chunks(moved), moved.batch_id)
+            self._write_beside("records", self.paths.record_chunk, record_chunks(moved), moved.batch_id)
 
-    def _write_beside(self, node: str, prefix: str, chunks: list[bytes], batch_id: int) -> None:
-        """Chunks under a batch's znode, each its own fenced write, before the header that counts
-        them; a crash's leftovers (the header not yet moved) are deleted first."""
+    def _write_beside(self, prefix: str, chunk_path: Callable[[int, int], str], chunks: list[bytes],
+                      batch_id: int) -> None:
+        """Chunks under a batch's znode (`chunk_path`, a ZkPaths method, names each `<prefix>-NNNNN`),
+        each its own fenced write, before the header that counts them; a crash's leftovers (the
+        header not yet moved) are deleted first."""
+        node = self.paths.batch(batch_id)
         stale = [c for c in self._read(lambda: self.client.get_children(node), "list a batch's chunks")
                  if c.startswith(f"{prefix}-")]
         if stale:
             txn = self.client.transaction()
             self._fence(txn)
             for child in stale:
-                txn.delete(f"{node}/{child}")
+                txn.delete(self.paths.child(node, child))
             self._commit_fenced(txn, f"delete what a crash left of batch {batch_id}'s {prefix}")
-        self.create_fenced([(f"{node}/{prefix}-{i:05d}", c) for i, c in enumerate(chunks)],
+        self.create_fenced([(chunk_path(batch_id, i), c) for i, c in enumerate(chunks)],
                            f"store batch {batch_id}'s {prefix}")
 
     def amend(self, batch: Batch, version: int, **changes) -> tuple[Batch, int]:

@@ -42,7 +42,7 @@ class CompactionRecords(SessionBound):
             return []
         found = []
         for name in sorted(names):
-            data, stat = self._read(lambda n=name: self.client.get(f"{self.paths.compactions}/{n}"),
+            data, stat = self._read(lambda n=name: self.client.get(self.paths.child(self.paths.compactions, n)),
                                     "read a compaction")
             found.append((CompactionPlan.from_json(json.loads(data)), stat.version))
         return found

@@ -40,14 +40,15 @@ def header_with_markers(store: SessionBound, batch: Batch) -> bytes:
     names = [chunk_name(s) for s in sums]
     have = {c for c in store._read(lambda: store.client.get_children(plan), "list a plan's chunks")
             if c.startswith(PREFIX)}
-    store.create_fenced([(f"{plan}/{name}", chunk) for name, chunk in zip(names, chunks) if name not in have],
+    store.create_fenced([(store.paths.marker_chunk(batch.batch_id, name), chunk)
+                         for name, chunk in zip(names, chunks) if name not in have],
                         f"store the partitions of batch {batch.batch_id} awaiting _SUCCESS")
     stale = have - set(names) - {chunk_name(s) for s in _referenced(store, batch.batch_id)}
     if stale:
         txn = store.client.transaction()
         store._fence(txn)
         for name in sorted(stale):
-            txn.delete(f"{plan}/{name}")
+            txn.delete(store.paths.marker_chunk(batch.batch_id, name))
         store._commit_fenced(txn, f"delete old chunks of batch {batch.batch_id}'s partitions awaiting _SUCCESS")
     return header_bytes(batch, sums)
 
@@ -55,7 +56,7 @@ def header_with_markers(store: SessionBound, batch: Batch) -> bytes:
 def marker_paths(paths, batch_id: int, header: dict) -> tuple[list[str], list[str]]:
     """The chunk nodes a stored header points to, and their checksums."""
     sums = header.get("marker_chunks", [])
-    return [f"{paths.plan(batch_id)}/{chunk_name(s)}" for s in sums], sums
+    return [paths.marker_chunk(batch_id, chunk_name(s)) for s in sums], sums
 
 
 def _referenced(store: SessionBound, batch_id: int) -> list[str]:

@@ -40,7 +40,7 @@ def migrate_offsets(store: SnapshotRecords) -> None:
     store.move_pointer(txn, name, None, migrated=len(legacy.offsets))
     if tombstone is None:
         txn.create(store.paths.migrated, b"")
-        txn.create(f"{store.paths.migrated}/see-committed", WHY.encode())
+        txn.create(store.paths.migrated_note, WHY.encode())
     store._commit_fenced(txn, "move the committed offsets to a snapshot")
     if legacy.offsets:
         log.info("moved the committed offsets of %d partitions to snapshot %s", len(legacy.offsets), name)

@@ -12,7 +12,8 @@
                 /plans/<id>        a plan's base (the pointer version it started from); its children:
                                    the plan's ranges, in chunks, written before the batch's header,
                                    and many partitions awaiting _SUCCESS (etl.state.marker_chunks)
-                /batches/<id>      a batch's header; by event time its children are the partitions
+                /batches/<id>      a batch's header; its children: for many partitions, each one's last
+                                   record and event-time high, in chunks; by event time the partitions
                                    it touched, in chunks (and, for batches planned before snapshots,
                                    the plan's ranges)
                 /events/event-N    what operators and skips did (etl.model.events)
@@ -32,16 +33,24 @@ class ZkPaths:
         self.owner = f"{self.job}/owner"
         self.offsets = f"{self.job}/offsets"  # the layout before snapshots (etl.state.migration)
         self.migrated = f"{self.offsets}/~migrated"  # no topic is named so: Kafka's names exclude '~'
+        # A child that is no partition number, so that an older version reading offsets fails on it.
+        self.migrated_note = f"{self.migrated}/see-committed"
         self.committed = f"{self.job}/committed"
         self.snapshots = f"{self.job}/snapshots"
         self.plans = f"{self.job}/plans"
         self.batches = f"{self.job}/batches"
         self.events = f"{self.job}/events"
+        self.event_prefix = f"{self.events}/event-"  # created with sequence=True: ZooKeeper appends N
         self.binding = f"{self.job}/binding"  # the table and folders the job writes (etl.model.binding)
         self.pending_reset = f"{self.job}/pending-reset"  # a reset with files to move (etl.ops.reset)
         self.compactions = f"{self.job}/compactions"
         self.relocations = f"{self.job}/relocations"
         self.totals = f"{self.job}/totals"  # moved by each commit (etl.state.totals)
+
+    @staticmethod
+    def child(parent: str, name: str) -> str:
+        """A child of `parent` by the name get_children lists (events, compactions, chunks)."""
+        return f"{parent}/{name}"
 
     def topic(self, topic: str) -> str:
         """Holds the topic's id (etl.model.identity) once known; its children hold the offsets."""
@@ -62,8 +71,16 @@ class ZkPaths:
     def plan_chunk(self, batch_id: int, index: int) -> str:
         return f"{self.plan(batch_id)}/ranges-{index:05d}"
 
+    def marker_chunk(self, batch_id: int, name: str) -> str:
+        """A chunk of the partitions awaiting _SUCCESS, named by its checksum (etl.state.marker_chunks)."""
+        return f"{self.plan(batch_id)}/{name}"
+
     def batch(self, batch_id: int) -> str:
         return f"{self.batches}/{batch_id:010d}"
+
+    def record_chunk(self, batch_id: int, index: int) -> str:
+        """A chunk of each partition's last record and event-time high (etl.state.batch_nodes)."""
+        return f"{self.batch(batch_id)}/records-{index:05d}"
 
     def chunk(self, batch_id: int, index: int) -> str:
         """Where batches planned before snapshots keep their ranges (now: plan_chunk)."""

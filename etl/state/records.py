@@ -101,11 +101,11 @@ class OperatorRecords(SessionBound):
 
     def add_event(self, txn, event: Event) -> None:
         """Add the event's append to a fenced transaction (a plan's skips go with its header)."""
-        txn.create(f"{self.paths.events}/event-", dump(event_json(event)), sequence=True)
+        txn.create(self.paths.event_prefix, dump(event_json(event)), sequence=True)
 
     def events(self) -> list[Event]:
         names = sorted(self._read(lambda: self.client.get_children(self.paths.events), "list events"))
-        return [parse_event(json.loads(self._read(lambda n=n: self.client.get(f"{self.paths.events}/{n}"),
+        return [parse_event(json.loads(self._read(lambda n=n: self.client.get(self.paths.child(self.paths.events, n)),
                                                        "read event")[0])) for n in names]
 
 

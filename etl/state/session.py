@@ -215,7 +215,7 @@ class ZkSession:
         txn = self.client.transaction()
         self._fence(txn)
         for child in children:
-            txn.delete(f"{path}/{child}")
+            txn.delete(self.paths.child(path, child))
         txn.delete(path)
         self._commit_fenced(txn, what)
 

@@ -11,7 +11,6 @@ read or change these znodes is decided by etl.state.acl ([zookeeper] auth).
 """
 from __future__ import annotations
 
-import threading
 
 from kazoo.client import KazooClient
 
@@ -70,18 +69,6 @@ class ZkStateStore:
     def me(self) -> LockHolder:
         return self.session.me
 
-    @property
-    def _session_lost(self) -> threading.Event:
-        return self.session._session_lost
-
-    @property
-    def _state_cache(self) -> tuple | None:
-        return self.offsets._state_cache
-
-    @_state_cache.setter
-    def _state_cache(self, value: tuple | None) -> None:
-        self.offsets._state_cache = value
-
     def __enter__(self) -> "ZkStateStore":
         self.connect()
         return self
@@ -98,21 +85,6 @@ class ZkStateStore:
     def has_job_nodes(self) -> bool:
         return self.session.has_job_nodes()
 
-    def _read(self, fn, what: str):
-        return self.session._read(fn, what)
-
-    def _fence(self, txn) -> None:
-        self.session._fence(txn)
-
-    def _commit_fenced(self, txn, what: str) -> list:
-        return self.session._commit_fenced(txn, what)
-
-    def create_fenced(self, nodes: list[tuple[str, bytes]], what: str) -> None:
-        self.session.create_fenced(nodes, what)
-
-    def delete_fenced(self, path: str, what: str) -> None:
-        self.session.delete_fenced(path, what)
-
     # -- lock -----------------------------------------------------------------------------
     def acquire_lock(self) -> LockHolder | None:
         return self.session.acquire_lock()
@@ -122,9 +94,6 @@ class ZkStateStore:
 
     def lock_holder(self) -> LockHolder | None:
         return self.session.lock_holder()
-
-    def wait_lock_released(self, timeout: float) -> None:
-        self.session.wait_lock_released(timeout)
 
     def release_lock(self) -> None:
         self.session.release_lock()

@@ -30,7 +30,7 @@ def loaded_job(new_topic, produce, write_config, partitions=2, per_partition=50,
     """A new topic with `per_partition` events in each partition, loaded by one run of the job
     that write_config(**sections) describes: (topic, config path)."""
     from etl.config import load_config
-    from etl.job.runner import run_job
+    from etl.ops.run import run_job
 
     topic = new_topic(partitions=partitions)
     produce(topic, events_by_partition(partitions, per_partition))

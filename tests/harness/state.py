@@ -84,8 +84,23 @@ def rewrite_committed(config: Path | str, change) -> None:
             change(offsets, topic_ids)
             name = store.write_snapshot(offsets, topic_ids, state.version, "changed by a test")
             txn = store.client.transaction()
-            store._fence(txn)
+            store.session._fence(txn)
             store.move_pointer(txn, name, state.version)
-            store._commit_fenced(txn, "change the committed offsets by hand")
+            store.session._commit_fenced(txn, "change the committed offsets by hand")
         finally:
             store.release_lock()
+
+
+def expire_session(store, hosts: str) -> None:
+    """Expire the store's ZooKeeper session from the server side, as a long GC pause or a network
+    partition would, and wait (at most 10 s) until the store has heard of it."""
+    from kazoo.client import KazooClient
+
+    session_id, password = store.client.client_id
+    other = KazooClient(hosts=hosts, client_id=(session_id, password))
+    other.start()
+    other.stop()
+    other.close()
+    deadline = time.time() + 10
+    while not store.session._session_lost.is_set() and time.time() < deadline:
+        time.sleep(0.05)

@@ -402,7 +402,7 @@ def test_commit_after_session_expiry_says_the_lock_was_lost(stack, zk_root):
             taker.commit(*taker.open_batch())
             taker.release_lock()
         deadline = time.monotonic() + 30
-        while not zombie._session_lost.is_set():  # kazoo has told the store: it knows
+        while not zombie.session._session_lost.is_set():  # kazoo has told the store: it knows
             assert time.monotonic() < deadline
             time.sleep(0.1)
         with pytest.raises(LockLost):

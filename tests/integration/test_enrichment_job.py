@@ -16,7 +16,7 @@ import pytest
 from etl import cli
 from etl.config import load_config
 from etl.errors import DimensionChanged
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.model.batch import BatchState
 from etl.state.store import ZkStateStore
 from tests.harness.etl_process import run_etl

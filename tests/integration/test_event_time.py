@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from etl.config import load_config
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.ops.recovery import recover
 from etl.ops.verify import run_verify
 from tests.harness.etl_process import run_etl

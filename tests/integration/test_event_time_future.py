@@ -19,7 +19,7 @@ import json
 import pytest
 
 from etl.config import load_config
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.ops.verify import run_verify
 from etl.sink.markers import MARKER_NAME
 from etl.state.store import ZkStateStore

@@ -13,7 +13,7 @@ import pytest
 
 from etl.config import load_config
 from etl.errors import InjectedFault
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.ops.status import collect_status, render_status
 from etl.sink.markers import MARKER_NAME
 from etl.source.kafka import KafkaMetadata

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from etl.config import load_config
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.state.store import ZkStateStore
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import run_etl

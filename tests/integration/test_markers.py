@@ -1,8 +1,8 @@
 """Finished-partition markers (`_SUCCESS`) on the real services.
 
 A batch's Hive partition is the hour its driver planned it in (UTC), so a test needs an hour
-that has closed: the driver's clock is frozen at a chosen instant (`etl.job.driver.utc_now`, the
-clock that both partitions batches and closes windows), a few hours back, and later runs look
+that has closed: the run's clock is frozen at a chosen instant (run_job's `clock`, the one clock
+that both partitions batches and closes windows), a few hours back, and later runs look
 at that hour from a later instant. Everything else is real: Kafka, ZooKeeper, Spark, the
 metastore and the warehouse folder.
 """
@@ -15,8 +15,7 @@ import pytest
 
 from etl.config import load_config
 from etl.errors import ConfigError, InjectedFault
-import etl.job.driver
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.model.batch import utc_now
 from etl.model.partitioning import PLANNING_TIME_HOURLY
 from etl.ops.verify import run_verify
@@ -34,15 +33,14 @@ PARTITION = {"dt": T0.strftime("%Y-%m-%d"), "hour": T0.strftime("%H")}
 
 
 def run_at(monkeypatch, config, at: dt.datetime | None = None, fault: str | None = None) -> int:
-    """`etl run` in this process, with the driver's clock frozen at `at` (None: the real clock),
+    """`etl run` in this process, with the run's clock frozen at `at` (None: the real clock),
     raising InjectedFault at the fault point `fault`."""
-    monkeypatch.setattr(etl.job.driver, "utc_now", utc_now if at is None else (lambda: at))
     if fault:
         monkeypatch.setenv("ETL_FAULT_POINT", fault)
         monkeypatch.setenv("ETL_FAULT_ACTION", "raise")
     else:
         monkeypatch.delenv("ETL_FAULT_POINT", raising=False)
-    return run_job(load_config(config))
+    return run_job(load_config(config), clock=utc_now if at is None else (lambda: at))
 
 
 def marker(warehouse_dir, table: str):

@@ -7,7 +7,7 @@ import functools
 import json
 
 from etl.config import load_config
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.model.events import OffsetChange, PendingReset, Reset
 from etl.ops.recovery import recover
 from etl.ops.verify import run_verify

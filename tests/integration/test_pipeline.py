@@ -8,7 +8,7 @@ import pytest
 
 from etl.config import load_config
 from etl.errors import OffsetOutOfRange
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.state.store import ZkStateStore
 from tests.harness.data import event, events_by_partition
 from tests.harness.etl_process import etl_command, run_etl

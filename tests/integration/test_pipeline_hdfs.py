@@ -16,7 +16,7 @@ real NameNode cannot produce on cue (tests/unit/test_fs_contract.py).
 from __future__ import annotations
 
 from etl.config import load_config
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from tests.harness.data import events_by_partition
 from tests.harness.jdbc import JdbcReader, offsets_sql, parse_offsets
 from tests.harness.oracle import expected_offsets, table_offsets

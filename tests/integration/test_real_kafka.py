@@ -15,7 +15,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from etl.config import load_config
 from etl.errors import EXIT_RETRYABLE
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.ops.verify import run_verify
 from tests.harness import kafka
 from tests.harness.data import DataSource, event, events_by_partition

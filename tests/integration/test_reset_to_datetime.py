@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from etl.config import load_config
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.ops.reset import reset_offsets
 from etl.ops.verify import run_verify
 from etl.state.store import ZkStateStore

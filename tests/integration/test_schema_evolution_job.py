@@ -11,7 +11,7 @@ import json
 from etl import cli
 from etl.config import load_config
 from etl.errors import EXIT_USAGE
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.model.schema import LINEAGE_COLUMNS
 from etl.state.store import ZkStateStore
 

@@ -11,7 +11,7 @@ import uuid
 from confluent_kafka import Consumer
 
 from etl.config import load_config
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from tests.harness import kafka
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import etl_command, run_etl

@@ -13,7 +13,7 @@ import pytest
 
 from etl.config import load_config
 from etl.errors import EtlError
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.model.batch import BatchState
 from etl.state.store import ZkStateStore
 

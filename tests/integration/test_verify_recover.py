@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 
 from etl.config import load_config
-from etl.job.runner import run_job
+from etl.ops.run import run_job
 from etl.model.batch import BatchState
 from etl.ops.recovery import recover
 from etl.ops.reset import reset_offsets

@@ -140,5 +140,5 @@ def test_a_plan_chunk_crafted_with_other_ranges_is_refused_and_chunks_without_ch
     meta = json.loads(zk.get(store.paths.snapshot(name))[0])
     assert "checksums" in meta
     zk.set(store.paths.snapshot(name), json.dumps({k: v for k, v in meta.items() if k != "checksums"}).encode())
-    store._state_cache = None
+    store.offsets._state_cache = None
     assert {k: o.value for k, o in store.committed_offsets().items()} == {("t", p): 10 for p in range(3)}

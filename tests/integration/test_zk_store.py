@@ -6,28 +6,16 @@ import threading
 import time
 
 import pytest
-from kazoo.client import KazooClient
 from kazoo.exceptions import SessionExpiredError
 
 from etl.errors import LockLost
 from etl.model.batch import Batch, BatchState, OffsetRange
+from tests.harness.state import expire_session
 
 
 def batch(batch_id=1, ranges=(OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 0, 5, None))):
     return Batch(batch_id, BatchState.PLANNED, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"},
                  tuple(ranges))
-
-
-def expire_session(store, hosts):
-    """Expire the store's session from the server side, as a long GC pause or partition would."""
-    session_id, password = store.client.client_id
-    other = KazooClient(hosts=hosts, client_id=(session_id, password))
-    other.start()
-    other.stop()
-    other.close()
-    deadline = time.time() + 10
-    while not store._session_lost.is_set() and time.time() < deadline:
-        time.sleep(0.05)
 
 
 def test_plan_round_trips_in_chunks_and_commit_moves_offsets(open_store):
@@ -56,7 +44,7 @@ def test_expired_session_cannot_commit_and_does_not_harm_the_run_that_took_over(
     assert successor.acquire_lock() is None  # the ephemeral lock died with the session
     with pytest.raises(LockLost):
         zombie.advance(written, v, BatchState.REGISTERED)
-    zombie._session_lost.clear()  # even a client that missed the LOST event is fenced
+    zombie.session._session_lost.clear()  # even a client that missed the LOST event is fenced
     with pytest.raises(LockLost):
         zombie.advance(written, v, BatchState.REGISTERED)
     resumed, version = successor.open_batch()
@@ -75,11 +63,11 @@ def test_a_read_that_outlives_the_lock_holders_session_is_a_lost_lock(open_store
     store = open_store()
     store.acquire_lock()
     with pytest.raises(LockLost, match="session expired") as caught:
-        store._read(expired, "read committed offsets")
+        store.session._read(expired, "read committed offsets")
     assert isinstance(caught.value.__cause__, SessionExpiredError)
     store.release_lock()
     with pytest.raises(SessionExpiredError):  # without the lock there is no lock to lose
-        store._read(expired, "read committed offsets")
+        store.session._read(expired, "read committed offsets")
 
 
 def test_the_partitions_a_batch_touched_are_stored_in_chunks_at_written(open_store):

@@ -40,7 +40,7 @@ def fixed_cost(run: BenchRun) -> None:
         cli_said = next((line for line in done.stderr.splitlines() if "nothing to do" in line), "")
     for rep in range(1, 6):
         started = time.monotonic()
-        subprocess.run([sys.executable, "-c", "import etl.cli, etl.job.runner, etl.job.driver"], check=True, env=env)
+        subprocess.run([sys.executable, "-c", "import etl.cli, etl.ops.run, etl.job.driver"], check=True, env=env)
         imports.append(time.monotonic() - started)
     startup = []
     for rep in range(1, min(3, run.args.repeat) + 1):

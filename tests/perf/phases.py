@@ -37,8 +37,8 @@ class PhaseTimes(JobObserver):
 
 
 def run_job_timed(config, max_batches: int | None = 1) -> tuple[dict, str]:
-    """etl.job.runner.run_job in this process, timed phase by phase; returns (phases, its stdout)."""
-    from etl.job.runner import run_job
+    """etl.ops.run.run_job in this process, timed phase by phase; returns (phases, its stdout)."""
+    from etl.ops.run import run_job
     times = PhaseTimes()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -108,7 +108,7 @@ def _zk_only_batch(store, n: int, k: int, batch_no: int) -> tuple[dict, bool]:
     from etl.model.batch import Batch, BatchState, OffsetRange, utc_now, utc_now_iso
     from etl.model.partitioning import PLANNING_TIME_HOURLY
     timings = {}
-    store._state_cache = None  # read as a new run does, not from the snapshot this process cached
+    store.offsets._state_cache = None  # read as a new run does, not from the snapshot this process cached
     started = time.monotonic()
     committed = store.committed_offsets()
     timings["zk_reads"] = time.monotonic() - started

@@ -6,15 +6,19 @@ used to get in). Two rules:
   * direction: a module imports only from its own room or from rooms on a lower floor;
     rooms on the same floor never import each other (rows and sink meet only in job);
   * no cycle between modules, inside a room or across rooms.
+The floor table of docs/design.md ("Code layout") is checked against FLOORS, so that the picture
+a reader gets cannot drift from the rule the code is held to.
 """
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "etl"
+DESIGN = PACKAGE.parent / "docs" / "design.md"
 
 # Bottom to top. A room is a sub-package of etl, or a module directly in etl/.
 FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(rooms) for rooms in (
@@ -28,6 +32,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(rooms) for rooms in (
     {"hive"},
     {"compaction"},
     {"job"},
+    {"context"},
     {"ops"},
     {"cli", "examples"},
     {"__main__"},
@@ -143,6 +148,54 @@ def test_no_import_runs_against_the_flow():
 
 def test_no_import_cycle():
     assert cycles(import_graph()) == []
+
+
+# -- the floor table in docs/design.md is FLOORS -------------------------------------------
+def floor_table(text: str) -> list[tuple[int, list[str], str]]:
+    """The rows of the first table under "## Code layout": floor, rooms, what the row says."""
+    section = text.split("\n## Code layout\n", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.split("\n\n| floor |", 1)[1].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        floor, rooms, holds = (cell.strip() for cell in line.strip("|").split("|"))
+        rows.append((int(floor), [_room_of_path(p) for p in re.findall(r"`etl/([^`]+)`", rooms)], holds))
+    return rows
+
+
+def _room_of_path(path: str) -> str:
+    return path.removesuffix("/").removesuffix(".py")
+
+
+def table_errors(rows: list[tuple[int, list[str], str]], package: Path = PACKAGE) -> list[str]:
+    """Where the table and FLOORS disagree, and the files a row names that its rooms lack."""
+    wrong = []
+    if [floor for floor, _, _ in rows] != list(range(1, len(rows) + 1)):
+        wrong.append(f"the floors are numbered {[floor for floor, _, _ in rows]}, not 1 to {len(rows)}")
+    table = [frozenset(rooms) for _, rooms, _ in rows]
+    for level in range(max(len(table), len(FLOORS))):
+        want = sorted(FLOORS[level]) if level < len(FLOORS) else []
+        have = sorted(table[level]) if level < len(table) else []
+        if want != have:
+            wrong.append(f"floor {level + 1}: FLOORS has {want}, the table {have}")
+    for floor, rooms, holds in rows:
+        for name in re.findall(r"`([\w/]+(?:\.py|/))`", holds):
+            if not any((package / room / name).exists() for room in rooms):
+                wrong.append(f"floor {floor}: `{name}` is in none of {rooms}")
+    return wrong
+
+
+def test_the_design_floor_table_is_floors():
+    assert table_errors(floor_table(DESIGN.read_text(encoding="utf-8"))) == []
+
+
+def test_a_drifted_floor_table_is_caught():
+    rows = floor_table(DESIGN.read_text(encoding="utf-8"))
+    moved = [(floor, rooms + ["hive"] if floor == 1 else [r for r in rooms if r != "hive"], holds)
+             for floor, rooms, holds in rows]
+    renamed = [(floor, rooms, holds.replace("`plan.py`", "`planner.py`")) for floor, rooms, holds in rows]
+    assert any("FLOORS has ['errors'], the table ['errors', 'hive']" in e for e in table_errors(moved))
+    assert table_errors(renamed) == [f"floor {FLOOR_OF['compaction'] + 1}: `planner.py` is in none of ['compaction']"]
 
 
 # -- the checker can fail: a copy of etl/ with one bad import added -----------------------

@@ -92,7 +92,7 @@ def test_json_lines_carry_the_job_batch_and_state_from_any_thread(captured):
     import threading
     stream = captured(log_format="json")
     logs.bind(job="clicks")
-    logging.getLogger("etl.job.runner").info("no batch yet")
+    logging.getLogger("etl.ops.run").info("no batch yet")
     logs.bind(batch_id=12, state="PLANNED")
     thread = threading.Thread(target=logging.getLogger("etl.job.progress").info, args=("batch 12 tasks: 1/2",))
     thread.start()
@@ -104,7 +104,7 @@ def test_json_lines_carry_the_job_batch_and_state_from_any_thread(captured):
         logging.getLogger("etl.job.driver").exception("failed")
     entries = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert len(entries) == 3  # the traceback stays inside its line
-    assert entries[0] == {"ts": entries[0]["ts"], "level": "INFO", "logger": "etl.job.runner",
+    assert entries[0] == {"ts": entries[0]["ts"], "level": "INFO", "logger": "etl.ops.run",
                           "message": "no batch yet", "job": "clicks"}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entries[0]["ts"])
     assert {k: entries[1][k] for k in ("message", "job", "batch_id", "state")} == {

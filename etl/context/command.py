@@ -1,0 +1,127 @@
+"""The context of a command that reads or writes the job's state and warehouse, not Kafka.
+
+Nothing is built before it is asked for: `etl history` opens ZooKeeper and nothing else, and
+Spark starts only when the registrar (or the session) is first asked for. What was opened is
+closed, last opened first, when the context closes (it is a context manager). The Hive modules
+are imported there too, so that a command that never asks does not pay for their import."""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from typing import TYPE_CHECKING, Callable, Self
+
+from etl.config import Config, RetryConfig
+from etl.model.batch import utc_now
+from etl.model.partitioning import Partitioner
+from etl.model.schema import load_table_schema
+from etl.sink.fs import WarehouseFileSystem, filesystem_for
+from etl.sink.warehouse import Warehouse
+from etl.state.paths import ZkPaths
+from etl.state.protocols import StateStore
+from etl.state.store import OffsetsMoved, ZkStateStore
+
+if TYPE_CHECKING:
+    from etl.hive.registrar import HiveRegistrar
+    from etl.hive.spark import SparkStarter
+
+
+class CommandContext:
+    """`clock`: the one clock of the command (tests freeze it); `create_nodes`: False for the
+    commands that only read, so that they create none of the job's znodes; `retry`: another
+    retry policy than [retry]'s (the run's metrics try once). `store` and `fs`, when handed in
+    (the unit tests: tests/harness/memory_store.py and a local folder), are used instead of
+    ZooKeeper and the configured warehouse, and left open: their owner closes them."""
+
+    def __init__(self, config: Config, clock: Callable[[], dt.datetime] = utc_now, create_nodes: bool = True,
+                 retry: RetryConfig | None = None, store: StateStore | None = None,
+                 fs: WarehouseFileSystem | None = None):
+        self.config, self.clock = config, clock
+        self._create_nodes = create_nodes
+        self._retry = config.retry if retry is None else retry
+        self._opened = contextlib.ExitStack()
+        self._store: StateStore | None = store
+        self._fs: WarehouseFileSystem | None = fs
+        self._warehouse: Warehouse | None = None
+        self._partitioner: Partitioner | None = None
+        self._spark: SparkStarter | None = None
+        self._registrar: HiveRegistrar | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._opened.close()
+
+    @property
+    def store(self) -> StateStore:
+        """The job's state in ZooKeeper, connected on first use."""
+        if self._store is None:
+            # what the store calls (a mirror) is built first, so it closes after the store
+            store = ZkStateStore(self.config.zookeeper, self.config.job.name, self._retry,
+                                 offsets_moved=self._offsets_moved())
+            store.connect(self._create_nodes)
+            self._opened.callback(store.close)
+            self._store = store
+        return self._store
+
+    def job_started(self) -> bool:
+        """Whether the job's state exists yet: a command that creates none of its nodes
+        (create_nodes=False) reads nothing before its first command created them."""
+        store = self.store
+        return store.has_job_nodes() if isinstance(store, ZkStateStore) else True
+
+    def _offsets_moved(self) -> OffsetsMoved | None:
+        """What the store calls after a transaction that moved offsets: nothing here
+        (etl.context.job mirrors them to Kafka)."""
+        return None
+
+    @property
+    def fs(self) -> WarehouseFileSystem:
+        if self._fs is None:
+            self._fs = filesystem_for(self.config.warehouse)
+        return self._fs
+
+    @property
+    def warehouse(self) -> Warehouse:
+        """The table's folders as the config names them, without the relocations compactions
+        recorded: `located()` adds those, read from the store at that moment."""
+        if self._warehouse is None:
+            self._warehouse = Warehouse.of(self.config)
+        return self._warehouse
+
+    def located(self) -> Warehouse:
+        """The warehouse with where compacted partitions' files are now (from the store)."""
+        return self.warehouse.with_relocations(self.store.relocations())
+
+    @property
+    def partitioner(self) -> Partitioner:
+        """The table's partitioner, in the zone of [hive] partitioning, from the DDL (read on
+        first use: a command that needs it asks before it touches anything)."""
+        if self._partitioner is None:
+            schema = load_table_schema(self.config.hive.schema_file, self.config.job.key_column)
+            self._partitioner = schema.partitioner.in_zone(self.config.hive.partitioning.timezone)
+        return self._partitioner
+
+    @property
+    def spark(self) -> SparkStarter:
+        """The command's one SparkSession, started when its `session()` is first called."""
+        if self._spark is None:
+            self._spark = self._spark_starter()
+        return self._spark
+
+    def _spark_starter(self) -> SparkStarter:
+        from etl.hive.spark import SparkStarter
+        return SparkStarter(self.config)  # no Python workers warmed: these commands run no Spark task
+
+    def registrar(self) -> HiveRegistrar:
+        """Start Spark and the Hive client, and create or evolve the tables, as a run does: once."""
+        if self._registrar is None:
+            from etl.hive.registrar import HiveRegistrar
+            owner = ZkPaths(self.config.zookeeper.root, self.config.job.name).job  # the job's own znode
+            registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse, owner=owner)
+            registrar.ensure_tables()
+            self._registrar = registrar
+        return self._registrar

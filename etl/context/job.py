@@ -1,0 +1,106 @@
+"""The context of a command that reads Kafka, or runs batches: `etl run`, `etl recover`, `etl
+reset-offsets`, `etl status`, `etl check`, `etl verify`, `etl schema suggest`, and the run's
+metrics. To CommandContext's parts it adds, each built on first use: the Kafka metadata client,
+the mirror of committed offsets to the job's consumer group, the writer spec, and the Job.
+
+`moves_offsets`: the command moves committed offsets (a run's commits, a reset, a recovery), so
+the store calls the mirror after each such transaction (etl.source.group_mirror); the mirror is
+opened before the store and closed after it. `runs_batches`: the command runs a Job's batches
+(`etl run`, `etl recover`), so Spark's Python workers are warmed as the session starts
+(etl.job.warm_up)."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Callable
+
+from etl.config import Config, RetryConfig
+from etl.context.command import CommandContext
+from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
+from etl.model.batch import utc_now
+from etl.model.partitioning import Partitioner
+from etl.sink.fs import WarehouseFileSystem
+from etl.source.group_mirror import OffsetMirror
+from etl.source.kafka import KafkaMetadata
+from etl.state.protocols import StateStore
+from etl.state.store import OffsetsMoved
+
+if TYPE_CHECKING:  # imported where first used: `etl status` and `etl check` need none of the job's modules
+    from etl.hive.registrar import HiveRegistrar
+    from etl.hive.spark import SparkStarter
+    from etl.job.driver import Job
+    from etl.job.partition_writer import WriterSpec
+
+
+class JobContext(CommandContext):
+    def __init__(self, config: Config, clock: Callable[[], dt.datetime] = utc_now, create_nodes: bool = True,
+                 retry: RetryConfig | None = None, store: StateStore | None = None,
+                 fs: WarehouseFileSystem | None = None, moves_offsets: bool = False, runs_batches: bool = False,
+                 observer: JobObserver = NO_OBSERVER):
+        super().__init__(config, clock, create_nodes, retry, store, fs)
+        self.observer = observer
+        self._moves_offsets, self._runs_batches = moves_offsets, runs_batches
+        self._mirror: OffsetMirror | None = None
+        self._kafka: KafkaMetadata | None = None
+        self._spec: WriterSpec | None = None
+        self._job: Job | None = None
+
+    @property
+    def mirror(self) -> OffsetMirror:
+        if self._mirror is None:
+            mirror = OffsetMirror(self.config.kafka, on_failure=self.observer.consumer_group_commit_failed)
+            self._opened.callback(mirror.close)
+            self._mirror = mirror
+        return self._mirror
+
+    def _offsets_moved(self) -> OffsetsMoved | None:
+        return self.mirror.commit if self._moves_offsets else None
+
+    @property
+    def kafka(self) -> KafkaMetadata:
+        """The Kafka metadata client: topics, partitions, watermarks, offsets by time."""
+        if self._kafka is None:
+            kafka = KafkaMetadata(self.config.kafka, self._retry, self.config.job.name)
+            self._opened.callback(kafka.close)
+            self._kafka = kafka
+        return self._kafka
+
+    @property
+    def spec(self) -> WriterSpec:
+        """What the tasks need to write (etl.job.assemble.writer_spec), checked on first use: a
+        command that runs batches asks before it touches anything."""
+        if self._spec is None:
+            from etl.job.assemble import writer_spec
+            self._spec = writer_spec(self.config)
+        return self._spec
+
+    @property
+    def partitioner(self) -> Partitioner:
+        """The writer spec's, when it is built, so that the DDL is read once; else the DDL's alone
+        (`etl run --dry-run` builds no decoder)."""
+        if self._partitioner is None and self._spec is not None:
+            self._partitioner = self._spec.schema.partitioner.in_zone(self.config.hive.partitioning.timezone)
+        return super().partitioner
+
+    def _spark_starter(self) -> SparkStarter:
+        if not self._runs_batches:
+            return super()._spark_starter()
+        # the batch's tasks run on Python workers: they start while the driver talks to the metastore
+        from etl.hive.spark import SparkStarter
+        from etl.job.warm_up import warm_python_workers
+        return SparkStarter(self.config, on_start=warm_python_workers)
+
+    def registrar(self) -> HiveRegistrar:
+        """The first call starts Spark and the metastore client and ensures the tables: the
+        observer's TABLES phase, whoever asks first (a batch, or a compaction)."""
+        if self._registrar is None:
+            with timed(self.observer, Phase.TABLES):
+                return super().registrar()
+        return super().registrar()
+
+    def job(self) -> Job:
+        """The batch state machine over this context's parts (the caller holds the lock); Spark
+        starts when a batch first needs it."""
+        if self._job is None:
+            from etl.job.driver import Job
+            self._job = Job(self, self.observer)
+        return self._job

@@ -1,0 +1,52 @@
+"""What a Job is handed: the command's parts, built once by its context (etl.context.job).
+
+The Job, the batch state machine, builds no client of its own: it asks its host for the store,
+Kafka, the writer spec, Spark, the warehouse and the clock, and for the Hive registrar when a
+batch first needs the tables."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Callable, Protocol
+
+from etl.config import Config
+from etl.hive.registrar import HiveRegistrar
+from etl.hive.spark import SparkStarter
+from etl.job.partition_writer import WriterSpec
+from etl.model.partitioning import Partitioner
+from etl.sink.fs import WarehouseFileSystem
+from etl.sink.warehouse import Warehouse
+from etl.source.kafka import KafkaMetadata
+from etl.state.protocols import StateStore
+
+
+class BatchHost(Protocol):
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def store(self) -> StateStore: ...
+
+    @property
+    def kafka(self) -> KafkaMetadata: ...
+
+    @property
+    def spec(self) -> WriterSpec: ...
+
+    @property
+    def spark(self) -> SparkStarter: ...
+
+    @property
+    def fs(self) -> WarehouseFileSystem: ...
+
+    @property
+    def warehouse(self) -> Warehouse:
+        """As the config names it: the Job adds the relocations before each batch."""
+
+    @property
+    def partitioner(self) -> Partitioner: ...
+
+    @property
+    def clock(self) -> Callable[[], dt.datetime]: ...
+
+    def registrar(self) -> HiveRegistrar:
+        """The Hive client, its tables created or evolved: Spark starts on the first call."""

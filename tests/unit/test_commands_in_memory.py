@@ -1,0 +1,200 @@
+"""The commands' decisions before they touch data, on the in-memory store
+(tests.harness.memory_store) and a local folder, handed to the command's context (etl.context):
+who holds the lock, an open batch, the binding; and what `etl run --dry-run` shows of an open
+batch. No ZooKeeper, Kafka or Spark: the config names closed ports, and none of these paths
+starts Spark.
+
+The same refusals end to end, through `etl` and the real services, stay in
+tests/integration (test_compaction.py, test_operator_mistakes.py, test_exit_codes_stack.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from etl.config import load_config
+from etl.context.command import CommandContext
+from etl.context.job import JobContext
+from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, LockHeld, StateConflict
+from etl.job.observer import JobObserver
+from etl.model.batch import OffsetRange
+from etl.model.binding import Target
+from etl.ops.compact import compact_in
+from etl.ops.dry_run import preview
+from etl.ops.history import collect_history
+from etl.ops.rebind import bind_in
+from etl.ops.recovery import recover_in
+from etl.ops.reset import reset_in
+from etl.ops.run import run_in
+from etl.sink.fs import LocalFileSystem
+from tests.harness.config_file import minimal_ini
+from tests.harness.memory_store import MemoryStore
+from tests.harness.paths import EVENTS_SCHEMA
+from tests.harness.prometheus import free_port
+from tests.harness.store_contract import OTHER, batch, committed, values
+
+
+@pytest.fixture
+def config(tmp_path):
+    ini = minimal_ini(EVENTS_SCHEMA).replace("hosts = 127.0.0.1:2181", f"hosts = 127.0.0.1:{free_port()}")
+    ini = ini.replace("bootstrap.servers = 127.0.0.1:9092", f"bootstrap.servers = 127.0.0.1:{free_port()}")
+    ini = ini.replace("url = file:///tmp/w", f"url = file://{tmp_path}/w")
+    (tmp_path / "w").mkdir()
+    (tmp_path / "job.ini").write_text(ini)
+    return load_config(tmp_path / "job.ini")
+
+
+@pytest.fixture
+def store():
+    return MemoryStore()
+
+
+def context(config, store, kind=CommandContext):
+    return kind(config, store=store, fs=LocalFileSystem())
+
+
+def held_by_another(store: MemoryStore) -> MemoryStore:
+    other = store.session()
+    assert other.acquire_lock() is None
+    return other
+
+
+def with_open_batch(store: MemoryStore) -> None:
+    store.acquire_lock()
+    store.write_plan(batch())
+    store.release_lock()
+
+
+# -- etl compact ----------------------------------------------------------------------------
+def test_compact_leaves_a_running_job_alone(config, store):
+    other, said = held_by_another(store), []
+    assert compact_in(context(config, store), None, dry_run=False, as_json=False, out=said.append) == EXIT_OK
+    assert "Nothing was compacted" in said[0] and store.lock_holder() == other.me
+
+
+def test_compact_refuses_while_a_batch_is_open_and_releases_the_lock(config, store):
+    with_open_batch(store)
+    with pytest.raises(StateConflict, match="batch 1 is open in state PLANNED"):
+        compact_in(context(config, store), None, dry_run=True, as_json=False)
+    assert store.lock_holder() is None
+
+
+# -- etl bind -------------------------------------------------------------------------------
+def test_bind_is_refused_while_a_run_holds_the_lock(config, store):
+    held_by_another(store)
+    said = []
+    assert bind_in(context(config, store), yes=True, data_moved=False, out=said.append) == EXIT_BATCH_FAILED
+    assert said == ["refused: a run holds the job lock; try again when it has finished"]
+
+
+def test_bind_is_refused_while_a_batch_is_open(config, store):
+    with_open_batch(store)
+    said = []
+    assert bind_in(context(config, store), yes=True, data_moved=False, out=said.append) == EXIT_BATCH_FAILED
+    assert "batch 1 is open" in said[0] and store.lock_holder() is None and store.binding() is None
+
+
+def test_bind_to_the_table_the_job_is_bound_to_does_nothing(config, store):
+    ctx = context(config, store)
+    store.acquire_lock()
+    store.bind_first(Target.of(config, ctx.warehouse))
+    store.release_lock()
+    said = []
+    assert bind_in(ctx, yes=True, data_moved=False, out=said.append) == EXIT_OK
+    assert "already bound" in said[0]
+
+
+def test_bind_without_yes_only_shows_the_change(config, store):
+    store.acquire_lock()
+    store.bind_first(OTHER)
+    committed(store, batch())
+    store.release_lock()
+    said = []
+    assert bind_in(context(config, store), yes=False, data_moved=False, out=said.append) == EXIT_USAGE
+    assert said[-1] == "nothing changed: pass --yes to apply"
+    assert store.binding() == OTHER and store.lock_holder() is None
+
+
+# -- etl recover ----------------------------------------------------------------------------
+def test_recover_changes_nothing_while_a_run_holds_the_lock(config, store):
+    other, said, report = held_by_another(store), [], {}
+    code = recover_in(context(config, store, JobContext), dry_run=False, out=said.append, report=report)
+    assert code == EXIT_OK and report["lock"] == other.me.describe() and "changes nothing" in said[0]
+
+
+def test_recover_of_a_job_that_never_ran_has_nothing_to_repair(config, store):
+    said, report = [], {}
+    with context(config, store, JobContext) as ctx:
+        assert recover_in(ctx, dry_run=True, out=said.append, report=report) == EXIT_OK
+    assert said == ["no open batch: the job has not run a batch yet", "nothing to repair"]
+    assert report["open_batch"] is None and report["actions"] == []
+
+
+def test_recover_deletes_the_temp_files_of_dead_attempts_and_nothing_else(config, store):
+    ctx = context(config, store, JobContext)
+    folder = Path(ctx.warehouse.main_dir({"dt": "2026-01-01", "hour": "00"}).removeprefix("file://"))
+    folder.mkdir(parents=True)
+    (folder / "_tmp.attempt-1").write_bytes(b"half")
+    (folder / "notes.txt").write_bytes(b"not the job's")
+    said = []
+    with ctx:
+        assert recover_in(ctx, dry_run=True, out=said.append) == EXIT_OK
+        assert said[-1] == "  - delete 1 temp files left by dead attempts" and (folder / "_tmp.attempt-1").exists()
+        assert recover_in(ctx, dry_run=False, out=said.append) == EXIT_OK
+    assert said[-1] == "done: deleted 1 temp files" and sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+    assert store.lock_holder() is None and store.batch_ids() == []
+
+
+# -- etl reset-offsets ----------------------------------------------------------------------
+def test_reset_is_refused_while_a_run_holds_the_lock(config, store):
+    other, said, report = held_by_another(store), [], {}
+    assert reset_in(context(config, store, JobContext), "earliest", yes=True, out=said.append,
+                    report=report) == EXIT_BATCH_FAILED
+    assert report == {"lock": other.me.describe()} and said[0].startswith("refused: a run holds the job lock")
+
+
+def test_reset_is_refused_while_a_batch_is_open_and_moves_nothing(config, store):
+    store.acquire_lock()
+    committed(store, batch())
+    store.write_plan(batch(2, ranges=(OffsetRange("t", 0, 10, 20, 10),)))
+    store.release_lock()
+    said, report = [], {}
+    assert reset_in(context(config, store, JobContext), "earliest", yes=True, out=said.append,
+                    report=report) == EXIT_BATCH_FAILED
+    assert report == {"open_batch": 2} and "run `etl recover` first" in said[0]
+    assert values(store) == {("t", 0): 10, ("t", 1): 5} and store.lock_holder() is None
+
+
+# -- etl run --dry-run ----------------------------------------------------------------------
+def test_a_dry_run_shows_the_open_batch_a_run_would_complete(config, store):
+    with_open_batch(store)
+    shown = preview(context(config, store, JobContext))
+    assert shown["action"] == "complete_open_batch" and shown["batch_id"] == 1 and shown["state"] == "PLANNED"
+    assert [(r["topic"], r["partition"], r["from"], r["until"]) for r in shown["ranges"]] == [("t", 0, 0, 10),
+                                                                                               ("t", 1, 0, 5)]
+    assert shown["target"]["partitions"][0]["partition"] == "dt=2026-01-01/hour=00"
+
+
+# -- etl run --------------------------------------------------------------------------------
+class _Seen(JobObserver):
+    def __init__(self):
+        self.lock_was_held = False
+
+    def lock_held(self) -> None:
+        self.lock_was_held = True
+
+
+def test_a_run_that_finds_the_lock_held_raises_having_done_nothing(config, store):
+    held_by_another(store)
+    seen = _Seen()
+    with pytest.raises(LockHeld, match="is already running"):
+        run_in(JobContext(config, store=store, fs=LocalFileSystem(), observer=seen))
+    assert seen.lock_was_held and store.batch_ids() == []
+
+
+# -- etl history ----------------------------------------------------------------------------
+def test_history_lists_the_newest_batches_first(store):
+    store.acquire_lock()
+    for batch_id, start in ((1, 0), (2, 10), (3, 20)):
+        committed(store, batch(batch_id, ranges=(OffsetRange("t", 0, start, start + 10, start or None),)))
+    assert [b["batch_id"] for b in collect_history(store, 2)] == [3, 2]
