@@ -414,9 +414,11 @@ def test_commit_after_session_expiry_says_the_lock_was_lost(stack, zk_root):
 # -------------------------------------------------------------------------------------------
 # 5. The broker stops answering
 # -------------------------------------------------------------------------------------------
-@pytest.fixture
-def private_broker(tmp_path):
-    with PrivateBroker(tmp_path / "broker") as broker:
+@pytest.fixture(scope="module")
+def private_broker(tmp_path_factory):
+    """One private broker for the module's broker tests (each has its own topic, ZooKeeper root
+    and table, and SIGCONTs the broker on its way out): it is started once, not once a test."""
+    with PrivateBroker(tmp_path_factory.mktemp("broker")) as broker:
         yield broker
 
 
@@ -433,7 +435,8 @@ def test_broker_stopping_mid_batch_fails_the_run_cleanly_and_the_next_run_comple
     source = DataSource(topic, 4, lambda t, v: kafka.produce(t, v, bootstrap=private_broker.bootstrap))
     source.produce(300)
     config = _broker_config(write_config, private_broker, topic)
-    run = EtlProcess(config, fault="state:PLANNED", action="sleep:8")
+    # paused at PLANNED long enough for the test to see it and stop the broker
+    run = EtlProcess(config, fault="state:PLANNED", action="sleep:4")
     try:
         run.wait_until(lambda: job_state(config).last_state == "PLANNED", 300, "batch 1 PLANNED", poll=0.2)
         with paused(private_broker.pid):  # SIGCONT on the way out, whatever happens
