@@ -499,11 +499,19 @@ def test_metastore_unreachable_at_register_fails_with_hive_error_and_the_next_ru
     source = DataSource(topic, 4, produce)
     source.produce(300)
     with PrivateMetastore(tmp_path / "metastore") as metastore:
+        # The run that meets the stopped metastore gives up after one call's timeout: neither Hive's
+        # client nor Spark's (whose retries are hive.metastore.failure.retries too) tries again.
+        # With 1 failure retry it failed 40 s after the metastore stopped. The next run, and the
+        # oracle's `etl verify --deep`, use a config with that retry (etl-2.ini, the same job).
+        client = {"spark.hadoop.hive.metastore.client.socket.timeout": "10s",
+                  "spark.hadoop.hive.metastore.client.connect.retry.delay": "1s"}
         config = crash_config(write_config, topic, hive={"metastore": metastore.uri}, spark={
-            "spark.hadoop.hive.metastore.client.socket.timeout": "10s",
-            "spark.hadoop.hive.metastore.failure.retries": "1",
-            "spark.hadoop.hive.metastore.client.connect.retry.delay": "1s"})
-        run = EtlProcess(config, fault="state:WRITTEN", action="sleep:8")
+            **client, "spark.hadoop.hive.metastore.failure.retries": "0",
+            "spark.hadoop.hive.metastore.connect.retries": "1"})
+        settled = crash_config(write_config, topic, hive={"metastore": metastore.uri}, spark={
+            **client, "spark.hadoop.hive.metastore.failure.retries": "1"})
+        # paused at WRITTEN long enough for the test to see it and stop the metastore
+        run = EtlProcess(config, fault="state:WRITTEN", action="sleep:4")
         try:
             run.wait_until(lambda: job_state(config).last_state == "WRITTEN", 400, "batch 1 WRITTEN", poll=0.2)
             with paused(metastore.pid):  # SIGCONT on the way out, whatever happens
@@ -520,11 +528,11 @@ def test_metastore_unreachable_at_register_fails_with_hive_error_and_the_next_ru
         assert (state.last_state, state.committed) == ("WRITTEN", {}), state
         report(f"metastore stopped at WRITTEN: run failed (exit {code}) {failed_after:.1f}s later: {errors}")
 
-        rerun = run_etl(config)
+        rerun = run_etl(settled)
         assert rerun.returncode == 0 and "batch 1 (resumed) COMMITTED" in rerun.stdout, rerun.describe()
-        cfg = load_config(config)
+        cfg = load_config(settled)
         tables = read_tables_via(metastore.uri, cfg.warehouse.url, DB, [cfg.hive.table, cfg.hive.rejected_table])
-        oracle = check_exactly_once(lambda db, table: tables[table], config, source.expected, warehouse_dir)
+        oracle = check_exactly_once(lambda db, table: tables[table], settled, source.expected, warehouse_dir)
     report(f"metastore back: rerun {rerun.seconds:.1f}s; {oracle.describe()} (read through the private metastore)")
 
 
