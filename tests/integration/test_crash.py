@@ -414,15 +414,17 @@ def test_commit_after_session_expiry_says_the_lock_was_lost(stack, zk_root):
 # -------------------------------------------------------------------------------------------
 # 5. The broker stops answering
 # -------------------------------------------------------------------------------------------
-@pytest.fixture
-def private_broker(tmp_path):
-    with PrivateBroker(tmp_path / "broker") as broker:
+@pytest.fixture(scope="module")
+def private_broker(tmp_path_factory):
+    """One private broker for the module's broker tests (each has its own topic, ZooKeeper root
+    and table, and SIGCONTs the broker on its way out): it is started once, not once a test."""
+    with PrivateBroker(tmp_path_factory.mktemp("broker")) as broker:
         yield broker
 
 
-def _broker_config(write_config, broker, topic):
+def _broker_config(write_config, broker, topic, **kafka_keys):
     return crash_config(write_config, topic, kafka={"bootstrap.servers": broker.bootstrap,
-                                                    "fetch_timeout_seconds": "5"},
+                                                    "fetch_timeout_seconds": "5", **kafka_keys},
                         retry={"attempts": "2", "initial_wait_seconds": "0.2", "max_wait_seconds": "1"})
 
 
@@ -433,7 +435,8 @@ def test_broker_stopping_mid_batch_fails_the_run_cleanly_and_the_next_run_comple
     source = DataSource(topic, 4, lambda t, v: kafka.produce(t, v, bootstrap=private_broker.bootstrap))
     source.produce(300)
     config = _broker_config(write_config, private_broker, topic)
-    run = EtlProcess(config, fault="state:PLANNED", action="sleep:8")
+    # paused at PLANNED long enough for the test to see it and stop the broker
+    run = EtlProcess(config, fault="state:PLANNED", action="sleep:4")
     try:
         run.wait_until(lambda: job_state(config).last_state == "PLANNED", 300, "batch 1 PLANNED", poll=0.2)
         with paused(private_broker.pid):  # SIGCONT on the way out, whatever happens
@@ -466,7 +469,9 @@ def test_broker_stopped_before_the_run_fails_fast_touching_nothing(
     topic = private_broker.create_topic(f"crash-{uuid.uuid4().hex[:8]}", 2)
     source = DataSource(topic, 2, lambda t, v: kafka.produce(t, v, bootstrap=private_broker.bootstrap))
     source.produce(100)
-    config = _broker_config(write_config, private_broker, topic)
+    # Kafka's metadata requests time out after 2 s here (the job's default is 10 s), twice ([retry]
+    # attempts = 2): the run gives up after ~4 s instead of ~21 s, the same way and with the same error.
+    config = _broker_config(write_config, private_broker, topic, metadata_timeout_seconds="2")
     with paused(private_broker.pid):
         failed = run_etl(config, timeout=600)
     assert failed.returncode == EXIT_RETRYABLE, failed.describe()
@@ -494,11 +499,19 @@ def test_metastore_unreachable_at_register_fails_with_hive_error_and_the_next_ru
     source = DataSource(topic, 4, produce)
     source.produce(300)
     with PrivateMetastore(tmp_path / "metastore") as metastore:
+        # The run that meets the stopped metastore gives up after one call's timeout: neither Hive's
+        # client nor Spark's (whose retries are hive.metastore.failure.retries too) tries again.
+        # With 1 failure retry it failed 40 s after the metastore stopped. The next run, and the
+        # oracle's `etl verify --deep`, use a config with that retry (etl-2.ini, the same job).
+        client = {"spark.hadoop.hive.metastore.client.socket.timeout": "10s",
+                  "spark.hadoop.hive.metastore.client.connect.retry.delay": "1s"}
         config = crash_config(write_config, topic, hive={"metastore": metastore.uri}, spark={
-            "spark.hadoop.hive.metastore.client.socket.timeout": "10s",
-            "spark.hadoop.hive.metastore.failure.retries": "1",
-            "spark.hadoop.hive.metastore.client.connect.retry.delay": "1s"})
-        run = EtlProcess(config, fault="state:WRITTEN", action="sleep:8")
+            **client, "spark.hadoop.hive.metastore.failure.retries": "0",
+            "spark.hadoop.hive.metastore.connect.retries": "1"})
+        settled = crash_config(write_config, topic, hive={"metastore": metastore.uri}, spark={
+            **client, "spark.hadoop.hive.metastore.failure.retries": "1"})
+        # paused at WRITTEN long enough for the test to see it and stop the metastore
+        run = EtlProcess(config, fault="state:WRITTEN", action="sleep:4")
         try:
             run.wait_until(lambda: job_state(config).last_state == "WRITTEN", 400, "batch 1 WRITTEN", poll=0.2)
             with paused(metastore.pid):  # SIGCONT on the way out, whatever happens
@@ -515,11 +528,11 @@ def test_metastore_unreachable_at_register_fails_with_hive_error_and_the_next_ru
         assert (state.last_state, state.committed) == ("WRITTEN", {}), state
         report(f"metastore stopped at WRITTEN: run failed (exit {code}) {failed_after:.1f}s later: {errors}")
 
-        rerun = run_etl(config)
+        rerun = run_etl(settled)
         assert rerun.returncode == 0 and "batch 1 (resumed) COMMITTED" in rerun.stdout, rerun.describe()
-        cfg = load_config(config)
+        cfg = load_config(settled)
         tables = read_tables_via(metastore.uri, cfg.warehouse.url, DB, [cfg.hive.table, cfg.hive.rejected_table])
-        oracle = check_exactly_once(lambda db, table: tables[table], config, source.expected, warehouse_dir)
+        oracle = check_exactly_once(lambda db, table: tables[table], settled, source.expected, warehouse_dir)
     report(f"metastore back: rerun {rerun.seconds:.1f}s; {oracle.describe()} (read through the private metastore)")
 
 

@@ -85,7 +85,7 @@ def test_datanode_sigkilled_during_an_upload_fails_the_run_and_a_rerun_is_exactl
     source.produce({0: 200, 1: 20_000})  # partition 1's first chunk is only part of its range
     root = hdfs.scratch("datanode-killed")
     config = hdfs_config(write_config, topic, hdfs, root)
-    run = EtlProcess(config, fault="writing:1", action="sleep:15")
+    run = EtlProcess(config, fault="writing:1", action="sleep:8")  # long enough to be seen and the DataNode killed
     try:
         run.wait_until(lambda: paused_task(run, private_hdfs.ports[3]) is not None, 400,
                        "partition 1's task paused mid-upload to the DataNode")
@@ -114,7 +114,7 @@ def test_namenode_sigstopped_during_a_rename_fails_the_run_and_a_rerun_is_exactl
     root = hdfs.scratch("namenode-stopped")
     config = hdfs_config(write_config, topic, hdfs, root, timeout_seconds="5")
     fs = hdfs.filesystem()
-    run = EtlProcess(config, fault="closed:0", action="sleep:8")
+    run = EtlProcess(config, fault="closed:0", action="sleep:4")  # long enough to be seen and the NameNode stopped
     try:  # the upload has its DataNode's answer: the task sleeps before its RENAME
         run.wait_until(lambda: paused_task(run) is not None and temp_of(fs, root, topic, 0) is not None, 400,
                        "the task paused with its temp file complete")

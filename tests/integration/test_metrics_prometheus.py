@@ -165,7 +165,8 @@ def test_the_load_totals_count_each_batch_once_across_a_crash_before_and_after_i
     the batch COMMITTED) each count the batch once."""
     topic = new_topic(partitions=2)
     textfile = tmp_path / "etl_totals.prom"
-    config = write_config(kafka={"topics": topic}, metrics={"textfile": str(textfile)})
+    fast_zk = {"session_timeout_seconds": "4"}  # ZooKeeper's shortest: a killed run's lock goes in 4 s, not 10
+    config = write_config(kafka={"topics": topic}, metrics={"textfile": str(textfile)}, zookeeper=fast_zk)
     produce(topic, events_by_partition(2, 20))  # 40
     assert run_etl(config, fault="commit:snapshot-written").returncode < 0
     wait_for_lock_release(zk, config)  # the killed run's session expires
@@ -174,7 +175,7 @@ def test_the_load_totals_count_each_batch_once_across_a_crash_before_and_after_i
     produce(topic, {0: [event(100 + i) for i in range(7)]})  # 7 more, and one bad record
     produce(topic, {1: [b"not json"]})
     lenient = write_config(kafka={"topics": topic}, job={"max_rejected_ratio": "0.5"},
-                           metrics={"textfile": str(textfile)})
+                           metrics={"textfile": str(textfile)}, zookeeper=fast_zk)
     killed = run_etl(lenient, fault="state:COMMITTED")
     assert killed.returncode < 0, killed.describe()
     wait_for_lock_release(zk, config)

@@ -160,7 +160,8 @@ def test_the_same_job_pointed_at_another_table_is_refused_naming_both(
 
 def test_a_batch_planned_for_one_table_is_not_resumed_into_another(
         spark, new_topic, produce, write_config, hive_table_name, zk):
-    topic, config = loaded(new_topic, produce, write_config)
+    # ZooKeeper's shortest session (as the crash tests): the killed run's lock goes in 4 s, not 10
+    topic, config = loaded(new_topic, produce, write_config, zookeeper={"session_timeout_seconds": "4"})
     produce(topic, events_by_partition(2, 10, first_id=500))
     assert run_etl(config, fault="state:PLANNED").returncode == -9
     wait_for_lock_release(zk, config)

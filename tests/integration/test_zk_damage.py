@@ -79,7 +79,9 @@ def test_a_snapshot_chunk_crafted_well_formed_with_other_offsets_is_refused_by_i
 
 def test_a_deleted_plan_chunk_of_an_open_batch_is_named_and_dropping_the_batch_as_documented_works(
         spark, new_topic, produce, write_config, hive_table_name, zk, warehouse_dir, tmp_path):
-    topic, config = loaded_job(new_topic, produce, write_config, partitions=2, per_partition=30)
+    # ZooKeeper's shortest session (as the crash tests): the killed run's lock goes in 4 s, not 10
+    topic, config = loaded_job(new_topic, produce, write_config, partitions=2, per_partition=30,
+                               zookeeper={"session_timeout_seconds": "4"})
     produce(topic, events_by_partition(2, 20, first_id=1000))
     assert run_etl(config, fault="state:WRITTEN").returncode == -9  # batch 2 is WRITTEN, its files in the table
     wait_for_lock_release(zk, config)
