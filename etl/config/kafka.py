@@ -43,7 +43,7 @@ def kafka_section(s: Section, job_name: str) -> KafkaConfig:
                               + ("; consumer_group names the group they are mirrored to" if key == "group.id" else ""))
     read_secret_files(s, client, KAFKA_SECRET_KEYS)
     _check_with_librdkafka(s, client)
-    topics, topics_regex = _topic_choice(s)
+    topics, topics_regex = topic_choice(s)
     return KafkaConfig(
         topics=topics,
         client=client,
@@ -72,7 +72,7 @@ def _group_id(raw: str) -> str:
     return raw
 
 
-def _topic_choice(s: Section) -> tuple[tuple[str, ...], TopicPattern | None]:
+def topic_choice(s: Section) -> tuple[tuple[str, ...], TopicPattern | None]:
     """Exactly one of topics (a fixed list) and topics_regex (matched anew at every plan)."""
     topics = s.get("topics", (), _topics)
     topics_regex = s.get("topics_regex", None, _topics_regex)

@@ -28,13 +28,12 @@ from etl.config.compaction import CompactionConfig
 from etl.config.model import PartitionCapAction
 from etl.config.jvm import jvm_section
 from etl.config.metrics import metrics_section
-from etl.config.section import Section, boolean, hive_name, matching, non_negative_seconds, resolve, secret_file
+from etl.config.section import TRANSFORM_RE, Section, boolean, hive_name, matching, non_negative_seconds, resolve, secret_file
 from etl.config.warehouse import warehouse_section
 from etl.errors import ConfigError
 
 SECTIONS = ("job", "kafka", "zookeeper", "warehouse", "hive", "retry", "spark",
             "schema_registry", "compaction", "metrics", "jvm")  # and [dimension <name>]
-TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 # spark.authenticate.secret, spark.ssl.keyPassword, spark.hadoop.fs.s3a.secret.key ...
 _SPARK_SECRET_RE = re.compile(r"(^|\.)secret(\.|$)|password[^.]*$|secret$", re.I)
