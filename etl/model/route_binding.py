@@ -1,0 +1,138 @@
+"""The binding of a job that fills several tables (etl.model.binding says why a job is bound).
+
+A one-table job stays bound by a Target, byte for byte as before. A job with [route] sections is
+bound by a RouteBinding: the database, the folder its tables live under, the rejected table, and
+each route as the config drew it: its table (or template), its split, and the topics it chose.
+Every run compares the config's routes with the bound ones (`binding_diff`); any difference is
+refused, naming it and `etl bind`, which makes it on purpose:
+- a route added, removed, or given another table or split;
+- a committed topic whose records would now go to other tables (a route's topics edited so):
+  its history stays where it was loaded, and the new rows would go elsewhere.
+Editing a route's topics in a way that moves no committed topic (adding a new topic, say) is no
+difference: the new topic starts as any new topic does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from etl.config.routes import ANY_OTHER_VALUE, FieldSplit, RouteConfig, Routes
+from etl.config.topic_pattern import TopicPattern
+from etl.model.routes import route_topics
+
+
+@dataclass(frozen=True)
+class BoundRoute:
+    name: str
+    table: str  # a name, or a template holding {topic}
+    field: str | None = None
+    values: tuple[str, ...] = ()  # ("*",): the rest of the field's values
+    topics: tuple[str, ...] = ()
+    topics_regex: str | None = None
+
+    @classmethod
+    def of(cls, route: RouteConfig) -> "BoundRoute":
+        split = route.split
+        values = ((ANY_OTHER_VALUE,) if split.takes_the_rest else split.values) if split else ()
+        return cls(route.name, route.table, split.field if split else None, values, route.topics,
+                   route.topics_regex.pattern if route.topics_regex else None)
+
+    def same_shape(self, other: "BoundRoute") -> bool:
+        """Same table and split: the topics chosen may differ (binding_diff judges those by topic)."""
+        return (self.table, self.field, self.values) == (other.table, other.field, other.values)
+
+    def describe(self) -> str:
+        split = f", {self.field} in ({', '.join(self.values)})" if self.field else ""
+        return f"[route {self.name}] -> {self.table}{split}"
+
+    def to_json(self) -> dict:
+        raw: dict = {"name": self.name, "table": self.table}
+        if self.field:
+            raw.update(field=self.field, values=list(self.values))
+        raw.update({"topics_regex": self.topics_regex} if self.topics_regex else {"topics": list(self.topics)})
+        return raw
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "BoundRoute":
+        return cls(raw["name"], raw["table"], raw.get("field"), tuple(raw.get("values", ())),
+                   tuple(raw.get("topics", ())), raw.get("topics_regex"))
+
+
+@dataclass(frozen=True)
+class RouteBinding:
+    database: str
+    root: str  # the Hive URI of the folder the tables' folders are in
+    rejected_table: str
+    rejected_location: str
+    routes: tuple[BoundRoute, ...]
+
+    def location(self, table: str) -> str:
+        return f"{self.root}/{table}"
+
+    def describe(self) -> str:
+        return f"{len(self.routes)} routes into {self.database} at {self.root}"
+
+    def to_json(self) -> dict:
+        return {"database": self.database, "root": self.root, "rejected_table": self.rejected_table,
+                "rejected_location": self.rejected_location, "routes": [r.to_json() for r in self.routes]}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "RouteBinding":
+        return cls(raw["database"], raw["root"], raw["rejected_table"], raw["rejected_location"],
+                   tuple(BoundRoute.from_json(r) for r in raw["routes"]))
+
+
+def is_route_binding(raw: dict) -> bool:
+    """A stored binding's JSON is a RouteBinding's (else a one-table job's Target)."""
+    return "routes" in raw
+
+
+@dataclass(frozen=True)
+class BindingDiff:
+    added: tuple[BoundRoute, ...] = ()
+    removed: tuple[BoundRoute, ...] = ()
+    changed: tuple[tuple[BoundRoute, BoundRoute], ...] = ()  # (bound, in the config)
+    moved: tuple[str, ...] = ()  # committed topics whose records would go to other tables
+    elsewhere: str | None = None  # another database, folder or rejected table
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed or self.moved or self.elsewhere)
+
+    def describe(self) -> list[str]:
+        return ([f"the job's tables would move: {self.elsewhere}"] if self.elsewhere else []) + \
+            [f"added: {r.describe()}" for r in self.added] + \
+            [f"removed: {r.describe()}" for r in self.removed] + \
+            [f"changed: {old.describe()} becomes {new.describe()}" for old, new in self.changed] + \
+            [f"topic {topic}'s records would go to other tables than they were loaded into" for topic in self.moved]
+
+
+def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable[str]) -> BindingDiff:
+    elsewhere = None
+    if (bound.database, bound.root, bound.rejected_table) != (current.database, current.root, current.rejected_table):
+        elsewhere = (f"{bound.database} at {bound.root} (rejected rows in {bound.rejected_table}) becomes "
+                     f"{current.database} at {current.root} (rejected rows in {current.rejected_table})")
+    was = {r.name: r for r in bound.routes}
+    now = {r.name: r for r in current.routes}
+    committed = tuple(committed)
+    return BindingDiff(
+        added=tuple(r for name, r in now.items() if name not in was),
+        removed=tuple(r for name, r in was.items() if name not in now),
+        changed=tuple((was[name], r) for name, r in now.items() if name in was and not was[name].same_shape(r)),
+        moved=tuple(t for t in committed if _tables_of(bound, t) != _tables_of(current, t)),
+        elsewhere=elsewhere)
+
+
+def _tables_of(binding: RouteBinding, topic: str) -> dict[str, str]:
+    """Each route's table for `topic` under `binding` ({} when none chooses it, or it cannot be routed)."""
+    routes = Routes(tuple(_as_route(r) for r in binding.routes))
+    routed = route_topics(routes, [topic], committed=[topic], rejected_table=binding.rejected_table).topics.get(topic)
+    return dict(zip(routed.routes, routed.tables)) if routed else {}
+
+
+def _as_route(bound: BoundRoute) -> RouteConfig:
+    split = None
+    if bound.field:
+        rest = bound.values == (ANY_OTHER_VALUE,)
+        split = FieldSplit(bound.field, () if rest else bound.values, takes_the_rest=rest)
+    return RouteConfig(bound.name, bound.table, schema_file=None, topics=bound.topics,
+                       topics_regex=TopicPattern(bound.topics_regex) if bound.topics_regex else None, split=split)
