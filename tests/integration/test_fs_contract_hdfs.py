@@ -69,7 +69,7 @@ def backend(cluster):
 
 
 def test_the_suite_is_the_unit_modules_contract():
-    assert len(CONTRACT_TESTS) == 18, CONTRACT_TESTS  # a test added there runs here too
+    assert len(CONTRACT_TESTS) == 19, CONTRACT_TESTS  # a test added there runs here too
 
 
 def test_webhdfs_rename_onto_an_existing_file_answers_false_and_keeps_both(backend):

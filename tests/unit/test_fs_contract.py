@@ -248,6 +248,20 @@ def test_publish_is_true_once_then_false_with_the_temp_deleted(backend):
     assert backend.read(final) == b"first"
 
 
+def test_an_upload_aborted_then_deleted_leaves_no_file_behind(backend):
+    """What the partition writer does with a failed file: abort its upload, then delete it. On a
+    real HDFS an upload cut mid-body left the DataNode to create the file whenever it got to it,
+    after the delete on 14 of 30 aborts: the upload must be settled when abort returns."""
+    folder = backend.path("dt=2026-11-21")
+    for _ in range(10):
+        path = posixpath.join(folder, temp_name(FINAL))
+        upload = backend.fs.open_write(path)
+        upload.write(b"PAR1")
+        getattr(upload, "abort", upload.close)()
+        backend.fs.delete(path)
+    assert backend.fs.list_dir(folder) == []
+
+
 def test_the_partition_writer_writes_and_publishes_through_the_backend(backend):
     from tests.harness.data import event
 
