@@ -7,19 +7,19 @@ route of that topic lists). Each route names its DDL file, or `registry` to deri
 the subject's latest schema, and may take its own decoder, transform and dimensions.
 
 A config without [route] sections is one implicit route: [hive] table and schema, [kafka]'s
-topics, [job]'s decoder and transform, every dimension (`implicit_route`). What can be checked
+topics, [job]'s decoder and transform, every dimension (`implicit_routes`). What can be checked
 without Kafka is checked here; which topics a pattern matches, and so which tables they make,
 is known only when a batch is planned (`table_name` is the one rule for a templated name).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
 from etl.config.kafka import topic_choice
-from etl.config.model import HIVE_NAME_RE, Config, DecoderKind, FixedAvroSchema
+from etl.config.model import HIVE_NAME_RE, DecoderKind, FixedAvroSchema, HiveConfig, JobConfig, KafkaConfig
 from etl.config.section import TRANSFORM_RE, Section, matching, resolve
 from etl.config.topic_pattern import TopicPattern
 from etl.errors import ConfigError
@@ -92,13 +92,13 @@ class Routes:
         raise KeyError(name)
 
 
-def implicit_route(config: Config) -> RouteConfig:
+def implicit_routes(hive: HiveConfig, kafka: KafkaConfig, job: JobConfig, dimensions: Iterable[str]) -> Routes:
     """The one route of a config without [route] sections: [hive] table and schema, [kafka]'s
     topics, [job]'s decoder and transform, and every dimension."""
-    return RouteConfig(name="", table=config.hive.table, schema_file=config.hive.schema_file,
-                       topics=config.kafka.topics, topics_regex=config.kafka.topics_regex,
-                       decoder=config.job.decoder, avro_schema=config.job.avro_schema,
-                       transform=config.job.transform, dimensions=tuple(d.name for d in config.dimensions))
+    route = RouteConfig(name="", table=hive.the_table, schema_file=hive.schema_file, topics=kafka.topics,
+                        topics_regex=kafka.topics_regex, decoder=job.decoder, avro_schema=job.avro_schema,
+                        transform=job.transform, dimensions=tuple(dimensions))
+    return Routes((route,), implicit=True)
 
 
 def table_name(template: str, topic: str) -> str:
@@ -262,3 +262,14 @@ def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
                         f"of topic {topic!r}; a value goes to one route")
             taken_by[value] = route
     return None
+
+
+def with_routed_topics(kafka: KafkaConfig, routes: Routes) -> KafkaConfig:
+    """[kafka] with the topics the routes choose: the listed topics, or, when a route takes a
+    pattern, one pattern matching any route's topics (each listed topic matched as itself)."""
+    listed = tuple(dict.fromkeys(topic for route in routes.routes for topic in route.topics))
+    patterns = [route.topics_regex.pattern for route in routes.routes if route.topics_regex is not None]
+    if not patterns:
+        return replace(kafka, topics=listed, topics_regex=None)
+    union = "|".join(f"(?:{p})" for p in [*patterns, *(re.escape(topic) for topic in listed)])
+    return replace(kafka, topics=(), topics_regex=TopicPattern(union))

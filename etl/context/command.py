@@ -101,7 +101,7 @@ class CommandContext:
         """The table's partitioner, in the zone of [hive] partitioning, from the DDL (read on
         first use: a command that needs it asks before it touches anything)."""
         if self._partitioner is None:
-            schema = load_table_schema(self.config.hive.schema_file, self.config.job.key_column)
+            schema = load_table_schema(self.config.hive.the_schema_file, self.config.job.key_column)
             self._partitioner = schema.partitioner.in_zone(self.config.hive.partitioning.timezone)
         return self._partitioner
 

@@ -63,7 +63,7 @@ class HiveRegistrar:
         location = self.warehouse.hive_uri(self.warehouse.database_root)
         self._sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(db)} LOCATION {quote_literal(location)}",
                   f"create database {db}")
-        self._ensure(self.hive.table, self.hive.schema_file, self.warehouse.table_root)
+        self._ensure(self.hive.the_table, self.hive.the_schema_file, self.warehouse.table_root)
         self._ensure(self.hive.rejected_table, REJECTED_DDL, self.warehouse.rejected_root)
 
     def _ensure(self, table: str, ddl_file: Path, location: str) -> None:
@@ -221,7 +221,7 @@ class HiveRegistrar:
                                 f"(metastore {self.hive.metastore}): {_first_line(exc)}") from exc
 
     def _table(self, kind: TableKind) -> str:
-        return self.hive.table if kind is TableKind.MAIN else self.hive.rejected_table
+        return self.hive.the_table if kind is TableKind.MAIN else self.hive.rejected_table
 
     def _check_location(self, table: str, values: dict[str, str], location: str) -> None:
         """ADD IF NOT EXISTS keeps a partition that exists with another location (an earlier

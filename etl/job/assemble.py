@@ -17,11 +17,11 @@ from etl.rows.transform import load_transform
 def writer_spec(config: Config) -> WriterSpec:
     """Everything the tasks need to write, checked at start-up: the DDL, the decoder, the
     dimensions against the DDL (and file sources' columns), the transform importable."""
-    schema = load_table_schema(config.hive.schema_file, config.job.key_column)
-    check_against_schema(config.dimensions, schema, config.path, config.hive.schema_file)
+    schema = load_table_schema(config.hive.the_schema_file, config.job.key_column)
+    check_against_schema(config.dimensions, schema, config.path, config.hive.the_schema_file)
     _check_event_column(config, schema)
     headers = config.job.header_columns
-    check_header_columns(headers, schema, enriched_columns(config.dimensions), config.path, config.hive.schema_file)
+    check_header_columns(headers, schema, enriched_columns(config.dimensions), config.path, config.hive.the_schema_file)
     loader = DimensionLoader(config.dimensions, schema, spark=lambda: None)
     for dimension in config.dimensions:
         loader.check_source(dimension)
@@ -48,5 +48,5 @@ def _check_event_column(config: Config, schema: TableSchema) -> None:
     found = {c.name: c.hive_type for c in schema.data_columns}
     if found.get(column) != "timestamp":
         what = f"is {found[column]}" if column in found else "is not a column of the table"
-        raise ConfigError(f"{config.path}: [hive] partition_by: column:{column} {what} ({config.hive.schema_file}); "
+        raise ConfigError(f"{config.path}: [hive] partition_by: column:{column} {what} ({config.hive.the_schema_file}); "
                           f"it must name a timestamp column of the table")

@@ -16,7 +16,7 @@ from etl.sink.warehouse import Warehouse, same_location
 
 
 def warehouse_table(config, kind: TableKind) -> str:
-    return config.hive.table if kind is TableKind.MAIN else config.hive.rejected_table
+    return config.hive.the_table if kind is TableKind.MAIN else config.hive.rejected_table
 
 
 def check_superseded(inventory: Inventory, compactions: list[CompactionPlan], warehouse: Warehouse) -> list[Problem]:

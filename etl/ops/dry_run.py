@@ -50,7 +50,7 @@ def preview(context: JobContext) -> dict:
 
 def _head(config: Config, action: str) -> dict:
     return {"event": "dry_run", "job": config.job.name, "action": action,
-            "table": f"{config.hive.database}.{config.hive.table}"}
+            "table": f"{config.hive.database}.{config.hive.the_table}"}
 
 
 def _range(r: OffsetRange, latest: int) -> dict:

@@ -71,7 +71,7 @@ def _check_producers_schemas(context: JobContext) -> None:
     if not config.job.decoder.reads_writer_schemas:
         return
     topics = config.kafka.topics if config.kafka.topics_regex is None else context.kafka.job_topics().loaded
-    check_writer_schemas(context.spec.decoder, topics, f"{config.path}: [hive] schema {config.hive.schema_file}")
+    check_writer_schemas(context.spec.decoder, topics, f"{config.path}: [hive] schema {config.hive.the_schema_file}")
 
 
 def _run_locked(context: JobContext, loop: bool, interval: float, max_batches: int | None, emit: Emit | None) -> None:

@@ -118,5 +118,5 @@ def _deep(context: JobContext, spark, inventory: Inventory, committed, events) -
         return broken  # one broken file fails every read of the table: name them, read no rows
     altered = check_rewritten(fs, inventory)  # merged files' values: what no count of rows sees
     kafka = context.kafka
-    return altered + check_deep(spark, config.hive.database, (config.hive.table, config.hive.rejected_table),
+    return altered + check_deep(spark, config.hive.database, (config.hive.the_table, config.hive.rejected_table),
                                 inventory, committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))

@@ -32,7 +32,7 @@ class Warehouse:
         root, hive = config.warehouse.fs_root, config.hive
         return cls(fs_root=root, hive_root=config.warehouse.hive_root,
                    database_root=posixpath.join(root, f"{hive.database}.db"),
-                   table_root=table_location(root, hive.database, hive.table),
+                   table_root=table_location(root, hive.database, hive.the_table),
                    rejected_root=table_location(root, hive.database, hive.rejected_table))
 
     def with_relocations(self, relocations: Relocations) -> "Warehouse":

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from etl.config import load_config
 from etl.config.model import DecoderKind
 from etl.config.routes import FieldSplit, parse_routes, sharing_problem, table_name
 from etl.errors import ConfigError
+from tests.harness.config_file import minimal_ini
+from tests.harness.paths import EVENTS_SCHEMA
 
 
 def _avro_schema_file(path: Path):
@@ -142,3 +145,90 @@ def test_a_topic_two_patterns_both_match_is_found_at_plan_time_by_the_same_rule(
                                "[route b]\ntopics_regex = .*1\ntable = b\nschema = clicks.sql\n")
     assert sharing_problem("t2", routes.of_topic("t2")) is None
     assert "[route a] takes all of topic 't1'" in sharing_problem("t1", routes.of_topic("t1"))
+
+
+# -- the whole config: [route] sections beside the others (etl.config.parse) ------------------
+
+ROUTED = f"""[job]
+name = j1
+{{job}}
+[kafka]
+bootstrap.servers = 127.0.0.1:9092
+{{kafka}}
+[zookeeper]
+hosts = 127.0.0.1:2181
+[warehouse]
+url = file:///tmp/w
+[hive]
+database = db
+{{hive}}
+[route raw]
+topics_regex = app[.].*
+table = raw_{{{{topic}}}}
+schema = {EVENTS_SCHEMA}
+[route orders]
+topics = orders, refunds
+table = orders
+schema = {EVENTS_SCHEMA}
+{{sections}}
+"""
+
+
+def _load(tmp_path: Path, job: str = "", kafka: str = "", hive: str = "rejected_table = rejects", sections: str = ""):
+    path = tmp_path / "etl.ini"
+    path.write_text(ROUTED.format(job=job, kafka=kafka, hive=hive, sections=sections))
+    return load_config(path)
+
+
+def test_a_config_with_routes_loads_its_routes_and_chooses_their_topics(tmp_path):
+    config = _load(tmp_path)
+    assert not config.routes.implicit and [r.name for r in config.routes.routes] == ["raw", "orders"]
+    assert (config.hive.table, config.hive.schema_file, config.hive.rejected_table) == (None, None, "rejects")
+    assert config.kafka.topics == () and config.kafka.topics_regex is not None
+    assert [t for t in ("app.x", "orders", "refunds", "ordersx", "appx") if config.kafka.topics_regex.fullmatch(t)] \
+        == ["app.x", "orders", "refunds"]
+    view = config.for_table(config.routes.by_name("raw"), "raw_app_x")
+    assert (view.hive.the_table, view.hive.the_schema_file, view.hive.rejected_table) == (
+        "raw_app_x", EVENTS_SCHEMA, "rejects")
+    with pytest.raises(ConfigError, match="handed the job's config instead of one table's view"):
+        config.hive.the_table
+
+
+def test_routes_listing_topics_only_keep_a_list_of_topics(tmp_path):
+    text = ROUTED.format(job="", kafka="", hive="rejected_table = rejects", sections="").replace(
+        "topics_regex = app[.].*", "topics = app.a")
+    (tmp_path / "etl.ini").write_text(text)
+    kafka = load_config(tmp_path / "etl.ini").kafka
+    assert (kafka.topics, kafka.topics_regex) == (("app.a", "orders", "refunds"), None)
+
+
+@pytest.mark.parametrize(("where", "line", "said"), [
+    ("hive", "rejected_table = rejects\ntable = t", "[hive] table: with [route] sections each route names its table"),
+    ("hive", "rejected_table = rejects\nschema = x.sql", "[hive] schema: with [route] sections"),
+    ("hive", "", "[hive] rejected_table: is required"),
+    ("kafka", "topics = a", "[kafka] topics: each [route] chooses its topics"),
+    ("job", "transform = etl.examples:minute_and_country", "[job] transform: with [route] sections each route"),
+    ("sections", "[routes x]\ntopics = a", "unknown section [routes x]"),
+])
+def test_what_belongs_to_the_routes_is_refused_in_the_other_sections(tmp_path, where, line, said):
+    kwargs = {"hive": "rejected_table = rejects", where: line}
+    with pytest.raises(ConfigError) as raised:
+        _load(tmp_path, **kwargs)
+    assert said in str(raised.value)
+
+
+def test_a_route_that_reads_the_registry_needs_the_registry_section(tmp_path):
+    with pytest.raises(ConfigError, match=r"\[schema_registry\] url: is required with decoder = protobuf in "
+                                          r"\[route evs\]"):
+        _load(tmp_path, sections="[route evs]\ntopics = evs\ntable = {topic}\nschema = registry\ndecoder = protobuf\n")
+
+
+def test_a_one_table_config_is_one_implicit_route_as_before(tmp_path):
+    path = tmp_path / "etl.ini"
+    path.write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = a, b", job="transform = etl.examples:minute_and_country"))
+    config = load_config(path)
+    [route] = config.routes.routes
+    assert config.routes.implicit and (route.name, route.table, route.schema_file, route.topics) == (
+        "", "t", EVENTS_SCHEMA, ("a", "b"))
+    assert route.transform == "etl.examples:minute_and_country" and config.hive.rejected_table == "t_rejected"
+    assert (config.hive.the_table, config.kafka.topics) == ("t", ("a", "b"))
