@@ -30,7 +30,6 @@ import posixpath
 import shutil
 import socket
 import threading
-import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -91,8 +90,6 @@ class WebHdfsTestServer:
         self.requests: list[Request] = []
         self._faults: list[Fault] = []
         self._faults_lock = threading.Lock()
-        self._in_flight = 0
-        self._idle = threading.Condition()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -128,31 +125,6 @@ class WebHdfsTestServer:
 
     def webhdfs_url(self, path: str = "/") -> str:
         return f"webhdfs://{self.host}:{self.port}{path}"
-
-    def wait_idle(self, timeout: float = 10.0) -> None:
-        """Wait until no request is being handled: a client that gave up on an upload does not
-        stop the DataNode side at once, which may still create the file afterwards."""
-        with self._idle:
-            if not self._idle.wait_for(lambda: self._in_flight == 0, timeout):
-                raise TimeoutError(f"webhdfs test server still busy with {self._in_flight} request(s)")
-
-    def wait_for_request(self, op: str, phase: str, timeout: float = 10.0) -> None:
-        """Wait until a request has reached the server: a connection the client opened is
-        handled only once accepted, which may be after the client has moved on."""
-        deadline = time.monotonic() + timeout
-        while self.count(op, phase) == 0:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"webhdfs test server never saw {op} ({phase})")
-            time.sleep(0.01)
-
-    def request_started(self) -> None:
-        with self._idle:
-            self._in_flight += 1
-
-    def request_finished(self) -> None:
-        with self._idle:
-            self._in_flight -= 1
-            self._idle.notify_all()
 
     def local_path(self, hdfs_path: str) -> Path:
         return self.root / hdfs_path.lstrip("/")
@@ -233,13 +205,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- dispatch -------------------------------------------------------------------------
     def _dispatch(self, method: str) -> None:
-        self.hdfs.request_started()
-        try:
-            self._dispatch_counted(method)
-        finally:
-            self.hdfs.request_finished()
-
-    def _dispatch_counted(self, method: str) -> None:
         self._body_read = False  # one handler serves all requests of a keep-alive connection
         url = urlsplit(self.path)
         if not (url.path == PREFIX or url.path.startswith(PREFIX + "/")):

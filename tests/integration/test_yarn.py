@@ -49,6 +49,21 @@ SMALL = ("spark.yarn.jars=local:" + str(SPARK_HOME / "jars" / "*"), "spark.execu
          "spark.yarn.am.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
+FINAL_STATES = ("FINISHED", "FAILED", "KILLED")
+
+
+def settled(yarn: PrivateYarn, app_id: str, timeout: float = 60.0) -> dict:
+    """The application's report once YARN has settled it. spark-submit in client mode returns when
+    its driver ends, and the ApplicationMaster unregisters a moment later: one CI run read
+    RUNNING/UNDEFINED right after spark-submit had returned 0."""
+    deadline = time.monotonic() + timeout
+    app = yarn.app(app_id)
+    while app["state"] not in FINAL_STATES and time.monotonic() < deadline:
+        time.sleep(0.5)
+        app = yarn.app(app_id)
+    return app
+
+
 class Submission:
     """One spark-submit --master yarn of scripts/run_etl.py, and what YARN says of it."""
 
@@ -56,7 +71,7 @@ class Submission:
         self.yarn, self.result, self.seconds = yarn, result, seconds
         [app] = [a for a in yarn.apps() if tag in a.get("applicationTags", "").split(",")]
         self.app_id: str = app["id"]
-        self.app = yarn.app(self.app_id)
+        self.app = settled(yarn, self.app_id)
 
     @property
     def output(self) -> str:
