@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Mapping
 
 from etl.config.dimensions import DIMENSION_SECTION, dimension_sections
-from etl.config.routes import ROUTE_SECTION, implicit_routes, parse_routes, route_sections, with_routed_topics
+from etl.config.routes import ROUTE_SECTION, check_buildable, implicit_routes, parse_routes, route_sections, with_routed_topics
 from etl.config.headers import header_columns
 from etl.config.ini import is_java_options_key, read_ini, secret_java_properties
 from etl.config.kafka import kafka_section
@@ -78,6 +78,8 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
     names = [d.name for d in dimensions]
     routes = parse_routes(parser, path, job.decoder, names, hive.rejected_table, _avro_schema_file) if routed \
         else implicit_routes(hive, kafka, job, names)
+    metrics = metrics_section(Section(parser, "metrics", path, required=False))
+    check_buildable(routes, hive, names, metrics.enabled, path)
     return Config(
         path=path,
         job=job,
@@ -91,7 +93,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
         dimensions=dimensions,
         schema_registry=registry_for(Section(parser, "schema_registry", path, required=False), job, routes),
         compaction=_compaction(Section(parser, "compaction", path, required=False)),
-        metrics=metrics_section(Section(parser, "metrics", path, required=False)),
+        metrics=metrics,
         jvm=jvm_section(Section(parser, "jvm", path, required=False), boolean),
     )
 

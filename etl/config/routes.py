@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable
 
 from etl.config.kafka import topic_choice
+from etl.config.partitioning import PartitionSource
 from etl.config.model import HIVE_NAME_RE, DecoderKind, FixedAvroSchema, HiveConfig, JobConfig, KafkaConfig
 from etl.config.section import TRANSFORM_RE, Section, matching, resolve
 from etl.config.topic_pattern import TopicPattern
@@ -262,6 +263,34 @@ def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
                         f"of topic {topic!r}; a value goes to one route")
             taken_by[value] = route
     return None
+
+
+# What a routed job cannot do yet, each refused at start-up (exit 2, nothing touched) rather than
+# done for one table and not the others: (what, the key that asks for it, why not yet).
+NOT_YET_WITH_ROUTES = (
+    ("a field split", "field", "splitting a topic among tables by a field is not built yet"),
+    ("a table from the registry", "schema", "schema = registry is not built yet; name a DDL file"),
+)
+
+
+def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str], metrics_enabled: bool,
+                    path: Path) -> None:
+    """Refuse what a routed job does not do yet, naming the key: a refusal touches nothing."""
+    if routes.implicit:
+        return
+    for route in routes.routes:
+        asked = {"field": route.split is not None, "schema": route.from_registry}
+        for what, key, why in NOT_YET_WITH_ROUTES:
+            if asked[key]:
+                raise ConfigError(f"{path}: {route.describe()} {key}: {why}")
+    refused = {"[dimension] sections": bool(tuple(dimensions)),
+               "[hive] partition_by by event time": hive.partitioning.source is not PartitionSource.PLANNING_TIME,
+               "[hive] success_markers": hive.success_markers.enabled,
+               "[metrics]": metrics_enabled}
+    for what, asked_for in refused.items():
+        if asked_for:
+            raise ConfigError(f"{path}: {what}: not built for [route] sections yet; a job with routes writes by "
+                              f"planning time, without markers, dimensions or metrics")
 
 
 def with_routed_topics(kafka: KafkaConfig, routes: Routes) -> KafkaConfig:

@@ -58,13 +58,20 @@ class HiveRegistrar:
         self.spark, self.hive, self.warehouse, self.owner = spark, hive, warehouse, owner
 
     def ensure_tables(self) -> None:
-        """Create the database, the table and its rejected companion if they are missing."""
+        """Create the database, the table and its rejected companion if they are missing, or
+        claim and evolve them. A routed job's registrar (no [hive] table) ensures the database and
+        the job's rejected table; each table's view ensures its own (`ensure_table`)."""
         db = self.hive.database
         location = self.warehouse.hive_uri(self.warehouse.database_root)
         self._sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(db)} LOCATION {quote_literal(location)}",
                   f"create database {db}")
-        self._ensure(self.hive.the_table, self.hive.the_schema_file, self.warehouse.table_root)
+        if self.hive.table is not None:
+            self.ensure_table()
         self._ensure(self.hive.rejected_table, REJECTED_DDL, self.warehouse.rejected_root)
+
+    def ensure_table(self) -> None:
+        """Create the table if it is missing, or claim and evolve it."""
+        self._ensure(self.hive.the_table, self.hive.the_schema_file, self.warehouse.table_root)
 
     def _ensure(self, table: str, ddl_file: Path, location: str) -> None:
         columns = load_table_schema(ddl_file).columns
@@ -159,6 +166,8 @@ class HiveRegistrar:
         """Every partition a batch touched, in one ALTER TABLE ... ADD statement per table (per
         ADD_PER_STATEMENT of them), each checked to point at the folder the job writes it to."""
         for kind, partitions in ((TableKind.MAIN, main), (TableKind.REJECTED, rejected)):
+            if not partitions:
+                continue
             locations = [self.warehouse.hive_uri(self.warehouse.folder(kind, values)) for values in partitions]
             for start in range(0, len(partitions), ADD_PER_STATEMENT):
                 self._add(kind, partitions[start:start + ADD_PER_STATEMENT], locations[start:start + ADD_PER_STATEMENT])

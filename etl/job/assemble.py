@@ -37,6 +37,25 @@ def writer_spec(config: Config) -> WriterSpec:
                       dimensions=config.dimensions, transform=config.job.transform, header_columns=headers)
 
 
+def route_specs(config: Config) -> dict[str, WriterSpec]:
+    """Each route's writer spec (route name -> spec; one for a one-table job), all checked at
+    start-up, with every route's DDL partitioned alike: a batch has one Hive partition, or one
+    Placement, for all its tables."""
+    specs = {route.name: writer_spec(config.for_table(route, route.table)) for route in config.routes.routes}
+    first = config.routes.routes[0]
+    for route in config.routes.routes[1:]:
+        ours, theirs = specs[route.name].schema.partition_columns, specs[first.name].schema.partition_columns
+        if ours != theirs:
+            raise ConfigError(f"{config.path}: {route.describe()} schema {route.schema_file} is partitioned by "
+                              f"{_names(ours)}, and {first.describe()}'s {first.schema_file} by {_names(theirs)}; "
+                              f"every table of a job is partitioned alike")
+    return specs
+
+
+def _names(columns) -> str:
+    return "(" + ", ".join(c.name for c in columns) + ")"
+
+
 def _writer_schemas(config: Config) -> WriterSchemas | None:
     return WriterSchemas(config.schema_registry, config.retry) if config.schema_registry else None
 

@@ -18,6 +18,7 @@ from typing import Iterable
 
 from etl.config.routes import ANY_OTHER_VALUE, FieldSplit, RouteConfig, Routes
 from etl.config.topic_pattern import TopicPattern
+from etl.model.binding import BindingMismatch, Target, check_bound, check_plan
 from etl.model.routes import route_topics
 
 
@@ -66,6 +67,12 @@ class RouteBinding:
     rejected_location: str
     routes: tuple[BoundRoute, ...]
 
+    @classmethod
+    def of(cls, config, warehouse) -> "RouteBinding":
+        """The config's routes, where its warehouse (etl.sink.warehouse) puts their tables."""
+        return cls(config.hive.database, warehouse.hive_uri(warehouse.database_root), config.hive.rejected_table,
+                   warehouse.hive_uri(warehouse.rejected_root), tuple(BoundRoute.of(r) for r in config.routes.routes))
+
     def location(self, table: str) -> str:
         return f"{self.root}/{table}"
 
@@ -85,6 +92,13 @@ class RouteBinding:
 def is_route_binding(raw: dict) -> bool:
     """A stored binding's JSON is a RouteBinding's (else a one-table job's Target)."""
     return "routes" in raw
+
+
+JobBinding = Target | RouteBinding  # what a job is bound to: one table, or its routes
+
+
+def binding_from_json(raw: dict) -> JobBinding:
+    return RouteBinding.from_json(raw) if is_route_binding(raw) else Target.from_json(raw)
 
 
 @dataclass(frozen=True)
@@ -136,3 +150,36 @@ def _as_route(bound: BoundRoute) -> RouteConfig:
         split = FieldSplit(bound.field, () if rest else bound.values, takes_the_rest=rest)
     return RouteConfig(bound.name, bound.table, schema_file=None, topics=bound.topics,
                        topics_regex=TopicPattern(bound.topics_regex) if bound.topics_regex else None, split=split)
+
+
+def check_job_binding(bound: JobBinding, current: JobBinding, config, committed: Iterable[str]) -> None:
+    """The config names what the job is bound to (etl.model.binding); `committed`: the topics
+    with committed offsets, whose records must keep going to the tables they went to."""
+    if isinstance(bound, Target) and isinstance(current, Target):
+        check_bound(bound, current, config)
+        return
+    if isinstance(bound, RouteBinding) and isinstance(current, RouteBinding):
+        diff = binding_diff(bound, current, committed)
+        if diff:
+            raise BindingMismatch(f"job {config.job.name}'s [route] sections differ from the routes it is bound to: "
+                                  f"{'; '.join(diff.describe())}. Nothing was touched. {ROUTES_HINT}")
+        return
+    raise BindingMismatch(f"job {config.job.name} is bound to {bound.describe()}, but the config names "
+                          f"{current.describe()}. Nothing was touched. {ROUTES_HINT}")
+
+
+def check_planned(batch, current: JobBinding, config) -> None:
+    """A batch is resumed into the tables it was planned for, or not at all."""
+    if not batch.target:
+        return
+    if isinstance(current, Target) and not is_route_binding(batch.target):
+        check_plan(batch, current, config)
+    elif batch.target != current.to_json():
+        raise BindingMismatch(f"batch {batch.batch_id} was planned to write to "
+                              f"{binding_from_json(batch.target).describe()}, but the config names "
+                              f"{current.describe()}; resuming it there would leave its files split between both. "
+                              f"Nothing was touched: restore the config and run again to finish the batch")
+
+
+# `etl bind` takes a one-table job to another table; it does not take [route] sections yet.
+ROUTES_HINT = "Restore the config: moving a job to other routes, or between one table and routes, is not built yet"

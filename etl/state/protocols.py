@@ -31,6 +31,7 @@ from typing import Protocol
 
 from etl.model.batch import Batch, BatchState
 from etl.model.binding import Target
+from etl.model.route_binding import JobBinding
 from etl.model.compaction import CompactionPlan, CompactionState, Relocations
 from etl.model.events import Bind, Event, PendingReset, Reset
 from etl.state.totals import LoadTotals
@@ -100,9 +101,9 @@ class OperatorPart(Protocol):
 
     def finish_reset(self, event: Reset, topic_ids: dict[str, str | None]) -> None: ...
 
-    def binding(self) -> Target | None: ...
+    def binding(self) -> JobBinding | None: ...
 
-    def bind_first(self, target: Target) -> None: ...
+    def bind_first(self, target: JobBinding) -> None: ...
 
     def rebind(self, target: Target, reset_origins: bool, event: Bind) -> None: ...
 

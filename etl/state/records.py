@@ -13,6 +13,7 @@ from kazoo.exceptions import NoNodeError
 
 from etl.errors import StateConflict
 from etl.model.binding import Target
+from etl.model.route_binding import JobBinding, binding_from_json
 from etl.model.events import Bind, Event, PendingReset, Reset
 from etl.model.events import from_json as parse_event, to_json as event_json
 from etl.state.session import SessionBound, ZkSession
@@ -60,14 +61,14 @@ class OperatorRecords(SessionBound):
         self.session.offsets_moved({(change.topic, change.partition): change.new for change in event.changes})
 
     # -- binding --------------------------------------------------------------------------
-    def binding(self) -> Target | None:
+    def binding(self) -> JobBinding | None:
         try:
             data, _ = self._read(lambda: self.client.get(self.paths.binding), "read the job's binding")
         except NoNodeError:
             return None
-        return Target.from_json(json.loads(data))
+        return binding_from_json(json.loads(data))
 
-    def bind_first(self, target: Target) -> None:
+    def bind_first(self, target: JobBinding) -> None:
         """Record the table of a job's first run (fenced: only the lock holder binds)."""
         txn = self.client.transaction()
         self._fence(txn)

@@ -220,7 +220,21 @@ def test_what_belongs_to_the_routes_is_refused_in_the_other_sections(tmp_path, w
 def test_a_route_that_reads_the_registry_needs_the_registry_section(tmp_path):
     with pytest.raises(ConfigError, match=r"\[schema_registry\] url: is required with decoder = protobuf in "
                                           r"\[route evs\]"):
-        _load(tmp_path, sections="[route evs]\ntopics = evs\ntable = {topic}\nschema = registry\ndecoder = protobuf\n")
+        _load(tmp_path, sections=f"[route evs]\ntopics = evs\ntable = {{topic}}\nschema = {EVENTS_SCHEMA}\n"
+                                 f"decoder = protobuf\n")
+
+
+@pytest.mark.parametrize("section, refused", [
+    (f"[route clicks]\ntopics = evs\ntable = clicks\nschema = {EVENTS_SCHEMA}\nfield = kind\nvalues = click\n",
+     r"\[route clicks\] field: splitting a topic among tables by a field is not built yet"),
+    ("[route evs]\ntopics = evs\ntable = {topic}\nschema = registry\ndecoder = avro\n",
+     r"\[route evs\] schema: schema = registry is not built yet"),
+    (f"[route evs]\ntopics = evs\ntable = evs\nschema = {EVENTS_SCHEMA}\n\n[metrics]\ntextfile = /tmp/x.prom\n",
+     r"\[metrics\]: not built for \[route\] sections yet"),
+])
+def test_what_routes_do_not_do_yet_is_refused_naming_the_key(tmp_path, section, refused):
+    with pytest.raises(ConfigError, match=refused):
+        _load(tmp_path, sections=section)
 
 
 def test_a_one_table_config_is_one_implicit_route_as_before(tmp_path):

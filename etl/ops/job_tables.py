@@ -1,0 +1,21 @@
+"""The tables a command inspects: a one-table job's table, or each table a routed job has loaded
+into (its committed topics' tables, as the config routes them now) and each table its open batch
+writes, each with its folders (etl.sink.warehouse.Warehouse.for_table)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from etl.config import Config
+from etl.model.batch import Batch
+from etl.model.routes import route_topics
+from etl.sink.warehouse import Warehouse
+
+
+def job_tables(config: Config, warehouse: Warehouse, committed_topics: Iterable[str],
+               open_batch: Batch | None) -> list[tuple[str, Warehouse]]:
+    if config.routes.implicit:
+        return [(config.hive.the_table, warehouse)]
+    committed = list(committed_topics)
+    routed = route_topics(config.routes, committed, committed, config.hive.rejected_table)
+    planned = {table for tables in (open_batch.tables.values() if open_batch else ()) for table in tables}
+    return [(name, warehouse.for_table(name)) for name in sorted(routed.tables() | planned)]

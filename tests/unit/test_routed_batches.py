@@ -1,0 +1,151 @@
+"""A routed job's batches (issue 30, topic routes): each range's table as the plan recorded it
+(etl.job.batch_tables), the tables a command inspects (etl.ops.job_tables), the topics no table
+can take (etl.source.topics), and the binding of a job to its routes (etl.model.route_binding).
+No service: the configs name closed ports, and the writer specs are built from the DDL alone."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from etl.config import load_config
+from etl.errors import StateConflict
+from etl.job.assemble import route_specs
+from etl.job.batch_tables import BatchTables, planned_tables, refuse_lost_topics
+from etl.model.batch import Batch, BatchState, OffsetRange
+from etl.model.binding import BindingMismatch, Target
+from etl.model.route_binding import RouteBinding, binding_from_json, check_job_binding, check_planned
+from etl.ops.job_tables import job_tables
+from etl.sink.warehouse import Warehouse
+from etl.source.topics import JobTopics, NotLoadedReason, TopicRouting, not_loaded_topics
+from tests.harness.config_file import minimal_ini
+from tests.harness.paths import EVENTS_SCHEMA
+
+ROUTES = f"""
+[route raw]
+topics_regex = app[.].*
+table = raw_{{topic}}
+schema = {EVENTS_SCHEMA}
+[route orders]
+topics = orders, refunds
+table = orders
+schema = {EVENTS_SCHEMA}
+"""
+
+
+@pytest.fixture
+def routed(tmp_path):
+    ini = minimal_ini(EVENTS_SCHEMA, kafka="", sections=ROUTES).replace("table = t\nschema", "rejected_table = rejects\n#")
+    (tmp_path / "etl.ini").write_text(ini)
+    return load_config(tmp_path / "etl.ini")
+
+
+@pytest.fixture
+def one_table(tmp_path):
+    (tmp_path / "one.ini").write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = a, b"))
+    return load_config(tmp_path / "one.ini")
+
+
+def _batch(*topics: str, tables: dict | None = None) -> Batch:
+    ranges = tuple(OffsetRange(topic, 0, 0, 5, 0) for topic in topics)
+    return Batch(1, BatchState.PLANNED, "2026-11-26T10:00:00+00:00", {"dt": "2026-11-26", "hour": "10"}, ranges,
+                 tables=tables or {})
+
+
+def _tables(config, batch: Batch) -> BatchTables:
+    specs = route_specs(config)
+    return BatchTables(batch, config, Warehouse.of(config), lambda route: specs[route.name])
+
+
+def _routing(config, committed=()) -> TopicRouting:
+    return TopicRouting(config.routes, config.hive.rejected_table, lambda: set(committed))
+
+
+def test_a_routed_batch_writes_each_range_into_the_table_its_plan_recorded(routed):
+    chosen = _routing(routed).apply(JobTopics(("app.clicks", "orders", "refunds")))
+    batch = planned_tables(_batch("app.clicks", "orders", "refunds"), routed, chosen.tables)
+    assert batch.tables == {"app.clicks": ["raw_app_clicks"], "orders": ["orders"], "refunds": ["orders"]}
+    tables = _tables(routed, batch)
+    assert [t.name for t in tables.all()] == ["raw_app_clicks", "orders"]
+    clicks, orders = tables.all()
+    assert clicks.warehouse.main_dir({"dt": "d"}) == "/tmp/w/db.db/raw_app_clicks/dt=d"
+    assert orders.warehouse.main_dir({"dt": "d"}) == "/tmp/w/db.db/orders/dt=d"
+    assert clicks.warehouse.rejected_dir({"dt": "d"}) == orders.warehouse.rejected_dir({"dt": "d"}) \
+        == "/tmp/w/db.db/rejects/dt=d"
+    assert (clicks.config.hive.the_table, orders.config.hive.the_table) == ("raw_app_clicks", "orders")
+
+
+def test_the_plan_keeps_its_tables_through_its_json(routed):
+    batch = planned_tables(_batch("orders"), routed, _routing(routed).apply(JobTopics(("orders",))).tables)
+    again = Batch.from_json(batch.header_json(), [r.to_json() for r in batch.ranges])
+    assert again.tables == {"orders": ["orders"]}
+    with pytest.raises(StateConflict):
+        batch.amended(tables={"orders": ["elsewhere"]})
+
+
+def test_a_one_table_batch_is_written_to_its_table_and_stores_no_tables(one_table):
+    batch = planned_tables(_batch("a", "b"), one_table, None)
+    assert "tables" not in batch.header_json()
+    [table] = _tables(one_table, batch).all()
+    assert table.name == "t" and table.config is one_table and table.warehouse == Warehouse.of(one_table)
+
+
+def test_a_routed_warehouse_has_no_one_table_to_write_to(routed):
+    with pytest.raises(Exception, match="was handed the job's warehouse instead of one table's view"):
+        Warehouse.of(routed).main_dir({"dt": "d"})
+
+
+def test_a_batch_whose_topic_no_route_writes_to_its_table_any_more_is_refused(routed):
+    batch = _batch("orders", tables={"orders": ["raw_orders"]})  # planned before the routes changed
+    with pytest.raises(StateConflict, match="the config changed under an open batch"):
+        _tables(routed, batch).all()
+    with pytest.raises(StateConflict, match="records no table for topic orders"):
+        _tables(routed, _batch("orders", tables={"refunds": ["orders"]})).all()
+
+
+def test_a_topic_no_table_can_take_is_not_loaded_and_is_reported_with_why(routed):
+    chosen = _routing(routed, committed={"app.a_b"}).apply(JobTopics(("app.a_b", "app.a.b", "app.x")))
+    assert chosen.loaded == ("app.a_b", "app.x")
+    [lost] = chosen.unroutable
+    assert lost.topic == "app.a.b" and "app.a_b has loaded it and keeps it" in lost.why
+    [reported] = not_loaded_topics(chosen, {}, on_broker=["app.a_b", "app.a.b", "app.x"])
+    assert reported.reason is NotLoadedReason.UNROUTABLE
+    assert reported.describe(routed.kafka).startswith("app.a.b: its table 'raw_app_a_b' is also the table of topic")
+
+
+def test_a_committed_topic_that_no_table_can_take_any_more_stops_the_plan(routed):
+    chosen = _routing(routed).apply(JobTopics(("app.a_b", "app.a.b")))  # neither committed: neither loaded
+    assert chosen.loaded == ()
+    refuse_lost_topics(chosen, lambda: set())
+    with pytest.raises(BindingMismatch, match="app.a.b: .* it has committed offsets: its records would stop"):
+        refuse_lost_topics(chosen, lambda: {"app.a.b"})
+
+
+def test_a_job_is_held_to_its_routes_and_to_being_routed_or_not(routed, one_table):
+    bound = RouteBinding.of(routed, Warehouse.of(routed))
+    assert binding_from_json(bound.to_json()) == bound
+    assert bound.root == "file:///tmp/w/db.db" and bound.location("orders") == "file:///tmp/w/db.db/orders"
+    check_job_binding(bound, bound, routed, committed=["orders"])
+    fewer = replace(bound, routes=bound.routes[:1])
+    with pytest.raises(BindingMismatch, match=r"removed: \[route orders\] -> orders"):
+        check_job_binding(bound, fewer, routed, committed=["orders"])
+    target = Target.of(one_table, Warehouse.of(one_table))
+    with pytest.raises(BindingMismatch, match="is bound to db.t at .* but the config names 2 routes"):
+        check_job_binding(target, bound, routed, committed=())
+
+
+def test_an_open_batch_is_finished_under_the_binding_it_was_planned_with(routed, one_table):
+    bound = RouteBinding.of(routed, Warehouse.of(routed))
+    batch = replace(_batch("orders"), target=bound.to_json())
+    check_planned(batch, bound, routed)
+    with pytest.raises(BindingMismatch, match="batch 1 was planned to write to 2 routes"):
+        check_planned(batch, Target.of(one_table, Warehouse.of(one_table)), one_table)
+
+
+def test_a_command_inspects_every_table_loaded_into_and_every_table_the_open_batch_writes(routed, one_table):
+    warehouse = Warehouse.of(routed)
+    opened = _batch("app.new", tables={"app.new": ["raw_app_new"]})
+    found = job_tables(routed, warehouse, ["orders", "app.x", "refunds"], opened)
+    assert [name for name, _ in found] == ["orders", "raw_app_new", "raw_app_x"]
+    assert found[2][1].table_root == "/tmp/w/db.db/raw_app_x"
+    assert job_tables(one_table, Warehouse.of(one_table), ["a"], None) == [("t", Warehouse.of(one_table))]
