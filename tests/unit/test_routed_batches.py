@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from etl.config import load_config
-from etl.errors import StateConflict
+from etl.cli import main
+from etl.errors import EXIT_USAGE, StateConflict
 from etl.job.assemble import route_specs
 from etl.job.batch_tables import BatchTables, planned_tables, refuse_lost_topics
 from etl.model.batch import Batch, BatchState, OffsetRange
@@ -149,3 +150,10 @@ def test_a_command_inspects_every_table_loaded_into_and_every_table_the_open_bat
     assert [name for name, _ in found] == ["orders", "raw_app_new", "raw_app_x"]
     assert found[2][1].table_root == "/tmp/w/db.db/raw_app_x"
     assert job_tables(one_table, Warehouse.of(one_table), ["a"], None) == [("t", Warehouse.of(one_table))]
+
+
+@pytest.mark.parametrize("command", [["recover"], ["reset-offsets", "--to", "earliest"], ["bind"], ["compact"],
+                                     ["schema", "suggest"]])
+def test_a_command_that_does_not_take_routes_yet_refuses_them_and_touches_nothing(routed, command, capsys):
+    assert main([*command, "--config", str(routed.path)]) == EXIT_USAGE
+    assert "does not take [route] sections yet; nothing was touched" in capsys.readouterr().err
