@@ -45,5 +45,9 @@ def test_twelve_topics_land_in_twelve_tables_by_template_each_offset_once(spark,
     assert table_offsets(spark, DB, table_name("{topic}", newcomer)) == expected_offsets(newcomer, {0: 7})
     status = etl_command(config, "status")
     assert f"topic not loaded: {clash}" in status.stdout, status.stdout
+    assert f"topic {newcomer} -> table {table_name('{topic}', newcomer)}" in status.stdout, status.stdout
+    produce(topics[3], events_by_partition(2, 2))
+    dry = etl_command(config, "run", "--dry-run")
+    assert dry.returncode == 0 and f"-> {table_name('{topic}', topics[3])}" in dry.stdout, dry.stdout + dry.stderr
     verify = etl_command(config, "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
