@@ -105,17 +105,17 @@ def test_a_batch_whose_topic_no_route_writes_to_its_table_any_more_is_refused(ro
 
 
 def test_a_topic_no_table_can_take_is_not_loaded_and_is_reported_with_why(routed):
-    chosen = _routing(routed, committed={"app.a_b"}).apply(JobTopics(("app.a_b", "app.a.b", "app.x")))
-    assert chosen.loaded == ("app.a_b", "app.x")
+    chosen = _routing(routed, committed={"app.a-b"}).apply(JobTopics(("app.a-b", "app.a.b", "app.x")))
+    assert chosen.loaded == ("app.a-b", "app.x")
     [lost] = chosen.unroutable
-    assert lost.topic == "app.a.b" and "app.a_b has loaded it and keeps it" in lost.why
-    [reported] = not_loaded_topics(chosen, {}, on_broker=["app.a_b", "app.a.b", "app.x"])
+    assert lost.topic == "app.a.b" and "app.a-b has loaded it and keeps it" in lost.why
+    [reported] = not_loaded_topics(chosen, {}, on_broker=["app.a-b", "app.a.b", "app.x"])
     assert reported.reason is NotLoadedReason.UNROUTABLE
     assert reported.describe(routed.kafka).startswith("app.a.b: its table 'raw_app_a_b' is also the table of topic")
 
 
 def test_a_committed_topic_that_no_table_can_take_any_more_stops_the_plan(routed):
-    chosen = _routing(routed).apply(JobTopics(("app.a_b", "app.a.b")))  # neither committed: neither loaded
+    chosen = _routing(routed).apply(JobTopics(("app.a-b", "app.a.b")))  # neither committed: neither loaded
     assert chosen.loaded == ()
     refuse_lost_topics(chosen, lambda: set())
     with pytest.raises(BindingMismatch, match="app.a.b: .* it has committed offsets: its records would stop"):
