@@ -172,6 +172,7 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     bind.add_argument("--yes", action="store_true", help="apply; without it only show the change")
     bind.add_argument("--data-moved", action="store_true",
                       help="the loaded files were moved to the new folders too: verify checks them there")
+    bind.add_argument("--stop-loading", action="store_true", help="with routes: stop loading topics no route takes any more")
     compact = _command(commands, "compact", cmd_compact, "merge the small files of finished Hive partitions, "
                                                          "exactly once")
     compact.add_argument("--partition", action="append", type=_partition, metavar="dt=YYYY-MM-DD[/hour=HH]",
@@ -320,7 +321,7 @@ def cmd_reset(config: Config, args) -> int:
 
 def cmd_bind(config: Config, args) -> int:
     from etl.ops.rebind import bind
-    return bind(config, yes=args.yes, data_moved=args.data_moved)
+    return bind(config, yes=args.yes, data_moved=args.data_moved, stop_loading=args.stop_loading)
 
 
 def cmd_compact(config: Config, args) -> int:
@@ -346,5 +347,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-_NOT_ROUTED_YET = {cmd_recover: "recover", cmd_reset: "reset-offsets", cmd_bind: "bind", cmd_compact: "compact",
-                   cmd_schema_suggest: "schema suggest"}  # routes are built command by command: until then, exit 2
+_NOT_ROUTED_YET = {cmd_recover: "recover", cmd_reset: "reset-offsets", cmd_compact: "compact", cmd_schema_suggest: "schema suggest"}

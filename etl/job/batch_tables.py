@@ -19,7 +19,7 @@ from etl.hive.registrar import HiveRegistrar
 from etl.job.partition_writer import WriterSpec
 from etl.model.batch import Batch, OffsetRange
 from etl.model.binding import BindingMismatch
-from etl.model.route_binding import ROUTES_HINT
+from etl.model.route_binding import routes_hint
 from etl.model.routes import PlanTables
 from etl.sink.warehouse import Warehouse
 from etl.source.topics import JobTopics
@@ -78,7 +78,7 @@ def planned_tables(batch: Batch, config: Config, routing: PlanTables | None) -> 
     return replace(batch, tables={topic: list(routing.topics[topic].tables) for topic in topics})
 
 
-def refuse_lost_topics(chosen: JobTopics, committed_topics: Callable[[], set[str]]) -> None:
+def refuse_lost_topics(chosen: JobTopics, committed_topics: Callable[[], set[str]], config: Config) -> None:
     """A topic whose records went to a table, and that no route gives one now: the config changed
     under it. Not loading it in silence would look like a producer that stopped."""
     if not chosen.unroutable:
@@ -87,7 +87,7 @@ def refuse_lost_topics(chosen: JobTopics, committed_topics: Callable[[], set[str
     for topic in chosen.unroutable:
         if topic.topic in committed:
             raise BindingMismatch(f"{topic.describe()}, and it has committed offsets: its records would stop being "
-                                  f"loaded. Nothing was touched. {ROUTES_HINT}")
+                                  f"loaded. Nothing was touched. {routes_hint(config)}")
 
 
 def register_routed(tables: BatchTables, table_registrar: TableRegistrar, registrar: HiveRegistrar,

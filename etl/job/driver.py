@@ -175,7 +175,7 @@ class Job:
     # -- planning -------------------------------------------------------------------------
     def _plan(self) -> Batch | None:
         chosen = self.kafka.job_topics()  # resolved at every plan: a regex picks up new topics
-        refuse_lost_topics(chosen, self._committed_topics)
+        refuse_lost_topics(chosen, self._committed_topics, self.config)
         topics = chosen.loaded
         positions, topic_ids = planning_positions(self.store, self.kafka, topics)  # as `etl run --dry-run` shows
         plan = plan_ranges(positions, self.config.job)

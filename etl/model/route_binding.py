@@ -66,6 +66,8 @@ class RouteBinding:
     rejected_table: str
     rejected_location: str
     routes: tuple[BoundRoute, ...]
+    # Routes `etl bind` removed whose tables hold loaded records: `etl verify` still checks them.
+    retired: tuple[BoundRoute, ...] = ()
 
     @classmethod
     def of(cls, config, warehouse) -> "RouteBinding":
@@ -81,12 +83,18 @@ class RouteBinding:
 
     def to_json(self) -> dict:
         return {"database": self.database, "root": self.root, "rejected_table": self.rejected_table,
-                "rejected_location": self.rejected_location, "routes": [r.to_json() for r in self.routes]}
+                "rejected_location": self.rejected_location, "routes": [r.to_json() for r in self.routes],
+                **({"retired": [r.to_json() for r in self.retired]} if self.retired else {})}
 
     @classmethod
     def from_json(cls, raw: dict) -> "RouteBinding":
         return cls(raw["database"], raw["root"], raw["rejected_table"], raw["rejected_location"],
-                   tuple(BoundRoute.from_json(r) for r in raw["routes"]))
+                   tuple(BoundRoute.from_json(r) for r in raw["routes"]),
+                   tuple(BoundRoute.from_json(r) for r in raw.get("retired", ())))
+
+    def retired_routes(self) -> Routes:
+        """The retired routes, as routes: which tables their topics' records were loaded into."""
+        return Routes(tuple(_as_route(r) for r in self.retired))
 
 
 def is_route_binding(raw: dict) -> bool:
@@ -107,17 +115,19 @@ class BindingDiff:
     removed: tuple[BoundRoute, ...] = ()
     changed: tuple[tuple[BoundRoute, BoundRoute], ...] = ()  # (bound, in the config)
     moved: tuple[str, ...] = ()  # committed topics whose records would go to other tables
+    stopped: tuple[str, ...] = ()  # committed topics whose records no route would load any more
     elsewhere: str | None = None  # another database, folder or rejected table
 
     def __bool__(self) -> bool:
-        return bool(self.added or self.removed or self.changed or self.moved or self.elsewhere)
+        return bool(self.added or self.removed or self.changed or self.moved or self.stopped or self.elsewhere)
 
     def describe(self) -> list[str]:
         return ([f"the job's tables would move: {self.elsewhere}"] if self.elsewhere else []) + \
             [f"added: {r.describe()}" for r in self.added] + \
             [f"removed: {r.describe()}" for r in self.removed] + \
             [f"changed: {old.describe()} becomes {new.describe()}" for old, new in self.changed] + \
-            [f"topic {topic}'s records would go to other tables than they were loaded into" for topic in self.moved]
+            [f"topic {topic}'s records would go to other tables than they were loaded into" for topic in self.moved] + \
+            [f"topic {topic}'s records would no longer be loaded" for topic in self.stopped]
 
 
 def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable[str]) -> BindingDiff:
@@ -128,11 +138,14 @@ def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable
     was = {r.name: r for r in bound.routes}
     now = {r.name: r for r in current.routes}
     committed = tuple(committed)
+    was_tables = {topic: _tables_of(bound, topic) for topic in committed}
+    now_tables = {topic: _tables_of(current, topic) for topic in committed}
     return BindingDiff(
         added=tuple(r for name, r in now.items() if name not in was),
         removed=tuple(r for name, r in was.items() if name not in now),
         changed=tuple((was[name], r) for name, r in now.items() if name in was and not was[name].same_shape(r)),
-        moved=tuple(t for t in committed if _tables_of(bound, t) != _tables_of(current, t)),
+        moved=tuple(t for t in committed if now_tables[t] and was_tables[t] != now_tables[t]),
+        stopped=tuple(t for t in committed if was_tables[t] and not now_tables[t]),
         elsewhere=elsewhere)
 
 
@@ -162,10 +175,11 @@ def check_job_binding(bound: JobBinding, current: JobBinding, config, committed:
         diff = binding_diff(bound, current, committed)
         if diff:
             raise BindingMismatch(f"job {config.job.name}'s [route] sections differ from the routes it is bound to: "
-                                  f"{'; '.join(diff.describe())}. Nothing was touched. {ROUTES_HINT}")
+                                  f"{'; '.join(diff.describe())}. Nothing was touched. {routes_hint(config)}")
         return
     raise BindingMismatch(f"job {config.job.name} is bound to {bound.describe()}, but the config names "
-                          f"{current.describe()}. Nothing was touched. {ROUTES_HINT}")
+                          f"{current.describe()}; moving a job between one table and routes is not built yet. "
+                          f"Nothing was touched: restore the config")
 
 
 def check_planned(batch, current: JobBinding, config) -> None:
@@ -181,5 +195,6 @@ def check_planned(batch, current: JobBinding, config) -> None:
                               f"Nothing was touched: restore the config and run again to finish the batch")
 
 
-# `etl bind` takes a one-table job to another table; it does not take [route] sections yet.
-ROUTES_HINT = "Restore the config: moving a job to other routes, or between one table and routes, is not built yet"
+def routes_hint(config) -> str:
+    return (f"If the change is a mistake, restore the config; to make it on purpose, run `etl bind --config "
+            f"{config.path}` to see it, then with --yes (see docs/configuration.md, '[route <name>]')")

@@ -80,7 +80,7 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
     holder, compactions = store.lock_holder(), [plan for plan, _ in store.open_compactions()]
     warehouse = context.located()
     open_batch = opened[0] if opened else None
-    tables = job_tables(config, warehouse, {topic for topic, _ in committed}, open_batch)
+    tables = job_tables(config, warehouse, {topic for topic, _ in committed}, open_batch, store.binding())
     inventories = {name: take_inventory(fs, view, (TableKind.MAIN,)) for name, view in tables}
     inventory = merged([*inventories.values(), take_inventory(fs, warehouse, (TableKind.REJECTED,))])
     problems = check_ranges(inventory, committed, open_batch, events)

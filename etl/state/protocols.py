@@ -30,7 +30,6 @@ from __future__ import annotations
 from typing import Protocol
 
 from etl.model.batch import Batch, BatchState
-from etl.model.binding import Target
 from etl.model.route_binding import JobBinding
 from etl.model.compaction import CompactionPlan, CompactionState, Relocations
 from etl.model.events import Bind, Event, PendingReset, Reset
@@ -105,7 +104,7 @@ class OperatorPart(Protocol):
 
     def bind_first(self, target: JobBinding) -> None: ...
 
-    def rebind(self, target: Target, reset_origins: bool, event: Bind) -> None: ...
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind) -> None: ...
 
     def record_event(self, event: Event) -> None: ...
 

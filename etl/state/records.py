@@ -12,7 +12,6 @@ import json
 from kazoo.exceptions import NoNodeError
 
 from etl.errors import StateConflict
-from etl.model.binding import Target
 from etl.model.route_binding import JobBinding, binding_from_json
 from etl.model.events import Bind, Event, PendingReset, Reset
 from etl.model.events import from_json as parse_event, to_json as event_json
@@ -75,7 +74,7 @@ class OperatorRecords(SessionBound):
         txn.create(self.paths.binding, dump(target.to_json()))
         self._commit_fenced(txn, "record the job's table")
 
-    def rebind(self, target: Target, reset_origins: bool, event: Bind) -> None:
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind) -> None:
         """Bind the job to another table, in one fenced transaction with its event. With
         reset_origins, every partition's origin moves to its committed offset: the new table
         holds what is loaded from now on."""

@@ -16,7 +16,6 @@ from kazoo.client import KazooClient
 
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.model.batch import Batch, BatchState
-from etl.model.binding import Target
 from etl.model.route_binding import JobBinding
 from etl.model.compaction import CompactionPlan, CompactionState, Relocations
 from etl.model.events import Bind, Event, PendingReset, Reset
@@ -184,7 +183,7 @@ class ZkStateStore:
     def bind_first(self, target: JobBinding) -> None:
         self.operator.bind_first(target)
 
-    def rebind(self, target: Target, reset_origins: bool, event: Bind) -> None:
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind) -> None:
         self.operator.rebind(target, reset_origins, event)
 
     def record_event(self, event: Event) -> None:

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 
 from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchKind, BatchState
-from etl.model.binding import Target
 from etl.model.route_binding import JobBinding, binding_from_json
 from etl.model.compaction import CompactionPlan, CompactionState, Relocations
 from etl.model.events import Bind, Event, PendingReset, Reset, Skipped
@@ -303,7 +302,7 @@ class MemoryStore:
             raise StateConflict("cannot record the job's table: it is recorded already")
         self.state.binding = json.dumps(target.to_json())
 
-    def rebind(self, target: Target, reset_origins: bool, event: Bind) -> None:
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind) -> None:
         state = self._committed_state()
         name = self._write_snapshot(origins_at_offsets(state), state.topic_ids, state.version) \
             if reset_origins else None

@@ -45,7 +45,7 @@ def test_added_removed_and_changed_routes_and_moved_topics_are_each_named():
                         committed=["app.a", "events", "db1"])
     assert [r.name for r in diff.added] == ["db"] and [r.name for r in diff.removed] == ["raw"]
     assert [(old.table, new.table) for old, new in diff.changed] == [("clicks", "clicks_v2")]
-    assert diff.moved == ("app.a", "events", "db1")
+    assert diff.moved == ("events", "db1") and diff.stopped == ("app.a",)
     assert "changed: [route clicks] -> clicks, kind in (click) becomes [route clicks] -> clicks_v2, kind in (click)" \
         in diff.describe()
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from etl.config import load_config
+from etl.context.command import CommandContext
 from etl.cli import main
 from etl.errors import EXIT_USAGE, StateConflict
 from etl.job.assemble import route_specs
@@ -17,10 +18,14 @@ from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.binding import BindingMismatch, Target
 from etl.model.route_binding import RouteBinding, binding_from_json, check_job_binding, check_planned
 from etl.ops.job_tables import job_tables
+from etl.ops.rebind import bind_in
+from etl.sink.fs import LocalFileSystem
 from etl.sink.warehouse import Warehouse
 from etl.source.topics import JobTopics, NotLoadedReason, TopicRouting, not_loaded_topics
 from tests.harness.config_file import minimal_ini
+from tests.harness.memory_store import MemoryStore
 from tests.harness.paths import EVENTS_SCHEMA
+from tests.harness.store_contract import batch, committed
 
 ROUTES = f"""
 [route raw]
@@ -117,9 +122,9 @@ def test_a_topic_no_table_can_take_is_not_loaded_and_is_reported_with_why(routed
 def test_a_committed_topic_that_no_table_can_take_any_more_stops_the_plan(routed):
     chosen = _routing(routed).apply(JobTopics(("app.a-b", "app.a.b")))  # neither committed: neither loaded
     assert chosen.loaded == ()
-    refuse_lost_topics(chosen, lambda: set())
+    refuse_lost_topics(chosen, lambda: set(), routed)
     with pytest.raises(BindingMismatch, match="app.a.b: .* it has committed offsets: its records would stop"):
-        refuse_lost_topics(chosen, lambda: {"app.a.b"})
+        refuse_lost_topics(chosen, lambda: {"app.a.b"}, routed)
 
 
 def test_a_job_is_held_to_its_routes_and_to_being_routed_or_not(routed, one_table):
@@ -152,8 +157,91 @@ def test_a_command_inspects_every_table_loaded_into_and_every_table_the_open_bat
     assert job_tables(one_table, Warehouse.of(one_table), ["a"], None) == [("t", Warehouse.of(one_table))]
 
 
-@pytest.mark.parametrize("command", [["recover"], ["reset-offsets", "--to", "earliest"], ["bind"], ["compact"],
+@pytest.mark.parametrize("command", [["recover"], ["reset-offsets", "--to", "earliest"], ["compact"],
                                      ["schema", "suggest"]])
 def test_a_command_that_does_not_take_routes_yet_refuses_them_and_touches_nothing(routed, command, capsys):
     assert main([*command, "--config", str(routed.path)]) == EXIT_USAGE
     assert "does not take [route] sections yet; nothing was touched" in capsys.readouterr().err
+
+
+# -- etl bind with routes, in memory (tests.harness.memory_store): the decisions before Spark ----
+TEMPLATED = f"""
+[route raw]
+topics_regex = app[.].*
+table = raw_{{topic}}
+schema = {EVENTS_SCHEMA}
+"""
+
+
+def _routed_config(tmp_path, routes: str, name: str = "r.ini"):
+    ini = minimal_ini(EVENTS_SCHEMA, kafka="", sections=routes).replace("table = t\nschema", "rejected_table = rejects\n#")
+    (tmp_path / name).write_text(ini)
+    return load_config(tmp_path / name)
+
+
+def _bound(config, store, *loaded: str) -> None:
+    """The job bound to `config`'s routes, with `loaded` topics committed."""
+    store.acquire_lock()
+    store.bind_first(RouteBinding.of(config, Warehouse.of(config)))
+    if loaded:
+        committed(store, batch(ranges=tuple(OffsetRange(topic, 0, 0, 5, None) for topic in loaded)))
+    store.release_lock()
+
+
+def _bind(config, store, yes=False, stop_loading=False) -> tuple[int, list[str]]:
+    said: list[str] = []
+    with CommandContext(config, store=store, fs=LocalFileSystem()) as context:
+        return bind_in(context, yes=yes, data_moved=False, out=said.append, stop_loading=stop_loading), said
+
+
+def test_a_route_added_is_refused_by_the_run_until_bound(tmp_path):
+    before, after = _routed_config(tmp_path, TEMPLATED), _routed_config(tmp_path, TEMPLATED + ROUTES.split(
+        "[route orders]")[0].replace("[route raw]", "[route more]").replace("app[.]", "more[.]"), "after.ini")
+    bound = RouteBinding.of(before, Warehouse.of(before))
+    with pytest.raises(BindingMismatch, match=r"added: \[route more\] -> raw_\{topic\}.*run `etl bind --config"):
+        check_job_binding(bound, RouteBinding.of(after, Warehouse.of(after)), after, committed=["app.x"])
+    store = MemoryStore()
+    _bound(before, store, "app.x")
+    code, said = _bind(after, store)
+    assert code == EXIT_USAGE and said == ["job j1: added: [route more] -> raw_{topic}",
+                                           "nothing changed: pass --yes to apply"]
+    assert store.binding() == bound and store.lock_holder() is None
+
+
+def test_a_route_removed_whose_topics_have_loaded_records_needs_stop_loading(tmp_path):
+    both = _routed_config(tmp_path, ROUTES)
+    fewer = _routed_config(tmp_path, ROUTES.split("[route orders]")[0], "fewer.ini")
+    store = MemoryStore()
+    _bound(both, store, "orders", "app.x")
+    code, said = _bind(fewer, store, yes=True)
+    assert code == EXIT_USAGE and said[-1].startswith("refused: orders have loaded records and no route of the "
+                                                      "config would load them any more; pass --stop-loading")
+    code, said = _bind(fewer, store, stop_loading=True)
+    assert code == EXIT_USAGE and said[-1] == "nothing changed: pass --yes to apply"
+    assert store.binding() == RouteBinding.of(both, Warehouse.of(both))
+
+
+def test_a_loaded_topic_moved_to_another_table_and_a_one_table_job_are_refused(tmp_path, one_table):
+    renamed = _routed_config(tmp_path, ROUTES.replace("table = orders", "table = sales"), "renamed.ini")
+    store = MemoryStore()
+    _bound(_routed_config(tmp_path, ROUTES), store, "orders")
+    code, said = _bind(renamed, store, yes=True)
+    assert code == EXIT_USAGE and "topic orders's records would go to other tables" in said[0]
+    assert said[-1].startswith("refused: moving loaded topics to other tables")
+    store = MemoryStore()
+    store.acquire_lock()
+    store.bind_first(Target.of(one_table, Warehouse.of(one_table)))
+    store.release_lock()
+    code, said = _bind(renamed, store, yes=True)
+    assert code == EXIT_USAGE and "turning a one-table job into a job with routes is not built yet" in said[0]
+
+
+def test_a_retired_route_keeps_its_tables_in_what_verify_inspects(tmp_path):
+    both = _routed_config(tmp_path, ROUTES)
+    fewer = _routed_config(tmp_path, ROUTES.split("[route orders]")[0], "fewer.ini")
+    bound = replace(RouteBinding.of(fewer, Warehouse.of(fewer)),
+                    retired=RouteBinding.of(both, Warehouse.of(both)).routes[1:])
+    assert binding_from_json(bound.to_json()) == bound and "retired" in bound.to_json()
+    found = job_tables(fewer, Warehouse.of(fewer), ["orders", "app.x"], None, bound)
+    assert [name for name, _ in found] == ["orders", "raw_app_x"]
+    assert [name for name, _ in job_tables(fewer, Warehouse.of(fewer), ["orders", "app.x"], None)] == ["raw_app_x"]
