@@ -17,7 +17,8 @@ from etl.config.routes import RouteConfig
 from etl.errors import StateConflict
 from etl.hive.registrar import HiveRegistrar
 from etl.job.partition_writer import WriterSpec
-from etl.model.batch import Batch, OffsetRange
+from etl.job.range_task import RangeResult
+from etl.model.batch import TABLE_ROWS_KEY, Batch, OffsetRange
 from etl.model.binding import BindingMismatch
 from etl.model.route_binding import routes_hint
 from etl.model.routes import PlanTables
@@ -98,3 +99,14 @@ def register_routed(tables: BatchTables, table_registrar: TableRegistrar, regist
         table_registrar(table.config, table.warehouse).add_partition(batch.partition_values, with_rejected=False)
     if batch.rejected:
         registrar.add_partitions([], [batch.partition_values])
+
+
+def routed_written(batch: Batch, results: list[RangeResult]) -> dict:
+    """What a routed batch's WRITTEN adds: the rows each table got (`etl history` shows them)."""
+    if not batch.tables:
+        return {}
+    rows: dict[str, int] = {}
+    for result in results:
+        table = batch.tables[result.range.topic][0]
+        rows[table] = rows.get(table, 0) + result.rows
+    return {"extra": {**batch.extra, TABLE_ROWS_KEY: dict(sorted(rows.items()))}}

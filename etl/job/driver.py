@@ -35,7 +35,8 @@ from etl.job.partition_cap import partition_keys
 from etl.job.positions import planning_positions
 from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
-from etl.job.batch_tables import BatchTable, BatchTables, planned_tables, refuse_lost_topics, register_routed
+from etl.job.batch_tables import (BatchTable, BatchTables, planned_tables, refuse_lost_topics, register_routed,
+                                  routed_written)
 from etl.job.range_task import RangeResult, RangeTask
 from etl.job.tasks import task_failure
 from etl.job.write_mode import WarehouseFiles, configured_mode, mode_of
@@ -139,8 +140,7 @@ class Job:
             self.store.bind_first(self.target)
             log.info("job %s bound to %s", self.config.job.name, self.target.describe())
         else:
-            committed = () if self.config.routes.implicit else self._committed_topics()  # routes only: a ZK read
-            check_job_binding(bound, self.target, self.config, committed)
+            check_job_binding(bound, self.target, self.config, () if self.config.routes.implicit else self._committed_topics())
 
     def _committed_topics(self) -> set[str]:
         return {topic for topic, _ in self.store.committed_offsets()}
@@ -269,7 +269,7 @@ class Job:
         ignored = summed(r.ignored_fields for r in results)
         last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record.to_json()
                         for r in results if r.last_record is not None}
-        more = mode_of(batch).written(batch, results, self.markers, self.config.hive)
+        more = {**mode_of(batch).written(batch, results, self.markers, self.config.hive), **routed_written(batch, results)}
         return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
                                   unmatched=unmatched or None, ignored_fields=ignored, last_records=last_records,
                                   **more)

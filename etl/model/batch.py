@@ -90,6 +90,10 @@ class SkippedRange:
         return self.__dict__.copy()
 
 
+# In a routed batch's extra, from WRITTEN on: table -> the rows written to it (etl.job.batch_tables).
+TABLE_ROWS_KEY = "table_rows"
+
+
 @dataclass(frozen=True)
 class Batch:
     batch_id: int

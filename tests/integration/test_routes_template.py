@@ -50,5 +50,7 @@ def test_twelve_topics_land_in_twelve_tables_by_template_each_offset_once(spark,
     produce(topics[3], events_by_partition(2, 2))
     dry = etl_command(config, "run", "--dry-run")
     assert dry.returncode == 0 and f"-> {table_name('{topic}', topics[3])}" in dry.stdout, dry.stdout + dry.stderr
+    history = etl_command(config, "history")
+    assert f"{table_name('{topic}', newcomer)} 7" in history.stdout, history.stdout  # rows by table
     verify = etl_command(config, "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -245,3 +245,16 @@ def test_a_retired_route_keeps_its_tables_in_what_verify_inspects(tmp_path):
     found = job_tables(fewer, Warehouse.of(fewer), ["orders", "app.x"], None, bound)
     assert [name for name, _ in found] == ["orders", "raw_app_x"]
     assert [name for name, _ in job_tables(fewer, Warehouse.of(fewer), ["orders", "app.x"], None)] == ["raw_app_x"]
+
+
+def test_a_routed_batch_records_each_tables_rows_and_history_shows_them(routed):
+    from etl.job.batch_tables import routed_written
+    from etl.job.range_task import RangeResult
+    from etl.ops.history import batch_json, render_history
+    batch = _batch("app.clicks", "orders", "refunds", tables={"app.clicks": ["raw_app_clicks"], "orders": ["orders"],
+                                                              "refunds": ["orders"]})
+    results = [RangeResult(r, True, rows, 0) for r, rows in zip(batch.ranges, (3, 4, 5))]
+    written = replace(batch, **routed_written(batch, results))
+    assert written.extra == {"table_rows": {"orders": 9, "raw_app_clicks": 3}}
+    assert routed_written(_batch("a"), results[:1]) == {}
+    assert "rows by table: orders 9, raw_app_clicks 3" in render_history("j1", [batch_json(written)])
