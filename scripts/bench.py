@@ -109,6 +109,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--scaling-records", type=int, default=3, help="records per partition per batch (default 3)")
     parser.add_argument("--scaling-batches", type=int, choices=(1, 2), default=2,
                         help="batches per partition count: 1 (offsets created) or 2 (also updated; default)")
+    parser.add_argument("--scaling-topics", type=int, metavar="T",
+                        help="only: one routed job over T topics of --scaling-topic-partitions, a table each (issue 30)")
+    parser.add_argument("--scaling-topic-partitions", type=int, default=10)
     parser.add_argument("--scaling-zk-only", action="store_true", help="measure partition scaling on ZooKeeper alone")
     parser.add_argument("--profile", action="store_true",
                         help="also profile one range in this process (reader, decoder, whole task under cProfile)")

@@ -35,7 +35,7 @@ def routes_bench(run: BenchRun) -> None:
     topics = [run.new_topic(1, f"routes-t{i:02d}") for i in range(count)]
     most = max(per_topic) + 1
     jobs = {"one_table": [run.ini("routes-one", [single], "json", most)],
-            "routed": [_routed_ini(run, topics, most)],
+            "routed": [_routed_ini(run, "routes-many", topics, most)],
             "separate_jobs": [run.ini(f"routes-sep{i:02d}", [topic], "json", most) for i, topic in enumerate(topics)]}
     ends: dict[str, dict[int, int]] = {topic: {0: 0} for topic in topics} | {single: {p: 0 for p in range(count)}}
     _produce(run, single, topics, [1] * count, make, ends)  # a record each: the first runs create the tables
@@ -44,7 +44,7 @@ def routes_bench(run: BenchRun) -> None:
         f"as one topic of {count} partitions into one table, and as {count} jobs run one after another")
     for inis in jobs.values():  # first runs, not timed: the tables are created, the first records loaded
         for ini in inis:
-            _etl_run(ini, first=True)
+            _etl_run(ini)
     times: dict[str, dict[str, list[float]]] = {name: {"process": [], "batch": []} for name in jobs}
     for rep in range(1, run.args.repeat + 1):
         for name, inis in jobs.items():
@@ -69,31 +69,62 @@ def routes_bench(run: BenchRun) -> None:
     run.report["routes"] = report
 
 
-def _routed_ini(run: BenchRun, topics: list[str], most: int):
+def _routed_ini(run: BenchRun, label: str, topics: list[str], most: int):
     """One job, a table per topic: the tables' names follow the topics', and are dropped after the run."""
     run.tables.extend(table_name("{topic}", topic) for topic in topics)
     route = {"topics": ", ".join(topics), "table": "{topic}", "schema": str(SCHEMAS[DecoderKind.JSON])}
-    return run.ini("routes-many", topics, "json", most, kafka_extra={"topics": None},
-                   hive={"table": None, "schema": None, "rejected_table": f"{run.table_of('routes-many')}_rejected"},
+    return run.ini(label, topics, "json", most, kafka_extra={"topics": None},
+                   hive={"table": None, "schema": None, "rejected_table": f"{run.table_of(label)}_rejected"},
                    sections={"route all": route})
 
 
 def _produce(run: BenchRun, single: str | None, topics: list[str], per_topic: list[int], make, ends) -> list:
     """The records of one repetition: into the single topic's partitions, or one topic each."""
     targets = {single: dict(enumerate(per_topic))} if single else {t: {0: n} for t, n in zip(topics, per_topic)}
+    return [r for topic, counts in targets.items() for r in _produced(run, topic, counts, make, ends)]
+
+
+def _produced(run: BenchRun, topic: str, counts: dict[int, int], make, ends) -> list:
+    """Produce counts[p] records to each partition p of `topic` after ends[topic][p]; the ranges made."""
+    produced = produce_checked(run.stack.kafka_bootstrap, topic, counts, make, start=ends[topic])
     ranges = []
-    for topic, counts in targets.items():
-        produced = produce_checked(run.stack.kafka_bootstrap, topic, counts, make, start=ends[topic])
-        for p, (_low, high) in sorted(produced["watermarks"].items()):
-            ranges.append((topic, p, ends[topic][p], high))
-            ends[topic][p] = high
+    for p, (_low, high) in sorted(produced["watermarks"].items()):
+        ranges.append((topic, p, ends[topic][p], high))
+        ends[topic][p] = high
     return ranges
 
 
-def _etl_run(ini, first: bool = False) -> subprocess.CompletedProcess:
+def _etl_run(ini) -> subprocess.CompletedProcess:
     done = subprocess.run([ETL_CLI, "run", "--json", "--config", str(ini)],
                           env={**os.environ, "PYSPARK_PYTHON": sys.executable}, capture_output=True, text=True,
                           timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"etl run --config {ini} exited {done.returncode}:\n{done.stderr[-3000:]}")
     return done
+
+
+def routes_scaling(run: BenchRun) -> None:
+    """Plan, tables, register and commit time for one routed job over --scaling-topics topics of
+    --scaling-topic-partitions partitions, a table each by `{topic}`: the first batch creates
+    every table, the second is the steady state, then a run with nothing new."""
+    from etl.config import load_config
+    from tests.perf.phases import run_job_timed
+    from tests.perf.scaling import znode_sizes
+    count, partitions, k = run.args.scaling_topics, run.args.scaling_topic_partitions, run.args.scaling_records
+    make = value_maker("json", run.args.record_bytes)
+    topics = [run.new_topic(partitions, f"scale-t{i:03d}") for i in range(count)]
+    config = load_config(_routed_ini(run, "routes-scale", topics, 10 * k + 10))
+    ends = {topic: {p: 0 for p in range(partitions)} for topic in topics}
+    say(f"routed scaling: {count} topics x {partitions} partitions into {count} tables, {k} records a partition")
+    batches = []
+    for batch_no in (1, 2):
+        expected = [r for t in topics for r in _produced(run, t, {p: k for p in range(partitions)}, make, ends)]
+        label = f"routed scaling, {count} tables, batch {batch_no}"
+        (phases, said), stats = run.measure(label, lambda: run_job_timed(config))
+        loaded = check_loaded(config, expected, count * partitions * k)
+        batches.append({"batch": batch_no, "phases": phases, **stats, "loaded": loaded,
+                        "znodes": znode_sizes(run, config, loaded["batch_id"]), "job_said": said})
+        say(f"  phases: {', '.join(f'{name} {seconds:.1f}s' for name, seconds in phases.items())}")
+    (phases, said), stats = run.measure(f"routed scaling, {count} tables, nothing new", lambda: run_job_timed(config))
+    run.report["routes_scaling"] = {"topics": count, "partitions_per_topic": partitions, "tables": count,
+                                    "batches": batches, "no_data": {"phases": phases, **stats}}
