@@ -268,7 +268,6 @@ def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
 # What a routed job cannot do yet, each refused at start-up (exit 2, nothing touched) rather than
 # done for one table and not the others: (what, the key that asks for it, why not yet).
 NOT_YET_WITH_ROUTES = (
-    ("a field split", "field", "splitting a topic among tables by a field is not built yet"),
     ("a table from the registry", "schema", "schema = registry is not built yet; name a DDL file"),
 )
 
@@ -279,7 +278,7 @@ def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str],
     if routes.implicit:
         return
     for route in routes.routes:
-        asked = {"field": route.split is not None, "schema": route.from_registry}
+        asked = {"schema": route.from_registry}
         for what, key, why in NOT_YET_WITH_ROUTES:
             if asked[key]:
                 raise ConfigError(f"{path}: {route.describe()} {key}: {why}")

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # imported where first used: `etl status` and `etl check` nee
     from etl.hive.spark import SparkStarter
     from etl.job.driver import Job
     from etl.job.partition_writer import WriterSpec
+    from etl.rows.decoders import Decoder
 
 
 class JobContext(CommandContext):
@@ -45,6 +46,7 @@ class JobContext(CommandContext):
         self._mirror: OffsetMirror | None = None
         self._kafka: KafkaMetadata | None = None
         self._specs: dict[str, WriterSpec] | None = None  # route name -> spec
+        self._probes: dict[tuple[str, str], Decoder] = {}  # (route name, field) -> a split's probe
         self._job: Job | None = None
 
     @property
@@ -80,6 +82,13 @@ class JobContext(CommandContext):
             from etl.job.assemble import route_specs
             self._specs = route_specs(self.config)
         return self._specs[route.name]
+
+    def probe_for(self, route: RouteConfig, field: str) -> Decoder:
+        """The decoder of a split topic's field: the route's decoder over that field alone."""
+        if (route.name, field) not in self._probes:
+            from etl.job.assemble import probe_decoder
+            self._probes[(route.name, field)] = probe_decoder(self.config, route, field, self.spec_for(route))
+        return self._probes[(route.name, field)]
 
     @property
     def partitioner(self) -> Partitioner:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from etl.config import Config
 from etl.job.partition_writer import WriterSpec
 from etl.errors import ConfigError
-from etl.model.schema import TableSchema, load_table_schema
-from etl.rows.decoders import make_decoder
+from etl.config.routes import RouteConfig
+from etl.model.schema import Column, TableSchema, load_table_schema
+from etl.rows.decoders import Decoder, make_decoder
 from etl.rows.decoders.writer_schemas import WriterSchemas
 from etl.rows.dimensions import DimensionLoader
 from etl.rows.enrichment import check_against_schema, enriched_columns
@@ -50,6 +51,16 @@ def route_specs(config: Config) -> dict[str, WriterSpec]:
                               f"{_names(ours)}, and {first.describe()}'s {first.schema_file} by {_names(theirs)}; "
                               f"every table of a job is partitioned alike")
     return specs
+
+
+def probe_decoder(config: Config, route: RouteConfig, field: str, spec: WriterSpec) -> Decoder:
+    """The decoder that reads a split topic's one field, before its route is known: the route's
+    decoder over that field alone, typed as the route's table types it (text if it has no such
+    column), its value then compared as text (etl.rows.routing)."""
+    hive_type = next((c.hive_type for c in spec.schema.data_columns if c.name == field), "string")
+    return make_decoder(route.decoder, TableSchema((Column(field, hive_type),), ()),
+                        zone=config.hive.partitioning.timezone, writer_schemas=_writer_schemas(config),
+                        avro_schema=route.avro_schema.text if route.avro_schema else None)
 
 
 def _names(columns) -> str:

@@ -35,7 +35,7 @@ from etl.job.partition_cap import partition_keys
 from etl.job.positions import planning_positions
 from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
-from etl.job.batch_tables import (BatchTable, BatchTables, planned_tables, refuse_lost_topics, register_routed,
+from etl.job.batch_tables import (BatchTables, planned_tables, refuse_lost_topics, register_routed,
                                   routed_written)
 from etl.job.range_task import RangeResult, RangeTask
 from etl.job.tasks import task_failure
@@ -63,7 +63,7 @@ class Job:
         self.target: JobBinding = binding.Target.of(self.config, self.warehouse) if self.config.routes.implicit \
             else RouteBinding.of(self.config, self.warehouse)
         self._tables = host.registrar
-        self._table_registrar, self._spec_for = host.table_registrar, host.spec_for
+        self._table_registrar, self._spec_for, self._probe_for = host.table_registrar, host.spec_for, host.probe_for
         self._registrar: HiveRegistrar | None = None
         self.committed: Batch | None = None  # the last batch this Job committed
         self.dimensions = DimensionLoader(self.config.dimensions, self.writer.schema, self.spark.session)
@@ -147,7 +147,7 @@ class Job:
 
     def _tables_of(self, batch: Batch) -> BatchTables:
         """Each range's table, its folders where this batch writes them (etl.job.batch_tables)."""
-        return BatchTables(batch, self.config, self.warehouse, self._spec_for)
+        return BatchTables(batch, self.config, self.warehouse, self._spec_for, self._probe_for)
 
     def _ensure_batch_tables(self, batch: Batch) -> None:
         """A routed job's tables that the batch writes: created, or claimed and evolved, once a run."""
@@ -294,7 +294,7 @@ class Job:
     def _on_executors(self, batch: Batch, loaded: dict[str, LoadedDimension], function, shown: bool = False) -> list:
         """`function(task, lookups=...)` for each of the batch's ranges, one Spark task each."""
         tables = self._tables_of(batch)
-        tasks = [self._range_task(batch, r, tables.of(r)) for r in batch.file_ranges]
+        tasks = [self._range_task(batch, r, tables) for r in batch.file_ranges]
         context = self.spark.session().sparkContext
         # Each dimension is shipped once per executor, not once per task.
         broadcasts = {name: context.broadcast(to_ipc(d.table)) for name, d in loaded.items()}
@@ -312,12 +312,12 @@ class Job:
             for handle in broadcasts.values():
                 handle.destroy()
 
-    def _range_task(self, batch: Batch, r: OffsetRange, table: BatchTable) -> RangeTask:
-        warehouse = table.warehouse
+    def _range_task(self, batch: Batch, r: OffsetRange, tables: BatchTables) -> RangeTask:
+        warehouse, spec = tables.of(r).warehouse, tables.of(r).spec
         return RangeTask(r, warehouse.main_dir(batch.partition_values), warehouse.rejected_dir(batch.partition_values),
-                         self.config.warehouse, self.config.kafka, f"etl-{self.config.job.name}-reader", table.spec,
+                         self.config.warehouse, self.config.kafka, f"etl-{self.config.job.name}-reader", spec,
                          mode_of(batch).placement(batch), warehouse.table_root, self.partitioning.max_open_files,
-                         dict(warehouse.relocations.main))
+                         dict(warehouse.relocations.main), tables.split_target(r, batch.partition_values))
 
     def _missing_files(self, batch: Batch) -> list[str]:
         return [r.file_name for r in mode_of(batch).missing(batch, WarehouseFiles(self.fs, self._tables_of(batch)))]
@@ -341,8 +341,7 @@ class Job:
                 log.warning("removed %d temp files of dead attempts from %s", len(stale), folder)
 
     def _batch_folders(self, batch: Batch, results: list[RangeResult]) -> list[str]:
-        folders = [table.warehouse.main_dir(batch.partition_values) for table in self._tables_of(batch).all()]
-        folders.append(self.warehouse.rejected_dir(batch.partition_values))
+        folders = self._tables_of(batch).folders(batch.partition_values)
         return folders + mode_of(batch).sweep_folders(self.warehouse, batch, results)
 
     def _summary(self, batch: Batch, resumed: bool, seconds: float) -> BatchSummary:

@@ -14,6 +14,7 @@ from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import SparkStarter
 from etl.job.partition_writer import WriterSpec
 from etl.model.partitioning import Partitioner
+from etl.rows.decoders import Decoder
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
@@ -36,6 +37,9 @@ class BatchHost(Protocol):
 
     def spec_for(self, route: RouteConfig) -> WriterSpec:
         """The writer spec of one route's tables."""
+
+    def probe_for(self, route: RouteConfig, field: str) -> Decoder:
+        """The decoder of a split topic's field (etl.rows.routing)."""
 
     @property
     def spark(self) -> SparkStarter: ...

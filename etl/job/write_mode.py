@@ -66,13 +66,15 @@ class WarehouseFiles:
         self._listed: dict[str, set[str]] = {}
 
     def has_file(self, values: Mapping[str, str], r: OffsetRange) -> bool:
+        if self.tables.split_of(r) is not None:
+            return self.has_manifest(r)  # a split range (etl.job.route_task) is done once its manifest is published
         folder = self.tables.of(r).warehouse.main_dir(dict(values))
         if folder not in self._listed:
             self._listed[folder] = set(self.fs.list_dir(folder))
         return r.file_name in self._listed[folder]
 
     def has_manifest(self, r: OffsetRange) -> bool:
-        root = self.tables.of(r).warehouse.table_root
+        root = self.tables.manifest_root(r)
         return self.fs.exists(manifest_path(root, r.topic, r.partition, r.start, r.end))
 
 

@@ -81,7 +81,7 @@ def route_topics(routes: Routes, topics: Iterable[str], committed: Iterable[str]
         if why is not None:
             unroutable[topic] = why
         elif chosen:
-            routed[topic] = _tables(topic, chosen)
+            routed[topic] = topic_tables(topic, chosen)
     for topic, why in _clashes(routed, committed, routes, rejected_table).items():
         routed.pop(topic, None)
         unroutable[topic] = why
@@ -102,7 +102,8 @@ def _cannot_route(topic: str, chosen: tuple[RouteConfig, ...]) -> str | None:
     return None
 
 
-def _tables(topic: str, chosen: tuple[RouteConfig, ...]) -> TopicTables:
+def topic_tables(topic: str, chosen: tuple[RouteConfig, ...]) -> TopicTables:
+    """`topic`'s tables under the routes that choose it (which `_cannot_route` found sound)."""
     tables = tuple(route.table_for(topic) for route in chosen)
     names = tuple(route.name for route in chosen)
     if len(chosen) == 1 and chosen[0].split is None:

@@ -66,7 +66,7 @@ def take_inventory(fs: WarehouseFileSystem, warehouse: Warehouse,
             if is_temp_name(name):
                 inventory.temps.append(path)
                 continue
-            if name.endswith(MANIFEST_SUFFIX) and kind is TableKind.MAIN:
+            if name.endswith(MANIFEST_SUFFIX):  # a split range's is in the rejected table's folder
                 manifest_range = parse_final_name(name.removesuffix(MANIFEST_SUFFIX) + ".parquet")
                 if manifest_range is not None:
                     inventory.manifests[manifest_range] = path

@@ -84,7 +84,8 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
     inventories = {name: take_inventory(fs, view, (TableKind.MAIN,)) for name, view in tables}
     inventory = merged([*inventories.values(), take_inventory(fs, warehouse, (TableKind.REJECTED,))])
     problems = check_ranges(inventory, committed, open_batch, events)
-    manifests = [m for _, view in tables for m in list_manifests(fs, view.table_root)]
+    roots = [view.table_root for _, view in tables] + ([] if config.routes.implicit else [warehouse.rejected_root])
+    manifests = [m for root in roots for m in list_manifests(fs, root)]
     problems += check_parts(inventory, manifests, open_batch)
     problems += check_temps(inventory, holder.describe() if holder else None)
     problems += check_superseded(inventory, compactions, warehouse)

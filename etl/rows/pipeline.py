@@ -89,6 +89,12 @@ class RowPipeline:
         self.last_offset = chunk.offsets[-1]
         return ChunkRows(rows, self._rejected_rows(chunk, offsets, millis, errors) if errors else None, placed)
 
+    def rejected(self, chunk: RawChunk, errors: list[tuple[int, str]]) -> pa.Table:
+        """Rejected rows for records of `chunk` that never reach `process` (`errors`: index into
+        the chunk, reason): a field split's records that no table takes (etl.job.route_task)."""
+        return self._rejected_rows(chunk, pa.array(chunk.offsets, pa.int64()), pa.array(chunk.timestamps_ms, pa.int64()),
+                                   errors)
+
     def _placed(self, rows: pa.Table, offsets: pa.Int64Array, errors: list):
         """Each kept row's partition under event time; rows it must not write join the rejected."""
         if self._placement is None:

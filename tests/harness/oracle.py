@@ -50,7 +50,12 @@ class JobTables:
     """Where a job's rows are read from: each topic's table, and the rejected table."""
     tables: tuple[str, ...]
     rejected: str
-    by_topic: dict[str, str] = field(default_factory=dict)  # a routed job's; {}: every topic in tables[0]
+    by_topic: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a routed job's; {}: all in tables[0]
+
+    @property
+    def split_topics(self) -> frozenset[str]:
+        """The topics several tables share, split by a field: a range has a file in each of them."""
+        return frozenset(topic for topic, tables in self.by_topic.items() if len(tables) > 1)
 
     def read(self, read_table: Callable[[str, str], Counter], db: str) -> tuple[Counter, Counter, list[str]]:
         """The main tables' offsets as one, the rejected table's, and every record found in
@@ -58,7 +63,7 @@ class JobTables:
         main, problems = Counter(), []
         for table in self.tables:
             found = read_table(db, table)
-            strays = sorted(k for k in found if self.by_topic.get(k[0], table) != table)
+            strays = sorted(k for k in found if table not in self.by_topic.get(k[0], (table,)))
             if strays:
                 problems.append(f"{len(strays)} offsets in table {table}, whose topics go to other tables, e.g. "
                                 f"{strays[:3]}")
@@ -73,8 +78,8 @@ def job_tables(cfg, topics) -> JobTables:
     from etl.model.routes import route_topics
     topics = sorted(set(topics))
     routed = route_topics(cfg.routes, topics, topics, cfg.hive.rejected_table).topics
-    by_topic = {topic: tables.tables[0] for topic, tables in routed.items()}
-    return JobTables(tuple(sorted(set(by_topic.values()))), cfg.hive.rejected_table, by_topic)
+    by_topic = {topic: tables.tables for topic, tables in routed.items()}
+    return JobTables(tuple(sorted({t for names in by_topic.values() for t in names})), cfg.hive.rejected_table, by_topic)
 
 
 @dataclass
@@ -113,7 +118,8 @@ def check_exactly_once(read_table: Callable[[str, str], Counter], config: Path |
     if temps:
         problems.append(f"{len(temps)} temp files left, e.g. {[str(t) for t in temps[:3]]}")
     ends = ends_of(expected)
-    problems += file_problems(warehouse_dir, db, table, ends=ends, tables=tables.tables, rejected_table=tables.rejected)
+    problems += file_problems(warehouse_dir, db, table, ends=ends, tables=tables.tables, rejected_table=tables.rejected,
+                              split_topics=tables.split_topics)
     placing = cfg.hive.partitioning
     if configured_mode(placing) is EVENT_TIME:  # every row in the partition of its own event time
         problems += misplaced_rows(table_root(warehouse_dir, db, table), placing.event_column, placing.timezone)[:10]
@@ -156,7 +162,7 @@ def check_interim(read_table: Callable[[str, str], Counter] | None, config: Path
     state = job_state(config)
     problems = file_problems(warehouse_dir, db, table, committed=state.committed,
                              by_event_time=configured_mode(cfg.hive.partitioning) is EVENT_TIME,
-                             tables=tables.tables, rejected_table=tables.rejected)
+                             tables=tables.tables, rejected_table=tables.rejected, split_topics=tables.split_topics)
     visible_uncommitted = None
     if read_table is not None:
         main, rejected, strays = tables.read(read_table, db)

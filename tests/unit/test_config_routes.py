@@ -225,8 +225,6 @@ def test_a_route_that_reads_the_registry_needs_the_registry_section(tmp_path):
 
 
 @pytest.mark.parametrize("section, refused", [
-    (f"[route clicks]\ntopics = evs\ntable = clicks\nschema = {EVENTS_SCHEMA}\nfield = kind\nvalues = click\n",
-     r"\[route clicks\] field: splitting a topic among tables by a field is not built yet"),
     ("[route evs]\ntopics = evs\ntable = {topic}\nschema = registry\ndecoder = avro\n",
      r"\[route evs\] schema: schema = registry is not built yet"),
     (f"[route evs]\ntopics = evs\ntable = evs\nschema = {EVENTS_SCHEMA}\n\n[metrics]\ntextfile = /tmp/x.prom\n",
