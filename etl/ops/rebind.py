@@ -36,6 +36,11 @@ def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print, sto
         out("refused: a run holds the job lock; try again when it has finished")
         return EXIT_BATCH_FAILED
     try:
+        opened = store.open_batch()
+        if opened:
+            finish = "`etl recover`" if config.routes.implicit else "`etl run`"
+            out(f"refused: batch {opened[0].batch_id} is open; finish it with the old config ({finish}) first")
+            return EXIT_BATCH_FAILED
         if config.routes.implicit:
             return _bind_locked(context, Target.of(config, context.warehouse), yes, data_moved, out)
         return _bind_routes_locked(context, RouteBinding.of(config, context.warehouse), yes, stop_loading, out)
@@ -45,10 +50,6 @@ def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print, sto
 
 def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved: bool, out) -> int:
     config, store = context.config, context.store
-    opened = store.open_batch()
-    if opened:
-        out(f"refused: batch {opened[0].batch_id} is open; finish it with the old config (`etl recover`) first")
-        return EXIT_BATCH_FAILED
     bound = store.binding()
     if bound == current:
         out(f"job {config.job.name} is already bound to {current.describe()}; nothing to do")
@@ -70,10 +71,6 @@ def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved
 
 def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: bool, stop_loading: bool, out) -> int:
     config, store = context.config, context.store
-    opened = store.open_batch()
-    if opened:
-        out(f"refused: batch {opened[0].batch_id} is open; finish it with the old config (`etl run`) first")
-        return EXIT_BATCH_FAILED
     bound = store.binding()
     if isinstance(bound, Target):
         out(f"refused: job {config.job.name} is bound to one table, {bound.describe()}; turning a one-table job into "

@@ -11,7 +11,7 @@ from etl.config import load_config
 from etl.config.model import DecoderKind
 from etl.config.routes import FieldSplit, parse_routes, sharing_problem, table_name
 from etl.errors import ConfigError
-from tests.harness.config_file import minimal_ini
+from tests.harness.config_file import TWO_ROUTES as ROUTES, minimal_ini, routed_ini
 from tests.harness.paths import EVENTS_SCHEMA
 
 
@@ -149,34 +149,9 @@ def test_a_topic_two_patterns_both_match_is_found_at_plan_time_by_the_same_rule(
 
 # -- the whole config: [route] sections beside the others (etl.config.parse) ------------------
 
-ROUTED = f"""[job]
-name = j1
-{{job}}
-[kafka]
-bootstrap.servers = 127.0.0.1:9092
-{{kafka}}
-[zookeeper]
-hosts = 127.0.0.1:2181
-[warehouse]
-url = file:///tmp/w
-[hive]
-database = db
-{{hive}}
-[route raw]
-topics_regex = app[.].*
-table = raw_{{{{topic}}}}
-schema = {EVENTS_SCHEMA}
-[route orders]
-topics = orders, refunds
-table = orders
-schema = {EVENTS_SCHEMA}
-{{sections}}
-"""
-
-
 def _load(tmp_path: Path, job: str = "", kafka: str = "", hive: str = "rejected_table = rejects", sections: str = ""):
     path = tmp_path / "etl.ini"
-    path.write_text(ROUTED.format(job=job, kafka=kafka, hive=hive, sections=sections))
+    path.write_text(routed_ini(ROUTES + sections, job, kafka, hive))
     return load_config(path)
 
 
@@ -195,8 +170,7 @@ def test_a_config_with_routes_loads_its_routes_and_chooses_their_topics(tmp_path
 
 
 def test_routes_listing_topics_only_keep_a_list_of_topics(tmp_path):
-    text = ROUTED.format(job="", kafka="", hive="rejected_table = rejects", sections="").replace(
-        "topics_regex = app[.].*", "topics = app.a")
+    text = routed_ini(ROUTES).replace("topics_regex = app[.].*", "topics = app.a")
     (tmp_path / "etl.ini").write_text(text)
     kafka = load_config(tmp_path / "etl.ini").kafka
     assert (kafka.topics, kafka.topics_regex) == (("app.a", "orders", "refunds"), None)

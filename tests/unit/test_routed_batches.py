@@ -22,26 +22,15 @@ from etl.ops.rebind import bind_in
 from etl.sink.fs import LocalFileSystem
 from etl.sink.warehouse import Warehouse
 from etl.source.topics import JobTopics, NotLoadedReason, TopicRouting, not_loaded_topics
-from tests.harness.config_file import minimal_ini
+from tests.harness.config_file import TWO_ROUTES as ROUTES, minimal_ini, routed_ini
 from tests.harness.memory_store import MemoryStore
 from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.store_contract import batch, committed
 
-ROUTES = f"""
-[route raw]
-topics_regex = app[.].*
-table = raw_{{topic}}
-schema = {EVENTS_SCHEMA}
-[route orders]
-topics = orders, refunds
-table = orders
-schema = {EVENTS_SCHEMA}
-"""
-
 
 @pytest.fixture
 def routed(tmp_path):
-    ini = minimal_ini(EVENTS_SCHEMA, kafka="", sections=ROUTES).replace("table = t\nschema", "rejected_table = rejects\n#")
+    ini = routed_ini(ROUTES)
     (tmp_path / "etl.ini").write_text(ini)
     return load_config(tmp_path / "etl.ini")
 
@@ -174,7 +163,7 @@ schema = {EVENTS_SCHEMA}
 
 
 def _routed_config(tmp_path, routes: str, name: str = "r.ini"):
-    ini = minimal_ini(EVENTS_SCHEMA, kafka="", sections=routes).replace("table = t\nschema", "rejected_table = rejects\n#")
+    ini = routed_ini(routes)
     (tmp_path / name).write_text(ini)
     return load_config(tmp_path / name)
 

@@ -22,7 +22,7 @@ from etl.sink.manifest import RangeManifest
 from etl.sink.warehouse import Warehouse
 from etl.source.chunk import RawChunk
 from etl.source.topics import JobTopics, TopicRouting
-from tests.harness.config_file import minimal_ini
+from tests.harness.config_file import routed_ini
 from tests.harness.paths import EVENTS_SCHEMA
 
 SPLIT = f"""
@@ -54,7 +54,7 @@ PLANNED = {"dt": "2026-11-26", "hour": "10"}
 
 
 def _config(tmp_path, routes: str):
-    ini = minimal_ini(EVENTS_SCHEMA, kafka="", sections=routes).replace("table = t\nschema", "rejected_table = rejects\n#")
+    ini = routed_ini(routes)
     (tmp_path / "etl.ini").write_text(ini.replace("url = file:///tmp/w", f"url = file://{tmp_path}/w"))
     return load_config(tmp_path / "etl.ini")
 
