@@ -2,6 +2,8 @@
 command's context (etl.context.job), which also assembles the Job from it."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from etl.config import Config
 from etl.job.partition_writer import WriterSpec
 from etl.errors import ConfigError
@@ -42,7 +44,8 @@ def route_specs(config: Config) -> dict[str, WriterSpec]:
     """Each route's writer spec (route name -> spec; one for a one-table job), all checked at
     start-up, with every route's DDL partitioned alike: a batch has one Hive partition, or one
     Placement, for all its tables."""
-    specs = {route.name: writer_spec(config.for_table(route, route.table)) for route in config.routes.routes}
+    specs = {route.name: replace(writer_spec(config.for_table(route, route.table)), route=route.name)
+             for route in config.routes.routes}
     first = config.routes.routes[0]
     for route in config.routes.routes[1:]:
         ours, theirs = specs[route.name].schema.partition_columns, specs[first.name].schema.partition_columns

@@ -33,7 +33,7 @@ READ_AHEAD_CHUNKS = 2
 @dataclass(frozen=True)
 class SplitTable:
     name: str
-    route: str  # the route's name: a record its pipeline rejects says so
+    route: str  # the route's name
     main_dir: str  # the table's folder of the batch's planning-time partition
     writer: WriterSpec
 

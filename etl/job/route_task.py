@@ -21,7 +21,6 @@ import posixpath
 from typing import Iterable, Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl import faults
@@ -98,8 +97,8 @@ class _SplitWriter:
                 continue
             rows = self.pipelines[table.name].process(chunk.take(indices.to_pylist()))
             self.sinks[table.name].append(rows.kept)
-            if rows.rejected is not None:
-                self.rejected.append(_in_route(rows.rejected, table.route))
+            if rows.rejected is not None:  # their reasons name the route (its writer spec's)
+                self.rejected.append(rows.rejected)
         if routed.rejected:
             self.rejected.append(self.pipelines[self.target.tables[0].name].rejected(chunk, routed.rejected))
 
@@ -131,13 +130,6 @@ class _SplitWriter:
         return RangeManifest(r.topic, r.partition, r.start, r.end, tuple(parts), rejected=count,
                              rejected_partition=target.partition if count else "", unmatched=unmatched,
                              ignored_fields=ignored, last_record=None if fingerprint is None else fingerprint.to_json())
-
-
-def _in_route(rejected: pa.Table, route: str) -> pa.Table:
-    """The rejected rows with their reason naming the route that rejected them."""
-    index = rejected.schema.get_field_index("error")
-    named = pc.binary_join_element_wise(pa.scalar(f"[route {route}] "), rejected.column(index), "")
-    return rejected.set_column(index, rejected.schema.field(index), named)
 
 
 def _check_same_rows(fs: WarehouseFileSystem, final: str, rows: int) -> None:

@@ -87,11 +87,11 @@ class OracleReport:
     rows: int
     rejected: int
     files: int
-    verify: str  # "exit 0" or "not available"
+    verify: str  # "etl verify --deep: exit 0", or of `etl verify` for a routed job, or "not available"
 
     def describe(self) -> str:
         return (f"exactly once: {self.rows} rows + {self.rejected} rejected, {self.files} files, "
-                f"no temp files, ZooKeeper consistent, etl verify --deep: {self.verify}")
+                f"no temp files, ZooKeeper consistent, {self.verify}")
 
 
 def check_exactly_once(read_table: Callable[[str, str], Counter], config: Path | str, expected: Counter,
@@ -129,12 +129,12 @@ def check_exactly_once(read_table: Callable[[str, str], Counter], config: Path |
     if state.committed != ends:
         problems.append(f"ZooKeeper committed offsets {sorted(state.committed.items())} != produced ends "
                         f"{sorted(ends.items())}")
-    verified = "not available"
+    verified = "etl verify --deep: not available"
     if run_verify and not problems:
         # `etl verify --deep` does not take routes yet: a routed job's files and registration are verified
         result = verify_deep(config) if cfg.routes.implicit else optional_command(config, "verify")
         if result is not None:
-            verified = f"exit {result.returncode}"
+            verified = f"etl verify{' --deep' if cfg.routes.implicit else ''}: exit {result.returncode}"
             if result.returncode != 0:
                 problems.append(f"etl verify --deep exited {result.returncode}:\n{result.stdout[-3000:]}\n"
                                 f"{result.stderr[-3000:]}")

@@ -22,7 +22,7 @@ from etl.sink.manifest import RangeManifest
 from etl.sink.warehouse import Warehouse
 from etl.source.chunk import RawChunk
 from etl.source.topics import JobTopics, TopicRouting
-from tests.harness.config_file import routed_ini
+from tests.harness.config_file import minimal_ini, routed_ini
 from tests.harness.paths import EVENTS_SCHEMA
 
 SPLIT = f"""
@@ -127,3 +127,15 @@ def test_a_replay_keeps_the_published_files_and_refuses_one_that_is_not_the_rang
 def _result(batch, manifest):
     from etl.job.range_task import RangeResult
     return RangeResult(batch.ranges[0], True, manifest.rows, manifest.rejected, parts=manifest.parts)
+
+
+def test_a_routed_jobs_rejected_records_name_their_route_and_a_one_table_jobs_do_not(tmp_path):
+    from etl.rows.pipeline import RowPipeline
+    bad = _chunk([{"event_id": "x"}])
+    routed = route_specs(_config(tmp_path, SPLIT))["views"]
+    [reason] = RowPipeline(routed.rows, "events", 0).process(bad).rejected.column("error").to_pylist()
+    assert reason.startswith("[route views] field 'event_id'")
+    (tmp_path / "one.ini").write_text(minimal_ini(EVENTS_SCHEMA))
+    [one] = route_specs(load_config(tmp_path / "one.ini")).values()
+    [reason] = RowPipeline(one.rows, "a", 0).process(bad).rejected.column("error").to_pylist()
+    assert reason.startswith("field 'event_id'")
