@@ -54,7 +54,8 @@ def test_one_topic_split_by_a_field_into_three_tables_and_one_routed_whole(spark
     reasons = [r[0] for r in spark.sql(f"SELECT error FROM {DB}.{name}_rejected").collect()]
     assert reasons and all(reason.startswith("[route ") and "event_id" in reason for reason in reasons), reasons
     history = etl_command(config, "history")
-    assert f"{name}_clicks" in history.stdout and f"{name}_whole 18" in history.stdout  # 2 of its 20 have a bad event_id, history.stdout
+    # 2 of the whole-routed topic's 20 records have a bad event_id
+    assert f"{name}_clicks" in history.stdout and f"{name}_whole 18" in history.stdout, history.stdout
     print(f"[field-split] {oracle.describe()}; rows by table {by_table}")
 
 
