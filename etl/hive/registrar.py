@@ -223,11 +223,7 @@ class HiveRegistrar:
 
     def partitions(self, kind: TableKind) -> dict[str, str]:
         """Each partition of the table and its location, as the metastore holds them."""
-        try:
-            return partition_locations(self.spark, self.hive.database, self._table(kind))
-        except Exception as exc:
-            raise _failure(exc)(f"cannot list the partitions of {self.hive.database}.{self._table(kind)} "
-                                f"(metastore {self.hive.metastore}): {_first_line(exc)}") from exc
+        return registered_partitions(self.spark, self.hive, self._table(kind))
 
     def _table(self, kind: TableKind) -> str:
         return self.hive.the_table if kind is TableKind.MAIN else self.hive.rejected_table
@@ -287,6 +283,16 @@ def _failure(exc: Exception) -> type[HiveError]:
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def registered_partitions(spark, hive: HiveConfig, table: str) -> dict[str, str]:
+    """partition_locations, a metastore that fails as the ETL's error: HiveUnavailable (exit 75)
+    when it did not answer."""
+    try:
+        return partition_locations(spark, hive.database, table)
+    except Exception as exc:
+        raise _failure(exc)(f"cannot list the partitions of {hive.database}.{table} (metastore {hive.metastore}): "
+                            f"{_first_line(exc)}") from exc
 
 
 def partition_locations(spark, database: str, table: str) -> dict[str, str]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from etl.context.job import JobContext
 from etl.errors import ConfigError, KafkaReadError, KafkaUnavailable
-from etl.hive.registrar import partition_locations
+from etl.hive.registrar import registered_partitions
 from etl.model.compaction import TableKind
 from etl.ops.compaction_check import check_superseded, switching
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
@@ -94,7 +94,7 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
     spark = context.spark.session()
     for name, view, kind in [*((n, v, TableKind.MAIN) for n, v in tables),
                              (config.hive.rejected_table, warehouse, TableKind.REJECTED)]:
-        locations = partition_locations(spark, config.hive.database, name)
+        locations = registered_partitions(spark, config.hive, name)
         expected = {path: view.hive_uri(view.folder(kind, path)) for path in locations}
         found = check_registered(inventories.get(name, Inventory()), locations, expected, open_batch)
         problems += switching(found, kind, compactions, locations, view)
