@@ -17,7 +17,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from etl import faults, logs
 from etl.config import Config, effective_ini, load_config, render_effective
-from etl.errors import (EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
+from etl.errors import (ConfigError, EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
                         RETRYABLE_OS_ERRORS, EtlError, LockHeld)
 from etl.ops.check import CheckResult, unknown
 from etl.state.store import BATCHES_KEPT, RETRYABLE_ZK_ERRORS
@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         if program and logs.chosen_format() is logs.LogFormat.JSON:
             logs.json_hooks()
         config = load_config(args.config)
+        if not config.routes.implicit and args.command in _NOT_ROUTED_YET:
+            raise ConfigError(f"etl {_NOT_ROUTED_YET[args.command]} does not take [route] sections yet; nothing was touched")
         logs.bind(job=config.job.name)
         if program and logs.chosen_format() is logs.LogFormat.JSON:
             logs.relay_stderr(logs.bound())
@@ -170,6 +172,7 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     bind.add_argument("--yes", action="store_true", help="apply; without it only show the change")
     bind.add_argument("--data-moved", action="store_true",
                       help="the loaded files were moved to the new folders too: verify checks them there")
+    bind.add_argument("--stop-loading", action="store_true", help="with routes: stop loading topics no route takes any more")
     compact = _command(commands, "compact", cmd_compact, "merge the small files of finished Hive partitions, "
                                                          "exactly once")
     compact.add_argument("--partition", action="append", type=_partition, metavar="dt=YYYY-MM-DD[/hour=HH]",
@@ -318,7 +321,7 @@ def cmd_reset(config: Config, args) -> int:
 
 def cmd_bind(config: Config, args) -> int:
     from etl.ops.rebind import bind
-    return bind(config, yes=args.yes, data_moved=args.data_moved)
+    return bind(config, yes=args.yes, data_moved=args.data_moved, stop_loading=args.stop_loading)
 
 
 def cmd_compact(config: Config, args) -> int:
@@ -342,3 +345,6 @@ def cmd_schema_suggest(config: Config, args) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+_NOT_ROUTED_YET = {cmd_recover: "recover", cmd_reset: "reset-offsets", cmd_compact: "compact", cmd_schema_suggest: "schema suggest"}

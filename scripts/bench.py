@@ -12,6 +12,7 @@ should), but never fails because something was slow. Needs the local stack
     .venv/bin/python scripts/bench.py --formats            # the same events as JSON, Avro and Protobuf; Avro row by row
     .venv/bin/python scripts/bench.py --side-by-side       # ours vs Spark's own Kafka source + file sink (issue 27)
     .venv/bin/python scripts/bench.py --cluster-shape      # the seeds' shape, spark-submit on local[2], standalone, YARN
+    .venv/bin/python scripts/bench.py --routes             # 20 topics into 20 tables in one run vs one table vs 20 jobs
     .venv/bin/python scripts/bench.py --compaction         # one partition of 504 small files: queries, etl compact, merge
     .venv/bin/python scripts/bench.py --json --json-out bench.json
     .venv/bin/python scripts/bench.py --plot docs/images --plot-from docs/perf/*.json   # charts, no Spark
@@ -70,6 +71,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seeds-shape", action="store_true",
                         help="only: 545,884 records in 18 partitions, whole `etl run` processes at each --seeds-parallelism")
     parser.add_argument("--seeds-parallelism", type=_counts, default="2,4", help="local[P] for --seeds-shape")
+    parser.add_argument("--routes", action="store_true",
+                        help="only: the seeds' records as --routes-topics topics into as many tables in one `etl run`, "
+                             "vs one topic and one table, vs one job per topic (issue 30)")
+    parser.add_argument("--routes-topics", type=int, default=20, help="topics (and tables) for --routes")
     parser.add_argument("--memory-check", action="store_true",
                         help="only: the full batch on one partition of 1M and one of 10M records, peak worker RSS")
     parser.add_argument("--memory-records", default="1000000,10000000", help="partition-batch sizes for --memory-check")
@@ -104,6 +109,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--scaling-records", type=int, default=3, help="records per partition per batch (default 3)")
     parser.add_argument("--scaling-batches", type=int, choices=(1, 2), default=2,
                         help="batches per partition count: 1 (offsets created) or 2 (also updated; default)")
+    parser.add_argument("--scaling-topics", type=int, metavar="T",
+                        help="only: one routed job over T topics of --scaling-topic-partitions, a table each (issue 30)")
+    parser.add_argument("--scaling-topic-partitions", type=int, default=10)
     parser.add_argument("--scaling-zk-only", action="store_true", help="measure partition scaling on ZooKeeper alone")
     parser.add_argument("--profile", action="store_true",
                         help="also profile one range in this process (reader, decoder, whole task under cProfile)")

@@ -3,7 +3,9 @@
 Nothing below this package reads the config file or the environment for settings: the typed
 objects are passed down. Every ConfigError names the section and key at fault.
 
-  model.py       the dataclasses, and an enum for every setting that names one of a list
+  model.py       the sections' dataclasses, and an enum for every setting that names one of a list
+  whole.py       Config: the whole job config, its sections and its routes
+  routes.py      [route <name>]: which records go to which table, when a job fills several
   parse.py       load_config: the file, its sections, and the small ones ([job], [hive], ...)
   section.py     typed, key-checked reading of one section, and the checks sections share
   kafka.py       [kafka]: the ETL's own keys, reserved and secret librdkafka keys, the probe
@@ -20,13 +22,14 @@ from etl.config.compaction import CompactionConfig
 from etl.config.metrics import MetricsConfig
 from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_RESERVED, KAFKA_SECRET_KEYS, KafkaSettings
 from etl.config.model import (
-    HIVE_NAME_RE, WEBHDFS_SCHEMES, Compression, Config, DecoderKind, DimensionChangePolicy, DimensionConfig,
+    HIVE_NAME_RE, WEBHDFS_SCHEMES, Compression, DecoderKind, DimensionChangePolicy, DimensionConfig,
     DimensionFormat, DimensionKind, FixedAvroSchema, HeaderColumn, HiveConfig, HiveFormat, JobConfig,
     KafkaConfig, LateData, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig, RetryConfig,
     SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth,
     ZooKeeperConfig,
 )
 from etl.config.partitioning import FutureData
+from etl.config.whole import Config
 from etl.config.overrides import Override, render_effective
 from etl.config.parse import effective_ini, load_config, parse_config
 

@@ -33,7 +33,9 @@ class KafkaSettings(dict):
         return repr({key: "***" if key in KAFKA_SECRET_KEYS else value for key, value in self.items()})
 
 
-def kafka_section(s: Section, job_name: str) -> KafkaConfig:
+def kafka_section(s: Section, job_name: str, routed: bool = False) -> KafkaConfig:
+    """`routed`: the config has [route] sections, which choose the topics (etl.config.routes);
+    the job's topics are then theirs, filled in by etl.config.parse."""
     client = KafkaSettings({k: v for k, v in s.values.items() if k not in KAFKA_OWN_KEYS})
     if "bootstrap.servers" not in client:
         raise s.fail("bootstrap.servers", "is required")
@@ -43,7 +45,7 @@ def kafka_section(s: Section, job_name: str) -> KafkaConfig:
                               + ("; consumer_group names the group they are mirrored to" if key == "group.id" else ""))
     read_secret_files(s, client, KAFKA_SECRET_KEYS)
     _check_with_librdkafka(s, client)
-    topics, topics_regex = _topic_choice(s)
+    topics, topics_regex = _routed_topics(s) if routed else topic_choice(s)
     return KafkaConfig(
         topics=topics,
         client=client,
@@ -72,7 +74,14 @@ def _group_id(raw: str) -> str:
     return raw
 
 
-def _topic_choice(s: Section) -> tuple[tuple[str, ...], TopicPattern | None]:
+def _routed_topics(s: Section) -> tuple[tuple[str, ...], None]:
+    for key in ("topics", "topics_regex"):
+        if s.get(key) is not None:
+            raise s.fail(key, "each [route] chooses its topics; move the topics into the route sections")
+    return (), None
+
+
+def topic_choice(s: Section) -> tuple[tuple[str, ...], TopicPattern | None]:
     """Exactly one of topics (a fixed list) and topics_regex (matched anew at every plan)."""
     topics = s.get("topics", (), _topics)
     topics_regex = s.get("topics_regex", None, _topics_regex)

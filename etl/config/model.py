@@ -14,14 +14,12 @@ from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
 
-from etl.config.compaction import CompactionConfig
-from etl.config.jvm import JvmConfig
-from etl.config.metrics import MetricsConfig
 # Re-exported: the settings' types are imported from here.
 from etl.config.partitioning import (  # noqa: F401
     FutureData, LateData, MissingEventTime, PartitionSource, PartitioningConfig,
 )
 from etl.config.topic_pattern import TopicPattern
+from etl.errors import ConfigError
 
 # Hive folds and limits names so; one rule for the config's names and the DDL's placeholders.
 HIVE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -290,8 +288,11 @@ class PartitionCapAction(StrEnum):
 class HiveConfig:
     metastore: str  # "embedded" or thrift://host:port
     database: str
-    table: str
-    schema_file: Path
+    # The job's one table and its DDL; None with [route] sections, each of which names its own
+    # (Config.routes). Code that acts on one table is handed a view (Config.for_table).
+    table: str | None
+    schema_file: Path | None
+    rejected_table: str  # [hive] rejected_table; <table>_rejected unless set
     format: HiveFormat = HiveFormat.PARQUET
     success_markers: SuccessMarkerConfig = field(default_factory=SuccessMarkerConfig)
     partitioning: PartitioningConfig = field(default_factory=PartitioningConfig)
@@ -301,22 +302,16 @@ class HiveConfig:
     on_too_many_partitions: PartitionCapAction = PartitionCapAction.FAIL
 
     @property
-    def rejected_table(self) -> str:
-        return f"{self.table}_rejected"
+    def the_table(self) -> str:
+        """The table of a one-table job, or of a view (Config.for_table)."""
+        if self.table is None:
+            raise ConfigError("[route] sections name the tables: this step acts on one table, and was handed the "
+                              "job's config instead of one table's view (a bug)")
+        return self.table
 
-
-@dataclass(frozen=True)
-class Config:
-    path: Path
-    job: JobConfig
-    kafka: KafkaConfig
-    zookeeper: ZooKeeperConfig
-    warehouse: WarehouseConfig
-    hive: HiveConfig
-    retry: RetryConfig = field(default_factory=RetryConfig)
-    spark: Mapping[str, str] = field(default_factory=dict)
-    dimensions: tuple[DimensionConfig, ...] = ()
-    schema_registry: SchemaRegistryConfig | None = None
-    compaction: CompactionConfig = field(default_factory=CompactionConfig)
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)
-    jvm: JvmConfig = field(default_factory=JvmConfig)
+    @property
+    def the_schema_file(self) -> Path:
+        if self.schema_file is None:
+            raise ConfigError(f"table {self.table}'s columns come from the Schema Registry, not a DDL file; this "
+                              f"step needs the DDL (a bug, or a command that does not take registry tables yet)")
+        return self.schema_file

@@ -13,28 +13,29 @@ from pathlib import Path
 from typing import Mapping
 
 from etl.config.dimensions import DIMENSION_SECTION, dimension_sections
+from etl.config.routes import ROUTE_SECTION, check_buildable, implicit_routes, parse_routes, route_sections, with_routed_topics
 from etl.config.headers import header_columns
 from etl.config.ini import is_java_options_key, read_ini, secret_java_properties
 from etl.config.kafka import kafka_section
 from etl.config.overrides import Override, apply_env_overrides, naming_the_variable
 from etl.config.model import (
-    HIVE_NAME_RE, Compression, Config, DecoderKind, DimensionChangePolicy, FixedAvroSchema, HiveConfig,
+    HIVE_NAME_RE, Compression, DecoderKind, DimensionChangePolicy, FixedAvroSchema, HiveConfig,
     HiveFormat, JobConfig, LateData, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig,
-    RetryConfig, SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
+    RetryConfig, StartingOffsets, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
 from etl.config.partitioning import FutureData
-from etl.config.schema_registry import schema_registry_section
+from etl.config.schema_registry import registry_for
 from etl.config.compaction import CompactionConfig
 from etl.config.model import PartitionCapAction
 from etl.config.jvm import jvm_section
 from etl.config.metrics import metrics_section
-from etl.config.section import Section, boolean, hive_name, matching, non_negative_seconds, resolve, secret_file
+from etl.config.section import TRANSFORM_RE, Section, boolean, hive_name, matching, non_negative_seconds, resolve, secret_file
 from etl.config.warehouse import warehouse_section
+from etl.config.whole import Config
 from etl.errors import ConfigError
 
 SECTIONS = ("job", "kafka", "zookeeper", "warehouse", "hive", "retry", "spark",
-            "schema_registry", "compaction", "metrics", "jvm")  # and [dimension <name>]
-TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+            "schema_registry", "compaction", "metrics", "jvm")  # and [dimension <name>], [route <name>]
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 # spark.authenticate.secret, spark.ssl.keyPassword, spark.hadoop.fs.s3a.secret.key ...
 _SPARK_SECRET_RE = re.compile(r"(^|\.)secret(\.|$)|password[^.]*$|secret$", re.I)
@@ -65,24 +66,34 @@ def effective_ini(path: str | os.PathLike, environ: Mapping[str, str] | None = N
 def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
     known = set(SECTIONS)
     for section in parser.sections():
-        if section not in known and not section.startswith(DIMENSION_SECTION):
-            raise ConfigError(f"{path}: unknown section [{section}]; known sections: {sorted(known)} "
-                              f"and [dimension <name>]")
-    job = _job(Section(parser, "job", path))
+        if section not in known and not section.startswith((DIMENSION_SECTION, ROUTE_SECTION)):
+            raise ConfigError(f"{path}: unknown section [{section}]; known sections: {sorted(known)}, "
+                              f"[dimension <name>] and [route <name>]")
+    routed = bool(route_sections(parser, path))
+    job = _job(Section(parser, "job", path), routed)
     retry = _retry(Section(parser, "retry", path, required=False))
+    kafka = kafka_section(Section(parser, "kafka", path), job.name, routed)
+    hive = _hive(Section(parser, "hive", path), routed)
+    dimensions = dimension_sections(parser, path, job)
+    names = [d.name for d in dimensions]
+    routes = parse_routes(parser, path, job.decoder, names, hive.rejected_table, _avro_schema_file) if routed \
+        else implicit_routes(hive, kafka, job, names)
+    metrics = metrics_section(Section(parser, "metrics", path, required=False))
+    check_buildable(routes, hive, names, metrics.enabled, path)
     return Config(
         path=path,
         job=job,
-        kafka=kafka_section(Section(parser, "kafka", path), job.name),
+        kafka=with_routed_topics(kafka, routes) if routed else kafka,
         zookeeper=_zookeeper(Section(parser, "zookeeper", path)),
         warehouse=replace(warehouse_section(Section(parser, "warehouse", path)), retry=retry),
-        hive=_hive(Section(parser, "hive", path)),
+        hive=hive,
+        routes=routes,
         retry=retry,
         spark=_spark(Section(parser, "spark", path, required=False)),
-        dimensions=dimension_sections(parser, path, job),
-        schema_registry=_schema_registry(parser, path, job),
+        dimensions=dimensions,
+        schema_registry=registry_for(Section(parser, "schema_registry", path, required=False), job, routes),
         compaction=_compaction(Section(parser, "compaction", path, required=False)),
-        metrics=metrics_section(Section(parser, "metrics", path, required=False)),
+        metrics=metrics,
         jvm=jvm_section(Section(parser, "jvm", path, required=False), boolean),
     )
 
@@ -94,7 +105,9 @@ def _ratio(raw: str) -> float:
     return value
 
 
-def _job(s: Section) -> JobConfig:
+def _job(s: Section, routed: bool = False) -> JobConfig:
+    if routed and s.get("transform") is not None:
+        raise s.fail("transform", "with [route] sections each route names its own transform; move it there")
     job = JobConfig(
         name=s.get("name", convert=matching(JOB_NAME_RE, "job name"), required=True),
         max_records_per_partition=s.positive("max_records_per_partition", 1_000_000),
@@ -128,28 +141,6 @@ def _avro_schema_file(path: Path) -> FixedAvroSchema:
     except (ValueError, fastavro.schema.SchemaParseException, TypeError, KeyError) as exc:
         raise ValueError(f"{path} is not an Avro schema: {exc}") from exc
     return FixedAvroSchema(path, text)
-
-
-def _schema_registry(parser: configparser.ConfigParser, path: Path, job: JobConfig) -> SchemaRegistryConfig | None:
-    """[schema_registry], which the avro decoder needs unless avro_schema fixes the schema, and
-    the protobuf decoder always; any other decoder has no use for it."""
-    s = Section(parser, "schema_registry", path, required=False)
-    fixed = job.avro_schema is not None
-    if fixed and job.decoder is not DecoderKind.AVRO:
-        raise ConfigError(f"{path}: [job] avro_schema: applies only to decoder = avro")
-    if not s.values:
-        if job.decoder.reads_writer_schemas and not fixed:
-            hint = " (or, for plain Avro without the registry's framing, set [job] avro_schema)" \
-                if job.decoder is DecoderKind.AVRO else ""
-            raise ConfigError(f"{path}: [schema_registry] url: is required with decoder = {job.decoder}{hint}")
-        return None
-    if not job.decoder.reads_writer_schemas:
-        raise ConfigError(f"{path}: [schema_registry]: decoder = {job.decoder} reads no registry; remove the "
-                          f"section, or set [job] decoder = avro or protobuf")
-    if fixed:
-        raise ConfigError(f"{path}: [job] avro_schema: set either avro_schema (plain Avro, one fixed schema) or "
-                          f"[schema_registry] (the registry's framing, a schema id in each message), not both")
-    return schema_registry_section(s)
 
 
 def _spark(s: Section) -> dict[str, str]:
@@ -226,18 +217,17 @@ def _metastore(raw: str) -> str:
     return raw
 
 
-def _hive(s: Section) -> HiveConfig:
-    base = s.path.parent
-    schema = s.get("schema", convert=lambda raw: resolve(base, raw), required=True)
-    if not schema.is_file():
-        raise s.fail("schema", f"file {schema} does not exist")
+def _hive(s: Section, routed: bool = False) -> HiveConfig:
+    table, schema = _routed_hive(s) if routed else _one_table(s)
     hive = HiveConfig(
         metastore=s.get("metastore", "embedded", _metastore),
         # Hive folds names to lower case, so Events and events are one table: folded here, so that
         # they also name one folder and one binding.
         database=s.get("database", convert=hive_name("Hive database name"), required=True),
-        table=s.get("table", convert=hive_name("Hive table name"), required=True),
+        table=table,
         schema_file=schema,
+        rejected_table=s.get("rejected_table", f"{table}_rejected", hive_name("Hive table name"),
+                             required=routed),
         format=s.choice("format", HiveFormat, HiveFormat.PARQUET),
         success_markers=_success_markers(s),
         partitioning=_partitioning(s),
@@ -249,6 +239,20 @@ def _hive(s: Section) -> HiveConfig:
                                   "finished, so no row is late")
     s.reject_unknown()
     return hive
+
+
+def _one_table(s: Section) -> tuple[str, Path]:
+    schema = s.get("schema", convert=lambda raw: resolve(s.path.parent, raw), required=True)
+    if not schema.is_file():
+        raise s.fail("schema", f"file {schema} does not exist")
+    return s.get("table", convert=hive_name("Hive table name"), required=True), schema
+
+
+def _routed_hive(s: Section) -> tuple[None, None]:
+    for key in ("table", "schema"):
+        if s.get(key) is not None:
+            raise s.fail(key, "with [route] sections each route names its table and schema; move it into one")
+    return None, None
 
 
 def _partitioning(s: Section) -> PartitioningConfig:

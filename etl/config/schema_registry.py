@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 
-from etl.config.model import SchemaRegistryConfig
+from etl.config.model import DecoderKind, JobConfig, SchemaRegistryConfig
+from etl.config.routes import Routes
 from etl.config.section import Section, read_secret_files
+from etl.errors import ConfigError
 
 REGISTRY_SECRET_KEYS = ("basic.auth.user.info", "ssl.key.password")
 REGISTRY_FILE_KEYS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location")
@@ -72,3 +74,29 @@ def _check_with_client(s: Section, client: RegistrySettings) -> None:
         named = [key for key in client if key in reason]
         raise (s.fail(named[0], f"the Schema Registry client refuses it: {reason}") if named else
                s.fail("url", f"the Schema Registry client refuses these settings: {reason}")) from exc
+
+
+def registry_for(s: Section, job: JobConfig, routes: Routes) -> SchemaRegistryConfig | None:
+    """[schema_registry], which the avro decoder needs unless avro_schema fixes the schema, the
+    protobuf decoder always, and a route whose table follows the registry; any other decoder has
+    no use for it. With [route] sections, what one route needs is needed."""
+    path = s.path
+    if job.avro_schema is not None and job.decoder is not DecoderKind.AVRO:
+        raise ConfigError(f"{path}: [job] avro_schema: applies only to decoder = avro")
+    needing = [route for route in routes.routes
+               if route.decoder.reads_writer_schemas and route.avro_schema is None or route.from_registry]
+    if not s.values:
+        if needing:
+            route = needing[0]
+            by = "" if routes.implicit else f" in {route.describe()}"
+            hint = " (or, for plain Avro without the registry's framing, set [job] avro_schema)" \
+                if route.decoder is DecoderKind.AVRO and routes.implicit else ""
+            raise ConfigError(f"{path}: [schema_registry] url: is required with decoder = {route.decoder}{by}{hint}")
+        return None
+    if not any(route.decoder.reads_writer_schemas for route in routes.routes):
+        raise ConfigError(f"{path}: [schema_registry]: decoder = {job.decoder} reads no registry; remove the "
+                          f"section, or set [job] decoder = avro or protobuf")
+    if routes.implicit and job.avro_schema is not None:
+        raise ConfigError(f"{path}: [job] avro_schema: set either avro_schema (plain Avro, one fixed schema) or "
+                          f"[schema_registry] (the registry's framing, a schema id in each message), not both")
+    return schema_registry_section(s)

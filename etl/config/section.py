@@ -16,6 +16,8 @@ from etl.config.model import HIVE_NAME_RE
 from etl.errors import ConfigError
 
 Choice = TypeVar("Choice", bound=StrEnum)
+# A function a section names by module:function ([job] transform, a route's transform).
+TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Section:

@@ -45,6 +45,7 @@ class CommandContext:
         self._partitioner: Partitioner | None = None
         self._spark: SparkStarter | None = None
         self._registrar: HiveRegistrar | None = None
+        self._table_registrars: dict[str, HiveRegistrar] = {}  # a routed job's tables, by name
 
     def __enter__(self) -> Self:
         return self
@@ -101,7 +102,7 @@ class CommandContext:
         """The table's partitioner, in the zone of [hive] partitioning, from the DDL (read on
         first use: a command that needs it asks before it touches anything)."""
         if self._partitioner is None:
-            schema = load_table_schema(self.config.hive.schema_file, self.config.job.key_column)
+            schema = load_table_schema(self.config.partition_schema_file, self.config.job.key_column)
             self._partitioner = schema.partitioner.in_zone(self.config.hive.partitioning.timezone)
         return self._partitioner
 
@@ -117,11 +118,27 @@ class CommandContext:
         return SparkStarter(self.config)  # no Python workers warmed: these commands run no Spark task
 
     def registrar(self) -> HiveRegistrar:
-        """Start Spark and the Hive client, and create or evolve the tables, as a run does: once."""
+        """Start Spark and the Hive client, and create or evolve the tables, as a run does: once.
+        A routed job's ensures the database and the rejected table (its tables: `table_registrar`)."""
         if self._registrar is None:
             from etl.hive.registrar import HiveRegistrar
-            owner = ZkPaths(self.config.zookeeper.root, self.config.job.name).job  # the job's own znode
-            registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse, owner=owner)
+            registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse, owner=self._owner())
             registrar.ensure_tables()
             self._registrar = registrar
         return self._registrar
+
+    def table_registrar(self, view: Config, warehouse: Warehouse) -> HiveRegistrar:
+        """One of a routed job's tables (`view`: Config.for_table, `warehouse`: its folders), on the
+        job's Spark session: created, or claimed and evolved, once per command."""
+        name = view.hive.the_table
+        if name not in self._table_registrars:
+            from etl.hive.registrar import HiveRegistrar
+            registrar = HiveRegistrar(self.registrar().spark, view.hive, warehouse, owner=self._owner())
+            registrar.ensure_table()
+            self._table_registrars[name] = registrar
+        registrar = self._table_registrars[name]
+        registrar.warehouse = warehouse  # where the batch writes, as the Job's registrar is told
+        return registrar
+
+    def _owner(self) -> str:
+        return ZkPaths(self.config.zookeeper.root, self.config.job.name).job  # the job's own znode

@@ -14,13 +14,16 @@ import datetime as dt
 from typing import TYPE_CHECKING, Callable
 
 from etl.config import Config, RetryConfig
+from etl.config.routes import RouteConfig
 from etl.context.command import CommandContext
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.model.batch import utc_now
 from etl.model.partitioning import Partitioner
 from etl.sink.fs import WarehouseFileSystem
 from etl.source.group_mirror import OffsetMirror
+from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
+from etl.source.topics import TopicRouting
 from etl.state.protocols import StateStore
 from etl.state.store import OffsetsMoved
 
@@ -29,6 +32,7 @@ if TYPE_CHECKING:  # imported where first used: `etl status` and `etl check` nee
     from etl.hive.spark import SparkStarter
     from etl.job.driver import Job
     from etl.job.partition_writer import WriterSpec
+    from etl.rows.decoders import Decoder
 
 
 class JobContext(CommandContext):
@@ -41,7 +45,8 @@ class JobContext(CommandContext):
         self._moves_offsets, self._runs_batches = moves_offsets, runs_batches
         self._mirror: OffsetMirror | None = None
         self._kafka: KafkaMetadata | None = None
-        self._spec: WriterSpec | None = None
+        self._specs: dict[str, WriterSpec] | None = None  # route name -> spec
+        self._probes: dict[tuple[str, str], Decoder] = {}  # (route name, field) -> a split's probe
         self._job: Job | None = None
 
     @property
@@ -59,27 +64,51 @@ class JobContext(CommandContext):
     def kafka(self) -> KafkaMetadata:
         """The Kafka metadata client: topics, partitions, watermarks, offsets by time."""
         if self._kafka is None:
-            kafka = KafkaMetadata(self.config.kafka, self._retry, self.config.job.name)
+            kafka = KafkaMetadata(self.config.kafka, self._retry, self.config.job.name, self._topic_routing())
             self._opened.callback(kafka.close)
             self._kafka = kafka
         return self._kafka
 
     @property
     def spec(self) -> WriterSpec:
-        """What the tasks need to write (etl.job.assemble.writer_spec), checked on first use: a
-        command that runs batches asks before it touches anything."""
-        if self._spec is None:
-            from etl.job.assemble import writer_spec
-            self._spec = writer_spec(self.config)
-        return self._spec
+        """What the tasks need to write (etl.job.assemble.writer_spec): the job's table's, or a
+        routed job's first route's. Every route's is built and checked on first use: a command
+        that runs batches asks before it touches anything."""
+        return self.spec_for(self.config.routes.routes[0])
+
+    def spec_for(self, route: RouteConfig) -> WriterSpec:
+        """The writer spec of one route's tables."""
+        if self._specs is None:
+            from etl.job.assemble import route_specs
+            self._specs = route_specs(self.config)
+        return self._specs[route.name]
+
+    def probe_for(self, route: RouteConfig, field: str) -> Decoder:
+        """The decoder of a split topic's field: the route's decoder over that field alone."""
+        if (route.name, field) not in self._probes:
+            from etl.job.assemble import probe_decoder
+            self._probes[(route.name, field)] = probe_decoder(self.config, route, field, self.spec_for(route))
+        return self._probes[(route.name, field)]
 
     @property
     def partitioner(self) -> Partitioner:
         """The writer spec's, when it is built, so that the DDL is read once; else the DDL's alone
         (`etl run --dry-run` builds no decoder)."""
-        if self._partitioner is None and self._spec is not None:
-            self._partitioner = self._spec.schema.partitioner.in_zone(self.config.hive.partitioning.timezone)
+        if self._partitioner is None and self._specs is not None:
+            self._partitioner = self.spec.schema.partitioner.in_zone(self.config.hive.partitioning.timezone)
         return super().partitioner
+
+    def _topic_routing(self) -> TopicRouting | None:
+        """With [route] sections: each chosen topic's tables, a newcomer never taking a table
+        that a topic with committed offsets fills."""
+        if self.config.routes.implicit:
+            return None
+        return TopicRouting(self.config.routes, self.config.hive.rejected_table, self._committed_topics)
+
+    def _committed_topics(self) -> set[str]:
+        if not self.job_started():  # a command that creates no node, before the job's first
+            return set()
+        return {topic for topic, _ in self.store.committed_offsets()}
 
     def _spark_starter(self) -> SparkStarter:
         if not self._runs_batches:
@@ -96,6 +125,13 @@ class JobContext(CommandContext):
             with timed(self.observer, Phase.TABLES):
                 return super().registrar()
         return super().registrar()
+
+    def table_registrar(self, view: Config, warehouse: Warehouse) -> HiveRegistrar:
+        """A routed job's table, ensured on first use: also the TABLES phase."""
+        if view.hive.the_table not in self._table_registrars:
+            with timed(self.observer, Phase.TABLES):
+                return super().table_registrar(view, warehouse)
+        return super().table_registrar(view, warehouse)
 
     def job(self) -> Job:
         """The batch state machine over this context's parts (the caller holds the lock); Spark

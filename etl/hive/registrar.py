@@ -58,13 +58,20 @@ class HiveRegistrar:
         self.spark, self.hive, self.warehouse, self.owner = spark, hive, warehouse, owner
 
     def ensure_tables(self) -> None:
-        """Create the database, the table and its rejected companion if they are missing."""
+        """Create the database, the table and its rejected companion if they are missing, or
+        claim and evolve them. A routed job's registrar (no [hive] table) ensures the database and
+        the job's rejected table; each table's view ensures its own (`ensure_table`)."""
         db = self.hive.database
         location = self.warehouse.hive_uri(self.warehouse.database_root)
         self._sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(db)} LOCATION {quote_literal(location)}",
                   f"create database {db}")
-        self._ensure(self.hive.table, self.hive.schema_file, self.warehouse.table_root)
+        if self.hive.table is not None:
+            self.ensure_table()
         self._ensure(self.hive.rejected_table, REJECTED_DDL, self.warehouse.rejected_root)
+
+    def ensure_table(self) -> None:
+        """Create the table if it is missing, or claim and evolve it."""
+        self._ensure(self.hive.the_table, self.hive.the_schema_file, self.warehouse.table_root)
 
     def _ensure(self, table: str, ddl_file: Path, location: str) -> None:
         columns = load_table_schema(ddl_file).columns
@@ -159,6 +166,8 @@ class HiveRegistrar:
         """Every partition a batch touched, in one ALTER TABLE ... ADD statement per table (per
         ADD_PER_STATEMENT of them), each checked to point at the folder the job writes it to."""
         for kind, partitions in ((TableKind.MAIN, main), (TableKind.REJECTED, rejected)):
+            if not partitions:
+                continue
             locations = [self.warehouse.hive_uri(self.warehouse.folder(kind, values)) for values in partitions]
             for start in range(0, len(partitions), ADD_PER_STATEMENT):
                 self._add(kind, partitions[start:start + ADD_PER_STATEMENT], locations[start:start + ADD_PER_STATEMENT])
@@ -214,14 +223,10 @@ class HiveRegistrar:
 
     def partitions(self, kind: TableKind) -> dict[str, str]:
         """Each partition of the table and its location, as the metastore holds them."""
-        try:
-            return partition_locations(self.spark, self.hive.database, self._table(kind))
-        except Exception as exc:
-            raise _failure(exc)(f"cannot list the partitions of {self.hive.database}.{self._table(kind)} "
-                                f"(metastore {self.hive.metastore}): {_first_line(exc)}") from exc
+        return registered_partitions(self.spark, self.hive, self._table(kind))
 
     def _table(self, kind: TableKind) -> str:
-        return self.hive.table if kind is TableKind.MAIN else self.hive.rejected_table
+        return self.hive.the_table if kind is TableKind.MAIN else self.hive.rejected_table
 
     def _check_location(self, table: str, values: dict[str, str], location: str) -> None:
         """ADD IF NOT EXISTS keeps a partition that exists with another location (an earlier
@@ -278,6 +283,16 @@ def _failure(exc: Exception) -> type[HiveError]:
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def registered_partitions(spark, hive: HiveConfig, table: str) -> dict[str, str]:
+    """partition_locations, a metastore that fails as the ETL's error: HiveUnavailable (exit 75)
+    when it did not answer."""
+    try:
+        return partition_locations(spark, hive.database, table)
+    except Exception as exc:
+        raise _failure(exc)(f"cannot list the partitions of {hive.database}.{table} (metastore {hive.metastore}): "
+                            f"{_first_line(exc)}") from exc
 
 
 def partition_locations(spark, database: str, table: str) -> dict[str, str]:

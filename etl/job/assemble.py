@@ -2,11 +2,14 @@
 command's context (etl.context.job), which also assembles the Job from it."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from etl.config import Config
 from etl.job.partition_writer import WriterSpec
 from etl.errors import ConfigError
-from etl.model.schema import TableSchema, load_table_schema
-from etl.rows.decoders import make_decoder
+from etl.config.routes import RouteConfig
+from etl.model.schema import Column, TableSchema, load_table_schema
+from etl.rows.decoders import Decoder, make_decoder
 from etl.rows.decoders.writer_schemas import WriterSchemas
 from etl.rows.dimensions import DimensionLoader
 from etl.rows.enrichment import check_against_schema, enriched_columns
@@ -17,11 +20,11 @@ from etl.rows.transform import load_transform
 def writer_spec(config: Config) -> WriterSpec:
     """Everything the tasks need to write, checked at start-up: the DDL, the decoder, the
     dimensions against the DDL (and file sources' columns), the transform importable."""
-    schema = load_table_schema(config.hive.schema_file, config.job.key_column)
-    check_against_schema(config.dimensions, schema, config.path, config.hive.schema_file)
+    schema = load_table_schema(config.hive.the_schema_file, config.job.key_column)
+    check_against_schema(config.dimensions, schema, config.path, config.hive.the_schema_file)
     _check_event_column(config, schema)
     headers = config.job.header_columns
-    check_header_columns(headers, schema, enriched_columns(config.dimensions), config.path, config.hive.schema_file)
+    check_header_columns(headers, schema, enriched_columns(config.dimensions), config.path, config.hive.the_schema_file)
     loader = DimensionLoader(config.dimensions, schema, spark=lambda: None)
     for dimension in config.dimensions:
         loader.check_source(dimension)
@@ -37,6 +40,36 @@ def writer_spec(config: Config) -> WriterSpec:
                       dimensions=config.dimensions, transform=config.job.transform, header_columns=headers)
 
 
+def route_specs(config: Config) -> dict[str, WriterSpec]:
+    """Each route's writer spec (route name -> spec; one for a one-table job), all checked at
+    start-up, with every route's DDL partitioned alike: a batch has one Hive partition, or one
+    Placement, for all its tables."""
+    specs = {route.name: replace(writer_spec(config.for_table(route, route.table)), route=route.name)
+             for route in config.routes.routes}
+    first = config.routes.routes[0]
+    for route in config.routes.routes[1:]:
+        ours, theirs = specs[route.name].schema.partition_columns, specs[first.name].schema.partition_columns
+        if ours != theirs:
+            raise ConfigError(f"{config.path}: {route.describe()} schema {route.schema_file} is partitioned by "
+                              f"{_names(ours)}, and {first.describe()}'s {first.schema_file} by {_names(theirs)}; "
+                              f"every table of a job is partitioned alike")
+    return specs
+
+
+def probe_decoder(config: Config, route: RouteConfig, field: str, spec: WriterSpec) -> Decoder:
+    """The decoder that reads a split topic's one field, before its route is known: the route's
+    decoder over that field alone, typed as the route's table types it (text if it has no such
+    column), its value then compared as text (etl.rows.routing)."""
+    hive_type = next((c.hive_type for c in spec.schema.data_columns if c.name == field), "string")
+    return make_decoder(route.decoder, TableSchema((Column(field, hive_type),), ()),
+                        zone=config.hive.partitioning.timezone, writer_schemas=_writer_schemas(config),
+                        avro_schema=route.avro_schema.text if route.avro_schema else None)
+
+
+def _names(columns) -> str:
+    return "(" + ", ".join(c.name for c in columns) + ")"
+
+
 def _writer_schemas(config: Config) -> WriterSchemas | None:
     return WriterSchemas(config.schema_registry, config.retry) if config.schema_registry else None
 
@@ -48,5 +81,5 @@ def _check_event_column(config: Config, schema: TableSchema) -> None:
     found = {c.name: c.hive_type for c in schema.data_columns}
     if found.get(column) != "timestamp":
         what = f"is {found[column]}" if column in found else "is not a column of the table"
-        raise ConfigError(f"{config.path}: [hive] partition_by: column:{column} {what} ({config.hive.schema_file}); "
+        raise ConfigError(f"{config.path}: [hive] partition_by: column:{column} {what} ({config.hive.the_schema_file}); "
                           f"it must name a timestamp column of the table")

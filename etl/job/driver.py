@@ -35,10 +35,13 @@ from etl.job.partition_cap import partition_keys
 from etl.job.positions import planning_positions
 from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
+from etl.job.batch_tables import (BatchTables, planned_tables, refuse_lost_topics, register_routed,
+                                  routed_written)
 from etl.job.range_task import RangeResult, RangeTask
 from etl.job.tasks import task_failure
 from etl.job.write_mode import WarehouseFiles, configured_mode, mode_of
 from etl.model import binding
+from etl.model.route_binding import JobBinding, RouteBinding, check_job_binding, check_planned
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange
 from etl.model.naming import is_temp_name
 from etl.model.partitioning import Placement
@@ -57,8 +60,10 @@ class Job:
         self.config, self.store, self.kafka, self.writer = host.config, host.store, host.kafka, host.spec
         self.observer = observer
         self.fs, self.warehouse, self.clock, self.spark = host.fs, host.warehouse, host.clock, host.spark
-        self.target = binding.Target.of(self.config, self.warehouse)
+        self.target: JobBinding = binding.Target.of(self.config, self.warehouse) if self.config.routes.implicit \
+            else RouteBinding.of(self.config, self.warehouse)
         self._tables = host.registrar
+        self._table_registrar, self._spec_for, self._probe_for = host.table_registrar, host.spec_for, host.probe_for
         self._registrar: HiveRegistrar | None = None
         self.committed: Batch | None = None  # the last batch this Job committed
         self.dimensions = DimensionLoader(self.config.dimensions, self.writer.schema, self.spark.session)
@@ -94,7 +99,7 @@ class Job:
         with timed(self.observer, Phase.PLAN):
             opened = self.store.open_batch()
         if opened:
-            binding.check_plan(opened[0], self.target, self.config)
+            check_planned(opened[0], self.target, self.config)
         self._check_binding()
         if opened:
             batch, version = opened
@@ -105,6 +110,7 @@ class Job:
                 log.warning("batch %d is finished as it was planned ([hive] partition_by changed since); the new "
                             "setting applies from the next batch", batch.batch_id)
             self._ensure_tables()  # a refused schema change stops the run here, before anything is done
+            self._ensure_batch_tables(batch)
             return self._complete(batch, version, resumed=True)
         with timed(self.observer, Phase.PLAN):
             batch = self._plan()
@@ -134,13 +140,26 @@ class Job:
             self.store.bind_first(self.target)
             log.info("job %s bound to %s", self.config.job.name, self.target.describe())
         else:
-            binding.check_bound(bound, self.target, self.config)
+            check_job_binding(bound, self.target, self.config, () if self.config.routes.implicit else self._committed_topics())
+
+    def _committed_topics(self) -> set[str]:
+        return {topic for topic, _ in self.store.committed_offsets()}
+
+    def _tables_of(self, batch: Batch) -> BatchTables:
+        """Each range's table, its folders where this batch writes them (etl.job.batch_tables)."""
+        return BatchTables(batch, self.config, self.warehouse, self._spec_for, self._probe_for)
+
+    def _ensure_batch_tables(self, batch: Batch) -> None:
+        """A routed job's tables that the batch writes: created, or claimed and evolved, once a run."""
+        for table in [] if self.config.routes.implicit else self._tables_of(batch).all():
+            self._table_registrar(table.config, table.warehouse)
 
     def _start(self, batch: Batch) -> BatchSummary:
         """Store a new plan (with its dimension pins, marker ledger and the table it writes to)
         and walk it to COMMITTED."""
         batch = replace(mode_of(batch).on_plan(self.markers, batch), target=self.target.to_json())
         self._ensure_tables()  # before the plan is stored: a refused schema change leaves nothing behind
+        self._ensure_batch_tables(batch)
         with timed(self.observer, Phase.DIMENSIONS):
             loaded = self.dimensions.load_all() if batch.file_ranges else {}
         batch = replace(batch, dimensions={name: d.snapshot.to_json() for name, d in loaded.items()})
@@ -155,7 +174,9 @@ class Job:
 
     # -- planning -------------------------------------------------------------------------
     def _plan(self) -> Batch | None:
-        topics = self.kafka.job_topics().loaded  # resolved at every plan: a regex picks up new topics
+        chosen = self.kafka.job_topics()  # resolved at every plan: a regex picks up new topics
+        refuse_lost_topics(chosen, self._committed_topics, self.config)
+        topics = chosen.loaded
         positions, topic_ids = planning_positions(self.store, self.kafka, topics)  # as `etl run --dry-run` shows
         plan = plan_ranges(positions, self.config.job)
         for skipped in plan.skipped:
@@ -164,6 +185,7 @@ class Job:
             log.info("nothing to do: no new records in %s", ", ".join(topics) or "no topic")
             return None
         batch = self._new_batch(plan.ranges, skipped=plan.skipped, topic_ids={t: i for t, i in topic_ids.items() if i})
+        batch = planned_tables(batch, self.config, chosen.tables)
         self._refuse_foreign_files(batch)
         return batch
 
@@ -184,9 +206,9 @@ class Job:
     def _refuse_foreign_files(self, batch: Batch) -> None:
         """A final file for a range that was never planned would be mistaken for a replay and
         hide the new records (a recreated topic, a manual reset), so refuse before writing."""
-        target = self.warehouse.main_dir(batch.partition_values)
-        clashes = mode_of(batch).clashes(batch, WarehouseFiles(self.fs, self.warehouse))
+        clashes = mode_of(batch).clashes(batch, WarehouseFiles(self.fs, self._tables_of(batch)))
         if clashes:
+            target = self._tables_of(batch).all()[0].warehouse.main_dir(batch.partition_values)
             raise StateConflict(f"{target} already holds {clashes[0]} (and {len(clashes) - 1} more), which the "
                                 f"new plan would write; it is not part of any open batch. Move it out of the "
                                 f"warehouse after checking where it came from, then run again")
@@ -202,7 +224,7 @@ class Job:
         if batch.state is BatchState.WRITTEN:
             registrar = self._ensure_tables()
             with timed(self.observer, Phase.REGISTER):
-                mode_of(batch).register(registrar, batch)  # every partition it touched, before the commit
+                self._register(registrar, batch)  # every partition it touched, before the commit
                 batch, version = self.store.advance(batch, version, BatchState.REGISTERED)
             logs.bind(state=batch.state.value)
             faults.checkpoint("state:REGISTERED")
@@ -217,6 +239,12 @@ class Job:
         with timed(self.observer, Phase.CLEANUP):
             self.store.prune_batches()
         return self._summary(batch, resumed, time.monotonic() - started)
+
+    def _register(self, registrar: HiveRegistrar, batch: Batch) -> None:
+        if self.config.routes.implicit:
+            mode_of(batch).register(registrar, batch)
+        else:
+            register_routed(self._tables_of(batch), self._table_registrar, registrar, batch)
 
     def _write_files(self, batch: Batch, version: int,
                      loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
@@ -241,7 +269,7 @@ class Job:
         ignored = summed(r.ignored_fields for r in results)
         last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record.to_json()
                         for r in results if r.last_record is not None}
-        more = mode_of(batch).written(batch, results, self.markers, self.config.hive)
+        more = {**mode_of(batch).written(batch, results, self.markers, self.config.hive), **routed_written(batch, results)}
         return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
                                   unmatched=unmatched or None, ignored_fields=ignored, last_records=last_records,
                                   **more)
@@ -249,7 +277,8 @@ class Job:
     def _run_tasks(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> list[RangeResult]:
         if not batch.file_ranges:
             return []
-        self.fs.makedirs(self.warehouse.main_dir(batch.partition_values))
+        for table in self._tables_of(batch).all():
+            self.fs.makedirs(table.warehouse.main_dir(batch.partition_values))
         return self._on_executors(batch, loaded, mode_of(batch).run_task, shown=True)
 
     def _check_partition_cap(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> Batch:
@@ -264,11 +293,8 @@ class Job:
 
     def _on_executors(self, batch: Batch, loaded: dict[str, LoadedDimension], function, shown: bool = False) -> list:
         """`function(task, lookups=...)` for each of the batch's ranges, one Spark task each."""
-        tasks = [RangeTask(r, self.warehouse.main_dir(batch.partition_values),
-                           self.warehouse.rejected_dir(batch.partition_values), self.config.warehouse,
-                           self.config.kafka, f"etl-{self.config.job.name}-reader", self.writer,
-                           mode_of(batch).placement(batch), self.warehouse.table_root, self.partitioning.max_open_files,
-                           dict(self.warehouse.relocations.main)) for r in batch.file_ranges]
+        tables = self._tables_of(batch)
+        tasks = [self._range_task(batch, r, tables) for r in batch.file_ranges]
         context = self.spark.session().sparkContext
         # Each dimension is shipped once per executor, not once per task.
         broadcasts = {name: context.broadcast(to_ipc(d.table)) for name, d in loaded.items()}
@@ -286,13 +312,21 @@ class Job:
             for handle in broadcasts.values():
                 handle.destroy()
 
+    def _range_task(self, batch: Batch, r: OffsetRange, tables: BatchTables) -> RangeTask:
+        warehouse, spec = tables.of(r).warehouse, tables.of(r).spec
+        return RangeTask(r, warehouse.main_dir(batch.partition_values), warehouse.rejected_dir(batch.partition_values),
+                         self.config.warehouse, self.config.kafka, f"etl-{self.config.job.name}-reader", spec,
+                         mode_of(batch).placement(batch), warehouse.table_root, self.partitioning.max_open_files,
+                         dict(warehouse.relocations.main), tables.split_target(r, batch.partition_values))
+
     def _missing_files(self, batch: Batch) -> list[str]:
-        return [r.file_name for r in mode_of(batch).missing(batch, WarehouseFiles(self.fs, self.warehouse))]
+        return [r.file_name for r in mode_of(batch).missing(batch, WarehouseFiles(self.fs, self._tables_of(batch)))]
 
     def _check_files(self, batch: Batch) -> None:
         missing = self._missing_files(batch)
         if missing:
-            where = mode_of(batch).missing_where(self.warehouse, batch)
+            where = mode_of(batch).missing_where(self.warehouse, batch) if self.config.routes.implicit else \
+                "are missing in their tables' folders"
             raise MissingBatchFiles(f"batch {batch.batch_id}: {len(missing)} planned files {where}, e.g. {missing[0]}; "
                                     f"the batch stays PLANNED and the next run writes them")
 
@@ -307,7 +341,7 @@ class Job:
                 log.warning("removed %d temp files of dead attempts from %s", len(stale), folder)
 
     def _batch_folders(self, batch: Batch, results: list[RangeResult]) -> list[str]:
-        folders = [self.warehouse.main_dir(batch.partition_values), self.warehouse.rejected_dir(batch.partition_values)]
+        folders = self._tables_of(batch).folders(batch.partition_values)
         return folders + mode_of(batch).sweep_folders(self.warehouse, batch, results)
 
     def _summary(self, batch: Batch, resumed: bool, seconds: float) -> BatchSummary:

@@ -37,7 +37,7 @@ def event_time_record(batch: Batch, results: list[RangeResult], markers: Success
             log.error("LATE DATA: batch %d wrote %d rows into Hive partition %s of %s.%s, which was already due its "
                       "_SUCCESS when the batch was planned: written exactly once all the same ([hive] late_data = "
                       "write); readers that trusted the marker miss them", batch.batch_id, part["late"],
-                      part["partition"], hive.database, hive.table)
+                      part["partition"], hive.database, hive.the_table)
     event_high = {f"{r.range.topic}:{r.range.partition}": r.max_event_ms for r in results
                   if r.max_event_ms is not None}
     return {"partitions": tuple(partitions), "event_high": event_high, "extra": markers.on_written(batch, partitions)}

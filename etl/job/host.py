@@ -9,10 +9,12 @@ import datetime as dt
 from typing import Callable, Protocol
 
 from etl.config import Config
+from etl.config.routes import RouteConfig
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import SparkStarter
 from etl.job.partition_writer import WriterSpec
 from etl.model.partitioning import Partitioner
+from etl.rows.decoders import Decoder
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
@@ -30,7 +32,14 @@ class BatchHost(Protocol):
     def kafka(self) -> KafkaMetadata: ...
 
     @property
-    def spec(self) -> WriterSpec: ...
+    def spec(self) -> WriterSpec:
+        """The job's table's (a routed job's first route's: etl.context.job)."""
+
+    def spec_for(self, route: RouteConfig) -> WriterSpec:
+        """The writer spec of one route's tables."""
+
+    def probe_for(self, route: RouteConfig, field: str) -> Decoder:
+        """The decoder of a split topic's field (etl.rows.routing)."""
 
     @property
     def spark(self) -> SparkStarter: ...
@@ -50,3 +59,6 @@ class BatchHost(Protocol):
 
     def registrar(self) -> HiveRegistrar:
         """The Hive client, its tables created or evolved: Spark starts on the first call."""
+
+    def table_registrar(self, view: Config, warehouse: Warehouse) -> HiveRegistrar:
+        """One of a routed job's tables, created, or claimed and evolved, on first use."""

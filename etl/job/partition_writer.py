@@ -44,6 +44,7 @@ class WriterSpec:
     dimensions: tuple[DimensionConfig, ...] = ()  # the joined ones enrich each chunk
     transform: str | None = None  # module:function, see etl.rows.transform
     header_columns: tuple[HeaderColumn, ...] = ()  # the tasks read headers only when some are configured
+    route: str = ""  # a routed job's route: its rejected records' reasons name it
 
     def __post_init__(self):
         if self.key_column != self.schema.key_column:
@@ -55,7 +56,7 @@ class WriterSpec:
     @property
     def rows(self) -> RowSpec:
         return RowSpec(self.schema, self.decoder, self.key_column, self.dimensions, self.transform,
-                       self.header_columns)
+                       self.header_columns, self.route)
 
 
 @dataclass(frozen=True)

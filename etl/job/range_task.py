@@ -1,6 +1,7 @@
 """What one Spark task is given and what it returns, under either write mode
-(etl.job.write_mode): the planning-time task (etl.job.tasks) and the event-time task
-(etl.job.event_task) both take a RangeTask and return a RangeResult.
+(etl.job.write_mode): the planning-time task (etl.job.tasks), the event-time task
+(etl.job.event_task) and a split topic's task (etl.job.route_task) all take a RangeTask and
+return a RangeResult.
 
 Also what both read the same way: the dimension tables, the range's chunks from Kafka, and the
 fingerprint of the range's last record.
@@ -17,6 +18,8 @@ from etl.job.partition_writer import WriterSpec
 from etl.model.batch import OffsetRange
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.model.partitioning import Placement
+from etl.model.routes import TopicSplit
+from etl.rows.decoders import Decoder
 from etl.rows.dimensions import from_ipc
 from etl.sink.manifest import Part
 from etl.source.chunk import RawChunk
@@ -25,6 +28,23 @@ from etl.source.prefetch import prefetched
 
 # Kafka is read this many chunks ahead of decoding and writing (a chunk: <= 10,000 records).
 READ_AHEAD_CHUNKS = 2
+
+
+@dataclass(frozen=True)
+class SplitTable:
+    name: str
+    route: str  # the route's name
+    main_dir: str  # the table's folder of the batch's planning-time partition
+    writer: WriterSpec
+
+
+@dataclass(frozen=True)
+class SplitTarget:
+    split: TopicSplit
+    probe: Decoder  # the topic's decoder over the one field (etl.rows.routing)
+    tables: tuple[SplitTable, ...]
+    partition: str  # the planning-time partition's path, as the manifest lists it
+    manifest_root: str  # the job's rejected table's folder: the one every route shares
 
 
 @dataclass(frozen=True)
@@ -41,6 +61,7 @@ class RangeTask:
     max_open_files: int = 32
     # By event time: partition path -> folder (relative to table_root) of the compacted partitions
     relocated: Mapping[str, str] = field(default_factory=dict)
+    split: SplitTarget | None = None  # a topic routes share: its tables (etl.job.route_task); main_dir unused
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from etl import errors, faults
 from etl.errors import EtlError, Retryable, TaskFailed, TaskFailedRetryable
 from etl.job.partition_writer import IGNORED_FIELDS_METADATA_KEY, UNMATCHED_METADATA_KEY, PartitionWriter
 from etl.job.range_task import RangeResult, RangeTask, last_record, opened_tables, range_chunks
+from etl.job.route_task import run_split_range_task
 from etl.model.batch import Batch
 from etl.model.naming import temp_name
 from etl.sink.commit import publish
@@ -31,6 +32,8 @@ from etl.sink.fs import WarehouseFileSystem, filesystem_for
 def run_range_task(task: RangeTask, lookups: Mapping[str, object] | None = None) -> RangeResult:
     """The planning-time task. `lookups`: dimension name -> Spark broadcast of the table's Arrow
     IPC bytes."""
+    if task.split is not None:  # a topic routes share, split by a field: a file per table, then a manifest
+        return run_split_range_task(task, lookups)
     fs = filesystem_for(task.warehouse)
     main_final = posixpath.join(task.main_dir, task.range.file_name)
     if fs.exists(main_final):

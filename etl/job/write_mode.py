@@ -23,6 +23,7 @@ import posixpath
 from typing import Callable, Mapping, Protocol
 
 from etl.config import HiveConfig, PartitioningConfig, PartitionSource
+from etl.job.batch_tables import BatchTables
 from etl.job.event_record import event_time_record
 from etl.job.event_task import run_event_range_task
 from etl.job.partition_cap import apply_partition_cap
@@ -57,20 +58,24 @@ class FilesSeen(Protocol):
 
 
 class WarehouseFiles:
-    """FilesSeen through the filesystem; a folder is listed once."""
+    """FilesSeen through the filesystem, each range in its table (etl.job.batch_tables); a folder
+    is listed once."""
 
-    def __init__(self, fs: WarehouseFileSystem, warehouse: Warehouse):
-        self.fs, self.warehouse = fs, warehouse
+    def __init__(self, fs: WarehouseFileSystem, tables: BatchTables):
+        self.fs, self.tables = fs, tables
         self._listed: dict[str, set[str]] = {}
 
     def has_file(self, values: Mapping[str, str], r: OffsetRange) -> bool:
-        folder = self.warehouse.main_dir(dict(values))
+        if self.tables.split_of(r) is not None:
+            return self.has_manifest(r)  # a split range (etl.job.route_task) is done once its manifest is published
+        folder = self.tables.of(r).warehouse.main_dir(dict(values))
         if folder not in self._listed:
             self._listed[folder] = set(self.fs.list_dir(folder))
         return r.file_name in self._listed[folder]
 
     def has_manifest(self, r: OffsetRange) -> bool:
-        return self.fs.exists(manifest_path(self.warehouse.table_root, r.topic, r.partition, r.start, r.end))
+        root = self.tables.manifest_root(r)
+        return self.fs.exists(manifest_path(root, r.topic, r.partition, r.start, r.end))
 
 
 class WriteMode(Protocol):

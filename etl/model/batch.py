@@ -90,6 +90,10 @@ class SkippedRange:
         return self.__dict__.copy()
 
 
+# In a routed batch's extra, from WRITTEN on: table -> the rows written to it (etl.job.batch_tables).
+TABLE_ROWS_KEY = "table_rows"
+
+
 @dataclass(frozen=True)
 class Batch:
     batch_id: int
@@ -124,6 +128,9 @@ class Batch:
     # Set at REGISTERED: the snapshot of the offsets after this batch, written before the commit
     # that points to it (etl.state.snapshots); "" until then, or when it must be written at commit.
     snapshot: str = ""
+    # With [route] sections: topic -> the tables its ranges are written to, as routed when planned
+    # (etl.model.routes); {} for a one-table job, whose ranges all go to its table.
+    tables: dict = field(default_factory=dict)
 
     @property
     def file_ranges(self) -> tuple[OffsetRange, ...]:
@@ -142,7 +149,7 @@ class Batch:
 
     def amended(self, **changes) -> "Batch":
         """The same batch in the same state with changed bookkeeping (never its ranges)."""
-        if {"ranges", "state", "partition_values", "kind", "target", "placement"} & set(changes):
+        if {"ranges", "state", "partition_values", "kind", "target", "placement", "tables"} & set(changes):
             raise StateConflict(f"batch {self.batch_id}: its ranges, state and partition are fixed when planned")
         return replace(self, updated_at=utc_now_iso(), **changes)
 
@@ -161,6 +168,7 @@ class Batch:
             **({"partition_count": len(self.partitions)} if self.partitions is not None else {}),
             **({"event_high": self.event_high} if self.event_high else {}),
             **({"snapshot": self.snapshot} if self.snapshot else {}),
+            **({"tables": self.tables} if self.tables else {}),
         }
 
     @classmethod
@@ -179,7 +187,7 @@ class Batch:
             topic_ids=header.get("topic_ids", {}), last_records=header.get("last_records", {}),
             placement=header.get("placement", {}), event_high=header.get("event_high", {}),
             partitions=None if partitions is None else tuple(partitions),
-            snapshot=header.get("snapshot", ""),
+            snapshot=header.get("snapshot", ""), tables=header.get("tables", {}),
         )
 
 

@@ -46,7 +46,7 @@ class Target:
 
     @classmethod
     def of(cls, config, warehouse) -> "Target":
-        return cls(config.hive.database, config.hive.table, warehouse.hive_uri(warehouse.table_root),
+        return cls(config.hive.database, config.hive.the_table, warehouse.hive_uri(warehouse.table_root),
                    warehouse.hive_uri(warehouse.rejected_root))
 
 

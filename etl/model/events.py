@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Union
 
 from etl.model.batch import SkippedRange
-from etl.model.binding import Target
+from etl.model.route_binding import binding_from_json
 
 Jump = tuple[str, int, int, int]  # (topic, partition, from, to): a move of the committed offset
 
@@ -122,14 +122,14 @@ class MovedAside:
 class Bind:
     at: str
     user: str
-    to: dict  # the Target the job writes to from now on (etl.model.binding), as stored
+    to: dict  # what the job writes to from now on (a Target, or a RouteBinding), as stored
     data_moved: bool
     previous: dict | None = None  # stored under "from"
     kind = EventKind.BIND
 
     def describe(self) -> str:
         moved = " (the operator moved the data)" if self.data_moved else ""
-        return f"bound to {Target.from_json(self.to).describe()} at {self.at} by {self.user}{moved}"
+        return f"bound to {binding_from_json(self.to).describe()} at {self.at} by {self.user}{moved}"
 
     def jumps(self) -> list[Jump]:
         return []

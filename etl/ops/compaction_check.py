@@ -15,10 +15,6 @@ from etl.ops.inventory import Inventory
 from etl.sink.warehouse import Warehouse, same_location
 
 
-def warehouse_table(config, kind: TableKind) -> str:
-    return config.hive.table if kind is TableKind.MAIN else config.hive.rejected_table
-
-
 def check_superseded(inventory: Inventory, compactions: list[CompactionPlan], warehouse: Warehouse) -> list[Problem]:
     expected = set()
     for plan in compactions:

@@ -36,31 +36,36 @@ def preview(context: JobContext) -> dict:
     started = context.job_started()  # not before the job's first command: then nothing is committed
     warehouse = context.located() if started else context.warehouse
     opened = store.open_batch() if started else None
+    shown = warehouse if config.routes.implicit else None  # a routed job's folders: each table's
     if opened is not None:
-        return {**_head(config, "complete_open_batch"), **_open_batch(opened[0], warehouse)}
-    topics = kafka.job_topics().loaded
+        return {**_head(config, "complete_open_batch"), **_open_batch(opened[0], shown)}
+    chosen = kafka.job_topics()
+    topics = chosen.loaded
     positions, _ = planning_positions(store, kafka, topics)
     plan = plan_ranges(positions, config.job)  # OffsetOutOfRange here is the run's own refusal
     high = {(p.topic, p.partition): p.high for p in positions}
+    tables = {t: list(routed.tables) for t, routed in chosen.tables.topics.items()} if chosen.tables else {}
     return {**_head(config, "new_batch" if plan.ranges else "nothing_to_do"), "topics": list(topics),
-            "ranges": [_range(r, high[(r.topic, r.partition)]) for r in plan.ranges],
+            "ranges": [_range(r, high[(r.topic, r.partition)], tables) for r in plan.ranges],
             "skipped": [s.describe() for s in plan.skipped],
-            "target": _new_target(context, warehouse, context.clock()) if plan.ranges else None}
+            "target": _new_target(context, shown, context.clock()) if plan.ranges else None}
 
 
 def _head(config: Config, action: str) -> dict:
-    return {"event": "dry_run", "job": config.job.name, "action": action,
-            "table": f"{config.hive.database}.{config.hive.table}"}
+    table = config.hive.the_table if config.routes.implicit else f"the tables of {len(config.routes.routes)} routes"
+    return {"event": "dry_run", "job": config.job.name, "action": action, "table": f"{config.hive.database}.{table}"}
 
 
-def _range(r: OffsetRange, latest: int) -> dict:
+def _range(r: OffsetRange, latest: int, tables: dict[str, list[str]]) -> dict:
     """One range as the plan stores it: [from, until), and what Kafka holds past it (a later
-    batch of the same run loads that, [job] max_records_per_partition at a time)."""
+    batch of the same run loads that, [job] max_records_per_partition at a time); a routed
+    job's ranges also name their tables."""
     return {"topic": r.topic, "partition": r.partition, "from": r.start, "until": r.end, "records": r.size,
-            "committed": r.expected, "left_after": max(0, latest - r.end)}
+            "committed": r.expected, "left_after": max(0, latest - r.end),
+            **({"tables": tables[r.topic]} if r.topic in tables else {})}
 
 
-def _new_target(context: JobContext, warehouse: Warehouse, now: dt.datetime) -> dict:
+def _new_target(context: JobContext, warehouse: Warehouse | None, now: dt.datetime) -> dict:
     partitioning = context.config.hive.partitioning
 
     def planned() -> dict[str, str]:  # the DDL is read only where the target is known before the rows
@@ -68,17 +73,19 @@ def _new_target(context: JobContext, warehouse: Warehouse, now: dt.datetime) -> 
     return configured_mode(partitioning).preview_plan(planned, functools.partial(_partition, warehouse))
 
 
-def _open_batch(batch: Batch, warehouse: Warehouse) -> dict:
+def _open_batch(batch: Batch, warehouse: Warehouse | None) -> dict:
     ranges = [{"topic": r.topic, "partition": r.partition, "from": r.start, "until": r.end, "records": r.size,
-               "committed": r.expected} for r in batch.ranges]
+               "committed": r.expected, **({"tables": batch.tables[r.topic]} if r.topic in batch.tables else {})}
+              for r in batch.ranges]
     target = mode_of(batch).preview_batch(batch, functools.partial(_partition, warehouse))
     return {"batch_id": batch.batch_id, "kind": batch.kind.value, "state": batch.state.value,
             "planned_by": batch.planned_by, "ranges": ranges, "target": target}
 
 
-def _partition(warehouse: Warehouse, values: dict[str, str] | str) -> dict:
+def _partition(warehouse: Warehouse | None, values: dict[str, str] | str) -> dict:
+    """`warehouse`: the one table's; None for a routed job, whose partition is in each table's folder."""
     name = values if isinstance(values, str) else partition_path(values)
-    return {"partition": name, "folder": warehouse.main_dir(values)}
+    return {"partition": name, "folder": warehouse.main_dir(values) if warehouse else f"<each table's folder>/{name}"}
 
 
 def render(preview: dict) -> str:
@@ -96,7 +103,7 @@ def render(preview: dict) -> str:
                      f"{sum(r['records'] for r in preview['ranges'])} offsets:")
     lines.append(f"  {'topic':<30} {'part':>4} {'from':>12} {'until':>12} {'records':>10}")
     lines += [f"  {r['topic']:<30} {r['partition']:>4} {r['from']:>12} {r['until']:>12} {r['records']:>10}"
-              for r in preview["ranges"]]
+              + (f"  -> {', '.join(r['tables'])}" if "tables" in r else "") for r in preview["ranges"]]
     left = sum(r.get("left_after", 0) for r in preview["ranges"])
     if left:
         lines.append(f"  then {left} more offsets in later batches of the same run (max_records_per_partition)")

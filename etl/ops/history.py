@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from etl.model.batch import Batch, BatchState
+from etl.model.batch import TABLE_ROWS_KEY, Batch, BatchState
 from etl.state.protocols import BatchPart
 
 
@@ -29,6 +29,7 @@ def batch_json(batch: Batch) -> dict:
         "rows": rows, "rejected": batch.rejected,
         "rows_per_second": None if rows is None or not seconds else round(rows / seconds, 1),
         "snapshot": batch.snapshot or None,  # the committed offsets after it (etl.state.snapshots)
+        **({"table_rows": batch.extra[TABLE_ROWS_KEY]} if TABLE_ROWS_KEY in batch.extra else {}),  # a routed job's
     }
 
 
@@ -49,6 +50,8 @@ def render_history(job: str, batches: list[dict]) -> str:
                      f"{_time(b['committed_at']):<19} {_number(b['duration_seconds'], '.0f'):>8} "
                      f"{_number(b['rows'], 'd'):>10} {_number(b['rejected'], 'd'):>8} "
                      f"{_number(b['rows_per_second'], '.0f'):>9}")
+        if "table_rows" in b:
+            lines.append("        rows by table: " + ", ".join(f"{t} {n}" for t, n in b["table_rows"].items()))
     return "\n".join(lines)
 
 

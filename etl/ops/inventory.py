@@ -53,9 +53,12 @@ class Inventory:
         return {key: sorted(files, key=lambda f: (f.range.start, f.range.end)) for key, files in grouped.items()}
 
 
-def take_inventory(fs: WarehouseFileSystem, warehouse: Warehouse) -> Inventory:
+def take_inventory(fs: WarehouseFileSystem, warehouse: Warehouse,
+                   kinds: tuple[TableKind, ...] = (TableKind.MAIN, TableKind.REJECTED)) -> Inventory:
     inventory = Inventory()
     for kind, target in ((TableKind.MAIN, inventory.files), (TableKind.REJECTED, inventory.rejected)):
+        if kind not in kinds:
+            continue
         root, relocated = warehouse.root(kind), warehouse.relocations.of(kind)
         current = {folder: partition for partition, folder in relocated.items()}
         for path in fs.walk_files(root):
@@ -63,7 +66,7 @@ def take_inventory(fs: WarehouseFileSystem, warehouse: Warehouse) -> Inventory:
             if is_temp_name(name):
                 inventory.temps.append(path)
                 continue
-            if name.endswith(MANIFEST_SUFFIX) and kind is TableKind.MAIN:
+            if name.endswith(MANIFEST_SUFFIX):  # a split range's is in the rejected table's folder
                 manifest_range = parse_final_name(name.removesuffix(MANIFEST_SUFFIX) + ".parquet")
                 if manifest_range is not None:
                     inventory.manifests[manifest_range] = path
@@ -79,6 +82,18 @@ def take_inventory(fs: WarehouseFileSystem, warehouse: Warehouse) -> Inventory:
             else:
                 target.append(WarehouseFile(path, padded_path(folder), file_range))  # dt=1-01-02: as padded
     return inventory
+
+
+def merged(inventories: list[Inventory]) -> Inventory:
+    """Several tables' inventories as one: a routed job's tables and its rejected table."""
+    whole = Inventory()
+    for part in inventories:
+        whole.files += part.files
+        whole.rejected += part.rejected
+        whole.temps += part.temps
+        whole.manifests.update(part.manifests)
+        whole.superseded += part.superseded
+    return whole
 
 
 def _ranges_of(fs: WarehouseFileSystem, path: str, partition: str, named: FileRange) -> list[WarehouseFile]:

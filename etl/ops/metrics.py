@@ -198,7 +198,7 @@ def _run_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -> 
                     [JOB_LABEL, "phase"], registry=registry)
     for phase, spent in metrics.phases.items():
         seconds.labels(job, phase.value).set(spent)
-    table = f"{metrics.config.hive.database}.{metrics.config.hive.table}"
+    table = f"{metrics.config.hive.database}.{metrics.config.hive.the_table}"
     done = metrics.summaries
     _gauge(registry, "etl_run_batches", "Batches the last run committed", job=job).set(len(done))
     _gauge(registry, "etl_run_consumer_group_commit_failures", "Commits of the offsets to the job's Kafka consumer "
@@ -218,7 +218,7 @@ def _state_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -
     """From ZooKeeper, Kafka and the warehouse, once. One attempt each: the run has already
     waited out its retries on whatever is down, the metrics do not wait again."""
     context = metrics.context
-    table = f"{context.config.hive.database}.{context.config.hive.table}"
+    table = f"{context.config.hive.database}.{context.config.hive.the_table}"
     try:
         store = context.store
         committed = {tp: c.value for tp, c in store.committed_offsets().items()}

@@ -24,7 +24,7 @@ def check_placement(config, fs: WarehouseFileSystem, inventory: Inventory,
     column = settings.event_column  # None by planning time: no row has a partition of its own
     if not manifests or column is None:
         return []
-    partitioner = load_table_schema(config.hive.schema_file, config.job.key_column).partitioner.in_zone(
+    partitioner = load_table_schema(config.hive.the_schema_file, config.job.key_column).partitioner.in_zone(
         settings.timezone)
     counted = {(m.topic, m.partition, m.start, m.end, p.partition): p.rows for m in manifests for p in m.parts}
     by_path: dict[str, list] = {}

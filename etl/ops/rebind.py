@@ -1,41 +1,55 @@
 """`etl bind`: move a job, on purpose, to the table and folders its config names now
 (etl.model.binding says why a job is bound to one table). Both sides are updated: the new table is
-created or evolved and claimed (its etl.owner property), then the binding in ZooKeeper."""
+created or evolved and claimed (its etl.owner property), then the binding in ZooKeeper.
+
+A job with [route] sections is bound to its routes (etl.model.route_binding): `etl bind` shows
+how the config's routes differ from the bound ones, and with --yes binds the job to them. A
+route removed whose topics have loaded records is refused unless --stop-loading says to stop
+loading them; its tables stay bound as retired, so that `etl verify` still checks them. Moving a
+loaded topic to another table, another database or folder, and turning a one-table job into a
+routed one are not built yet, and refused."""
 from __future__ import annotations
 
 import getpass
+from dataclasses import replace
 
 from etl.context.command import CommandContext
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
 from etl.model.batch import utc_now_iso
 from etl.model.binding import Target
+from etl.model.route_binding import RouteBinding, binding_diff
 from etl.model.events import Bind
 
 
-def bind(config, yes: bool, data_moved: bool, out=print) -> int:
+def bind(config, yes: bool, data_moved: bool, out=print, stop_loading: bool = False) -> int:
     """`etl bind`: move the job to the table and folders its config names now."""
     with CommandContext(config) as context:
-        return bind_in(context, yes, data_moved, out)
+        return bind_in(context, yes, data_moved, out, stop_loading)
 
 
-def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print) -> int:
-    current = Target.of(context.config, context.warehouse)
-    store = context.store
+def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print, stop_loading: bool = False) -> int:
+    config, store = context.config, context.store
+    if not config.routes.implicit and data_moved:
+        out("refused: --data-moved moves a one-table job's files; a job with routes keeps its tables' files in place")
+        return EXIT_USAGE
     if store.acquire_lock() is not None:
         out("refused: a run holds the job lock; try again when it has finished")
         return EXIT_BATCH_FAILED
     try:
-        return _bind_locked(context, current, yes, data_moved, out)
+        opened = store.open_batch()
+        if opened:
+            finish = "`etl recover`" if config.routes.implicit else "`etl run`"
+            out(f"refused: batch {opened[0].batch_id} is open; finish it with the old config ({finish}) first")
+            return EXIT_BATCH_FAILED
+        if config.routes.implicit:
+            return _bind_locked(context, Target.of(config, context.warehouse), yes, data_moved, out)
+        return _bind_routes_locked(context, RouteBinding.of(config, context.warehouse), yes, stop_loading, out)
     finally:
         store.release_lock()
 
 
 def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved: bool, out) -> int:
     config, store = context.config, context.store
-    opened = store.open_batch()
-    if opened:
-        out(f"refused: batch {opened[0].batch_id} is open; finish it with the old config (`etl recover`) first")
-        return EXIT_BATCH_FAILED
     bound = store.binding()
     if bound == current:
         out(f"job {config.job.name} is already bound to {current.describe()}; nothing to do")
@@ -53,3 +67,48 @@ def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved
                             previous=bound.to_json() if bound else None))
     out("bound; recorded in ZooKeeper")
     return EXIT_OK
+
+
+def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: bool, stop_loading: bool, out) -> int:
+    config, store = context.config, context.store
+    bound = store.binding()
+    if isinstance(bound, Target):
+        out(f"refused: job {config.job.name} is bound to one table, {bound.describe()}; turning a one-table job into "
+            f"a job with routes is not built yet")
+        return EXIT_USAGE
+    committed = {topic for topic, _ in store.committed_offsets()}
+    diff = binding_diff(bound, current, committed) if bound else None
+    if bound is not None and not diff:
+        out(f"job {config.job.name} is already bound to its {len(current.routes)} routes; nothing to do")
+        return EXIT_OK
+    out(f"job {config.job.name}: " + ("; ".join(diff.describe()) if diff else f"not bound yet -> {current.describe()}"))
+    if diff and (diff.elsewhere or diff.moved):
+        out("refused: moving loaded topics to other tables, or the tables to another database or folder, is not built "
+            "yet; nothing changed")
+        return EXIT_USAGE
+    stopped = diff.stopped if diff else ()
+    if stopped and not stop_loading:
+        out(f"refused: {', '.join(stopped)} have loaded records and no route of the config would load them any more; "
+            f"pass --stop-loading to stop loading them on purpose (their files stay, and `etl verify` checks them)")
+        return EXIT_USAGE
+    if not yes:
+        out("nothing changed: pass --yes to apply")
+        return EXIT_USAGE
+    _ensure_fixed_tables(context)  # created or evolved and claimed before ZooKeeper points at them
+    retired = {r.name: r for r in (*(bound.retired if bound else ()), *(diff.removed if diff else ()))}
+    binding = replace(current, retired=tuple(retired.values()))
+    store.rebind(binding, reset_origins=False,
+                 event=Bind(utc_now_iso(), getpass.getuser(), to=binding.to_json(), data_moved=False,
+                            previous=bound.to_json() if bound else None))
+    out("bound; recorded in ZooKeeper" + (f"; no longer loaded: {', '.join(stopped)}" if stopped else ""))
+    return EXIT_OK
+
+
+def _ensure_fixed_tables(context: CommandContext) -> None:
+    """The database, the rejected table and each fixed table of the routes (a templated route's
+    tables are made by the batch that first loads their topic)."""
+    config, warehouse = context.config, context.warehouse
+    context.registrar()
+    for route in config.routes.routes:
+        if not route.templated:
+            context.table_registrar(config.for_table(route, route.table), warehouse.for_table(route.table))

@@ -66,12 +66,16 @@ def run_in(context: JobContext, loop: bool = False, interval: float = 60.0, max_
 
 def _check_producers_schemas(context: JobContext) -> None:
     """Avro and Protobuf: each column against its field in the writer schema producers use now
-    (etl.rows.decoders.startup). With topics_regex, the topics are the ones it matches now."""
+    (etl.rows.decoders.startup), route by route. With topics_regex, the topics are the ones it
+    matches now."""
     config = context.config
-    if not config.job.decoder.reads_writer_schemas:
-        return
-    topics = config.kafka.topics if config.kafka.topics_regex is None else context.kafka.job_topics().loaded
-    check_writer_schemas(context.spec.decoder, topics, f"{config.path}: [hive] schema {config.hive.schema_file}")
+    for route in config.routes.routes:
+        if not route.decoder.reads_writer_schemas:
+            continue
+        topics = route.topics if route.topics_regex is None else \
+            [topic for topic in context.kafka.job_topics().loaded if route.chooses(topic)]
+        where = "[hive] schema" if config.routes.implicit else f"{route.describe()} schema"
+        check_writer_schemas(context.spec_for(route).decoder, topics, f"{config.path}: {where} {route.schema_file}")
 
 
 def _run_locked(context: JobContext, loop: bool, interval: float, max_batches: int | None, emit: Emit | None) -> None:

@@ -63,6 +63,6 @@ def suggest(config: Config) -> list[Suggestion]:
 def render(suggestions: list[Suggestion], config: Config) -> str:
     if not suggestions:
         return "-- the Schema Registry has no value subject for the job's topics yet"
-    head = (f"-- columns to add at the end of the column list in {config.hive.schema_file}; the next run adds "
+    head = (f"-- columns to add at the end of the column list in {config.hive.the_schema_file}; the next run adds "
             f"them to the table (schema evolution)")
     return "\n".join([head, *(s.render() for s in suggestions)])

@@ -40,6 +40,7 @@ def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> d
         "partitions": [{**asdict(r), "lag": r.lag} for r in rows],
         "total_lag": sum(r.lag for r in rows),
         "topics_not_loaded": [topic.to_json(config.kafka) for topic in not_loaded],
+        **({"tables": {t: list(routed.tables) for t, routed in topics.tables.topics.items()}} if topics.tables else {}),
         "last_batch": None if last is None else {**last[0].header_json(), "files": len(last[0].file_ranges),
                                                  "partitions": list(last[0].partitions or [])},
         "lock": None if holder is None else holder.describe(),
@@ -57,6 +58,7 @@ def render_status(status: dict) -> str:
     for p in status["partitions"]:
         committed = "-" if p["committed"] is None else p["committed"]
         lines.append(f"{p['topic']:<30} {p['partition']:>4} {committed:>12} {p['latest']:>12} {p['lag']:>10}")
+    lines += [f"topic {topic} -> table {', '.join(tables)}" for topic, tables in status.get("tables", {}).items()]
     lines += [f"topic not loaded: {topic['detail']}" for topic in status["topics_not_loaded"]]
     last = status["last_batch"]
     lines.append("")

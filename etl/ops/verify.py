@@ -25,12 +25,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from etl.context.job import JobContext
-from etl.errors import KafkaReadError, KafkaUnavailable
-from etl.hive.registrar import partition_locations
+from etl.errors import ConfigError, KafkaReadError, KafkaUnavailable
+from etl.hive.registrar import registered_partitions
 from etl.model.compaction import TableKind
-from etl.ops.compaction_check import check_superseded, switching, warehouse_table
+from etl.ops.compaction_check import check_superseded, switching
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
-from etl.ops.inventory import Inventory, take_inventory
+from etl.ops.inventory import Inventory, merged, take_inventory
+from etl.ops.job_tables import job_tables
 from etl.ops.legacy_names import check_legacy_names
 from etl.ops.parts import check_parts
 from etl.ops.placement_check import check_placement
@@ -73,24 +74,30 @@ def run_verify(config, deep: bool) -> VerifyReport:
 
 def _verify(context: JobContext, deep: bool) -> VerifyReport:
     config, fs, store = context.config, context.fs, context.store
+    if deep and not config.routes.implicit:
+        raise ConfigError("etl verify --deep does not take [route] sections yet: run `etl verify` without it")
     committed, opened, events = store.committed_offsets(), store.open_batch(), store.events()
     holder, compactions = store.lock_holder(), [plan for plan, _ in store.open_compactions()]
     warehouse = context.located()
-    inventory = take_inventory(fs, warehouse)
     open_batch = opened[0] if opened else None
+    tables = job_tables(config, warehouse, {topic for topic, _ in committed}, open_batch, store.binding())
+    inventories = {name: take_inventory(fs, view, (TableKind.MAIN,)) for name, view in tables}
+    inventory = merged([*inventories.values(), take_inventory(fs, warehouse, (TableKind.REJECTED,))])
     problems = check_ranges(inventory, committed, open_batch, events)
-    manifests = list_manifests(fs, warehouse.table_root)
+    roots = [view.table_root for _, view in tables] + ([] if config.routes.implicit else [warehouse.rejected_root])
+    manifests = [m for root in roots for m in list_manifests(fs, root)]
     problems += check_parts(inventory, manifests, open_batch)
     problems += check_temps(inventory, holder.describe() if holder else None)
     problems += check_superseded(inventory, compactions, warehouse)
-    problems += check_legacy_names(fs, warehouse)
+    for _, view in tables:
+        problems += check_legacy_names(fs, view)
     spark = context.spark.session()
-    for kind in TableKind:
-        locations = partition_locations(spark, config.hive.database, warehouse_table(config, kind))
-        expected = {path: warehouse.hive_uri(warehouse.folder(kind, path)) for path in locations}
-        found = check_registered(inventory if kind is TableKind.MAIN else Inventory(), locations, expected,
-                                 open_batch)
-        problems += switching(found, kind, compactions, locations, warehouse)
+    for name, view, kind in [*((n, v, TableKind.MAIN) for n, v in tables),
+                             (config.hive.rejected_table, warehouse, TableKind.REJECTED)]:
+        locations = registered_partitions(spark, config.hive, name)
+        expected = {path: view.hive_uri(view.folder(kind, path)) for path in locations}
+        found = check_registered(inventories.get(name, Inventory()), locations, expected, open_batch)
+        problems += switching(found, kind, compactions, locations, view)
     if deep:
         problems += _deep(context, spark, inventory, committed, events)
         problems += check_placement(config, fs, inventory, manifests)
@@ -118,5 +125,5 @@ def _deep(context: JobContext, spark, inventory: Inventory, committed, events) -
         return broken  # one broken file fails every read of the table: name them, read no rows
     altered = check_rewritten(fs, inventory)  # merged files' values: what no count of rows sees
     kafka = context.kafka
-    return altered + check_deep(spark, config.hive.database, (config.hive.table, config.hive.rejected_table),
+    return altered + check_deep(spark, config.hive.database, (config.hive.the_table, config.hive.rejected_table),
                                 inventory, committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))

@@ -42,6 +42,7 @@ class RowSpec:
     dimensions: tuple[DimensionConfig, ...] = ()  # the joined ones enrich each chunk
     transform: str | None = None  # module:function, see etl.rows.transform
     header_columns: tuple[HeaderColumn, ...] = ()  # filled from the record's headers (etl.rows.headers)
+    route: str = ""  # a routed job's route: each rejected record's reason starts by naming it
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,13 @@ class RowPipeline:
         rows, errors, placed = self._placed(rows, offsets, errors)
         self.last_offset = chunk.offsets[-1]
         return ChunkRows(rows, self._rejected_rows(chunk, offsets, millis, errors) if errors else None, placed)
+
+    def rejected(self, chunk: RawChunk, errors: list[tuple[int, str]]) -> pa.Table:
+        """Rejected rows for records of `chunk` that never reach `process` (`errors`: index into
+        the chunk, reason): a field split's records that no table takes (etl.job.route_task),
+        whose reasons name no route."""
+        return self._rejected_rows(chunk, pa.array(chunk.offsets, pa.int64()), pa.array(chunk.timestamps_ms, pa.int64()),
+                                   errors, in_route=False)
 
     def _placed(self, rows: pa.Table, offsets: pa.Int64Array, errors: list):
         """Each kept row's partition under event time; rows it must not write join the rejected."""
@@ -201,14 +209,15 @@ class RowPipeline:
         return pa.Table.from_arrays([column(f) for f in self.schema], schema=self.schema)
 
     def _rejected_rows(self, chunk: RawChunk, offsets: pa.Int64Array, millis: pa.Int64Array,
-                       errors: list[tuple[int, str]]) -> pa.Table:
+                       errors: list[tuple[int, str]], in_route: bool = True) -> pa.Table:
         indices = pa.array([index for index, _reason in errors], pa.int64())
         filled = self._lineage(len(errors), pc.take(_timestamps(millis), indices))
         filled["kafka_timestamp_ms"] = pc.take(millis, indices)  # as Kafka gave it, even where NULL above
         filled["kafka_offset"] = pc.take(offsets, indices)
         filled["kafka_key"] = _keys_at(chunk, indices)
         filled["raw_value"] = pa.array([chunk.values[index] for index, _reason in errors], pa.binary())
-        filled["error"] = pa.array([reason for _index, reason in errors], pa.string())
+        named = f"[route {self._spec.route}] " if self._spec.route and in_route else ""
+        filled["error"] = pa.array([named + reason for _index, reason in errors], pa.string())
         return pa.Table.from_arrays([filled[f.name] for f in self.rejected_schema], schema=self.rejected_schema)
 
     def _lineage(self, length: int, timestamps: pa.Array) -> dict[str, pa.Array]:

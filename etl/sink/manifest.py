@@ -35,6 +35,7 @@ class Part:
     partition: str  # the Hive partition's path, e.g. dt=2026-11-24/hour=10
     rows: int
     late: int = 0  # rows in a partition already due its _SUCCESS when the batch was planned
+    table: str = ""  # a field split's: the table the part is in ("" for the range's own table)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class RangeManifest:
     unmatched: dict = field(default_factory=dict)  # joined dimension -> rows with no match
     ignored_fields: dict = field(default_factory=dict)  # writer-schema field the table lacks -> records
     max_event_ms: int | None = None  # the latest event time among the range's rows
-    last_record: dict | None = None  # etl.model.identity.RecordFingerprint json
+    last_record: list | None = None  # etl.model.identity.RecordFingerprint json
 
     @property
     def file_name(self) -> str:
@@ -61,14 +62,15 @@ class RangeManifest:
 
     def to_json(self) -> dict:
         raw = dict(self.__dict__)
-        raw["parts"] = [[p.partition, p.rows, p.late] for p in self.parts]
+        raw["parts"] = [[p.partition, p.rows, p.late, *([p.table] if p.table else [])] for p in self.parts]
         return raw
 
     @classmethod
     def from_json(cls, raw: dict) -> "RangeManifest":
         # A part named before dt was zero-padded (dt=1-01-02) reads as its padded partition, where
         # `etl recover` or the range's resume moves it (etl.ops.legacy_names).
-        parts = tuple(Part(padded_path(str(path)), int(rows), int(late)) for path, rows, late in raw["parts"])
+        parts = tuple(Part(padded_path(str(path)), int(rows), int(late), *table) for path, rows, late, *table
+                      in raw["parts"])
         return cls(**{**raw, "parts": parts})
 
 

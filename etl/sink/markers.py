@@ -198,7 +198,7 @@ class SuccessMarkers:
                   "written: its files are written and committed all the same (nothing is lost or doubled), but "
                   "readers that trusted the marker miss them. This host's clock is behind the one that wrote the "
                   "marker: raise [hive] success_marker_delay_seconds (now %gs) above the clock skew between the "
-                  "job's hosts", batch.batch_id, where, self.config.hive.database, self.config.hive.table,
+                  "job's hosts", batch.batch_id, where, self.config.hive.database, self.config.hive.the_table,
                   MARKER_NAME, self.settings.delay_seconds)
         return {"batch_id": batch.batch_id, "partition": where, "planned_at": batch.planned_at,
                 "planned_by": batch.planned_by}

@@ -4,6 +4,9 @@ The ETL writes through its warehouse filesystem (a local path, or a WebHDFS path
 must be told the folder under its own URI (file:///..., hdfs://nameservice/...). Paths are
 derived here once, from the config, and translated here only.
 
+A job with [route] sections fills several tables: its Warehouse has no one table root, and the
+code that acts on a table is handed that table's view (`for_table`).
+
 A partition's folder is `<table root>/dt=…/hour=…` until a compaction moves it
 (etl.model.compaction); `relocations`, read from ZooKeeper, says where each moved one is now.
 """
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from etl.config import Config
+from etl.errors import ConfigError
 from etl.model.compaction import Relocations, TableKind
 from etl.model.naming import partition_path, table_location
 
@@ -23,7 +27,7 @@ class Warehouse:
     fs_root: str
     hive_root: str
     database_root: str
-    table_root: str
+    table_root: str  # "" for a routed job's warehouse: each table's view has its own
     rejected_root: str
     relocations: Relocations = field(default_factory=Relocations)
 
@@ -32,14 +36,25 @@ class Warehouse:
         root, hive = config.warehouse.fs_root, config.hive
         return cls(fs_root=root, hive_root=config.warehouse.hive_root,
                    database_root=posixpath.join(root, f"{hive.database}.db"),
-                   table_root=table_location(root, hive.database, hive.table),
+                   table_root="" if hive.table is None else table_location(root, hive.database, hive.table),
                    rejected_root=table_location(root, hive.database, hive.rejected_table))
 
     def with_relocations(self, relocations: Relocations) -> "Warehouse":
         return replace(self, relocations=relocations)
 
+    def for_table(self, table: str) -> "Warehouse":
+        """One of a routed job's tables, beside the job's rejected table. Its partitions are where
+        they were written: compaction does not take a routed job's tables yet."""
+        return replace(self, table_root=posixpath.join(self.database_root, table),
+                       relocations=Relocations(rejected=self.relocations.rejected))
+
     def root(self, table: TableKind) -> str:
-        return self.table_root if table is TableKind.MAIN else self.rejected_root
+        if table is TableKind.REJECTED:
+            return self.rejected_root
+        if not self.table_root:
+            raise ConfigError("[route] sections name the tables: this step acts on one table, and was handed the "
+                              "job's warehouse instead of one table's view (a bug)")
+        return self.table_root
 
     def folder(self, table: TableKind, partition: str | dict[str, str]) -> str:
         """Where a Hive partition's files are now (`partition`: a path, or its values)."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from etl.errors import KafkaReadError
 
@@ -33,3 +34,10 @@ class RawChunk:
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    def take(self, indices: Sequence[int]) -> "RawChunk":
+        """The records at `indices` (ascending: offset order is kept), as a chunk of their own."""
+        def pick(items):
+            return None if items is None else [items[i] for i in indices]
+        return RawChunk([self.offsets[i] for i in indices], [self.timestamps_ms[i] for i in indices], pick(self.keys),
+                        [self.values[i] for i in indices], pick(self.headers))

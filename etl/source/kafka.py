@@ -19,7 +19,7 @@ from etl.errors import KafkaReadError, KafkaStalled, KafkaUnavailable, OffsetOut
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.retry import retry_idempotent
 from etl.source.chunk import RawChunk
-from etl.source.topics import JobTopics, matching_topics
+from etl.source.topics import JobTopics, TopicRouting, matching_topics
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,9 @@ def consumer_isolation(config: KafkaConfig) -> IsolationLevel:
 class KafkaMetadata:
     """Driver-side questions: which partitions exist and what offsets they hold."""
 
-    def __init__(self, config: KafkaConfig, retry: RetryConfig, job_name: str):
-        self.config, self.retry = config, retry
+    def __init__(self, config: KafkaConfig, retry: RetryConfig, job_name: str, routing: TopicRouting | None = None):
+        """`routing`: with [route] sections, what gives each chosen topic its tables."""
+        self.config, self.retry, self.routing = config, retry, routing
         self.admin = AdminClient(dict(config.admin_client))
         self.consumer = Consumer(consumer_settings(config, f"etl-{job_name}-planner"))
 
@@ -71,7 +72,17 @@ class KafkaMetadata:
 
     def job_topics(self) -> JobTopics:
         """The topics the job reads now: [kafka] topics as listed, or the broker's topics that
-        topics_regex matches (etl.source.topics). Every command asks here, so all agree."""
+        topics_regex matches (etl.source.topics), less those no route can give a table. Every
+        command asks here, so all agree."""
+        topics = self._chosen_topics()
+        if self.routing is None:
+            return topics
+        routed = self.routing.apply(topics)
+        for topic in routed.unroutable:
+            log.warning("not loaded: %s", topic.describe())
+        return routed
+
+    def _chosen_topics(self) -> JobTopics:
         pattern = self.config.topics_regex
         if pattern is None:
             return JobTopics(self.config.topics)

@@ -9,19 +9,24 @@ topic it matches whose name Hive would hide (starting with '_' or '.': the files
 the topic, and Hive and Spark skip such files) is never loaded; it is reported instead of
 failing the job, because anyone may create `_schemas` on a shared cluster.
 
+With [route] sections, a chosen topic that no table can take (etl.model.routes: its templated name
+is no Hive name, or another topic's table) is not loaded either, and reported with why.
+
 A topic the job committed offsets of but reads no more (deleted from Kafka, or no longer chosen)
 is reported too, never silently forgotten: its files stay in the table, and `etl verify` still
 checks them against its committed offsets.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Iterable
+from typing import Callable, Iterable
 
 from etl.config import KafkaConfig
 from etl.config.kafka import HIDDEN_FILE_PREFIXES
+from etl.config.routes import Routes
 from etl.config.topic_pattern import TopicPattern
+from etl.model.routes import PlanTables, Unroutable, route_topics
 
 INTERNAL_TOPIC_PREFIX = "__"  # __consumer_offsets, __transaction_state, ...
 
@@ -31,6 +36,24 @@ class JobTopics:
     loaded: tuple[str, ...]  # the topics the job reads, in the config's order (a regex's: sorted)
     hidden: tuple[str, ...] = ()  # matched by topics_regex, never loaded: Hive would hide their files
     internal: tuple[str, ...] = ()  # Kafka's own topics that a pattern naming `__` matched, never loaded
+    unroutable: tuple[Unroutable, ...] = ()  # chosen by a [route], but no table can take them
+    tables: PlanTables | None = None  # with [route] sections: each loaded topic's tables
+
+
+@dataclass(frozen=True)
+class TopicRouting:
+    """[route] sections applied to the topics chosen now (etl.model.routes). `committed_topics`:
+    every topic with committed offsets, read when asked, so that a newcomer never takes a table
+    one of them fills."""
+
+    routes: Routes
+    rejected_table: str
+    committed_topics: Callable[[], Iterable[str]]
+
+    def apply(self, topics: JobTopics) -> JobTopics:
+        tables = route_topics(self.routes, topics.loaded, self.committed_topics(), self.rejected_table)
+        return replace(topics, loaded=tuple(t for t in topics.loaded if t in tables.topics),
+                       unroutable=tables.unroutable, tables=tables)
 
 
 def matching_topics(pattern: TopicPattern, names: Iterable[str]) -> JobTopics:
@@ -51,6 +74,7 @@ class NotLoadedReason(StrEnum):
     INTERNAL = "internal"  # matches a topics_regex that names `__`, but is one of Kafka's own topics
     DELETED = "deleted"  # has committed offsets, and Kafka no longer has it
     UNCHOSEN = "unchosen"  # has committed offsets, and is in Kafka, but [kafka] no longer chooses it
+    UNROUTABLE = "unroutable"  # chosen by a [route], but no table can take it (etl.model.routes)
 
 
 @dataclass(frozen=True)
@@ -58,8 +82,11 @@ class NotLoadedTopic:
     topic: str
     reason: NotLoadedReason
     committed: dict[int, int]  # partition -> committed offset, as ZooKeeper keeps them
+    why: str = ""  # UNROUTABLE: why no table can take it
 
     def describe(self, config: KafkaConfig) -> str:
+        if self.reason is NotLoadedReason.UNROUTABLE:
+            return f"{self.topic}: {self.why}; not loaded, and none of its offsets move, until a route gives it a table"
         if self.reason is NotLoadedReason.HIDDEN:
             return (f"{self.topic}: matches [kafka] topics_regex, but its name starts with {self.topic[0]!r}, and "
                     f"Hive and Spark skip files whose names start with '_' or '.'; never loaded")
@@ -85,7 +112,9 @@ def not_loaded_topics(topics: JobTopics, committed: dict[tuple[str, int], int],
     for (topic, partition), offset in committed.items():
         if topic not in loaded:
             left.setdefault(topic, {})[partition] = offset
+    unroutable = [NotLoadedTopic(u.topic, NotLoadedReason.UNROUTABLE, left.pop(u.topic, {}), u.why)
+                  for u in topics.unroutable]
     return [NotLoadedTopic(topic, NotLoadedReason.INTERNAL, {}) for topic in topics.internal] + [
-        NotLoadedTopic(topic, NotLoadedReason.HIDDEN, {}) for topic in topics.hidden] + [
+        NotLoadedTopic(topic, NotLoadedReason.HIDDEN, {}) for topic in topics.hidden] + unroutable + [
         NotLoadedTopic(topic, NotLoadedReason.UNCHOSEN if topic in on_broker else NotLoadedReason.DELETED, offsets)
         for topic, offsets in sorted(left.items())]

@@ -12,7 +12,7 @@ import json
 from kazoo.exceptions import NoNodeError
 
 from etl.errors import StateConflict
-from etl.model.binding import Target
+from etl.model.route_binding import JobBinding, binding_from_json
 from etl.model.events import Bind, Event, PendingReset, Reset
 from etl.model.events import from_json as parse_event, to_json as event_json
 from etl.state.session import SessionBound, ZkSession
@@ -60,21 +60,21 @@ class OperatorRecords(SessionBound):
         self.session.offsets_moved({(change.topic, change.partition): change.new for change in event.changes})
 
     # -- binding --------------------------------------------------------------------------
-    def binding(self) -> Target | None:
+    def binding(self) -> JobBinding | None:
         try:
             data, _ = self._read(lambda: self.client.get(self.paths.binding), "read the job's binding")
         except NoNodeError:
             return None
-        return Target.from_json(json.loads(data))
+        return binding_from_json(json.loads(data))
 
-    def bind_first(self, target: Target) -> None:
+    def bind_first(self, target: JobBinding) -> None:
         """Record the table of a job's first run (fenced: only the lock holder binds)."""
         txn = self.client.transaction()
         self._fence(txn)
         txn.create(self.paths.binding, dump(target.to_json()))
         self._commit_fenced(txn, "record the job's table")
 
-    def rebind(self, target: Target, reset_origins: bool, event: Bind) -> None:
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind) -> None:
         """Bind the job to another table, in one fenced transaction with its event. With
         reset_origins, every partition's origin moves to its committed offset: the new table
         holds what is loaded from now on."""

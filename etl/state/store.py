@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.model.batch import Batch, BatchState
-from etl.model.binding import Target
+from etl.model.route_binding import JobBinding
 from etl.model.compaction import CompactionPlan, CompactionState, Relocations
 from etl.model.events import Bind, Event, PendingReset, Reset
 from etl.state.batches import BATCHES_KEPT, ZkBatches
@@ -177,13 +177,13 @@ class ZkStateStore:
     def finish_reset(self, event: Reset, topic_ids: dict[str, str | None]) -> None:
         self.operator.finish_reset(event, topic_ids)
 
-    def binding(self) -> Target | None:
+    def binding(self) -> JobBinding | None:
         return self.operator.binding()
 
-    def bind_first(self, target: Target) -> None:
+    def bind_first(self, target: JobBinding) -> None:
         self.operator.bind_first(target)
 
-    def rebind(self, target: Target, reset_origins: bool, event: Bind) -> None:
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind) -> None:
         self.operator.rebind(target, reset_origins, event)
 
     def record_event(self, event: Event) -> None:

@@ -116,8 +116,7 @@ hosts = 127.0.0.1:2181
 url = file:///tmp/w
 [hive]
 database = db
-table = t
-schema = {schema}
+{hive}
 {sections}
 """
 
@@ -125,4 +124,22 @@ schema = {schema}
 def minimal_ini(schema: Path | str, job: str = "", kafka: str = "topics = a", sections: str = "") -> str:
     """The smallest valid job INI, as text, for the unit tests of the config (nothing connects
     anywhere): `job` and `kafka` are lines added to those sections, `sections` is appended."""
-    return _MINIMAL_INI.format(job=job, kafka=kafka, schema=schema, sections=sections)
+    return _MINIMAL_INI.format(job=job, kafka=kafka, hive=f"table = t\nschema = {schema}", sections=sections)
+
+
+# Two routes, as the unit tests of routes use them: a table per app.* topic, and two topics into one table.
+TWO_ROUTES = f"""[route raw]
+topics_regex = app[.].*
+table = raw_{{topic}}
+schema = {EVENTS_SCHEMA}
+[route orders]
+topics = orders, refunds
+table = orders
+schema = {EVENTS_SCHEMA}
+"""
+
+
+def routed_ini(sections: str, job: str = "", kafka: str = "", hive: str = "rejected_table = rejects") -> str:
+    """The smallest job INI with [route] sections (`sections`, appended), as text: [hive] names no
+    table, only `hive`'s lines (its rejected table)."""
+    return _MINIMAL_INI.format(job=job, kafka=kafka, hive=hive, sections=sections)

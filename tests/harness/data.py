@@ -65,3 +65,24 @@ class DataSource:
 
     def ends(self) -> dict:
         return ends_of(self.produced)
+
+
+class TopicsSource:
+    """DataSource's interface over several topics: each `produce` goes to every one of them."""
+
+    def __init__(self, sources: list[DataSource]):
+        self.sources = sources
+
+    def produce(self, per_partition: int) -> int:
+        return sum(source.produce(per_partition) for source in self.sources)
+
+    @property
+    def produced(self) -> Counter:
+        return sum((source.produced for source in self.sources), Counter())
+
+    @property
+    def expected(self) -> Counter:
+        return Counter({k: 1 for k in self.produced})
+
+    def ends(self) -> dict:
+        return ends_of(self.produced)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchKind, BatchState
-from etl.model.binding import Target
+from etl.model.route_binding import JobBinding, binding_from_json
 from etl.model.compaction import CompactionPlan, CompactionState, Relocations
 from etl.model.events import Bind, Event, PendingReset, Reset, Skipped
 from etl.model.events import from_json as parse_event, to_json as event_json
@@ -293,16 +293,16 @@ class MemoryStore:
         self.state.pending = None
         self.offsets_moved({(change.topic, change.partition): change.new for change in event.changes})
 
-    def binding(self) -> Target | None:
-        return None if self.state.binding is None else Target.from_json(json.loads(self.state.binding))
+    def binding(self) -> JobBinding | None:
+        return None if self.state.binding is None else binding_from_json(json.loads(self.state.binding))
 
-    def bind_first(self, target: Target) -> None:
+    def bind_first(self, target: JobBinding) -> None:
         self._fence("record the job's table")
         if self.state.binding is not None:
             raise StateConflict("cannot record the job's table: it is recorded already")
         self.state.binding = json.dumps(target.to_json())
 
-    def rebind(self, target: Target, reset_origins: bool, event: Bind) -> None:
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind) -> None:
         state = self._committed_state()
         name = self._write_snapshot(origins_at_offsets(state), state.topic_ids, state.version) \
             if reset_origins else None

@@ -66,19 +66,29 @@ def table_root(warehouse_dir: Path | str, database: str, table: str) -> Path:
 
 
 def file_problems(warehouse_dir: Path | str, database: str, table: str, ends: dict | None = None,
-                  committed: dict | None = None, by_event_time: bool = False) -> list[str]:
+                  committed: dict | None = None, by_event_time: bool = False,
+                  tables: tuple[str, ...] = (), rejected_table: str | None = None,
+                  split_topics: frozenset[str] = frozenset()) -> list[str]:
     """What is wrong with the final files: overlapping or gapped ranges per partition, a range
     whose files (its parts in every Hive partition, plus its rejected twin) hold another number
     of rows than end - start, coverage short of `ends` (all files must be there) or of
-    `committed` (committed offsets must be covered)."""
+    `committed` (committed offsets must be covered). `tables`: a routed job's tables, taken as
+    one (a range written into two of them is an overlap), instead of `table`; `rejected_table`:
+    the job's rejected table, when it is not `<table>_rejected`; `split_topics`: topics whose
+    ranges have a file in each of their tables (split by a field), each range counted once."""
     problems = []
-    main_root, rejected_root = table_root(warehouse_dir, database, table), table_root(
-        warehouse_dir, database, f"{table}_rejected")
+    main_roots = [table_root(warehouse_dir, database, name) for name in tables or (table,)]
+    rejected_root = table_root(warehouse_dir, database, rejected_table or f"{table}_rejected")
+    files_of = {root: final_files(root) for root in main_roots}
     rows_of = collections.Counter()
-    for f in final_files(main_root) + final_files(rejected_root):
+    for f in [f for files in files_of.values() for f in files] + final_files(rejected_root):
         rows_of[(f.topic, f.partition, f.start, f.end)] += f.rows
+    main_root = main_roots[0]
+    # A range once per table (by event time its parts share its name), and once more per other table it is in.
+    ranges = [key for files in files_of.values() for key in {(f.topic, f.partition, f.start, f.end) for f in files}]
+    ranges = [k for k in ranges if k[0] not in split_topics] + list({k for k in ranges if k[0] in split_topics})
     by_partition = collections.defaultdict(list)
-    for key in sorted({(f.topic, f.partition, f.start, f.end) for f in final_files(main_root)}):
+    for key in sorted(ranges):
         by_partition[key[:2]].append(key)
         short_but_half_published = (rows_of[key] < key[3] - key[2] and by_event_time
                                     and _half_published(main_root, key, committed))

@@ -64,11 +64,11 @@ class BenchRun:
 
     def ini(self, label: str, topics: list[str], decoder: str, max_records: int, hive: dict | None = None,
             registry_url: str | None = None, parallelism: int | None = None, kafka_extra: dict | None = None,
-            spark_extra: dict | None = None, **job_extra) -> Path:
+            spark_extra: dict | None = None, sections: dict | None = None, **job_extra) -> Path:
         """The job's INI for one measurement: the bench's own tuning (ZooKeeper session 10 s,
         rejected ratio 0.01, Kafka fetch timeout 30 s, retries up to 2 s, local[P]; P is --parallelism
-        unless given)."""
-        table = f"b{self.run_id[-6:]}_{label.replace('-', '_')}"
+        unless given). `sections`: more sections, or keys of them, as write_config takes them."""
+        table = self.table_of(label)
         self.tables.append(table)
         tuning = JobTuning(session_timeout_seconds=10, max_rejected_ratio=0.01, fetch_timeout_seconds=30,
                            retry_max_wait_seconds=2, parallelism=parallelism or self.args.parallelism,
@@ -78,7 +78,12 @@ class BenchRun:
                             table=table, tuning=tuning, database=self.database, schema=SCHEMAS[decoder],
                             kafka={"topics": ",".join(topics), **(kafka_extra or {})}, job=job_extra,
                             **({"hive": hive} if hive else {}), **({"spark": spark_extra} if spark_extra else {}),
-                            **({"schema_registry": {"url": registry_url}} if registry_url else {}))
+                            **({"schema_registry": {"url": registry_url}} if registry_url else {}),
+                            **(sections or {}))
+
+    def table_of(self, label: str) -> str:
+        """The table of the measurement `label` (dropped after the run, with its rejected table)."""
+        return f"b{self.run_id[-6:]}_{label.replace('-', '_')}"
 
     def start_spark(self, parallelism: int | None = None) -> None:
         """One session at a time, built the way the job builds it, at local[parallelism]

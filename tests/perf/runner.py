@@ -23,6 +23,7 @@ from tests.perf.plot import draw
 from tests.perf.profiling import profile
 from tests.perf.report import render
 from tests.perf.scaling import partition_scaling
+from tests.perf.routes import routes_bench, routes_scaling
 from tests.perf.seeds_shape import seeds_shape
 from tests.perf.side_by_side import side_by_side
 from tests.perf.throughput import throughput
@@ -83,7 +84,12 @@ def measure(bench: BenchRun) -> None:
         formats_bench(bench)
     if args.seeds_shape:
         seeds_shape(bench)
-    if not (args.memory_check or args.partition_scaling or args.event_time or args.formats or args.seeds_shape):
+    if args.routes:
+        routes_bench(bench)
+    if args.scaling_topics:
+        routes_scaling(bench)
+    if not (args.memory_check or args.partition_scaling or args.event_time or args.formats or args.seeds_shape
+            or args.routes or args.scaling_topics):
         throughput(bench)
         if not args.no_fixed_cost:
             fixed_cost(bench)

@@ -1,0 +1,55 @@
+"""The whole job config: every section's settings, and the routes that say which records go
+to which table (etl.config.routes, which builds on the sections' types in etl.config.model)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Mapping
+
+from etl.config.compaction import CompactionConfig
+from etl.config.jvm import JvmConfig
+from etl.config.metrics import MetricsConfig
+from etl.config.model import (
+    DimensionConfig, HiveConfig, JobConfig, KafkaConfig, RetryConfig, SchemaRegistryConfig, WarehouseConfig,
+    ZooKeeperConfig,
+)
+from etl.config.routes import RouteConfig, Routes
+from etl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    job: JobConfig
+    kafka: KafkaConfig
+    zookeeper: ZooKeeperConfig
+    warehouse: WarehouseConfig
+    hive: HiveConfig
+    routes: Routes  # which records go to which table; one implicit route without [route] sections
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    spark: Mapping[str, str] = field(default_factory=dict)
+    dimensions: tuple[DimensionConfig, ...] = ()
+    schema_registry: SchemaRegistryConfig | None = None
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    jvm: JvmConfig = field(default_factory=JvmConfig)
+
+    @property
+    def partition_schema_file(self) -> Path:
+        """The DDL whose PARTITIONED BY the job's partitions follow: the table's, or a routed job's
+        first route's (etl.job.assemble checks that every route's partitions alike)."""
+        schema_file = self.hive.schema_file if self.routes.implicit else self.routes.routes[0].schema_file
+        if schema_file is None:
+            raise ConfigError(f"{self.path}: the partitions follow the first route's DDL, and it has none")
+        return schema_file
+
+    def for_table(self, route: RouteConfig, table: str) -> "Config":
+        """This config as one table's, for the code that acts on one table: [hive] table and
+        schema are the route's table (`table`: its template filled in) and DDL, [job] decoder,
+        avro_schema and transform the route's, and the dimensions those it joins."""
+        if self.routes.implicit:
+            return self
+        return replace(self, hive=replace(self.hive, table=table, schema_file=route.schema_file),
+                       job=replace(self.job, decoder=route.decoder, avro_schema=route.avro_schema,
+                                   transform=route.transform),
+                       dimensions=tuple(d for d in self.dimensions if d.name in route.dimensions))

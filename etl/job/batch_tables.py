@@ -1,0 +1,161 @@
+"""Which table each range of a batch is written to, and that table's parts: its view of the
+config (Config.for_table), its folders (Warehouse.for_table) and its writer spec.
+
+A one-table job's batch has one table, the job's, for every range, as before. A routed job's
+batch records when it is planned which tables each topic's records go to (Batch.tables, from
+etl.model.routes), so that every attempt, and a resumed batch, writes each range where it was
+planned: the routing of a topic may change between plans (a newcomer's table, an edited route),
+never within one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from etl.config import Config
+from etl.config.routes import RouteConfig, sharing_problem
+from etl.errors import StateConflict
+from etl.hive.registrar import HiveRegistrar
+from etl.job.partition_writer import WriterSpec
+from etl.job.range_task import RangeResult, SplitTable, SplitTarget
+from etl.model.batch import TABLE_ROWS_KEY, Batch, OffsetRange
+from etl.model.binding import BindingMismatch
+from etl.model.route_binding import routes_hint
+from etl.model.naming import partition_path
+from etl.model.routes import PlanTables, TopicSplit, TopicTables, topic_tables
+from etl.rows.decoders import Decoder
+from etl.sink.manifest import manifest_dir
+from etl.sink.warehouse import Warehouse
+from etl.source.topics import JobTopics
+
+SpecFor = Callable[[RouteConfig], WriterSpec]  # a route's writer spec, built once per command
+ProbeFor = Callable[[RouteConfig, str], Decoder]  # a split's field's decoder, built once per command
+TableRegistrar = Callable[[Config, Warehouse], HiveRegistrar]  # a table's, ensured once per command
+
+
+@dataclass(frozen=True)
+class BatchTable:
+    name: str
+    config: Config  # the table's view
+    warehouse: Warehouse  # the table's folders, beside the job's rejected table
+    spec: WriterSpec
+
+
+class BatchTables:
+    """The tables of one batch's ranges. `spec_for`: a route's writer spec; `probe_for`: the
+    decoder of a split topic's field (etl.rows.routing), both built once per command."""
+
+    def __init__(self, batch: Batch, config: Config, warehouse: Warehouse, spec_for: SpecFor,
+                 probe_for: ProbeFor | None = None):
+        self._batch, self._config, self._warehouse, self._spec_for = batch, config, warehouse, spec_for
+        self._probe_for = probe_for
+        self._tables: dict[str, BatchTable] = {}
+        self._routed: dict[str, tuple[tuple[RouteConfig, ...], TopicTables]] = {}
+
+    def of(self, r: OffsetRange) -> BatchTable:
+        """The table the range's records are written to (a split's first)."""
+        return self.tables_of(r)[0]
+
+    def tables_of(self, r: OffsetRange) -> list[BatchTable]:
+        """The tables the range's records are written to: one, or a split's."""
+        if self._config.routes.implicit:
+            return [self._table(self._config.routes.routes[0], self._config.hive.the_table)]
+        chosen, routed = self._routing(r)
+        return [self._table(route, name) for route, name in zip(chosen, routed.tables)]
+
+    def split_of(self, r: OffsetRange) -> TopicSplit | None:
+        return None if self._config.routes.implicit else self._routing(r)[1].split
+
+    def manifest_root(self, r: OffsetRange) -> str:
+        """Where the range's manifest is, if it has one: a split's in the job's rejected table."""
+        return self._warehouse.rejected_root if self.split_of(r) else self.of(r).warehouse.table_root
+
+    def split_target(self, r: OffsetRange, values: dict[str, str]) -> SplitTarget | None:
+        """What a split range's task needs (etl.job.route_task); None for a range of one table."""
+        split = self.split_of(r)
+        if split is None:
+            return None
+        chosen, _routed = self._routing(r)
+        assert self._probe_for is not None
+        tables = tuple(SplitTable(table.name, route.name, table.warehouse.main_dir(values), table.spec)
+                       for route, table in zip(chosen, self.tables_of(r)))
+        return SplitTarget(split, self._probe_for(chosen[0], split.field), tables, partition_path(values),
+                           self._warehouse.rejected_root)
+
+    def all(self) -> list[BatchTable]:
+        """The batch's tables, each once, in the order of its ranges."""
+        every = (table for r in self._batch.file_ranges for table in self.tables_of(r))
+        return list({table.name: table for table in every}.values())
+
+    def folders(self, values: dict[str, str]) -> list[str]:
+        """Where the batch's tasks write: each table's partition folder, the rejected one, and the
+        folders of the split ranges' manifests."""
+        manifests = {manifest_dir(self._warehouse.rejected_root, r.topic, r.partition)
+                     for r in self._batch.file_ranges if self.split_of(r)}
+        return [t.warehouse.main_dir(values) for t in self.all()] + [self._warehouse.rejected_dir(values)] + \
+            sorted(manifests)
+
+    def _table(self, route: RouteConfig, name: str) -> BatchTable:
+        if name not in self._tables:
+            self._tables[name] = BatchTable(name, self._config.for_table(route, name),
+                                            self._warehouse if self._config.routes.implicit
+                                            else self._warehouse.for_table(name), self._spec_for(route))
+        return self._tables[name]
+
+    def _routing(self, r: OffsetRange) -> tuple[tuple[RouteConfig, ...], TopicTables]:
+        """The routes of the range's topic and its tables, as the plan recorded them."""
+        if r.topic not in self._routed:
+            planned = self._batch.tables.get(r.topic)
+            if not planned:
+                raise StateConflict(f"batch {self._batch.batch_id} plans range {r.file_name} but records no table "
+                                    f"for topic {r.topic}: the plan is damaged")
+            chosen = self._config.routes.of_topic(r.topic)
+            routed = topic_tables(r.topic, chosen) if chosen and not sharing_problem(r.topic, chosen) else None
+            if routed is None or list(routed.tables) != list(planned):
+                raise StateConflict(f"batch {self._batch.batch_id} writes topic {r.topic} to {', '.join(planned)}, "
+                                    f"and the config's routes do not: the config changed under an open batch; "
+                                    f"restore it to finish the batch")
+            self._routed[r.topic] = (chosen, routed)
+        return self._routed[r.topic]
+
+
+def planned_tables(batch: Batch, config: Config, routing: PlanTables | None) -> Batch:
+    """A routed job's new batch with each of its topics' tables recorded."""
+    if config.routes.implicit or routing is None:
+        return batch
+    topics = dict.fromkeys(r.topic for r in batch.ranges)
+    return replace(batch, tables={topic: list(routing.topics[topic].tables) for topic in topics})
+
+
+def refuse_lost_topics(chosen: JobTopics, committed_topics: Callable[[], set[str]], config: Config) -> None:
+    """A topic whose records went to a table, and that no route gives one now: the config changed
+    under it. Not loading it in silence would look like a producer that stopped."""
+    if not chosen.unroutable:
+        return
+    committed = committed_topics()
+    for topic in chosen.unroutable:
+        if topic.topic in committed:
+            raise BindingMismatch(f"{topic.describe()}, and it has committed offsets: its records would stop being "
+                                  f"loaded. Nothing was touched. {routes_hint(config)}")
+
+
+def register_routed(tables: BatchTables, table_registrar: TableRegistrar, registrar: HiveRegistrar,
+                    batch: Batch) -> None:
+    """A routed job's batch (by planning time): its partition in each of its tables, then in the
+    job's rejected table when it rejected rows."""
+    for table in tables.all():
+        table_registrar(table.config, table.warehouse).add_partition(batch.partition_values, with_rejected=False)
+    if batch.rejected:
+        registrar.add_partitions([], [batch.partition_values])
+
+
+def routed_written(batch: Batch, results: list[RangeResult]) -> dict:
+    """What a routed batch's WRITTEN adds: the rows each table got (`etl history` shows them)."""
+    if not batch.tables:
+        return {}
+    rows: dict[str, int] = {}
+    for result in results:
+        split = [(part.table, part.rows) for part in result.parts if part.table]  # a split range's, per table
+        for table, count in split or [(batch.tables[result.range.topic][0], result.rows)]:
+            rows[table] = rows.get(table, 0) + count
+    return {"extra": {**batch.extra, TABLE_ROWS_KEY: dict(sorted(rows.items()))}}

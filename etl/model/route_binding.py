@@ -1,0 +1,200 @@
+"""The binding of a job that fills several tables (etl.model.binding says why a job is bound).
+
+A one-table job stays bound by a Target, byte for byte as before. A job with [route] sections is
+bound by a RouteBinding: the database, the folder its tables live under, the rejected table, and
+each route as the config drew it: its table (or template), its split, and the topics it chose.
+Every run compares the config's routes with the bound ones (`binding_diff`); any difference is
+refused, naming it and `etl bind`, which makes it on purpose:
+- a route added, removed, or given another table or split;
+- a committed topic whose records would now go to other tables (a route's topics edited so):
+  its history stays where it was loaded, and the new rows would go elsewhere.
+Editing a route's topics in a way that moves no committed topic (adding a new topic, say) is no
+difference: the new topic starts as any new topic does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from etl.config.routes import ANY_OTHER_VALUE, FieldSplit, RouteConfig, Routes
+from etl.config.topic_pattern import TopicPattern
+from etl.model.binding import BindingMismatch, Target, check_bound, check_plan
+from etl.model.routes import route_topics
+
+
+@dataclass(frozen=True)
+class BoundRoute:
+    name: str
+    table: str  # a name, or a template holding {topic}
+    field: str | None = None
+    values: tuple[str, ...] = ()  # ("*",): the rest of the field's values
+    topics: tuple[str, ...] = ()
+    topics_regex: str | None = None
+
+    @classmethod
+    def of(cls, route: RouteConfig) -> "BoundRoute":
+        split = route.split
+        values = ((ANY_OTHER_VALUE,) if split.takes_the_rest else split.values) if split else ()
+        return cls(route.name, route.table, split.field if split else None, values, route.topics,
+                   route.topics_regex.pattern if route.topics_regex else None)
+
+    def same_shape(self, other: "BoundRoute") -> bool:
+        """Same table and split: the topics chosen may differ (binding_diff judges those by topic)."""
+        return (self.table, self.field, self.values) == (other.table, other.field, other.values)
+
+    def describe(self) -> str:
+        split = f", {self.field} in ({', '.join(self.values)})" if self.field else ""
+        return f"[route {self.name}] -> {self.table}{split}"
+
+    def to_json(self) -> dict:
+        raw: dict = {"name": self.name, "table": self.table}
+        if self.field:
+            raw.update(field=self.field, values=list(self.values))
+        raw.update({"topics_regex": self.topics_regex} if self.topics_regex else {"topics": list(self.topics)})
+        return raw
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "BoundRoute":
+        return cls(raw["name"], raw["table"], raw.get("field"), tuple(raw.get("values", ())),
+                   tuple(raw.get("topics", ())), raw.get("topics_regex"))
+
+
+@dataclass(frozen=True)
+class RouteBinding:
+    database: str
+    root: str  # the Hive URI of the folder the tables' folders are in
+    rejected_table: str
+    rejected_location: str
+    routes: tuple[BoundRoute, ...]
+    # Routes `etl bind` removed whose tables hold loaded records: `etl verify` still checks them.
+    retired: tuple[BoundRoute, ...] = ()
+
+    @classmethod
+    def of(cls, config, warehouse) -> "RouteBinding":
+        """The config's routes, where its warehouse (etl.sink.warehouse) puts their tables."""
+        return cls(config.hive.database, warehouse.hive_uri(warehouse.database_root), config.hive.rejected_table,
+                   warehouse.hive_uri(warehouse.rejected_root), tuple(BoundRoute.of(r) for r in config.routes.routes))
+
+    def location(self, table: str) -> str:
+        return f"{self.root}/{table}"
+
+    def describe(self) -> str:
+        return f"{len(self.routes)} routes into {self.database} at {self.root}"
+
+    def to_json(self) -> dict:
+        return {"database": self.database, "root": self.root, "rejected_table": self.rejected_table,
+                "rejected_location": self.rejected_location, "routes": [r.to_json() for r in self.routes],
+                **({"retired": [r.to_json() for r in self.retired]} if self.retired else {})}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "RouteBinding":
+        return cls(raw["database"], raw["root"], raw["rejected_table"], raw["rejected_location"],
+                   tuple(BoundRoute.from_json(r) for r in raw["routes"]),
+                   tuple(BoundRoute.from_json(r) for r in raw.get("retired", ())))
+
+    def retired_routes(self) -> Routes:
+        """The retired routes, as routes: which tables their topics' records were loaded into."""
+        return Routes(tuple(_as_route(r) for r in self.retired))
+
+
+def is_route_binding(raw: dict) -> bool:
+    """A stored binding's JSON is a RouteBinding's (else a one-table job's Target)."""
+    return "routes" in raw
+
+
+JobBinding = Target | RouteBinding  # what a job is bound to: one table, or its routes
+
+
+def binding_from_json(raw: dict) -> JobBinding:
+    return RouteBinding.from_json(raw) if is_route_binding(raw) else Target.from_json(raw)
+
+
+@dataclass(frozen=True)
+class BindingDiff:
+    added: tuple[BoundRoute, ...] = ()
+    removed: tuple[BoundRoute, ...] = ()
+    changed: tuple[tuple[BoundRoute, BoundRoute], ...] = ()  # (bound, in the config)
+    moved: tuple[str, ...] = ()  # committed topics whose records would go to other tables
+    stopped: tuple[str, ...] = ()  # committed topics whose records no route would load any more
+    elsewhere: str | None = None  # another database, folder or rejected table
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed or self.moved or self.stopped or self.elsewhere)
+
+    def describe(self) -> list[str]:
+        return ([f"the job's tables would move: {self.elsewhere}"] if self.elsewhere else []) + \
+            [f"added: {r.describe()}" for r in self.added] + \
+            [f"removed: {r.describe()}" for r in self.removed] + \
+            [f"changed: {old.describe()} becomes {new.describe()}" for old, new in self.changed] + \
+            [f"topic {topic}'s records would go to other tables than they were loaded into" for topic in self.moved] + \
+            [f"topic {topic}'s records would no longer be loaded" for topic in self.stopped]
+
+
+def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable[str]) -> BindingDiff:
+    elsewhere = None
+    if (bound.database, bound.root, bound.rejected_table) != (current.database, current.root, current.rejected_table):
+        elsewhere = (f"{bound.database} at {bound.root} (rejected rows in {bound.rejected_table}) becomes "
+                     f"{current.database} at {current.root} (rejected rows in {current.rejected_table})")
+    was = {r.name: r for r in bound.routes}
+    now = {r.name: r for r in current.routes}
+    committed = tuple(committed)
+    was_tables = {topic: _tables_of(bound, topic) for topic in committed}
+    now_tables = {topic: _tables_of(current, topic) for topic in committed}
+    return BindingDiff(
+        added=tuple(r for name, r in now.items() if name not in was),
+        removed=tuple(r for name, r in was.items() if name not in now),
+        changed=tuple((was[name], r) for name, r in now.items() if name in was and not was[name].same_shape(r)),
+        moved=tuple(t for t in committed if now_tables[t] and was_tables[t] != now_tables[t]),
+        stopped=tuple(t for t in committed if was_tables[t] and not now_tables[t]),
+        elsewhere=elsewhere)
+
+
+def _tables_of(binding: RouteBinding, topic: str) -> dict[str, str]:
+    """Each route's table for `topic` under `binding` ({} when none chooses it, or it cannot be routed)."""
+    routes = Routes(tuple(_as_route(r) for r in binding.routes))
+    routed = route_topics(routes, [topic], committed=[topic], rejected_table=binding.rejected_table).topics.get(topic)
+    return dict(zip(routed.routes, routed.tables)) if routed else {}
+
+
+def _as_route(bound: BoundRoute) -> RouteConfig:
+    split = None
+    if bound.field:
+        rest = bound.values == (ANY_OTHER_VALUE,)
+        split = FieldSplit(bound.field, () if rest else bound.values, takes_the_rest=rest)
+    return RouteConfig(bound.name, bound.table, schema_file=None, topics=bound.topics,
+                       topics_regex=TopicPattern(bound.topics_regex) if bound.topics_regex else None, split=split)
+
+
+def check_job_binding(bound: JobBinding, current: JobBinding, config, committed: Iterable[str]) -> None:
+    """The config names what the job is bound to (etl.model.binding); `committed`: the topics
+    with committed offsets, whose records must keep going to the tables they went to."""
+    if isinstance(bound, Target) and isinstance(current, Target):
+        check_bound(bound, current, config)
+        return
+    if isinstance(bound, RouteBinding) and isinstance(current, RouteBinding):
+        diff = binding_diff(bound, current, committed)
+        if diff:
+            raise BindingMismatch(f"job {config.job.name}'s [route] sections differ from the routes it is bound to: "
+                                  f"{'; '.join(diff.describe())}. Nothing was touched. {routes_hint(config)}")
+        return
+    raise BindingMismatch(f"job {config.job.name} is bound to {bound.describe()}, but the config names "
+                          f"{current.describe()}; moving a job between one table and routes is not built yet. "
+                          f"Nothing was touched: restore the config")
+
+
+def check_planned(batch, current: JobBinding, config) -> None:
+    """A batch is resumed into the tables it was planned for, or not at all."""
+    if not batch.target:
+        return
+    if isinstance(current, Target) and not is_route_binding(batch.target):
+        check_plan(batch, current, config)
+    elif batch.target != current.to_json():
+        raise BindingMismatch(f"batch {batch.batch_id} was planned to write to "
+                              f"{binding_from_json(batch.target).describe()}, but the config names "
+                              f"{current.describe()}; resuming it there would leave its files split between both. "
+                              f"Nothing was touched: restore the config and run again to finish the batch")
+
+
+def routes_hint(config) -> str:
+    return (f"If the change is a mistake, restore the config; to make it on purpose, run `etl bind --config "
+            f"{config.path}` to see it, then with --yes (see docs/configuration.md, '[route <name>]')")

@@ -1,0 +1,63 @@
+"""Issue 30: routes added and removed between runs, with the guards, on the real stack. A route
+added to the config is refused by `etl run` until `etl bind --yes` binds it; a route removed
+whose topic has loaded records is refused by `etl bind` unless --stop-loading; after it, the
+topic is reported as no longer loaded, and `etl verify` still checks its table. A table another
+job owns (its `etl.owner`) is refused, per table."""
+from __future__ import annotations
+
+import uuid
+
+from tests.harness.data import events_by_partition
+from tests.harness.etl_process import etl_command, run_etl
+from tests.harness.oracle import expected_offsets, table_offsets
+from tests.harness.paths import EVENTS_SCHEMA
+
+DB = "etl_test"
+
+
+def _route(topic: str, table: str) -> dict:
+    return {"topics": topic, "table": table, "schema": str(EVENTS_SCHEMA)}
+
+
+def _config(write_config, name: str, routes: dict, **more):
+    return write_config(kafka={"topics": None}, hive={"table": None, "schema": None, "rejected_table": f"{name}_rej"},
+                        **{f"route {route}": section for route, section in routes.items()}, **more)
+
+
+def test_a_route_added_or_removed_is_bound_on_purpose_and_verify_follows(spark, new_topic, produce, write_config):
+    name = f"rb{uuid.uuid4().hex[:8]}"
+    a, b = new_topic(1, f"{name}.a"), new_topic(1, f"{name}.b")
+    produce(a, events_by_partition(1, 5))
+    produce(b, events_by_partition(1, 4))
+    route_a, route_b = _route(a, f"{name}_a"), _route(b, f"{name}_b")
+    first = _config(write_config, name, {"a": route_a})
+    assert run_etl(first).returncode == 0
+    assert table_offsets(spark, DB, f"{name}_a") == expected_offsets(a, {0: 5})
+
+    both = _config(write_config, name, {"a": route_a, "b": route_b})
+    refused = run_etl(both)
+    assert refused.returncode == 2 and "added: [route b]" in refused.stderr and "etl bind" in refused.stderr, \
+        refused.describe()
+    shown = etl_command(both, "bind")
+    assert shown.returncode == 2 and "nothing changed: pass --yes to apply" in shown.stdout, shown.describe()
+    assert etl_command(both, "bind", "--yes").returncode == 0
+    assert run_etl(both).returncode == 0
+    assert table_offsets(spark, DB, f"{name}_b") == expected_offsets(b, {0: 4})
+
+    only_b = _config(write_config, name, {"b": route_b})
+    kept = etl_command(only_b, "bind", "--yes")
+    assert kept.returncode == 2 and "pass --stop-loading" in kept.stdout, kept.describe()
+    assert etl_command(only_b, "bind", "--yes", "--stop-loading").returncode == 0
+    produce(a, events_by_partition(1, 3))
+    produce(b, events_by_partition(1, 2))
+    assert run_etl(only_b).returncode == 0
+    assert table_offsets(spark, DB, f"{name}_a") == expected_offsets(a, {0: 5})  # no longer loaded
+    assert table_offsets(spark, DB, f"{name}_b") == expected_offsets(b, {0: 6})
+    status = etl_command(only_b, "status")
+    assert f"topic not loaded: {a}: no longer chosen" in status.stdout, status.stdout
+    verify = etl_command(only_b, "verify")  # the retired route's table is still checked against its offsets
+    assert verify.returncode == 0 and "OK" in verify.stdout, verify.describe()
+
+    other_job = _config(write_config, f"{name}x", {"b": route_b}, job={"name": f"{name}-other"})
+    taken = run_etl(other_job)
+    assert taken.returncode == 2 and "etl.owner" in taken.stderr, taken.describe()

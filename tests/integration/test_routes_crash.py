@@ -1,0 +1,77 @@
+"""Issue 30: SIGKILLs of a routed job, then the per-table oracle. Two topics each into its own
+table by a `{topic}` template, two more into one shared table, and one split by a field between
+two tables (one taking the rest), one job, one plan and one commit for all five; `etl run` is
+killed at random moments (tests.harness.campaign), then run to completion. Every produced
+(topic, partition, offset) must be exactly once in one of its topic's tables or in the job's
+rejected table, the files must tile each partition across all tables, and `etl verify` must pass
+(tests.harness.oracle, which reads a routed job's tables from its routes).
+
+Replay with ETL_ROUTES_CRASH_SEED=<seed>; scale with ETL_ROUTES_CRASH_KILLS=<n> (CI: 4).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+
+import pytest
+
+from etl.config.routes import table_name
+from tests.harness.campaign import campaign_seed, kill_campaign
+from tests.harness.config_file import FAST_START_JVM
+from tests.harness.data import DataSource, TopicsSource
+from tests.harness.etl_process import run_etl
+from tests.harness.oracle import check_exactly_once, hive_reader
+from tests.harness.paths import EVENTS_SCHEMA
+from tests.harness.state import job_state
+
+
+@pytest.mark.slow
+def test_random_sigkills_of_a_routed_job_leave_every_offset_once_in_its_own_table(
+        spark, zk, new_topic, produce, write_config, warehouse_dir):
+    seed = campaign_seed("ETL_ROUTES_CRASH_SEED", 20261126)
+    kills = int(os.environ.get("ETL_ROUTES_CRASH_KILLS", "4"))
+    name = f"rc{uuid.uuid4().hex[:8]}"
+    own = [new_topic(2, f"{name}.own{i}") for i in range(2)]
+    shared = [new_topic(2, f"{name}.shared{i}") for i in range(2)]
+    split = new_topic(2, f"{name}.split")
+    source = TopicsSource([DataSource(topic, 2, produce) for topic in own + shared] +
+                          [DataSource(split, 2, produce, make_event=_action_event)])
+    source.produce(60)
+    config = write_config(
+        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"}, spark=FAST_START_JVM,
+        job={"max_records_per_partition": "30"},
+        hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
+        **{"route own": {"topics_regex": re.escape(name) + r"[.]own.*", "table": "{topic}", "schema": str(EVENTS_SCHEMA)},
+           "route shared": {"topics": ", ".join(shared), "table": f"{name}_shared", "schema": str(EVENTS_SCHEMA)},
+           "route clicks": {"topics": split, "field": "action", "values": "click", "table": f"{name}_clicks",
+                            "schema": str(EVENTS_SCHEMA)},
+           "route rest": {"topics": split, "field": "action", "values": "*", "table": f"{name}_rest",
+                          "schema": str(EVENTS_SCHEMA)}})
+
+    baseline = run_etl(config)  # two batches of 30 a partition, over all four topics at once
+    assert baseline.returncode == 0, baseline.describe()
+    assert baseline.stdout.count("COMMITTED") == 2, baseline.stdout
+    print(f"[routes-crash] {seed}, {kills} kills; baseline {baseline.seconds:.1f}s")
+
+    campaign = kill_campaign(config, zk, source, warehouse_dir, kills=kills, seed=seed.value,
+                             baseline_seconds=baseline.seconds, read_table=hive_reader(spark),
+                             produce_per_partition=(20, 60), min_backlog=60 * 10, max_backlog=120 * 10)
+    print(f"[routes-crash] {campaign.summary()}")
+    assert len(campaign.kills) == kills
+
+    final = run_etl(config)  # `etl recover` does not take routes yet: the run resumes the open batch itself
+    assert final.returncode == 0, final.describe()
+    oracle = check_exactly_once(hive_reader(spark), config, source.expected, warehouse_dir)
+    tables = {table_name("{topic}", topic) for topic in own} | {f"{name}_shared", f"{name}_clicks", f"{name}_rest"}
+    for table in tables:  # each table holds its own topics' records, and some
+        assert spark.sql(f"SELECT count(*) FROM etl_test.`{table}`").collect()[0][0] > 0, table
+    print(f"[routes-crash] final run {final.seconds:.1f}s; {oracle.describe()}; "
+          f"batches: {job_state(config).last_batch_id}; kills by state: {campaign.histogram('state')}")
+
+
+def _action_event(i: int) -> bytes:
+    """An event whose action splits it: every third a click, the others to the rest."""
+    return json.dumps({"event_id": i, "user_id": f"u{i % 7}", "action": "click" if i % 3 == 0 else "view",
+                       "ts": "2026-11-21 10:00:00"}).encode()

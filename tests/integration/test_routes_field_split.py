@@ -1,0 +1,75 @@
+"""Issue 30, a topic split among tables by a field, on the real stack: one topic's records go by
+their `action` to three tables (a value listed by each of two routes, every other value to a
+third, `values = *`), beside a topic routed whole to its own table, in one batch and one commit;
+a record whose route's decoder refuses it goes to the rejected table, its reason naming the
+route. Then a second job with no `*` route rejects the values no route lists, with the reason.
+Every offset is once in its table or in the rejected table (tests.harness.oracle)."""
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+
+from tests.harness.etl_process import etl_command, run_etl
+from tests.harness.oracle import check_exactly_once, hive_reader
+from tests.harness.paths import EVENTS_SCHEMA
+
+DB = "etl_test"
+ACTIONS = ["click", "view", "look", "buy", None]
+
+
+def _event(i: int) -> bytes:
+    action = ACTIONS[i % len(ACTIONS)]
+    event = {"event_id": i if i % 11 else f"bad{i}", "user_id": f"u{i % 7}", "ts": "2026-11-21 10:00:00"}
+    return json.dumps({**event, **({"action": action} if action else {})}).encode()
+
+
+def _split(topic: str, name: str, rest: bool) -> dict:
+    def route(values: str, table: str) -> dict:
+        return {"topics": topic, "field": "action", "values": values, "table": table, "schema": str(EVENTS_SCHEMA)}
+    routes = {"route clicks": route("click", f"{name}_clicks"), "route views": route("view, look", f"{name}_views")}
+    return {**routes, **({"route other": route("*", f"{name}_other")} if rest else {})}
+
+
+def _produced(produce, topic: str, count: int) -> Counter:
+    delivered = produce(topic, {0: [_event(i) for i in range(count)], 1: [_event(i) for i in range(count, 2 * count)]})
+    return Counter({(topic, p, o): 1 for p, o in delivered})
+
+
+def test_one_topic_split_by_a_field_into_three_tables_and_one_routed_whole(spark, new_topic, produce, write_config,
+                                                                        warehouse_dir):
+    name = f"fs{uuid.uuid4().hex[:8]}"
+    events, whole = new_topic(2, f"{name}.events"), new_topic(2, f"{name}.whole")
+    expected = _produced(produce, events, 40) + _produced(produce, whole, 10)
+    config = write_config(kafka={"topics": None}, job={"max_rejected_ratio": "0.9"},
+                          hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
+                          **_split(events, name, rest=True),
+                          **{"route whole": {"topics": whole, "table": f"{name}_whole", "schema": str(EVENTS_SCHEMA)}})
+    run = run_etl(config)
+    assert run.returncode == 0, run.describe()
+    oracle = check_exactly_once(hive_reader(spark), config, expected, warehouse_dir)
+    by_table = {table: sorted({r[0] for r in spark.sql(f"SELECT DISTINCT action FROM {DB}.{name}_{table}").collect()},
+                              key=str) for table in ("clicks", "views", "other")}
+    assert by_table == {"clicks": ["click"], "views": ["look", "view"], "other": [None, "buy"]}, by_table
+    reasons = [r[0] for r in spark.sql(f"SELECT error FROM {DB}.{name}_rejected").collect()]
+    assert reasons and all(reason.startswith("[route ") and "event_id" in reason for reason in reasons), reasons
+    history = etl_command(config, "history")
+    # 2 of the whole-routed topic's 20 records have a bad event_id
+    assert f"{name}_clicks" in history.stdout and f"{name}_whole 18" in history.stdout, history.stdout
+    print(f"[field-split] {oracle.describe()}; rows by table {by_table}")
+
+
+def test_without_a_rest_route_an_unlisted_value_is_rejected_with_why(spark, new_topic, produce, write_config,
+                                                                    warehouse_dir):
+    name = f"fs{uuid.uuid4().hex[:8]}"
+    events = new_topic(2, f"{name}.events")
+    expected = _produced(produce, events, 20)
+    config = write_config(kafka={"topics": None}, job={"max_rejected_ratio": "0.9"},
+                          hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
+                          **_split(events, name, rest=False))
+    run = run_etl(config)
+    assert run.returncode == 0, run.describe()
+    check_exactly_once(hive_reader(spark), config, expected, warehouse_dir)
+    reasons = Counter(r[0].split(" (")[0] for r in spark.sql(f"SELECT error FROM {DB}.{name}_rejected").collect())
+    assert reasons["no route takes action = 'buy'"] > 0, reasons
+    assert reasons["action is missing, and no route takes the rest"] > 0, reasons
