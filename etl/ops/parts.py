@@ -37,6 +37,28 @@ def check_parts(inventory: Inventory, manifests: list[RangeManifest], open_batch
     return problems
 
 
+def check_split_parts(inventories: dict[str, Inventory], manifests: list[RangeManifest],
+                      open_batch: Batch | None) -> list[Problem]:
+    """A range of a topic split by a field (etl.job.route_task) has a file in each table its
+    manifest lists; the walk sees the range once, by its manifest, so a file gone from one
+    table would hide behind the others. `inventories`: each table's, by name."""
+    planned = {(r.topic, r.partition, r.start, r.end) for r in open_batch.file_ranges} if open_batch else set()
+    present = {(table, f.range, f.partition_path) for table, inventory in inventories.items() for f in inventory.files}
+    problems = []
+    for m in manifests:
+        file_range = FileRange(m.topic, m.partition, m.start, m.end)
+        if (m.topic, m.partition, m.start, m.end) in planned:
+            continue
+        problems += [Problem("missing_part", f"{m.topic}[{m.partition}] {_name(file_range)}",
+                             f"its manifest lists a file in table {part.table}, {part.partition}, which is gone: the "
+                             f"rows it held are missing from that table", _SPLIT_ACTION)
+                     for part in m.parts if part.table and (part.table, file_range, part.partition) not in present]
+    return problems
+
+
+_SPLIT_ACTION = "put the file back from a copy; `etl recover` does not rewrite a routed job's ranges yet"
+
+
 def damaged_ranges(problems: list[Problem]) -> set[str]:
     """The file names of the ranges `check_parts` found damaged."""
     return {p.where.rsplit(" ", 1)[-1] for p in problems if p.kind in PART_PROBLEMS}

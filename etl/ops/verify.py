@@ -33,7 +33,7 @@ from etl.ops.coverage import Problem, check_ranges, check_registered, check_temp
 from etl.ops.inventory import Inventory, merged, take_inventory
 from etl.ops.job_tables import job_tables
 from etl.ops.legacy_names import check_legacy_names
-from etl.ops.parts import check_parts
+from etl.ops.parts import check_parts, check_split_parts
 from etl.ops.placement_check import check_placement
 from etl.ops.verify_deep import check_deep, check_readable, check_rewritten, offsets_in_kafka
 from etl.sink.manifest import list_manifests
@@ -86,7 +86,7 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
     problems = check_ranges(inventory, committed, open_batch, events)
     roots = [view.table_root for _, view in tables] + ([] if config.routes.implicit else [warehouse.rejected_root])
     manifests = [m for root in roots for m in list_manifests(fs, root)]
-    problems += check_parts(inventory, manifests, open_batch)
+    problems += check_parts(inventory, manifests, open_batch) + check_split_parts(inventories, manifests, open_batch)
     problems += check_temps(inventory, holder.describe() if holder else None)
     problems += check_superseded(inventory, compactions, warehouse)
     for _, view in tables:

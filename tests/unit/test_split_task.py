@@ -139,3 +139,18 @@ def test_a_routed_jobs_rejected_records_name_their_route_and_a_one_table_jobs_do
     [one] = route_specs(load_config(tmp_path / "one.ini")).values()
     [reason] = RowPipeline(one.rows, "a", 0).process(bad).rejected.column("error").to_pylist()
     assert reason.startswith("field 'event_id'")
+
+
+def test_verify_finds_a_split_ranges_file_gone_from_one_of_its_tables(tmp_path):
+    from etl.model.compaction import TableKind
+    from etl.ops.inventory import take_inventory
+    from etl.ops.parts import check_split_parts
+    config = _config(tmp_path, SPLIT)
+    _batch, tables, task = _task(config)
+    manifest = split_range(LocalFileSystem(), task, [_chunk(VALUES)], {})
+    inventories = {t.name: take_inventory(LocalFileSystem(), t.warehouse, (TableKind.MAIN,)) for t in tables.all()}
+    assert check_split_parts(inventories, [manifest], None) == []
+    (tmp_path / "w" / "db.db" / "views" / "dt=2026-11-26" / "hour=10" / task.range.file_name).unlink()
+    inventories["views"] = take_inventory(LocalFileSystem(), tables.all()[1].warehouse, (TableKind.MAIN,))
+    [problem] = check_split_parts(inventories, [manifest], None)
+    assert problem.kind == "missing_part" and "in table views, dt=2026-11-26/hour=10, which is gone" in problem.detail
