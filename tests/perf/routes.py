@@ -32,14 +32,18 @@ def routes_bench(run: BenchRun) -> None:
     per_topic = [SEEDS_RECORDS // count + (1 if i < SEEDS_RECORDS % count else 0) for i in range(count)]
     make = value_maker("json", run.args.record_bytes)
     single = run.new_topic(count, "routes-single")
-    topics = [run.new_topic(1, f"routes-t{i:02d}") for i in range(count)]
+    topics = {"routed": [run.new_topic(1, f"routes-t{i:02d}") for i in range(count)],  # each job its own topics
+              "separate_jobs": [run.new_topic(1, f"routes-s{i:02d}") for i in range(count)]}
     most = max(per_topic) + 1
     jobs = {"one_table": [run.ini("routes-one", [single], "json", most)],
-            "routed": [_routed_ini(run, "routes-many", topics, most)],
-            "separate_jobs": [run.ini(f"routes-sep{i:02d}", [topic], "json", most) for i, topic in enumerate(topics)]}
-    ends: dict[str, dict[int, int]] = {topic: {0: 0} for topic in topics} | {single: {p: 0 for p in range(count)}}
-    _produce(run, single, topics, [1] * count, make, ends)  # a record each: the first runs create the tables
-    _produce(run, None, topics, [1] * count, make, ends)
+            "routed": [_routed_ini(run, "routes-many", topics["routed"], most)],
+            "separate_jobs": [run.ini(f"routes-sep{i:02d}", [topic], "json", most)
+                              for i, topic in enumerate(topics["separate_jobs"])]}
+    ends: dict[str, dict[int, int]] = {t: {0: 0} for ts in topics.values() for t in ts} | {single: dict.fromkeys(
+        range(count), 0)}
+    _produce(run, single, [], [1] * count, make, ends)  # a record each: the first runs create the tables
+    for own in topics.values():
+        _produce(run, None, own, [1] * count, make, ends)
     say(f"many tables: {SEEDS_RECORDS:,} JSON records as {count} topics into {count} tables in one run, "
         f"as one topic of {count} partitions into one table, and as {count} jobs run one after another")
     for inis in jobs.values():  # first runs, not timed: the tables are created, the first records loaded
@@ -48,7 +52,7 @@ def routes_bench(run: BenchRun) -> None:
     times: dict[str, dict[str, list[float]]] = {name: {"process": [], "batch": []} for name in jobs}
     for rep in range(1, run.args.repeat + 1):
         for name, inis in jobs.items():
-            expected = _produce(run, single if name == "one_table" else None, topics, per_topic, make, ends)
+            expected = _produce(run, single if name == "one_table" else None, topics.get(name, []), per_topic, make, ends)
             label = f"many tables: {name.replace('_', ' ')} #{rep}"
             done, stats = run.measure(label, lambda: [_etl_run(ini) for ini in inis])
             for ini in inis:
