@@ -51,7 +51,8 @@ class FilesSeen(Protocol):
     sees it."""
 
     def has_file(self, values: Mapping[str, str], r: OffsetRange) -> bool:
-        """Whether the main table's partition `values` holds the range's file."""
+        """Whether the main table's partition `values` holds the range's file (a range of a topic
+        split by a field: whether its manifest is published, etl.job.route_task)."""
 
     def has_manifest(self, r: OffsetRange) -> bool:
         """Whether the range's manifest is published."""

@@ -3,7 +3,10 @@
 Built from file names alone (they encode topic+partition+from+until), so taking stock of a
 table costs one directory listing per Hive partition and reads no data. By event time a range
 has a file in each Hive partition it touched (all with its name) and a manifest under
-`_etl_ranges/` (etl.sink.manifest); the manifests are listed by name too.
+`_etl_ranges/` (etl.sink.manifest); the manifests are listed by name too. A range of a topic
+split by a field (etl.job.route_task) has a file in each of its tables and its manifest under
+the rejected table's `_etl_ranges/`. A routed job's tables are taken stock of one by one
+(`kinds`) and then as one (`merged`).
 
 A compacted partition's files are in the folder ZooKeeper's relocations name (etl.model.compaction):
 there, a merged file is taken once per range its footer lists, so the checks see the same ranges

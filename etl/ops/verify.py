@@ -7,7 +7,10 @@ for it (recorded with the offset). So a deleted first file, or a partition whose
 all gone, is a gap. A gap is accepted only where ZooKeeper records why: a skip of lost
 offsets, an operator's reset, or a loss the operator accepted. Files never overlap; every
 file is in a registered Hive partition whose location is the folder the job writes; no temp
-file is left. By event time each range's files match its manifest (etl.ops.parts). A compacted
+file is left. By event time each range's files match its manifest (etl.ops.parts). A job with
+[route] sections is checked over every table its committed topics and open batch map to, retired
+routes' included (etl.ops.job_tables), each partition's ranges across all of them; a split
+range's file must be in each table its manifest lists. A compacted
 partition is checked in its current folder, with each merged file's ranges (etl.ops.inventory);
 replaced files are accepted only while a compaction waits to delete them (etl.ops.compaction_check). `--deep`
 (etl.ops.verify_deep) reads every file and both tables through Hive and
