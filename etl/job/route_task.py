@@ -43,8 +43,7 @@ def run_split_range_task(task: RangeTask, lookups: Mapping[str, object] | None =
     assert task.split is not None
     fs, r = filesystem_for(task.warehouse), task.range
     path = manifest_path(task.split.manifest_root, r.topic, r.partition, r.start, r.end)
-    manifest = read_manifest(fs, path)
-    published = manifest is None
+    manifest, published = read_manifest(fs, path), False
     if manifest is None:
         manifest = split_range(fs, task, range_chunks(task), opened_tables(lookups))
         published = publish_manifest(fs, path, manifest)
@@ -84,8 +83,12 @@ class _SplitWriter:
         self.rejected = ParquetSink(fs, posixpath.join(task.rejected_dir, temp_name(r.file_name)),
                                     self.pipelines[first.name].rejected_schema, first.writer.row_group_size,
                                     first.writer.compression)
-        for sink in self.sinks.values():  # created up front: a bad path fails before Kafka is read
-            sink.open()
+        try:
+            for sink in self.sinks.values():  # created up front: a bad path fails before Kafka is read
+                sink.open()
+        except BaseException:
+            self.abort()  # the ones already created go
+            raise
 
     def write(self, chunk: RawChunk) -> None:
         if not len(chunk):
