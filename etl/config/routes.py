@@ -265,23 +265,15 @@ def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
     return None
 
 
-# What a routed job cannot do yet, each refused at start-up (exit 2, nothing touched) rather than
-# done for one table and not the others: (what, the key that asks for it, why not yet).
-NOT_YET_WITH_ROUTES = (
-    ("a table from the registry", "schema", "schema = registry is not built yet; name a DDL file"),
-)
-
-
 def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str], metrics_enabled: bool,
                     path: Path) -> None:
-    """Refuse what a routed job does not do yet, naming the key: a refusal touches nothing."""
+    """Refuse what a routed job does not do yet, naming the key, rather than do it for one table
+    and not the others: a refusal touches nothing (exit 2)."""
     if routes.implicit:
         return
     for route in routes.routes:
-        asked = {"schema": route.from_registry}
-        for what, key, why in NOT_YET_WITH_ROUTES:
-            if asked[key]:
-                raise ConfigError(f"{path}: {route.describe()} {key}: {why}")
+        if route.from_registry:
+            raise ConfigError(f"{path}: {route.describe()} schema: schema = registry is not built yet; name a DDL file")
     refused = {"[dimension] sections": bool(tuple(dimensions)),
                "[hive] partition_by by event time": hive.partitioning.source is not PartitionSource.PLANNING_TIME,
                "[hive] success_markers": hive.success_markers.enabled,
