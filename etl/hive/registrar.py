@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from etl.config import HiveConfig
@@ -51,6 +52,27 @@ ADD_PER_STATEMENT = 500  # partitions per ALTER TABLE ... ADD: a backfill batch 
 CHECK_ONE_BY_ONE = 50
 
 
+@dataclass(frozen=True)
+class TableFacts:
+    """A table as the metastore holds it: its data columns and the two properties the job keeps."""
+    columns: tuple[Column, ...]
+    owner: str | None  # etl.owner (etl.model.binding)
+    cascaded: str | None  # etl.cascaded_columns
+
+
+def _table_facts(table, name: str) -> TableFacts:
+    """From Spark's CatalogTable (through py4j). Its properties are as stored: SHOW TBLPROPERTIES
+    would redact a value that looks secret (a job path with 'url' or 'token' in it). A column's
+    type is its catalog string, as spark.catalog.listColumns gives it (a varchar column's may read
+    as string: both normalise to string)."""
+    def prop(key: str) -> str | None:
+        found = table.properties().get(key)
+        return found.get() if found.isDefined() else None
+    columns = tuple(Column(f.name().lower(), normalise_hive_type(f.dataType().catalogString(), name))
+                    for f in table.dataSchema().fields())
+    return TableFacts(columns, prop(OWNER_PROPERTY), prop(CASCADED_PROPERTY))
+
+
 class HiveRegistrar:
     def __init__(self, spark, hive: HiveConfig, warehouse: Warehouse, owner: str | None = None):
         """`owner`: the job's ZooKeeper path, recorded in (and checked against) each table's
@@ -75,46 +97,46 @@ class HiveRegistrar:
 
     def _ensure(self, table: str, ddl_file: Path, location: str) -> None:
         columns = load_table_schema(ddl_file).columns
-        if self._table_exists(table):
-            self._claim(table)  # before any change: a table another job owns is not touched
-            self._evolve(table, ddl_file, columns)
+        found = self._read_table(table)
+        if found is not None:
+            self._claim(table, found)  # before any change: a table another job owns is not touched
+            self._evolve(table, ddl_file, columns, found)
             return
         log.info("creating Hive table %s.%s from %s", self.hive.database, table, ddl_file)
         ddl = render_ddl(ddl_file, self.hive.database, table, self.warehouse.hive_uri(location))
         self._sql(ddl, f"create table {table}")
-        self._claim(table)
+        created = self._read_table(table)  # as created: a job that created it at the same time claimed it
+        if created is None:
+            raise HiveError(f"Hive created {self.hive.database}.{table}, then did not find it. {NOTHING_CHANGED}")
+        self._claim(table, created)
         self._mark_cascaded(table, columns)  # no partition yet: nothing to cascade to
 
-    def _claim(self, table: str) -> None:
+    def _read_table(self, table: str) -> TableFacts | None:
+        """What ensuring needs of a table, in one metastore call (Spark's catalog.listColumns alone
+        took 100 ms a table: a routed job ensures dozens); None if it does not exist."""
+        def read(catalog):
+            found = catalog.getTablesByName(self.hive.database, self.spark._jvm.PythonUtils.toSeq([table]))
+            return _table_facts(found.apply(0), f"{self.hive.database}.{table}") if found.size() else None
+        return self._catalog_call(f"look up {table}", read)
+
+    def _claim(self, table: str, found: TableFacts) -> None:
         if self.owner is None:
             return
-        owner = self._raw_property(table, OWNER_PROPERTY)
-        check_owner(self.hive.database, table, owner, self.owner)
-        if owner is None:
+        check_owner(self.hive.database, table, found.owner, self.owner)
+        if found.owner is None:
             self._set_property(table, OWNER_PROPERTY, self.owner)
 
     # -- schema evolution -----------------------------------------------------------------
-    def _evolve(self, table: str, ddl_file: Path, columns: tuple[Column, ...]) -> None:
-        evolution = plan_evolution(f"{self.hive.database}.{table}", str(ddl_file), self._hive_columns(table),
-                                   columns)
+    def _evolve(self, table: str, ddl_file: Path, columns: tuple[Column, ...], found: TableFacts) -> None:
+        evolution = plan_evolution(f"{self.hive.database}.{table}", str(ddl_file), found.columns, columns)
         if evolution.is_needed:
             log.warning("schema evolution: %s", evolution.describe())
             added = ", ".join(f"{quote_identifier(c.name)} {c.hive_type}" for c in evolution.added)
             self._sql(f"ALTER TABLE {self._qualified(table)} ADD COLUMNS ({added})",
                       f"add columns to {table}")
-        if self._raw_property(table, CASCADED_PROPERTY) != columns_fingerprint(columns):
+        if found.cascaded != columns_fingerprint(columns):
             self._cascade(table)
             self._mark_cascaded(table, columns)
-
-    def _hive_columns(self, table: str) -> tuple[Column, ...]:
-        name = self._qualified(table)
-        try:
-            listed = self.spark.catalog.listColumns(name)
-        except Exception as exc:
-            raise _failure(exc)(f"cannot list the columns of {self.hive.database}.{table} (metastore "
-                                f"{self.hive.metastore}): {_first_line(exc)}") from exc
-        return tuple(Column(c.name.lower(), normalise_hive_type(c.dataType, name)) for c in listed
-                     if not c.isPartition)
 
     def _cascade(self, table: str) -> None:
         """Every existing partition takes the table's column list (Hive's CASCADE)."""
@@ -136,65 +158,56 @@ class HiveRegistrar:
         self._sql(f"ALTER TABLE {self._qualified(table)} SET TBLPROPERTIES "
                   f"({quote_literal(key)}={quote_literal(value)})", f"set a property of {table}")
 
-    def _raw_property(self, table: str, key: str) -> str | None:
-        """A table property as stored: SHOW TBLPROPERTIES redacts values that look secret (a job
-        path with 'url' or 'token' in it), the catalog does not."""
-        def read(catalog):
-            found = catalog.getTable(self.hive.database, table).properties().get(key)
-            return found.get() if found.isDefined() else None
-        return self._catalog_call(f"read the properties of {table}", read)
-
-    def _catalog_call(self, what: str, call):
+    def _catalog_call(self, what: str, call, then: str = NOTHING_CHANGED):
+        """`call` with Spark's external catalog; `then`, as for _sql."""
         catalog = self.spark._jsparkSession.sharedState().externalCatalog()
         try:
             return call(catalog)
         except Exception as exc:
             raise _failure(exc)(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
-                                f"{NOTHING_CHANGED}") from exc
-
-    def _table_exists(self, table: str) -> bool:
-        try:
-            return self.spark.catalog.tableExists(self._qualified(table))
-        except Exception as exc:
-            raise _failure(exc)(f"cannot reach the Hive metastore ({self.hive.metastore}) to look up "
-                                f"{self.hive.database}.{table}: {_first_line(exc)}") from exc
+                                f"{then}") from exc
 
     def add_partition(self, partition_values: dict[str, str], with_rejected: bool) -> None:
         self.add_partitions([partition_values], [partition_values] if with_rejected else [])
 
     def add_partitions(self, main: list[dict[str, str]], rejected: list[dict[str, str]]) -> None:
-        """Every partition a batch touched, in one ALTER TABLE ... ADD statement per table (per
-        ADD_PER_STATEMENT of them), each checked to point at the folder the job writes it to."""
+        """Every partition a batch touched, each checked to point at the folder the job writes it
+        to. Those the metastore lacks are added in one ALTER TABLE ... ADD statement per table (per
+        ADD_PER_STATEMENT of them). Those it holds (a batch's hour is often an earlier batch's)
+        cost a read, not a statement: a routed job registers dozens of tables a batch, and each
+        statement took 60 ms."""
         for kind, partitions in ((TableKind.MAIN, main), (TableKind.REJECTED, rejected)):
-            if not partitions:
-                continue
-            locations = [self.warehouse.hive_uri(self.warehouse.folder(kind, values)) for values in partitions]
-            for start in range(0, len(partitions), ADD_PER_STATEMENT):
-                self._add(kind, partitions[start:start + ADD_PER_STATEMENT], locations[start:start + ADD_PER_STATEMENT])
-            self._check_locations(self._table(kind), partitions, locations)
+            if partitions:
+                self._add_missing(self._table(kind), partitions,
+                                  [self.warehouse.hive_uri(self.warehouse.folder(kind, values)) for values in partitions])
 
-    def _add(self, kind: TableKind, partitions: list[dict[str, str]], locations: list[str]) -> None:
-        table = self._table(kind)
+    def _add_missing(self, table: str, partitions: list[dict[str, str]], locations: list[str]) -> None:
+        held = self._registered(table, partitions)
+        missing = [i for i, where in enumerate(held) if where is None]
+        for start in range(0, len(missing), ADD_PER_STATEMENT):
+            chunk = missing[start:start + ADD_PER_STATEMENT]
+            self._add(table, [partitions[i] for i in chunk], [locations[i] for i in chunk])
+        added = dict(zip(missing, self._registered(table, [partitions[i] for i in missing]))) if missing else {}
+        for i, (values, location) in enumerate(zip(partitions, locations)):
+            self._refuse_elsewhere(table, values, (added[i] if i in added else held[i]) or "", location)
+
+    def _add(self, table: str, partitions: list[dict[str, str]], locations: list[str]) -> None:
         specs = [_spec(values) for values in partitions]
         clauses = [f"PARTITION ({spec}) LOCATION {quote_literal(loc)}" for spec, loc in zip(specs, locations)]
-        what = f"add partition ({specs[0]})" + (f" and {len(specs) - 1} more" if len(specs) > 1 else "")
         self._sql(f"ALTER TABLE {self._qualified(table)} ADD IF NOT EXISTS {' '.join(clauses)}",
-                  f"{what} to {table}", BATCH_STAYS_OPEN)
+                  _adding(table, partitions), BATCH_STAYS_OPEN)
 
-    def _check_locations(self, table: str, partitions: list[dict[str, str]], locations: list[str]) -> None:
-        """Each added partition is registered where the job writes it (see _check_location)."""
-        if len(partitions) <= CHECK_ONE_BY_ONE:
-            for values, location in zip(partitions, locations):
-                self._check_location(table, values, location)
-            return
-        try:
-            registered = partition_locations(self.spark, self.hive.database, table)
-        except Exception as exc:
-            raise _failure(exc)(f"cannot list the partitions of {self.hive.database}.{table} (metastore "
-                                f"{self.hive.metastore}): {_first_line(exc)}. {BATCH_STAYS_OPEN}") from exc
-        for values, location in zip(partitions, locations):
-            name = "/".join(f"{k}={v}" for k, v in values.items())
-            self._refuse_elsewhere(table, values, registered.get(name, ""), location)
+    def _registered(self, table: str, partitions: list[dict[str, str]]) -> list[str | None]:
+        """Where the metastore holds each partition (None: it does not), read one by one up to
+        CHECK_ONE_BY_ONE partitions, else from one listing of the table's partitions."""
+        def read(catalog):
+            if len(partitions) > CHECK_ONE_BY_ONE:
+                listed = partition_locations(self.spark, self.hive.database, table)
+                return [listed.get("/".join(f"{k}={v}" for k, v in values.items())) for values in partitions]
+            found = [catalog.getPartitionOption(self.hive.database, table, self.spark._jvm.PythonUtils.toScalaMap(values))
+                     for values in partitions]
+            return [f.get().location().toString() if f.isDefined() else None for f in found]
+        return self._catalog_call(_adding(table, partitions), read, BATCH_STAYS_OPEN)
 
     def location(self, kind: TableKind, partition: str) -> str | None:
         """Where the metastore says a partition's files are; None if it is not registered."""
@@ -256,6 +269,12 @@ class HiveRegistrar:
         except Exception as exc:
             raise _failure(exc)(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
                                 f"{then}") from exc
+
+
+def _adding(table: str, partitions: list[dict[str, str]]) -> str:
+    """What adding partitions does, as an error names it."""
+    more = f" and {len(partitions) - 1} more" if len(partitions) > 1 else ""
+    return f"add partition ({_spec(partitions[0])}){more} to {table}"
 
 
 def _spec(values: dict[str, str]) -> str:
