@@ -7,12 +7,18 @@ rejected table, the files must tile each partition across all tables, and `etl v
 (tests.harness.oracle, which reads a routed job's tables from its routes).
 
 Replay with ETL_ROUTES_CRASH_SEED=<seed>; scale with ETL_ROUTES_CRASH_KILLS=<n> (CI: 4).
+
+The random kills land mostly before WRITTEN (the tasks are most of a run), so a second test
+kills one routed batch at WRITTEN, then its resumed run at REGISTERED: between the two, no
+table shows a row; after the second, every table shows its rows before any offset is committed;
+the third run commits the batch, and the oracle holds.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+import signal
 import uuid
 
 import pytest
@@ -24,7 +30,7 @@ from tests.harness.data import DataSource, TopicsSource
 from tests.harness.etl_process import run_etl
 from tests.harness.oracle import check_exactly_once, hive_reader
 from tests.harness.paths import EVENTS_SCHEMA
-from tests.harness.state import job_state
+from tests.harness.state import job_state, wait_for_lock_release
 
 
 @pytest.mark.slow
@@ -69,6 +75,43 @@ def test_random_sigkills_of_a_routed_job_leave_every_offset_once_in_its_own_tabl
         assert spark.sql(f"SELECT count(*) FROM etl_test.`{table}`").collect()[0][0] > 0, table
     print(f"[routes-crash] final run {final.seconds:.1f}s; {oracle.describe()}; "
           f"batches: {job_state(config).last_batch_id}; kills by state: {campaign.histogram('state')}")
+
+
+@pytest.mark.slow
+def test_a_routed_batch_killed_at_written_then_at_registered_is_exactly_once_in_every_table(
+        spark, zk, new_topic, produce, write_config, warehouse_dir):
+    name = f"rk{uuid.uuid4().hex[:8]}"
+    whole, split = new_topic(2, f"{name}.whole"), new_topic(2, f"{name}.split")
+    source = TopicsSource([DataSource(whole, 2, produce), DataSource(split, 2, produce, make_event=_action_event)])
+    source.produce(30)
+    route = {"schema": str(EVENTS_SCHEMA)}
+    config = write_config(
+        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"}, spark=FAST_START_JVM,
+        hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
+        **{"route whole": {**route, "topics": whole, "table": "{topic}"},
+           "route clicks": {**route, "topics": split, "field": "action", "values": "click", "table": f"{name}_clicks"},
+           "route rest": {**route, "topics": split, "field": "action", "values": "*", "table": f"{name}_rest"}})
+    tables = [table_name("{topic}", whole), f"{name}_clicks", f"{name}_rest"]
+
+    def visible() -> dict[str, int]:
+        for table in tables:
+            spark.catalog.refreshTable(f"etl_test.`{table}`")
+        return {t: spark.sql(f"SELECT count(*) FROM etl_test.`{t}`").collect()[0][0] for t in tables}
+
+    for point, state, shown in (("state:WRITTEN", "WRITTEN", False), ("state:REGISTERED", "REGISTERED", True)):
+        killed = run_etl(config, fault=point)
+        assert killed.returncode == -signal.SIGKILL, killed.describe()
+        after = job_state(config)
+        assert (after.last_batch_id, after.last_state, after.committed) == (1, state, {}), (after, killed.describe())
+        rows = visible()
+        assert all(rows.values()) if shown else not any(rows.values()), (point, rows)
+        print(f"[routes-crash] killed at {point}: batch 1 {after.last_state}, rows visible {rows}")
+        wait_for_lock_release(zk, config)
+    final = run_etl(config)
+    assert final.returncode == 0 and "batch 1 (resumed) COMMITTED" in final.stdout, final.describe()
+    oracle = check_exactly_once(hive_reader(spark), config, source.expected, warehouse_dir)
+    assert visible()[f"{name}_clicks"] == sum(1 for i in range(60) if i % 3 == 0), visible()  # ids 0-59
+    print(f"[routes-crash] WRITTEN, then REGISTERED, then resumed: {oracle.describe()}")
 
 
 def _action_event(i: int) -> bytes:
