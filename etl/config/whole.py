@@ -43,6 +43,11 @@ class Config:
             raise ConfigError(f"{self.path}: the partitions follow the first route's DDL, and it has none")
         return schema_file
 
+    @property
+    def topics_chooser(self) -> str:
+        """What chooses the job's topics, as messages name it: a [kafka] key, or the routes."""
+        return f"[kafka] {self.kafka.topics_key}" if self.routes.implicit else "the [route] sections"
+
     def for_table(self, route: RouteConfig, table: str) -> "Config":
         """This config as one table's, for the code that acts on one table: [hive] table and
         schema are the route's table (`table`: its template filled in) and DDL, [job] decoder,

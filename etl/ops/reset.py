@@ -91,7 +91,7 @@ def plan_changes(config: Config, store: OffsetPart, kafka: KafkaMetadata, target
     for (topic, partition), new in sorted(wanted.items()):
         if (topic, partition) not in marks:
             raise ConfigError(f"{topic}[{partition}] is not a partition of the topics the job reads "
-                              f"({', '.join(topics) or 'none'}, chosen by [kafka] {config.kafka.topics_key})")
+                              f"({', '.join(topics) or 'none'}, chosen by {config.topics_chooser})")
         low, high = marks[(topic, partition)]
         if not low <= new <= high:
             raise ConfigError(f"{topic}[{partition}]: offset {new} is outside what Kafka holds, [{low}, {high}]")

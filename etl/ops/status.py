@@ -39,7 +39,7 @@ def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> d
         "job": config.job.name,
         "partitions": [{**asdict(r), "lag": r.lag} for r in rows],
         "total_lag": sum(r.lag for r in rows),
-        "topics_not_loaded": [topic.to_json(config.kafka) for topic in not_loaded],
+        "topics_not_loaded": [topic.to_json(config.topics_chooser) for topic in not_loaded],
         **({"tables": {t: list(routed.tables) for t, routed in topics.tables.topics.items()}} if topics.tables else {}),
         "last_batch": None if last is None else {**last[0].header_json(), "files": len(last[0].file_ranges),
                                                  "partitions": list(last[0].partitions or [])},

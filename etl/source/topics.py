@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Callable, Iterable
 
-from etl.config import KafkaConfig
 from etl.config.kafka import HIDDEN_FILE_PREFIXES
 from etl.config.routes import Routes
 from etl.config.topic_pattern import TopicPattern
@@ -84,22 +83,23 @@ class NotLoadedTopic:
     committed: dict[int, int]  # partition -> committed offset, as ZooKeeper keeps them
     why: str = ""  # UNROUTABLE: why no table can take it
 
-    def describe(self, config: KafkaConfig) -> str:
+    def describe(self, chooser: str) -> str:
+        """`chooser`: what chooses the job's topics (Config.topics_chooser)."""
         if self.reason is NotLoadedReason.UNROUTABLE:
             return f"{self.topic}: {self.why}; not loaded, and none of its offsets move, until a route gives it a table"
         if self.reason is NotLoadedReason.HIDDEN:
-            return (f"{self.topic}: matches [kafka] topics_regex, but its name starts with {self.topic[0]!r}, and "
+            return (f"{self.topic}: matches {chooser}, but its name starts with {self.topic[0]!r}, and "
                     f"Hive and Spark skip files whose names start with '_' or '.'; never loaded")
         if self.reason is NotLoadedReason.INTERNAL:
-            return (f"{self.topic}: matches [kafka] topics_regex, but it is one of Kafka's internal topics (its "
+            return (f"{self.topic}: matches {chooser}, but it is one of Kafka's internal topics (its "
                     f"name starts with '__'), which the job never loads")
         why = "deleted from Kafka" if self.reason is NotLoadedReason.DELETED else \
-            f"no longer chosen by [kafka] {config.topics_key}"
+            f"no longer chosen by {chooser}"
         return (f"{self.topic}: {why}; its committed offsets of {len(self.committed)} partitions stay in ZooKeeper "
                 f"and its files in the table (`etl verify` checks them)")
 
-    def to_json(self, config: KafkaConfig) -> dict:
-        return {"topic": self.topic, "reason": str(self.reason), "detail": self.describe(config),
+    def to_json(self, chooser: str) -> dict:
+        return {"topic": self.topic, "reason": str(self.reason), "detail": self.describe(chooser),
                 "committed": {str(p): offset for p, offset in sorted(self.committed.items())}}
 
 

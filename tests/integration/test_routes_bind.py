@@ -54,7 +54,7 @@ def test_a_route_added_or_removed_is_bound_on_purpose_and_verify_follows(spark, 
     assert table_offsets(spark, DB, f"{name}_a") == expected_offsets(a, {0: 5})  # no longer loaded
     assert table_offsets(spark, DB, f"{name}_b") == expected_offsets(b, {0: 6})
     status = etl_command(only_b, "status")
-    assert f"topic not loaded: {a}: no longer chosen" in status.stdout, status.stdout
+    assert f"topic not loaded: {a}: no longer chosen by the [route] sections" in status.stdout, status.stdout
     verify = etl_command(only_b, "verify")  # the retired route's table is still checked against its offsets
     assert verify.returncode == 0 and "OK" in verify.stdout, verify.describe()
 

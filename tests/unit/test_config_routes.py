@@ -167,6 +167,7 @@ def test_a_config_with_routes_loads_its_routes_and_chooses_their_topics(tmp_path
         "raw_app_x", EVENTS_SCHEMA, "rejects")
     with pytest.raises(ConfigError, match="handed the job's config instead of one table's view"):
         config.hive.the_table
+    assert config.topics_chooser == "the [route] sections"  # not "[kafka] topics_regex", which it has none of
 
 
 def test_routes_listing_topics_only_keep_a_list_of_topics(tmp_path):
@@ -218,3 +219,4 @@ def test_a_one_table_config_is_one_implicit_route_as_before(tmp_path):
         "", "t", EVENTS_SCHEMA, ("a", "b"))
     assert route.transform == "etl.examples:minute_and_country" and config.hive.rejected_table == "t_rejected"
     assert (config.hive.the_table, config.kafka.topics) == ("t", ("a", "b"))
+    assert config.topics_chooser == "[kafka] topics"

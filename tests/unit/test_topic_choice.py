@@ -55,11 +55,11 @@ def test_topics_not_loaded_are_the_hidden_then_each_left_behind_with_why():
 
 
 def test_each_reason_is_described_naming_the_key_that_chooses_topics(config_with):
-    config = config_with("topics_regex = e.*\n").kafka
+    chooser = config_with("topics_regex = e.*\n").topics_chooser
     found = not_loaded_topics(JobTopics((), ("_x",)), {("gone", 0): 5, ("kept", 0): 1}, on_broker={"kept"})
-    described = [t.describe(config) for t in found]
+    described = [t.describe(chooser) for t in found]
     assert described[0].startswith("_x: matches [kafka] topics_regex, but its name starts with '_'")
     assert described[1].startswith("gone: deleted from Kafka; its committed offsets of 1 partitions stay")
     assert described[2].startswith("kept: no longer chosen by [kafka] topics_regex;")
-    assert found[1].to_json(config) == {"topic": "gone", "reason": "deleted", "detail": described[1],
+    assert found[1].to_json(chooser) == {"topic": "gone", "reason": "deleted", "detail": described[1],
                                         "committed": {"0": 5}}
