@@ -347,4 +347,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-_NOT_ROUTED_YET = {cmd_recover: "recover", cmd_reset: "reset-offsets", cmd_compact: "compact", cmd_schema_suggest: "schema suggest"}
+_NOT_ROUTED_YET = {cmd_compact: "compact", cmd_schema_suggest: "schema suggest"}

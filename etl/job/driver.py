@@ -124,11 +124,13 @@ class Job:
     def repair(self, ranges: list[OffsetRange]) -> BatchSummary:
         """Rewrite committed ranges whose files were lost, as a REPAIR batch: planned, written and
         registered like any batch (so a crash is resumed the same way), committed without moving
-        an offset. Each range's `expected` is its partition's committed offset."""
+        an offset. Each range's `expected` is its partition's committed offset; a routed job's range
+        goes to the tables its topic's routes give it now (`etl recover` checked that it has some)."""
         self.store.assert_lock_held()
         self._locate_partitions()
         self._check_binding()
         batch = self._new_batch(tuple(ranges), kind=BatchKind.REPAIR)
+        batch = planned_tables(batch, self.config, None if self.config.routes.implicit else self.kafka.job_topics().tables)
         self._refuse_foreign_files(batch)
         return self._start(batch)
 
@@ -200,8 +202,7 @@ class Job:
                      placement=self.mode.stored_placement(placement), **more)
 
     def _next_batch_id(self) -> int:
-        ids = self.store.batch_ids()
-        return ids[-1] + 1 if ids else 1
+        return (self.store.batch_ids() or [0])[-1] + 1
 
     def _refuse_foreign_files(self, batch: Batch) -> None:
         """A final file for a range that was never planned would be mistaken for a replay and

@@ -1,20 +1,30 @@
 """The tables a command inspects: a one-table job's table, or each table a routed job has loaded
 into (its committed topics' tables, as the config routes them now, or as the routes `etl bind`
 retired routed them) and each table its open batch writes, each with its folders
-(etl.sink.warehouse.Warehouse.for_table)."""
+(etl.sink.warehouse.Warehouse.for_table), and what their folders hold (`take_job_inventory`)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable
 
 from etl.config import Config
 from etl.model.batch import Batch
+from etl.model.compaction import TableKind
 from etl.model.route_binding import JobBinding, RouteBinding
 from etl.model.routes import PlanTables, route_topics
+from etl.ops.coverage import Problem
+from etl.ops.inventory import Inventory, merged, take_inventory
+from etl.ops.parts import check_parts, check_split_parts
+from etl.sink.fs import WarehouseFileSystem
+from etl.sink.manifest import RangeManifest, list_manifests
 from etl.sink.warehouse import Warehouse
+from etl.state.protocols import StateStore
+
+JobTable = tuple[str, Warehouse]  # a table's name and its folders
 
 
 def job_tables(config: Config, warehouse: Warehouse, committed_topics: Iterable[str], open_batch: Batch | None,
-               bound: JobBinding | None = None) -> list[tuple[str, Warehouse]]:
+               bound: JobBinding | None = None) -> list[JobTable]:
     if config.routes.implicit:
         return [(config.hive.the_table, warehouse)]
     committed, rejected = sorted(committed_topics), config.hive.rejected_table
@@ -24,3 +34,34 @@ def job_tables(config: Config, warehouse: Warehouse, committed_topics: Iterable[
         if isinstance(bound, RouteBinding) and left else PlanTables()
     planned = {table for tables in (open_batch.tables.values() if open_batch else ()) for table in tables}
     return [(name, warehouse.for_table(name)) for name in sorted(routed.tables() | retired.tables() | planned)]
+
+
+@dataclass(frozen=True)
+class JobInventory:
+    """What the folders of a job's tables hold."""
+    by_table: dict[str, Inventory]  # each table's own files, by table name
+    whole: Inventory  # every table's files and the rejected table's, as one
+    manifests: list[RangeManifest]  # each table's, and a routed job's split ranges' (in its rejected table)
+
+    def part_problems(self, open_batch: Batch | None) -> list[Problem]:
+        """Ranges whose files do not match their manifests (etl.ops.parts), a split's across tables."""
+        return check_parts(self.whole, self.manifests, open_batch) + \
+            check_split_parts(self.by_table, self.manifests, open_batch)
+
+
+def take_job_inventory(fs: WarehouseFileSystem, config: Config, warehouse: Warehouse,
+                       tables: list[JobTable]) -> JobInventory:
+    """`warehouse`: the job's (its rejected table's folders); `tables`: job_tables'."""
+    by_table = {name: take_inventory(fs, view, (TableKind.MAIN,)) for name, view in tables}
+    whole = merged([*by_table.values(), take_inventory(fs, warehouse, (TableKind.REJECTED,))])
+    roots = [view.table_root for _, view in tables] + ([] if config.routes.implicit else [warehouse.rejected_root])
+    return JobInventory(by_table, whole, [m for root in roots for m in list_manifests(fs, root)])
+
+
+def held_by_job(fs: WarehouseFileSystem, config: Config, store: StateStore, warehouse: Warehouse) -> JobInventory:
+    """What the tables the job's state names hold (job_tables, from its committed topics, its open
+    batch and its binding); `warehouse`: the job's, relocations applied."""
+    opened = store.open_batch()
+    tables = job_tables(config, warehouse, {topic for topic, _ in store.committed_offsets()},
+                        opened[0] if opened else None, store.binding())
+    return take_job_inventory(fs, config, warehouse, tables)

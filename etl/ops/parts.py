@@ -51,12 +51,9 @@ def check_split_parts(inventories: dict[str, Inventory], manifests: list[RangeMa
             continue
         problems += [Problem("missing_part", f"{m.topic}[{m.partition}] {_name(file_range)}",
                              f"its manifest lists a file in table {part.table}, {part.partition}, which is gone: the "
-                             f"rows it held are missing from that table", _SPLIT_ACTION)
+                             f"rows it held are missing from that table", _ACTION)
                      for part in m.parts if part.table and (part.table, file_range, part.partition) not in present]
     return problems
-
-
-_SPLIT_ACTION = "put the file back from a copy; `etl recover` does not rewrite a routed job's ranges yet"
 
 
 def damaged_ranges(problems: list[Problem]) -> set[str]:

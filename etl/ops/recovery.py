@@ -30,13 +30,13 @@ from etl.model.events import AcceptedLoss, MovedAside
 from etl.model.naming import FileRange, final_name, partition_path
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
 from etl.model.partitioning import padded_path
-from etl.ops.inventory import Inventory, take_inventory
+from etl.ops.inventory import Inventory
+from etl.ops.job_tables import JobInventory, held_by_job
 from etl.ops.legacy_names import legacy_partitions, move_legacy_partitions
-from etl.ops.parts import check_parts, damaged_ranges
+from etl.ops.parts import damaged_ranges
 from etl.ops.verify_deep import unreadable_files
 from etl.sink.aside import aside_path, aside_root, move_aside
 from etl.sink.fs import WarehouseFileSystem
-from etl.sink.manifest import list_manifests
 from etl.sink.warehouse import Warehouse
 from etl.source.kafka import KafkaMetadata
 from etl.state.protocols import OffsetPart, OperatorPart, StateStore
@@ -62,13 +62,14 @@ class Assessment:
     legacy: list[str] = field(default_factory=list)  # partitions named before dt was zero-padded
 
 
-def assess(config: Config, store: StateStore, kafka: KafkaMetadata, inventory: Inventory, fs: WarehouseFileSystem,
+def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInventory, fs: WarehouseFileSystem,
            warehouse: Warehouse, accept_loss: bool = False) -> Assessment:
-    """`warehouse`: the table's folders as the config names them (without relocations)."""
+    """`held`: what the job's tables hold (etl.ops.job_tables); `warehouse`: the table's folders
+    as the config names them (without relocations)."""
     opened = store.open_batch()
     batch = opened[0] if opened else None
-    committed, events = store.committed_offsets(), store.events()
-    damaged = damaged_ranges(check_parts(inventory, list_manifests(fs, warehouse.table_root), batch))
+    committed, events, inventory = store.committed_offsets(), store.events(), held.whole
+    damaged = damaged_ranges(held.part_problems(batch))
     moving = _files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch, damaged)
     staying = _without(inventory, set(moving))
     problems = [p for p in check_ranges(staying, committed, batch, events) if p.kind != "gap"]
@@ -93,10 +94,12 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, inventory: I
                        f"range to rewrite): {', '.join(moving[:3])}")
     gaps = [gap for walk in walk_partitions(staying, committed, batch, events) for gap in walk.gaps]
     rewrite, lost = _split_by_kafka(gaps, kafka, store, committed) if gaps else ([], [])
+    problems += _without_table(config, kafka, rewrite)
     if rewrite:
         actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka: "
                        f"{', '.join(_describe(s) for s in rewrite[:5])}")
-    legacy = legacy_partitions(fs, warehouse)
+    # A routed job's tables were all made after dt was zero-padded: none has a legacy name.
+    legacy = legacy_partitions(fs, warehouse) if config.routes.implicit else []
     if legacy:
         actions.append(f"move {len(legacy)} partitions named before dt was zero-padded to their padded names: "
                        f"{', '.join(f'{p} -> {padded_path(p)}' for p in legacy[:5])}")
@@ -155,6 +158,19 @@ def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store: OffsetPart, c
         if g.hi > low:
             rewrite.append(Span(g.topic, g.partition, max(g.lo, low), g.hi, None))
     return rewrite, lost
+
+
+def _without_table(config: Config, kafka: KafkaMetadata, rewrite: list[Span]) -> list[Problem]:
+    """A routed job rewrites a range into the tables its topic's routes give it now (`etl bind`
+    keeps them the tables it was loaded into): a topic no route takes any more has none."""
+    if config.routes.implicit or not rewrite:
+        return []
+    routing = kafka.job_topics().tables
+    tableless = sorted({s.topic for s in rewrite if routing is None or s.topic not in routing.topics})
+    return [Problem("no_table", topic, "committed ranges of this topic are in no file, and no route gives the topic a "
+                    "table to rewrite them into (a route retired by `etl bind --stop-loading`, or one it cannot "
+                    "take)", "route the topic to its table again, `etl bind`, then `etl recover`")
+            for topic in tableless]
 
 
 def _describe(span: Span) -> str:
@@ -234,8 +250,9 @@ def recover_in(context: JobContext, dry_run: bool, accept_loss: bool = False, ou
         out(f"a run holds the job lock: {holder.describe()}. recover changes nothing while a run is live; "
             f"if it died, its lock disappears within {config.zookeeper.session_timeout_seconds:g}s.")
         return EXIT_OK
-    inventory = take_inventory(context.fs, context.located())
-    found = assess(config, store, context.kafka, inventory, context.fs, context.warehouse, accept_loss)
+    held = held_by_job(context.fs, config, store, context.located())
+    inventory = held.whole
+    found = assess(config, store, context.kafka, held, context.fs, context.warehouse, accept_loss)
     report.update(assessment_json(found))
     _report(found, out)
     if found.problems or dry_run or not found.actions:

@@ -30,7 +30,8 @@ from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError
 from etl.job.pending_reset import finish_pending_reset
 from etl.model.batch import utc_now_iso
 from etl.model.events import OffsetChange, PendingReset, Reset
-from etl.ops.inventory import Inventory, take_inventory
+from etl.ops.inventory import Inventory
+from etl.ops.job_tables import held_by_job
 from etl.sink.aside import aside_path, aside_root
 from etl.source.kafka import KafkaMetadata
 from etl.state.protocols import OffsetPart
@@ -146,7 +147,7 @@ def _reset_locked(context: JobContext, targets, yes, move_aside, out, report: di
     changes = plan_changes(config, store, kafka, targets)
     topic_ids = kafka.topic_ids(sorted({c.topic for c in changes}))
     warehouse, fs = context.located(), context.fs
-    inventory = take_inventory(fs, warehouse)
+    inventory = held_by_job(fs, config, store, warehouse).whole  # a routed job's every table
     refusals, moving = _backwards(changes, inventory, move_aside)
     report.update(changes=[{**c.__dict__, "backwards": c.old is not None and c.new < c.old} for c in changes],
                   refusals=refusals, move_out=moving, applied=False)

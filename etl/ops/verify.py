@@ -19,27 +19,25 @@ in the table, in the rejected table, or absent from Kafka. The checks are etl.op
 (shared with `etl recover`) and etl.ops.verify_deep's; this module gathers the state and runs them.
 
 A topic the job has committed offsets of but no longer loads (deleted from Kafka, or no longer
-chosen by [kafka] topics or topics_regex) is walked like any other; that it is not loaded is a
-notice, not a problem: nothing is missing from the warehouse because of it. So are the topics
-topics_regex matches but whose names Hive would hide (etl.source.topics).
+chosen by [kafka] topics or topics_regex, or by any [route]) is walked like any other; that it
+is not loaded is a notice, not a problem: nothing is missing from the warehouse because of it.
+So are the topics topics_regex matches but whose names Hive would hide (etl.source.topics).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from etl.context.job import JobContext
-from etl.errors import ConfigError, KafkaReadError, KafkaUnavailable
+from etl.errors import KafkaReadError, KafkaUnavailable
 from etl.hive.registrar import registered_partitions
 from etl.model.compaction import TableKind
 from etl.ops.compaction_check import check_superseded, switching
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
-from etl.ops.inventory import Inventory, merged, take_inventory
-from etl.ops.job_tables import job_tables
+from etl.ops.inventory import Inventory
+from etl.ops.job_tables import job_tables, take_job_inventory
 from etl.ops.legacy_names import check_legacy_names
-from etl.ops.parts import check_parts, check_split_parts
 from etl.ops.placement_check import check_placement
 from etl.ops.verify_deep import check_deep, check_readable, check_rewritten, offsets_in_kafka
-from etl.sink.manifest import list_manifests
 from etl.source.topics import not_loaded_topics
 
 
@@ -77,19 +75,14 @@ def run_verify(config, deep: bool) -> VerifyReport:
 
 def _verify(context: JobContext, deep: bool) -> VerifyReport:
     config, fs, store = context.config, context.fs, context.store
-    if deep and not config.routes.implicit:
-        raise ConfigError("etl verify --deep does not take [route] sections yet: run `etl verify` without it")
     committed, opened, events = store.committed_offsets(), store.open_batch(), store.events()
     holder, compactions = store.lock_holder(), [plan for plan, _ in store.open_compactions()]
     warehouse = context.located()
     open_batch = opened[0] if opened else None
     tables = job_tables(config, warehouse, {topic for topic, _ in committed}, open_batch, store.binding())
-    inventories = {name: take_inventory(fs, view, (TableKind.MAIN,)) for name, view in tables}
-    inventory = merged([*inventories.values(), take_inventory(fs, warehouse, (TableKind.REJECTED,))])
-    problems = check_ranges(inventory, committed, open_batch, events)
-    roots = [view.table_root for _, view in tables] + ([] if config.routes.implicit else [warehouse.rejected_root])
-    manifests = [m for root in roots for m in list_manifests(fs, root)]
-    problems += check_parts(inventory, manifests, open_batch) + check_split_parts(inventories, manifests, open_batch)
+    held = take_job_inventory(fs, config, warehouse, tables)
+    inventories, inventory, manifests = held.by_table, held.whole, held.manifests
+    problems = check_ranges(inventory, committed, open_batch, events) + held.part_problems(open_batch)
     problems += check_temps(inventory, holder.describe() if holder else None)
     problems += check_superseded(inventory, compactions, warehouse)
     for _, view in tables:
@@ -102,7 +95,7 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
         found = check_registered(inventories.get(name, Inventory()), locations, expected, open_batch)
         problems += switching(found, kind, compactions, locations, view)
     if deep:
-        problems += _deep(context, spark, inventory, committed, events)
+        problems += _deep(context, spark, inventory, committed, events, [name for name, _ in tables])
         problems += check_placement(config, fs, inventory, manifests)
     return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.paths), deep,
                         *_topics_not_loaded(context, committed))
@@ -121,12 +114,13 @@ def _topics_not_loaded(context: JobContext, committed) -> tuple[list[dict], list
     return [t.to_json(config.topics_chooser) for t in found], [f"topic not loaded: {t.describe(config.topics_chooser)}" for t in found]
 
 
-def _deep(context: JobContext, spark, inventory: Inventory, committed, events) -> list[Problem]:
+def _deep(context: JobContext, spark, inventory: Inventory, committed, events, tables: list[str]) -> list[Problem]:
+    """`tables`: the job's (job_tables), read with its rejected table as one."""
     config, fs = context.config, context.fs
     broken = check_readable(fs, inventory)
     if broken:
         return broken  # one broken file fails every read of the table: name them, read no rows
     altered = check_rewritten(fs, inventory)  # merged files' values: what no count of rows sees
     kafka = context.kafka
-    return altered + check_deep(spark, config.hive.database, (config.hive.the_table, config.hive.rejected_table),
+    return altered + check_deep(spark, config.hive.database, (*tables, config.hive.rejected_table),
                                 inventory, committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))

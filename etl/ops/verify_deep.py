@@ -10,6 +10,8 @@ value, such as a date a merge read wrongly or a file edited by hand.
 """
 from __future__ import annotations
 
+import functools
+
 import pyarrow.parquet as pq
 
 from etl.hive.sql import quote_identifier, quote_literal
@@ -68,18 +70,19 @@ _CORRUPT_ACTION = ("run `etl recover`: it moves the file out of the table (kept 
                    "_etl_moved_aside folder) and rewrites its range from Kafka while Kafka still holds it")
 
 
-def check_deep(spark, database: str, tables: tuple[str, str], inventory: Inventory,
+def check_deep(spark, database: str, tables: tuple[str, ...], inventory: Inventory,
                committed: dict[tuple[str, int], CommittedOffset], events: list[Event],
                offsets_in_kafka) -> list[Problem]:
-    """Read the table and its rejected companion through Hive. `offsets_in_kafka(topic,
-    partition, start, end)` returns the offsets Kafka holds in [start, end), or None if
-    Kafka no longer holds that range at all."""
+    """Read the tables (a routed job's every table, the rejected one last) through Hive, as one:
+    an offset is once in one of them. `offsets_in_kafka(topic, partition, start, end)` returns
+    the offsets Kafka holds in [start, end), or None if Kafka no longer holds that range at all."""
     try:
         union = _lineage_union(spark, database, tables)
         union.createOrReplaceTempView("etl_verify_rows")
         problems = _duplicates(spark)
     except Exception as exc:  # Spark's own error, through py4j: name it, never a raw traceback
-        return [Problem("unreadable_table", f"{database}.{tables[0]}", f"reading the table through Hive failed: "
+        where = f"{database}.{tables[0]}" + (f" (or one of {len(tables) - 2} more tables)" if len(tables) > 2 else "")
+        return [Problem("unreadable_table", where, f"reading the table through Hive failed: "
                         f"{_first_line(exc)}", "run `etl verify --deep` again; if it fails the same way, a file "
                         "of the table is broken: `etl recover` names and replaces broken files")]
     ranges = _committed_ranges(walk_partitions(inventory, committed, None, events))
@@ -95,13 +98,13 @@ def check_deep(spark, database: str, tables: tuple[str, str], inventory: Invento
     return problems
 
 
-def _lineage_union(spark, database: str, tables: tuple[str, str]):
+def _lineage_union(spark, database: str, tables: tuple[str, ...]):
     frames = []
     for table in tables:
         name = f"{quote_identifier(database)}.{quote_identifier(table)}"
         spark.sql(f"REFRESH TABLE {name}")
         frames.append(spark.sql(f"SELECT kafka_topic AS t, kafka_partition AS p, kafka_offset AS o FROM {name}"))
-    return frames[0].unionAll(frames[1])
+    return functools.reduce(lambda union, frame: union.unionAll(frame), frames)
 
 
 def _duplicates(spark) -> list[Problem]:

@@ -57,6 +57,31 @@ def test_one_topic_split_by_a_field_into_three_tables_and_one_routed_whole(spark
     # 2 of the whole-routed topic's 20 records have a bad event_id
     assert f"{name}_clicks" in history.stdout and f"{name}_whole 18" in history.stdout, history.stdout
     print(f"[field-split] {oracle.describe()}; rows by table {by_table}")
+    _deleted_by_hand_then_recovered(spark, config, expected, warehouse_dir, name, events, whole)
+    _reset_back_over_a_split_range(spark, config, expected, warehouse_dir, events)
+
+
+def _deleted_by_hand_then_recovered(spark, config, expected, warehouse_dir, name, events, whole):
+    """An operator deletes the whole-routed topic's file of partition 0, and one split range's
+    part in the clicks table only (the views and other tables keep theirs). `etl verify` names
+    both; `etl recover` moves the split range's other parts out and rewrites both ranges from
+    Kafka, each into its tables; then every offset is once in its table again."""
+    gone = [*(warehouse_dir / f"{DB}.db" / f"{name}_whole").rglob(f"{whole}+0+*.parquet"),
+            *(warehouse_dir / f"{DB}.db" / f"{name}_clicks").rglob(f"{events}+1+*.parquet")]
+    assert len(gone) == 2, gone
+    for path in gone:
+        path.unlink()
+    verify = etl_command(config, "verify")
+    assert verify.returncode == 1 and "[gap]" in verify.stdout and "[missing_part]" in verify.stdout, verify.describe()
+    recover = etl_command(config, "recover")
+    assert recover.returncode == 0 and "rewrite 2 committed ranges that no file covers" in recover.stdout, \
+        recover.describe()
+    assert "batch 2 REPAIR PLANNED: 2 ranges" in recover.stderr, recover.describe()
+    # the split range's parts in the views and other tables, its rejected file and its manifest; the
+    # whole topic's rejected file (its record 0 has a bad event_id), whose main file is gone
+    assert "moved 5 files out of the table" in recover.stdout, recover.stdout
+    oracle = check_exactly_once(hive_reader(spark), config, expected, warehouse_dir)
+    print(f"[field-split] two files deleted by hand, recovered: {oracle.describe()}")
 
 
 def test_without_a_rest_route_an_unlisted_value_is_rejected_with_why(spark, new_topic, produce, write_config,
@@ -73,3 +98,17 @@ def test_without_a_rest_route_an_unlisted_value_is_rejected_with_why(spark, new_
     reasons = Counter(r[0].split(" (")[0] for r in spark.sql(f"SELECT error FROM {DB}.{name}_rejected").collect())
     assert reasons["no route takes action = 'buy'"] > 0, reasons
     assert reasons["action is missing, and no route takes the rest"] > 0, reasons
+
+
+def _reset_back_over_a_split_range(spark, config, expected, warehouse_dir, events):
+    """`etl reset-offsets` back to the start of the split topic's partition 1 moves its range's
+    parts out of every table (with its rejected file and manifest), and the next run loads the
+    range again: still once."""
+    reset = etl_command(config, "reset-offsets", "--to", f"{events}:1=0", "--move-aside", "--yes")
+    assert reset.returncode == 0, reset.describe()
+    moved = [line for line in reset.stdout.splitlines() if line.startswith("move out of the table:")]
+    assert len(moved) == 5, reset.stdout  # the clicks, views and other parts, the rejected file, the manifest
+    rerun = run_etl(config)
+    assert rerun.returncode == 0 and "COMMITTED" in rerun.stdout, rerun.describe()
+    oracle = check_exactly_once(hive_reader(spark), config, expected, warehouse_dir)
+    print(f"[field-split] reset back over a split range, loaded again: {oracle.describe()}")
