@@ -165,6 +165,25 @@ def _as_route(bound: BoundRoute) -> RouteConfig:
                        topics_regex=TopicPattern(bound.topics_regex) if bound.topics_regex else None, split=split)
 
 
+def from_one_table(bound: Target, current: RouteBinding, committed: Iterable[str]) -> list[str]:
+    """Why a one-table job cannot take the routes `current` without moving a record (none: it can,
+    by `etl bind`): its table must keep its folder, its rejected table its own, and each topic with
+    committed offsets must go, whole, to that table alone."""
+    problems = []
+    if bound.database != current.database or bound.location != current.location(bound.table):
+        problems.append(f"the routes put the job's tables in {current.database} at {current.root}, which would "
+                        f"move {bound.describe()}")
+    if bound.rejected_location != current.rejected_location:
+        problems.append(f"the rejected table {current.rejected_table} is at {current.rejected_location}, not at the "
+                        f"job's {bound.rejected_location}: name the job's rejected table in [hive] rejected_table")
+    for topic in sorted(set(committed)):
+        tables = sorted(set(_tables_of(current, topic).values()))
+        if tables != [bound.table]:
+            problems.append(f"topic {topic}'s records were loaded into {bound.table}, and the routes would send "
+                            f"them to {', '.join(tables) or 'no table'}")
+    return problems
+
+
 def check_job_binding(bound: JobBinding, current: JobBinding, config, committed: Iterable[str]) -> None:
     """The config names what the job is bound to (etl.model.binding); `committed`: the topics
     with committed offsets, whose records must keep going to the tables they went to."""
@@ -177,9 +196,10 @@ def check_job_binding(bound: JobBinding, current: JobBinding, config, committed:
             raise BindingMismatch(f"job {config.job.name}'s [route] sections differ from the routes it is bound to: "
                                   f"{'; '.join(diff.describe())}. Nothing was touched. {routes_hint(config)}")
         return
+    turn = (f"turn it into a job with routes on purpose with `etl bind --config {config.path} --yes`"
+            if isinstance(bound, Target) else "turning a job with routes into a one-table job is not built yet")
     raise BindingMismatch(f"job {config.job.name} is bound to {bound.describe()}, but the config names "
-                          f"{current.describe()}; moving a job between one table and routes is not built yet. "
-                          f"Nothing was touched: restore the config")
+                          f"{current.describe()}. Nothing was touched: restore the config, or {turn}")
 
 
 def check_planned(batch, current: JobBinding, config) -> None:

@@ -6,8 +6,9 @@ A job with [route] sections is bound to its routes (etl.model.route_binding): `e
 how the config's routes differ from the bound ones, and with --yes binds the job to them. A
 route removed whose topics have loaded records is refused unless --stop-loading says to stop
 loading them; its tables stay bound as retired, so that `etl verify` still checks them. Moving a
-loaded topic to another table, another database or folder, and turning a one-table job into a
-routed one are not built yet, and refused."""
+loaded topic to another table, or to another database or folder, is not built yet, and refused. A
+one-table job takes routes when the records it loaded stay in its table and its committed topics
+go on going there alone (etl.model.route_binding.from_one_table); its offsets do not move."""
 from __future__ import annotations
 
 import getpass
@@ -17,7 +18,7 @@ from etl.context.command import CommandContext
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
 from etl.model.batch import utc_now_iso
 from etl.model.binding import Target
-from etl.model.route_binding import RouteBinding, binding_diff
+from etl.model.route_binding import RouteBinding, binding_diff, from_one_table
 from etl.model.events import Bind
 
 
@@ -72,11 +73,9 @@ def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved
 def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: bool, stop_loading: bool, out) -> int:
     config, store = context.config, context.store
     bound = store.binding()
-    if isinstance(bound, Target):
-        out(f"refused: job {config.job.name} is bound to one table, {bound.describe()}; turning a one-table job into "
-            f"a job with routes is not built yet")
-        return EXIT_USAGE
     committed = {topic for topic, _ in store.committed_offsets()}
+    if isinstance(bound, Target):
+        return _bind_one_table_to_routes(context, bound, current, committed, yes, out)
     diff = binding_diff(bound, current, committed) if bound else None
     if bound is not None and not diff:
         out(f"job {config.job.name} is already bound to its {len(current.routes)} routes; nothing to do")
@@ -101,6 +100,32 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
                  event=Bind(utc_now_iso(), getpass.getuser(), to=binding.to_json(), data_moved=False,
                             previous=bound.to_json() if bound else None))
     out("bound; recorded in ZooKeeper" + (f"; no longer loaded: {', '.join(stopped)}" if stopped else ""))
+    return EXIT_OK
+
+
+def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: RouteBinding, committed: set[str],
+                              yes: bool, out) -> int:
+    """A one-table job takes routes when every record it loaded stays where it is (from_one_table),
+    and its table has no compacted partition (routes do not follow relocations yet)."""
+    config, store = context.config, context.store
+    out(f"job {config.job.name}: one table, {bound.describe()} -> {current.describe()}")
+    problems = from_one_table(bound, current, committed)
+    relocated = store.relocations()
+    if relocated.main or relocated.rejected or store.open_compactions():
+        problems.append(f"{bound.describe()} has compacted partitions, and jobs with routes do not compact yet")
+    for problem in problems:
+        out(f"refused: {problem}")
+    if problems:
+        out("nothing changed")
+        return EXIT_USAGE
+    out(f"the records of {', '.join(sorted(committed)) or 'no topic'} stay in {bound.table}, and go on going there")
+    if not yes:
+        out("nothing changed: pass --yes to apply")
+        return EXIT_USAGE
+    _ensure_fixed_tables(context)
+    store.rebind(current, reset_origins=False, event=Bind(utc_now_iso(), getpass.getuser(), to=current.to_json(),
+                                                          data_moved=False, previous=bound.to_json()))
+    out("bound; recorded in ZooKeeper")
     return EXIT_OK
 
 

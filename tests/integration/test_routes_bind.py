@@ -2,14 +2,16 @@
 added to the config is refused by `etl run` until `etl bind --yes` binds it; a route removed
 whose topic has loaded records is refused by `etl bind` unless --stop-loading; after it, the
 topic is reported as no longer loaded, and `etl verify` still checks its table. A table another
-job owns (its `etl.owner`) is refused, per table."""
+job owns (its `etl.owner`) is refused, per table. A one-table job is turned into a routed one by
+`etl bind`, keeping its table and offsets."""
 from __future__ import annotations
 
 import uuid
 
+from etl.config.routes import table_name
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import etl_command, run_etl
-from tests.harness.oracle import expected_offsets, table_offsets
+from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader, table_offsets
 from tests.harness.paths import EVENTS_SCHEMA
 
 DB = "etl_test"
@@ -61,3 +63,29 @@ def test_a_route_added_or_removed_is_bound_on_purpose_and_verify_follows(spark, 
     other_job = _config(write_config, f"{name}x", {"b": route_b}, job={"name": f"{name}-other"})
     taken = run_etl(other_job)
     assert taken.returncode == 2 and "etl.owner" in taken.stderr, taken.describe()
+
+
+def test_a_one_table_job_turned_into_a_routed_one_keeps_its_table_and_its_offsets(
+        spark, new_topic, produce, write_config, warehouse_dir):
+    """The tested migration: a one-table job's config given routes is refused by `etl run` until
+    `etl bind --yes`, which keeps its table, rejected table and committed offsets; its topic goes
+    on into its table, a new topic into a table of its own, each offset once."""
+    name = f"mg{uuid.uuid4().hex[:8]}"
+    old, new = new_topic(1, f"{name}.old"), new_topic(1, f"{name}.new")
+    produce(old, events_by_partition(1, 5))
+    one = write_config(kafka={"topics": old}, hive={"table": f"{name}_t", "rejected_table": f"{name}_rej"})
+    assert run_etl(one).returncode == 0
+    produce(old, events_by_partition(1, 3))
+    produce(new, events_by_partition(1, 4))
+    routed = _config(write_config, name, {"old": _route(old, f"{name}_t"), "new": _route(new, "{topic}")})
+    refused = run_etl(routed)
+    assert refused.returncode == 2 and "etl bind" in refused.stderr, refused.describe()
+    shown = etl_command(routed, "bind")
+    assert shown.returncode == 2 and f"the records of {old} stay in {name}_t" in shown.stdout, shown.describe()
+    assert etl_command(routed, "bind", "--yes").returncode == 0
+    assert run_etl(routed).returncode == 0
+    assert table_offsets(spark, DB, f"{name}_t") == expected_offsets(old, {0: 8})
+    assert table_offsets(spark, DB, table_name("{topic}", new)) == expected_offsets(new, {0: 4})
+    expected = expected_offsets(old, {0: 8}) + expected_offsets(new, {0: 4})
+    oracle = check_exactly_once(hive_reader(spark), routed, expected, warehouse_dir)
+    print(f"[routes-bind] one table, then routes: {oracle.describe()}")

@@ -7,7 +7,7 @@ from pathlib import Path
 from etl.config.routes import FieldSplit, RouteConfig
 from etl.config.topic_pattern import TopicPattern
 from etl.model.binding import Target
-from etl.model.route_binding import BoundRoute, RouteBinding, binding_diff, is_route_binding
+from etl.model.route_binding import BoundRoute, RouteBinding, binding_diff, from_one_table, is_route_binding
 
 
 def _bound(*routes: RouteConfig, root: str = "hdfs:///wh/analytics.db", rejected: str = "rejected") -> RouteBinding:
@@ -61,3 +61,18 @@ def test_a_committed_topic_taken_by_another_route_is_moved_even_when_no_route_ch
 def test_another_database_folder_or_rejected_table_is_a_move_of_the_whole_job():
     diff = binding_diff(_bound(RAW), _bound(RAW, rejected="rejects"), committed=[])
     assert diff and "rejected rows in rejected) becomes analytics" in diff.describe()[0]
+
+
+def test_a_one_table_job_takes_routes_that_keep_its_topics_whole_in_its_table_and_its_folders():
+    one = Target("analytics", "events", "hdfs:///wh/analytics.db/events", "hdfs:///wh/analytics.db/rejected")
+    keeps = _bound(_route("events", "events", ["events", "orders"]), RAW)
+    assert from_one_table(one, keeps, committed=["events", "orders"]) == []
+    said = from_one_table(one, _bound(CLICKS, REST, _route("orders", "orders", ["orders"])), committed=["events", "orders"])
+    assert said == ["topic events's records were loaded into events, and the routes would send them to clicks, events_other",
+                    "topic orders's records were loaded into events, and the routes would send them to orders"]
+    assert from_one_table(one, keeps, committed=["gone"]) == [
+        "topic gone's records were loaded into events, and the routes would send them to no table"]
+    elsewhere = from_one_table(one, _bound(_route("events", "events", ["events"]), root="hdfs:///other.db",
+                                           rejected="events_rejected"), committed=["events"])
+    assert [problem.split(",")[0].split(" at ")[0] for problem in elsewhere] == [
+        "the routes put the job's tables in analytics", "the rejected table events_rejected is"]

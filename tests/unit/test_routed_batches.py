@@ -209,19 +209,42 @@ def test_a_route_removed_whose_topics_have_loaded_records_needs_stop_loading(tmp
     assert store.binding() == RouteBinding.of(both, Warehouse.of(both))
 
 
-def test_a_loaded_topic_moved_to_another_table_and_a_one_table_job_are_refused(tmp_path, one_table):
+def test_a_loaded_topic_moved_to_another_table_is_refused(tmp_path):
     renamed = _routed_config(tmp_path, ROUTES.replace("table = orders", "table = sales"), "renamed.ini")
     store = MemoryStore()
     _bound(_routed_config(tmp_path, ROUTES), store, "orders")
     code, said = _bind(renamed, store, yes=True)
     assert code == EXIT_USAGE and "topic orders's records would go to other tables" in said[0]
     assert said[-1].startswith("refused: moving loaded topics to other tables")
+
+
+def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_table(tmp_path):
+    (tmp_path / "one.ini").write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = orders").replace("table = t",
+                                                                                                  "table = orders"))
+    one = load_config(tmp_path / "one.ini")
+    keeps = load_config(_write(tmp_path / "keeps.ini", routed_ini(ROUTES, hive="rejected_table = orders_rejected")))
     store = MemoryStore()
     store.acquire_lock()
-    store.bind_first(Target.of(one_table, Warehouse.of(one_table)))
+    store.bind_first(Target.of(one, Warehouse.of(one)))
+    committed(store, batch(ranges=(OffsetRange("orders", 0, 0, 5, None),)))
     store.release_lock()
+    with pytest.raises(BindingMismatch, match=r"or turn it into a job with routes on purpose with `etl bind --config"):
+        check_job_binding(store.binding(), RouteBinding.of(keeps, Warehouse.of(keeps)), keeps, committed=["orders"])
+    code, said = _bind(keeps, store)
+    assert code == EXIT_USAGE and said[1:] == ["the records of orders stay in orders, and go on going there",
+                                               "nothing changed: pass --yes to apply"], said
+    renamed = load_config(_write(tmp_path / "renamed.ini", routed_ini(
+        ROUTES.replace("table = orders", "table = sales"), hive="rejected_table = rejects")))
     code, said = _bind(renamed, store, yes=True)
-    assert code == EXIT_USAGE and "turning a one-table job into a job with routes is not built yet" in said[0]
+    assert code == EXIT_USAGE and [line.split(" at ")[0].split(",")[0] for line in said[1:]] == [
+        "refused: the rejected table rejects is", "refused: topic orders's records were loaded into orders",
+        "nothing changed"], said
+    assert isinstance(store.binding(), Target)
+
+
+def _write(path, text: str):
+    path.write_text(text)
+    return path
 
 
 def test_a_retired_route_keeps_its_tables_in_what_verify_inspects(tmp_path):
