@@ -164,41 +164,6 @@ def test_sigkill_at_every_state_transition_then_recovery_is_exactly_once(
            f"{oracle.describe()}")
 
 
-@pytest.mark.slow
-def test_the_oracle_catches_a_duplicate_a_loss_and_a_temp_file(
-        spark, new_topic, produce, write_config, hive_table_name, warehouse_dir):
-    """The oracle is only a proof if it fails when it should: tamper with a correct load."""
-    import shutil
-    topic = new_topic(partitions=2)
-    source = DataSource(topic, 2, produce)
-    source.produce(100)
-    config = crash_config(write_config, topic)
-    assert run_etl(config).returncode == 0
-    read = hive_reader(spark)
-    check_exactly_once(read, config, source.expected, warehouse_dir, run_verify=False)
-    files = final_files(table_root(warehouse_dir, DB, hive_table_name))
-    p0 = next(f for f in files if f.partition == 0)
-
-    copy = p0.path.with_name(p0.path.name.replace(f"+{0:020d}+{100:020d}", f"+{100:020d}+{200:020d}"))
-    shutil.copy(p0.path, copy)  # the same 100 records again, under the next range's name
-    with pytest.raises(AssertionError, match=r"100 offsets more than once in Hive(.|\n)*files cover \[0, 200\)"):
-        check_exactly_once(read, config, source.expected, warehouse_dir, run_verify=False)
-    copy.unlink()
-
-    moved = shutil.move(p0.path, warehouse_dir.parent / "moved-away.parquet")  # out of the table
-    with pytest.raises(AssertionError, match=r"100 produced offsets missing from Hive"):
-        check_exactly_once(read, config, source.expected, warehouse_dir, run_verify=False)
-    shutil.move(moved, p0.path)
-
-    temp = p0.path.with_name(f"_tmp.{uuid.uuid4().hex}.{p0.path.name}")
-    temp.write_bytes(b"")
-    with pytest.raises(AssertionError, match=r"1 temp files left"):
-        check_exactly_once(read, config, source.expected, warehouse_dir, run_verify=False)
-    temp.unlink()
-    oracle = check_exactly_once(read, config, source.expected, warehouse_dir)
-    report(f"oracle self-test: a duplicate, a loss and a temp file were each detected; restored: {oracle.describe()}")
-
-
 # -------------------------------------------------------------------------------------------
 # 2. Random kill points
 # -------------------------------------------------------------------------------------------
@@ -236,8 +201,8 @@ def test_random_sigkills_then_completion_is_exactly_once(
 # 3. Task failures and racing attempts
 # -------------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_a_task_failing_its_first_attempt_is_retried_and_the_batch_is_exactly_once(
-        spark, new_topic, produce, write_config, warehouse_dir):
+def test_a_task_failing_its_first_attempt_is_retried_and_the_batch_is_exactly_once_and_the_oracle_catches_tampering(
+        spark, new_topic, produce, write_config, hive_table_name, warehouse_dir):
     topic = new_topic(partitions=4)
     source = DataSource(topic, 4, produce)
     source.produce(300)
@@ -246,9 +211,41 @@ def test_a_task_failing_its_first_attempt_is_retried_and_the_batch_is_exactly_on
     assert result.returncode == 0, result.describe()
     assert "injected fault at writing:1" in result.stderr, "the first attempt should have failed visibly"
     assert "batch 1 (new) COMMITTED: 4 files" in result.stdout
-    oracle = check_exactly_once(hive_reader(spark), config, source.expected, warehouse_dir)
+    read = hive_reader(spark)
+    check_exactly_once(read, config, source.expected, warehouse_dir, run_verify=False)
+    oracle_self_test(read, config, source, warehouse_dir, hive_table_name, 300)
+    oracle = check_exactly_once(read, config, source.expected, warehouse_dir)
     report(f"raise-first-attempt: run {result.seconds:.1f}s, attempt 0 failed, attempt 1 published; "
            f"{oracle.describe()}")
+
+
+def oracle_self_test(read, config, source: DataSource, warehouse_dir, table: str, per_partition: int) -> None:
+    """The oracle is only a proof if it fails when it should: tamper with a correct load (each
+    Kafka partition's `per_partition` records in one file), restoring it after each check. It
+    was a test of its own, which loaded 2 x 100 records for it (one more `etl run` and `etl
+    verify --deep`); any correct load serves, so it runs on the retried task's."""
+    import shutil
+    n = per_partition
+    files = final_files(table_root(warehouse_dir, DB, table))
+    p0 = next(f for f in files if f.partition == 0)
+
+    copy = p0.path.with_name(p0.path.name.replace(f"+{0:020d}+{n:020d}", f"+{n:020d}+{2 * n:020d}"))
+    shutil.copy(p0.path, copy)  # the same records again, under the next range's name
+    with pytest.raises(AssertionError, match=rf"{n} offsets more than once in Hive(.|\n)*files cover \[0, {2 * n}\)"):
+        check_exactly_once(read, config, source.expected, warehouse_dir, run_verify=False)
+    copy.unlink()
+
+    moved = shutil.move(p0.path, warehouse_dir.parent / "moved-away.parquet")  # out of the table
+    with pytest.raises(AssertionError, match=rf"{n} produced offsets missing from Hive"):
+        check_exactly_once(read, config, source.expected, warehouse_dir, run_verify=False)
+    shutil.move(moved, p0.path)
+
+    temp = p0.path.with_name(f"_tmp.{uuid.uuid4().hex}.{p0.path.name}")
+    temp.write_bytes(b"")
+    with pytest.raises(AssertionError, match=r"1 temp files left"):
+        check_exactly_once(read, config, source.expected, warehouse_dir, run_verify=False)
+    temp.unlink()
+    report("oracle self-test: a duplicate, a loss and a temp file were each detected, each restored")
 
 
 @pytest.mark.slow
@@ -329,7 +326,11 @@ def test_a_run_whose_session_expired_cannot_commit_after_another_run_took_over(
     source.produce(300)
     config = crash_config(write_config, topic)
     target = point.split(":")[1]
-    first = EtlProcess(config, fault=point, action="sleep:20")
+    # The pause only has to last until the test has seen the state and SIGSTOPped the driver (as
+    # the broker and metastore tests' sleep:4): time passes for the stopped sleep too, so after
+    # the SIGCONT the first run goes on at once, whatever the expiry and the second run took.
+    # It was 20 s, which outlasted both, and so left it asleep ~9 s after the SIGCONT for nothing.
+    first = EtlProcess(config, fault=point, action="sleep:5")
     try:
         first.wait_until(lambda: job_state(config).last_state == target, 300, f"batch 1 {target}", poll=0.2)
         lock_before = zk.exists(lock_znode(config))

@@ -75,7 +75,11 @@ def test_a_partition_registered_elsewhere_is_an_error_naming_both_locations(
 
 
 def test_a_metastore_down_at_start_is_not_reported_as_a_batch_problem(new_topic, write_config):
-    config = write_config(kafka={"topics": new_topic()}, hive={"metastore": "thrift://127.0.0.1:9"})
+    # Nothing listens on port 9: one connect, no retry by Hive's client or Spark's (their retries
+    # only wait on the same refusal, ~4 s more), the same exit 75 and the same error.
+    config = write_config(kafka={"topics": new_topic()}, hive={"metastore": "thrift://127.0.0.1:9"},
+                          spark={"spark.hadoop.hive.metastore.connect.retries": "1",
+                                 "spark.hadoop.hive.metastore.failure.retries": "0"})
     result = run_etl(config, timeout=300)
     assert result.returncode == 75, result.stderr[-2000:]  # HiveUnavailable: a retry helps
     assert "metastore thrift://127.0.0.1:9" in result.stderr, result.stderr[-2000:]

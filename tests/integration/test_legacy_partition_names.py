@@ -82,7 +82,9 @@ def data_files(folder: Path) -> list[Path]:
 def loaded_by_older_release(tmp_path, monkeypatch, new_topic, produce, write_config, **hive):
     topic = new_topic(partitions=1)
     produce(topic, {0: [event(i, ts) for i, ts in enumerate(TIMES)]})
-    config = write_config(kafka={"topics": topic}, hive={"partition_by": "column:ts", **hive})
+    # ZooKeeper's shortest session (as the crash tests): a killed recover's lock goes in 4 s, not 10
+    config = write_config(kafka={"topics": topic}, hive={"partition_by": "column:ts", **hive},
+                          zookeeper={"session_timeout_seconds": "4"})
     with monkeypatch.context() as scope:
         # Spark's Python workers run `python -m`, which puts their working folder first on the
         # path: out of the repository, they import the older release too.
