@@ -29,7 +29,7 @@ from pathlib import Path
 
 from etl.config import HiveConfig
 from etl.errors import HiveError, HiveUnavailable
-from etl.hive.evolution import plan_evolution
+from etl.hive.evolution import IncompatibleSchemaChange, plan_evolution
 from etl.hive.sql import quote_identifier, quote_literal
 from etl.model.binding import OWNER_PROPERTY, check_owner
 from etl.model.compaction import TableKind
@@ -104,7 +104,7 @@ class HiveRegistrar:
         found = self._read_table(table)
         if found is not None:
             self._claim(table, found)  # before any change: a table another job owns is not touched
-            self._evolve(table, ddl.source, columns, found)
+            self._evolve(table, ddl, columns, found)
             return
         log.info("creating Hive table %s.%s from %s", self.hive.database, table, ddl.source)
         self._sql(ddl.render(self.hive.database, table, self.warehouse.hive_uri(location)), f"create table {table}")
@@ -130,8 +130,13 @@ class HiveRegistrar:
             self._set_property(table, OWNER_PROPERTY, self.owner)
 
     # -- schema evolution -----------------------------------------------------------------
-    def _evolve(self, table: str, source: str, columns: tuple[Column, ...], found: TableFacts) -> None:
-        evolution = plan_evolution(f"{self.hive.database}.{table}", source, found.columns, columns)
+    def _evolve(self, table: str, ddl: TableDdl, columns: tuple[Column, ...], found: TableFacts) -> None:
+        try:
+            evolution = plan_evolution(f"{self.hive.database}.{table}", ddl.source, found.columns, columns)
+        except IncompatibleSchemaChange as exc:
+            if not ddl.remedy:
+                raise
+            raise IncompatibleSchemaChange(f"{exc}. {ddl.remedy}") from exc
         if evolution.is_needed:
             log.warning("schema evolution: %s", evolution.describe())
             added = ", ".join(f"{quote_identifier(c.name)} {c.hive_type}" for c in evolution.added)

@@ -30,6 +30,7 @@ FILLED_BY_ETL = "the ETL fills the column of that name"
 class TableDdl:
     template: str  # CREATE TABLE ... with ${database}, ${table} and ${location}
     source: str  # what messages name: the file, or the subject and route it was derived for
+    remedy: str = ""  # what to do when evolution refuses it, said after the refusal: a derived DDL's
 
     def schema(self, key_column: str | None = None) -> TableSchema:
         """The table's columns (SchemaError, naming `source`, when the template cannot be used)."""
@@ -68,7 +69,8 @@ def field_columns(fields: Iterable[tuple[str, str | None]], reserved: Iterable[s
 def derived_ddl(fields: Iterable[tuple[str, str | None]], partitions: tuple[Column, ...], key_column: str | None,
                 source: str) -> tuple[TableDdl, tuple[tuple[str, str], ...]]:
     """The DDL of a table derived from a writer schema's fields, and the fields it leaves out
-    (a field named as a lineage or key column among them: the ETL fills that column)."""
+    (a field named as a lineage or key column among them: the ETL fills that column). `source`
+    names the schema, which a refused evolution is told to restore (TableDdl.remedy)."""
     fixed = LINEAGE_COLUMNS + ((Column(key_column, "string"),) if key_column else ())
     columns, unmapped = field_columns(fields)
     clashing = {c.name for c in fixed}
@@ -83,4 +85,6 @@ def derived_ddl(fields: Iterable[tuple[str, str | None]], partitions: tuple[Colu
         "STORED AS PARQUET",
         "LOCATION '${location}'",
     ])
-    return TableDdl(template, source), unmapped + left_out
+    remedy = (f"That DDL is derived from {source} (schema = registry): register a schema version that keeps the "
+              f"table's columns as they are (a new field for a new type), or give the route a new table or a DDL file")
+    return TableDdl(template, source, remedy), unmapped + left_out

@@ -68,7 +68,7 @@ def test_a_registry_route_s_table_is_derived_from_the_subject_s_latest_schema(tm
     assert spec.schema.columns == LINEAGE_COLUMNS + V1_COLUMNS
     assert spec.schema.partition_columns == DEFAULT_PARTITIONS and spec.route == "clicks"
     assert spec.ddl is not None and spec.ddl.source.startswith("subject clicks-value (schema id ")
-    assert spec.ddl.source.endswith("of [route clicks]")
+    assert spec.ddl.source.endswith("of [route clicks]") and spec.ddl.source in spec.ddl.remedy
     assert [c.name for c in spec.decoder.schema.columns] == [c.name for c in spec.schema.columns]
 
 
