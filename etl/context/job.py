@@ -100,8 +100,7 @@ class JobContext(CommandContext):
             self._specs = route_specs(self.config, self.writer_schemas)
         if not route.from_registry:
             return self._specs[route.name]
-        if topic is None:
-            raise ValueError(f"{route.describe()}: a registry route's spec is its topic's table's (a bug)")
+        assert topic is not None, f"{route.describe()}: a registry route's spec is its topic's table's"
         if (route.name, topic) not in self._derived:
             from etl.job.registry_tables import registry_spec
             self._derived[(route.name, topic)] = registry_spec(self.config, route, topic, self.writer_schemas,
