@@ -268,12 +268,15 @@ def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
 def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str], metrics_enabled: bool,
                     path: Path) -> None:
     """Refuse what a routed job does not do yet, naming the key, rather than do it for one table
-    and not the others: a refusal touches nothing (exit 2)."""
+    and not the others: a refusal touches nothing (exit 2). `schema = registry` is built
+    (etl.job.registry_tables), but a job needs one table known at start-up (its writer spec and
+    partitions: etl.context.job): a route with a DDL file, or a registry route's listed topic."""
     if routes.implicit:
         return
-    for route in routes.routes:
-        if route.from_registry:
-            raise ConfigError(f"{path}: {route.describe()} schema: schema = registry is not built yet; name a DDL file")
+    if all(route.from_registry and not route.topics for route in routes.routes):
+        raise ConfigError(f"{path}: {routes.routes[0].describe()} topics_regex: a job whose every route follows the "
+                          f"Schema Registry by a topics pattern is not built yet; list one route's topics, or add a "
+                          f"route with a DDL file")
     refused = {"[dimension] sections": bool(tuple(dimensions)),
                "[hive] partition_by by event time": hive.partitioning.source is not PartitionSource.PLANNING_TIME,
                "[hive] success_markers": hive.success_markers.enabled,

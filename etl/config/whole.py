@@ -14,7 +14,6 @@ from etl.config.model import (
     ZooKeeperConfig,
 )
 from etl.config.routes import RouteConfig, Routes
-from etl.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -35,13 +34,13 @@ class Config:
     jvm: JvmConfig = field(default_factory=JvmConfig)
 
     @property
-    def partition_schema_file(self) -> Path:
+    def partition_schema_file(self) -> Path | None:
         """The DDL whose PARTITIONED BY the job's partitions follow: the table's, or a routed job's
-        first route's (etl.job.assemble checks that every route's partitions alike)."""
-        schema_file = self.hive.schema_file if self.routes.implicit else self.routes.routes[0].schema_file
-        if schema_file is None:
-            raise ConfigError(f"{self.path}: the partitions follow the first route's DDL, and it has none")
-        return schema_file
+        first route's with a DDL file (etl.job.assemble checks that every route's partitions alike);
+        None when every route follows the Schema Registry (etl.model.table_ddl.DEFAULT_PARTITIONS)."""
+        if self.routes.implicit:
+            return self.hive.schema_file
+        return next((route.schema_file for route in self.routes.routes if route.schema_file is not None), None)
 
     @property
     def topics_chooser(self) -> str:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Callable, Self
 from etl.config import Config, RetryConfig
 from etl.model.batch import utc_now
 from etl.model.partitioning import Partitioner
-from etl.model.schema import load_table_schema
+from etl.model.schema import TableSchema, load_table_schema
+from etl.model.table_ddl import DEFAULT_PARTITIONS, TableDdl
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.warehouse import Warehouse
 from etl.state.paths import ZkPaths
@@ -102,8 +103,9 @@ class CommandContext:
         """The table's partitioner, in the zone of [hive] partitioning, from the DDL (read on
         first use: a command that needs it asks before it touches anything)."""
         if self._partitioner is None:
-            schema = load_table_schema(self.config.partition_schema_file, self.config.job.key_column)
-            self._partitioner = schema.partitioner.in_zone(self.config.hive.partitioning.timezone)
+            ddl = self.config.partition_schema_file
+            columns = load_table_schema(ddl, self.config.job.key_column).partition_columns if ddl else DEFAULT_PARTITIONS
+            self._partitioner = TableSchema((), columns).partitioner.in_zone(self.config.hive.partitioning.timezone)
         return self._partitioner
 
     @property
@@ -127,14 +129,15 @@ class CommandContext:
             self._registrar = registrar
         return self._registrar
 
-    def table_registrar(self, view: Config, warehouse: Warehouse) -> HiveRegistrar:
-        """One of a routed job's tables (`view`: Config.for_table, `warehouse`: its folders), on the
-        job's Spark session: created, or claimed and evolved, once per command."""
+    def table_registrar(self, view: Config, warehouse: Warehouse, ddl: TableDdl | None = None) -> HiveRegistrar:
+        """One of a routed job's tables (`view`: Config.for_table, `warehouse`: its folders, `ddl`: its
+        writer spec's, else the view's DDL file), on the job's Spark session: created, or claimed and
+        evolved, once per command."""
         name = view.hive.the_table
         if name not in self._table_registrars:
             from etl.hive.registrar import HiveRegistrar
             registrar = HiveRegistrar(self.registrar().spark, view.hive, warehouse, owner=self._owner())
-            registrar.ensure_table()
+            registrar.ensure_table(ddl)
             self._table_registrars[name] = registrar
         registrar = self._table_registrars[name]
         registrar.warehouse = warehouse  # where the batch writes, as the Job's registrar is told

@@ -19,6 +19,9 @@ from etl.context.command import CommandContext
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.model.batch import utc_now
 from etl.model.partitioning import Partitioner
+from etl.model.schema import Column
+from etl.model.table_ddl import DEFAULT_PARTITIONS, TableDdl
+from etl.rows.decoders.writer_schemas import WriterSchemas
 from etl.sink.fs import WarehouseFileSystem
 from etl.source.group_mirror import OffsetMirror
 from etl.sink.warehouse import Warehouse
@@ -45,8 +48,10 @@ class JobContext(CommandContext):
         self._moves_offsets, self._runs_batches = moves_offsets, runs_batches
         self._mirror: OffsetMirror | None = None
         self._kafka: KafkaMetadata | None = None
-        self._specs: dict[str, WriterSpec] | None = None  # route name -> spec
-        self._probes: dict[tuple[str, str], Decoder] = {}  # (route name, field) -> a split's probe
+        self._specs: dict[str, WriterSpec] | None = None  # route name -> spec, of the routes with a DDL file
+        self._derived: dict[tuple[str, str], WriterSpec] = {}  # (route name, topic) -> a registry route's table's
+        self._probes: dict[tuple[str, str, str], Decoder] = {}  # (route name, topic or "", field) -> a split's probe
+        self._writer_schemas: WriterSchemas | None = None
         self._job: Job | None = None
 
     @property
@@ -70,25 +75,51 @@ class JobContext(CommandContext):
         return self._kafka
 
     @property
+    def writer_schemas(self) -> WriterSchemas | None:
+        """The Schema Registry's client settings ([schema_registry]; None without it), built once:
+        the decoders and the registry routes' tables ask through them."""
+        if self._writer_schemas is None and self.config.schema_registry is not None:
+            self._writer_schemas = WriterSchemas(self.config.schema_registry, self._retry)
+        return self._writer_schemas
+
+    @property
     def spec(self) -> WriterSpec:
         """What the tasks need to write (etl.job.assemble.writer_spec): the job's table's, or a
-        routed job's first route's. Every route's is built and checked on first use: a command
-        that runs batches asks before it touches anything."""
-        return self.spec_for(self.config.routes.routes[0])
+        routed job's first route's with a DDL file (else the first registry route's first listed
+        topic's: etl.config.routes.check_buildable sees that there is one). Every DDL route's is
+        built and checked on first use: a command that runs batches asks before it touches anything."""
+        routes = self.config.routes.routes
+        route = next((r for r in routes if not r.from_registry), None) or next(r for r in routes if r.topics)
+        return self.spec_for(route, route.topics[0] if route.from_registry else None)
 
-    def spec_for(self, route: RouteConfig) -> WriterSpec:
-        """The writer spec of one route's tables."""
+    def spec_for(self, route: RouteConfig, topic: str | None = None) -> WriterSpec:
+        """The writer spec of one route's tables; a registry route's, of its table for `topic`,
+        derived from the registry once per command (etl.job.registry_tables)."""
         if self._specs is None:
             from etl.job.assemble import route_specs
-            self._specs = route_specs(self.config)
-        return self._specs[route.name]
+            self._specs = route_specs(self.config, self.writer_schemas)
+        if not route.from_registry:
+            return self._specs[route.name]
+        assert topic is not None, f"{route.describe()}: a registry route's spec is its topic's table's"
+        if (route.name, topic) not in self._derived:
+            from etl.job.registry_tables import registry_spec
+            self._derived[(route.name, topic)] = registry_spec(self.config, route, topic, self.writer_schemas,
+                                                               self._partition_columns())
+        return self._derived[(route.name, topic)]
 
-    def probe_for(self, route: RouteConfig, field: str) -> Decoder:
+    def _partition_columns(self) -> tuple[Column, ...]:
+        """What a registry route's table is partitioned by: as the DDL routes' tables, or the default."""
+        first = next(iter(self._specs.values()), None) if self._specs else None
+        return first.schema.partition_columns if first is not None else DEFAULT_PARTITIONS
+
+    def probe_for(self, route: RouteConfig, field: str, topic: str) -> Decoder:
         """The decoder of a split topic's field: the route's decoder over that field alone."""
-        if (route.name, field) not in self._probes:
+        key = (route.name, topic if route.from_registry else "", field)
+        if key not in self._probes:
             from etl.job.assemble import probe_decoder
-            self._probes[(route.name, field)] = probe_decoder(self.config, route, field, self.spec_for(route))
-        return self._probes[(route.name, field)]
+            self._probes[key] = probe_decoder(self.config, route, field, self.spec_for(route, topic),
+                                              self.writer_schemas)
+        return self._probes[key]
 
     @property
     def partitioner(self) -> Partitioner:
@@ -126,12 +157,12 @@ class JobContext(CommandContext):
                 return super().registrar()
         return super().registrar()
 
-    def table_registrar(self, view: Config, warehouse: Warehouse) -> HiveRegistrar:
+    def table_registrar(self, view: Config, warehouse: Warehouse, ddl: TableDdl | None = None) -> HiveRegistrar:
         """A routed job's table, ensured on first use: also the TABLES phase."""
         if view.hive.the_table not in self._table_registrars:
             with timed(self.observer, Phase.TABLES):
-                return super().table_registrar(view, warehouse)
-        return super().table_registrar(view, warehouse)
+                return super().table_registrar(view, warehouse, ddl)
+        return super().table_registrar(view, warehouse, ddl)
 
     def job(self) -> Job:
         """The batch state machine over this context's parts (the caller holds the lock); Spark

@@ -1,4 +1,5 @@
-"""The Hive registrar: creates the tables from warehouse_schema/, evolves them, adds partitions.
+"""The Hive registrar: creates the tables from their DDL (a file in warehouse_schema/, or one
+derived from the Schema Registry: etl.model.table_ddl), evolves them, adds partitions.
 
 Partitions are added only after every file of a batch is in place, with ADD IF NOT EXISTS,
 so registering is idempotent and a replay may run it again.
@@ -28,12 +29,13 @@ from pathlib import Path
 
 from etl.config import HiveConfig
 from etl.errors import HiveError, HiveUnavailable
-from etl.hive.evolution import plan_evolution
+from etl.hive.evolution import IncompatibleSchemaChange, plan_evolution
 from etl.hive.sql import quote_identifier, quote_literal
 from etl.model.binding import OWNER_PROPERTY, check_owner
 from etl.model.compaction import TableKind
 from etl.model.naming import partition_values
-from etl.model.schema import Column, load_table_schema, normalise_hive_type, render_ddl
+from etl.model.schema import Column, normalise_hive_type
+from etl.model.table_ddl import TableDdl, ddl_file
 from etl.sink.warehouse import Warehouse, same_location
 
 log = logging.getLogger(__name__)
@@ -89,22 +91,23 @@ class HiveRegistrar:
                   f"create database {db}")
         if self.hive.table is not None:
             self.ensure_table()
-        self._ensure(self.hive.rejected_table, REJECTED_DDL, self.warehouse.rejected_root)
+        self._ensure(self.hive.rejected_table, ddl_file(REJECTED_DDL), self.warehouse.rejected_root)
 
-    def ensure_table(self) -> None:
-        """Create the table if it is missing, or claim and evolve it."""
-        self._ensure(self.hive.the_table, self.hive.the_schema_file, self.warehouse.table_root)
+    def ensure_table(self, ddl: TableDdl | None = None) -> None:
+        """Create the table if it is missing, or claim and evolve it, from `ddl`: the writer spec's
+        (a registry route's is derived), or else [hive] schema's file."""
+        ddl = ddl_file(self.hive.the_schema_file) if ddl is None else ddl
+        self._ensure(self.hive.the_table, ddl, self.warehouse.table_root)
 
-    def _ensure(self, table: str, ddl_file: Path, location: str) -> None:
-        columns = load_table_schema(ddl_file).columns
+    def _ensure(self, table: str, ddl: TableDdl, location: str) -> None:
+        columns = ddl.schema().columns
         found = self._read_table(table)
         if found is not None:
             self._claim(table, found)  # before any change: a table another job owns is not touched
-            self._evolve(table, ddl_file, columns, found)
+            self._evolve(table, ddl, columns, found)
             return
-        log.info("creating Hive table %s.%s from %s", self.hive.database, table, ddl_file)
-        ddl = render_ddl(ddl_file, self.hive.database, table, self.warehouse.hive_uri(location))
-        self._sql(ddl, f"create table {table}")
+        log.info("creating Hive table %s.%s from %s", self.hive.database, table, ddl.source)
+        self._sql(ddl.render(self.hive.database, table, self.warehouse.hive_uri(location)), f"create table {table}")
         created = self._read_table(table)  # as created: a job that created it at the same time claimed it
         if created is None:
             raise HiveError(f"Hive created {self.hive.database}.{table}, then did not find it. {NOTHING_CHANGED}")
@@ -127,8 +130,13 @@ class HiveRegistrar:
             self._set_property(table, OWNER_PROPERTY, self.owner)
 
     # -- schema evolution -----------------------------------------------------------------
-    def _evolve(self, table: str, ddl_file: Path, columns: tuple[Column, ...], found: TableFacts) -> None:
-        evolution = plan_evolution(f"{self.hive.database}.{table}", str(ddl_file), found.columns, columns)
+    def _evolve(self, table: str, ddl: TableDdl, columns: tuple[Column, ...], found: TableFacts) -> None:
+        try:
+            evolution = plan_evolution(f"{self.hive.database}.{table}", ddl.source, found.columns, columns)
+        except IncompatibleSchemaChange as exc:
+            if not ddl.remedy:
+                raise
+            raise IncompatibleSchemaChange(f"{exc}. {ddl.remedy}") from exc
         if evolution.is_needed:
             log.warning("schema evolution: %s", evolution.describe())
             added = ", ".join(f"{quote_identifier(c.name)} {c.hive_type}" for c in evolution.added)

@@ -8,7 +8,8 @@ from etl.config import Config
 from etl.job.partition_writer import WriterSpec
 from etl.errors import ConfigError
 from etl.config.routes import RouteConfig
-from etl.model.schema import Column, TableSchema, load_table_schema
+from etl.model.schema import Column, TableSchema
+from etl.model.table_ddl import TableDdl, ddl_file
 from etl.rows.decoders import Decoder, make_decoder
 from etl.rows.decoders.writer_schemas import WriterSchemas
 from etl.rows.dimensions import DimensionLoader
@@ -17,14 +18,17 @@ from etl.rows.headers import check_header_columns
 from etl.rows.transform import load_transform
 
 
-def writer_spec(config: Config) -> WriterSpec:
-    """Everything the tasks need to write, checked at start-up: the DDL, the decoder, the
-    dimensions against the DDL (and file sources' columns), the transform importable."""
-    schema = load_table_schema(config.hive.the_schema_file, config.job.key_column)
-    check_against_schema(config.dimensions, schema, config.path, config.hive.the_schema_file)
-    _check_event_column(config, schema)
+def writer_spec(config: Config, writer_schemas: WriterSchemas | None = None, ddl: TableDdl | None = None) -> WriterSpec:
+    """Everything the tasks need to write, checked at start-up: the DDL (`ddl`, or else [hive]
+    schema's file), the decoder, the dimensions against the DDL (and file sources' columns), the
+    transform importable. `writer_schemas`: the Schema Registry's, which the command's context
+    builds (etl.context.job.JobContext.writer_schemas); None without [schema_registry]."""
+    ddl = ddl_file(config.hive.the_schema_file) if ddl is None else ddl
+    schema = ddl.schema(config.job.key_column)
+    check_against_schema(config.dimensions, schema, config.path, ddl.source)
+    _check_event_column(config, schema, ddl.source)
     headers = config.job.header_columns
-    check_header_columns(headers, schema, enriched_columns(config.dimensions), config.path, config.hive.the_schema_file)
+    check_header_columns(headers, schema, enriched_columns(config.dimensions), config.path, ddl.source)
     loader = DimensionLoader(config.dimensions, schema, spark=lambda: None)
     for dimension in config.dimensions:
         loader.check_source(dimension)
@@ -33,21 +37,22 @@ def writer_spec(config: Config) -> WriterSpec:
     # Enriched and header columns are filled after decoding: the decoder neither reads nor checks them.
     filled_later = enriched_columns(config.dimensions) + tuple(entry.column for entry in headers)
     decoder = make_decoder(config.job.decoder, schema.without_columns(filled_later),
-                           zone=config.hive.partitioning.timezone, writer_schemas=_writer_schemas(config),
+                           zone=config.hive.partitioning.timezone, writer_schemas=writer_schemas,
                            avro_schema=config.job.avro_schema.text if config.job.avro_schema else None)
     return WriterSpec(schema=schema, decoder=decoder, key_column=config.job.key_column,
                       row_group_size=config.job.row_group_size, compression=config.job.compression,
-                      dimensions=config.dimensions, transform=config.job.transform, header_columns=headers)
+                      dimensions=config.dimensions, transform=config.job.transform, header_columns=headers, ddl=ddl)
 
 
-def route_specs(config: Config) -> dict[str, WriterSpec]:
+def route_specs(config: Config, writer_schemas: WriterSchemas | None = None) -> dict[str, WriterSpec]:
     """Each route's writer spec (route name -> spec; one for a one-table job), all checked at
     start-up, with every route's DDL partitioned alike: a batch has one Hive partition, or one
-    Placement, for all its tables."""
-    specs = {route.name: replace(writer_spec(config.for_table(route, route.table)), route=route.name)
-             for route in config.routes.routes}
-    first = config.routes.routes[0]
-    for route in config.routes.routes[1:]:
+    Placement, for all its tables. A route with `schema = registry` has a spec per topic
+    (etl.job.registry_tables), partitioned as these are."""
+    files = [route for route in config.routes.routes if not route.from_registry]
+    specs = {route.name: replace(writer_spec(config.for_table(route, route.table), writer_schemas), route=route.name)
+             for route in files}
+    for first, route in ((files[0], route) for route in files[1:]):
         ours, theirs = specs[route.name].schema.partition_columns, specs[first.name].schema.partition_columns
         if ours != theirs:
             raise ConfigError(f"{config.path}: {route.describe()} schema {route.schema_file} is partitioned by "
@@ -56,13 +61,14 @@ def route_specs(config: Config) -> dict[str, WriterSpec]:
     return specs
 
 
-def probe_decoder(config: Config, route: RouteConfig, field: str, spec: WriterSpec) -> Decoder:
+def probe_decoder(config: Config, route: RouteConfig, field: str, spec: WriterSpec,
+                  writer_schemas: WriterSchemas | None = None) -> Decoder:
     """The decoder that reads a split topic's one field, before its route is known: the route's
     decoder over that field alone, typed as the route's table types it (text if it has no such
     column), its value then compared as text (etl.rows.routing)."""
     hive_type = next((c.hive_type for c in spec.schema.data_columns if c.name == field), "string")
     return make_decoder(route.decoder, TableSchema((Column(field, hive_type),), ()),
-                        zone=config.hive.partitioning.timezone, writer_schemas=_writer_schemas(config),
+                        zone=config.hive.partitioning.timezone, writer_schemas=writer_schemas,
                         avro_schema=route.avro_schema.text if route.avro_schema else None)
 
 
@@ -70,16 +76,12 @@ def _names(columns) -> str:
     return "(" + ", ".join(c.name for c in columns) + ")"
 
 
-def _writer_schemas(config: Config) -> WriterSchemas | None:
-    return WriterSchemas(config.schema_registry, config.retry) if config.schema_registry else None
-
-
-def _check_event_column(config: Config, schema: TableSchema) -> None:
+def _check_event_column(config: Config, schema: TableSchema, source: str) -> None:
     column = config.hive.partitioning.column
     if column is None:
         return
     found = {c.name: c.hive_type for c in schema.data_columns}
     if found.get(column) != "timestamp":
         what = f"is {found[column]}" if column in found else "is not a column of the table"
-        raise ConfigError(f"{config.path}: [hive] partition_by: column:{column} {what} ({config.hive.the_schema_file}); "
+        raise ConfigError(f"{config.path}: [hive] partition_by: column:{column} {what} ({source}); "
                           f"it must name a timestamp column of the table")

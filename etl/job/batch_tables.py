@@ -23,14 +23,15 @@ from etl.model.binding import BindingMismatch
 from etl.model.route_binding import routes_hint
 from etl.model.naming import partition_path
 from etl.model.routes import PlanTables, TopicSplit, TopicTables, topic_tables
+from etl.model.table_ddl import TableDdl
 from etl.rows.decoders import Decoder
 from etl.sink.manifest import manifest_dir
 from etl.sink.warehouse import Warehouse
 from etl.source.topics import JobTopics
 
-SpecFor = Callable[[RouteConfig], WriterSpec]  # a route's writer spec, built once per command
-ProbeFor = Callable[[RouteConfig, str], Decoder]  # a split's field's decoder, built once per command
-TableRegistrar = Callable[[Config, Warehouse], HiveRegistrar]  # a table's, ensured once per command
+SpecFor = Callable[[RouteConfig, str], WriterSpec]  # a route's writer spec for a topic, built once per command
+ProbeFor = Callable[[RouteConfig, str, str], Decoder]  # a split's field's decoder (route, field, topic), once per command
+TableRegistrar = Callable[[Config, Warehouse, TableDdl | None], HiveRegistrar]  # a table's, ensured once per command
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,9 @@ class BatchTables:
     def tables_of(self, r: OffsetRange) -> list[BatchTable]:
         """The tables the range's records are written to: one, or a split's."""
         if self._config.routes.implicit:
-            return [self._table(self._config.routes.routes[0], self._config.hive.the_table)]
+            return [self._table(self._config.routes.routes[0], self._config.hive.the_table, r.topic)]
         chosen, routed = self._routing(r)
-        return [self._table(route, name) for route, name in zip(chosen, routed.tables)]
+        return [self._table(route, name, r.topic) for route, name in zip(chosen, routed.tables)]
 
     def split_of(self, r: OffsetRange) -> TopicSplit | None:
         return None if self._config.routes.implicit else self._routing(r)[1].split
@@ -79,7 +80,7 @@ class BatchTables:
         assert self._probe_for is not None
         tables = tuple(SplitTable(table.name, route.name, table.warehouse.main_dir(values), table.spec)
                        for route, table in zip(chosen, self.tables_of(r)))
-        return SplitTarget(split, self._probe_for(chosen[0], split.field), tables, partition_path(values),
+        return SplitTarget(split, self._probe_for(chosen[0], split.field, r.topic), tables, partition_path(values),
                            self._warehouse.rejected_root)
 
     def all(self) -> list[BatchTable]:
@@ -95,11 +96,12 @@ class BatchTables:
         return [t.warehouse.main_dir(values) for t in self.all()] + [self._warehouse.rejected_dir(values)] + \
             sorted(manifests)
 
-    def _table(self, route: RouteConfig, name: str) -> BatchTable:
+    def _table(self, route: RouteConfig, name: str, topic: str) -> BatchTable:
+        """`topic`: one whose records go to the table (a registry route's spec is its topic's)."""
         if name not in self._tables:
             self._tables[name] = BatchTable(name, self._config.for_table(route, name),
                                             self._warehouse if self._config.routes.implicit
-                                            else self._warehouse.for_table(name), self._spec_for(route))
+                                            else self._warehouse.for_table(name), self._spec_for(route, topic))
         return self._tables[name]
 
     def _routing(self, r: OffsetRange) -> tuple[tuple[RouteConfig, ...], TopicTables]:
@@ -144,7 +146,8 @@ def register_routed(tables: BatchTables, table_registrar: TableRegistrar, regist
     """A routed job's batch (by planning time): its partition in each of its tables, then in the
     job's rejected table when it rejected rows."""
     for table in tables.all():
-        table_registrar(table.config, table.warehouse).add_partition(batch.partition_values, with_rejected=False)
+        table_registrar(table.config, table.warehouse, table.spec.ddl).add_partition(batch.partition_values,
+                                                                                    with_rejected=False)
     if batch.rejected:
         registrar.add_partitions([], [batch.partition_values])
 

@@ -154,7 +154,7 @@ class Job:
     def _ensure_batch_tables(self, batch: Batch) -> None:
         """A routed job's tables that the batch writes: created, or claimed and evolved, once a run."""
         for table in [] if self.config.routes.implicit else self._tables_of(batch).all():
-            self._table_registrar(table.config, table.warehouse)
+            self._table_registrar(table.config, table.warehouse, table.spec.ddl)
 
     def _start(self, batch: Batch) -> BatchSummary:
         """Store a new plan (with its dimension pins, marker ledger and the table it writes to)

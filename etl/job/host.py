@@ -14,6 +14,7 @@ from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import SparkStarter
 from etl.job.partition_writer import WriterSpec
 from etl.model.partitioning import Partitioner
+from etl.model.table_ddl import TableDdl
 from etl.rows.decoders import Decoder
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
@@ -35,10 +36,10 @@ class BatchHost(Protocol):
     def spec(self) -> WriterSpec:
         """The job's table's (a routed job's first route's: etl.context.job)."""
 
-    def spec_for(self, route: RouteConfig) -> WriterSpec:
-        """The writer spec of one route's tables."""
+    def spec_for(self, route: RouteConfig, topic: str | None = None) -> WriterSpec:
+        """The writer spec of one route's tables (a registry route's: of its table for `topic`)."""
 
-    def probe_for(self, route: RouteConfig, field: str) -> Decoder:
+    def probe_for(self, route: RouteConfig, field: str, topic: str) -> Decoder:
         """The decoder of a split topic's field (etl.rows.routing)."""
 
     @property
@@ -60,5 +61,6 @@ class BatchHost(Protocol):
     def registrar(self) -> HiveRegistrar:
         """The Hive client, its tables created or evolved: Spark starts on the first call."""
 
-    def table_registrar(self, view: Config, warehouse: Warehouse) -> HiveRegistrar:
-        """One of a routed job's tables, created, or claimed and evolved, on first use."""
+    def table_registrar(self, view: Config, warehouse: Warehouse, ddl: TableDdl | None = None) -> HiveRegistrar:
+        """One of a routed job's tables, created, or claimed and evolved (from `ddl`: its writer
+        spec's), on first use."""

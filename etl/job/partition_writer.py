@@ -21,6 +21,7 @@ import pyarrow as pa
 from etl.config import Compression, DimensionConfig, HeaderColumn
 from etl.errors import ConfigError, EtlError
 from etl.model.schema import TableSchema
+from etl.model.table_ddl import TableDdl
 from etl.rows.decoders import Decoder
 from etl.rows.pipeline import RowPipeline, RowSpec
 from etl.sink.fs import WarehouseFileSystem
@@ -45,6 +46,7 @@ class WriterSpec:
     transform: str | None = None  # module:function, see etl.rows.transform
     header_columns: tuple[HeaderColumn, ...] = ()  # the tasks read headers only when some are configured
     route: str = ""  # a routed job's route: its rejected records' reasons name it
+    ddl: TableDdl | None = None  # what the registrar creates and evolves the table from (None: [hive] schema's)
 
     def __post_init__(self):
         if self.key_column != self.schema.key_column:

@@ -1,5 +1,5 @@
 """What the job knows: batches and their states, file names, the planner, the table schema,
 partitioning, recorded events, topic identity, the job's binding, compaction records. Values and
 functions that build no client and open no connection; one reads, and says so:
-schema.load_table_schema and schema.render_ddl read the DDL template file at the path they are
-given."""
+schema.read_template (and load_table_schema, table_ddl.ddl_file through it) reads the DDL template
+file at the path it is given."""

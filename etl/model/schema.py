@@ -5,8 +5,8 @@ the ETL derives the Parquet file schema from it (load_table_schema + arrow_schem
 two cannot drift apart. Each table carries the Kafka lineage columns, which the ETL fills.
 Its partition columns, which Hive keeps in the directory names, not in the files, are (dt, hour)
 or (dt) alone: they choose the table's partitioner (etl.model.partitioning.partitioner_for).
-This module reads the template file (load_table_schema, render_ddl: the model room's one file read);
-the rest is pure.
+This module reads the template file (read_template: the model room's one file read); the rest is
+pure, and takes a template's text wherever it came from (etl.model.table_ddl).
 """
 from __future__ import annotations
 
@@ -110,8 +110,13 @@ class TableSchema:
 
 
 def load_table_schema(path: str | Path, key_column: str | None = None) -> TableSchema:
-    """Parse and validate a DDL template. Raises SchemaError saying what to change."""
-    text = _strip_comments(_read(path))
+    """Parse and validate a DDL template file. Raises SchemaError saying what to change."""
+    return parse_table_schema(read_template(path), path, key_column)
+
+
+def parse_table_schema(template: str, path: str | Path, key_column: str | None = None) -> TableSchema:
+    """Parse and validate a DDL template's text; `path` names it in errors (a file, or a derived DDL's source)."""
+    text = _strip_comments(template)
     columns_text, after_columns = _column_list(path, text)
     columns = _parse_columns(path, columns_text)
     partitions = _parse_columns(path, _partition_list(path, text, after_columns))
@@ -122,9 +127,8 @@ def load_table_schema(path: str | Path, key_column: str | None = None) -> TableS
     return TableSchema(columns, partitions, key_column)
 
 
-def render_ddl(path: str | Path, database: str, table: str, location: str) -> str:
-    """The template with its placeholders filled in, ready to run on Hive."""
-    template = _read(path)
+def render_ddl(template: str, path: str | Path, database: str, table: str, location: str) -> str:
+    """The template's text with its placeholders filled in, ready to run on Hive; `path` names it."""
     values = {"database": database, "table": table, "location": location}
     _check_placeholders(path, template)
     _check_placeholder_values(path, values)
@@ -170,7 +174,7 @@ def _arrow_schema_of(columns: tuple[Column, ...]) -> pa.Schema:
     return pa.schema([pa.field(c.name, arrow_type(c.hive_type)) for c in columns])
 
 
-def _read(path: str | Path) -> str:
+def read_template(path: str | Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

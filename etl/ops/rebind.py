@@ -131,9 +131,9 @@ def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: R
 
 def _ensure_fixed_tables(context: CommandContext) -> None:
     """The database, the rejected table and each fixed table of the routes (a templated route's
-    tables are made by the batch that first loads their topic)."""
+    tables, and a registry route's, are made by the batch that first loads their topic)."""
     config, warehouse = context.config, context.warehouse
     context.registrar()
     for route in config.routes.routes:
-        if not route.templated:
+        if not route.templated and not route.from_registry:  # a registry route's DDL is derived as it loads
             context.table_registrar(config.for_table(route, route.table), warehouse.for_table(route.table))

@@ -66,7 +66,8 @@ def run_in(context: JobContext, loop: bool = False, interval: float = 60.0, max_
 
 def _check_producers_schemas(context: JobContext) -> None:
     """Avro and Protobuf: each column against its field in the writer schema producers use now
-    (etl.rows.decoders.startup), route by route. With topics_regex, the topics are the ones it
+    (etl.rows.decoders.startup), route by route; a registry route's tables are derived from those
+    schemas instead (etl.job.registry_tables). With topics_regex, the topics are the ones it
     matches now."""
     config = context.config
     for route in config.routes.routes:
@@ -74,6 +75,10 @@ def _check_producers_schemas(context: JobContext) -> None:
             continue
         topics = route.topics if route.topics_regex is None else \
             [topic for topic in context.kafka.job_topics().loaded if route.chooses(topic)]
+        if route.from_registry:  # its tables are derived from these schemas: each derived now, once
+            for topic in topics:
+                context.spec_for(route, topic)
+            continue
         where = "[hive] schema" if config.routes.implicit else f"{route.describe()} schema"
         check_writer_schemas(context.spec_for(route).decoder, topics, f"{config.path}: {where} {route.schema_file}")
 

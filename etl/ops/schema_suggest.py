@@ -4,15 +4,17 @@ evolution adds them to the table at the next run (etl.hive.evolution).
 
 The writer schema of a topic is the latest version of its value subject (`<topic>-value`), or
 the fixed [job] avro_schema. Fields with no column type here (nested records, arrays, maps)
-are listed as comments, so that nothing is left out unseen.
+are listed as comments, so that nothing is left out unseen. The mapping is the one a route
+with `schema = registry` derives its table by (etl.model.table_ddl.field_columns).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from etl.config import Config, HIVE_NAME_RE
+from etl.config import Config
 from etl.context.job import JobContext
 from etl.errors import ConfigError
+from etl.model.table_ddl import field_columns
 from etl.rows.decoders.startup import current_writer_schemas
 
 
@@ -45,18 +47,8 @@ def suggest(config: Config) -> list[Suggestion]:
     have = {column.name for column in spec.schema.columns}
     suggestions = []
     for source, writer in current_writer_schemas(spec.decoder, topics):
-        columns, unmapped = [], []
-        for field, hive_type in spec.decoder.fields_of(writer):
-            name = field.lower()
-            if name in have:
-                continue
-            if hive_type is None:
-                unmapped.append((field, "no column type holds it (nested records, arrays and maps)"))
-            elif not HIVE_NAME_RE.match(name):
-                unmapped.append((field, "not a valid Hive column name"))
-            else:
-                columns.append((name, hive_type))
-        suggestions.append(Suggestion(source, tuple(columns), tuple(unmapped)))
+        columns, unmapped = field_columns(spec.decoder.fields_of(writer), reserved=have)
+        suggestions.append(Suggestion(source, tuple((c.name, c.hive_type) for c in columns), unmapped))
     return suggestions
 
 

@@ -54,6 +54,7 @@ def profile(run: BenchRun) -> None:
     from etl.config import load_config
     from etl.source.kafka import read_range
     from etl.job.assemble import writer_spec
+    from etl.rows.decoders.writer_schemas import WriterSchemas
     from etl.job.tasks import RangeTask, run_range_task
     from etl.model.batch import OffsetRange
     data = run.report.get("data")
@@ -65,7 +66,8 @@ def profile(run: BenchRun) -> None:
     else:
         t, p, s, e = data["ranges"][0]
     config = load_config(run.ini("profile", [t], run.args.decoder, e - s + 1))
-    spec = writer_spec(config)
+    registry = config.schema_registry
+    spec = writer_spec(config, WriterSchemas(registry, config.retry) if registry else None)
     out: dict = {"range": [t, p, s, e]}
 
     def timed(label, fn):

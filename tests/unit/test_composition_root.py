@@ -31,8 +31,6 @@ ALLOWED = {
     # a Spark task runs on an executor, where no driver object reaches: it builds its own
     # filesystem from the config it was shipped
     ("job/tasks.py", "filesystem_for"), ("job/event_task.py", "filesystem_for"), ("job/route_task.py", "filesystem_for"),
-    # the writer spec holds the decoder's Schema Registry client; only a context builds the spec
-    ("job/assemble.py", "WriterSchemas"),
 }
 
 
@@ -65,9 +63,10 @@ def test_the_contexts_construct_each_client_once():
     inside = [what for where, what in client_constructions() if where.startswith("context/")]
     # SparkStarter twice: warming Python workers or not (etl.context.job, runs_batches). HiveRegistrar
     # twice: the job's, and a routed job's per table, on the first one's Spark session (table_registrar).
+    # WriterSchemas: the Schema Registry's, handed to the writer specs and the registry routes' tables.
     assert sorted(inside) == sorted(["ZkStateStore", "filesystem_for", "Warehouse.of", "SparkStarter",
                                      "HiveRegistrar", "OffsetMirror", "KafkaMetadata", "SparkStarter",
-                                     "HiveRegistrar"])
+                                     "HiveRegistrar", "WriterSchemas"])
 
 
 @pytest.fixture

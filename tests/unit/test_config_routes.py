@@ -199,9 +199,36 @@ def test_a_route_that_reads_the_registry_needs_the_registry_section(tmp_path):
                                  f"decoder = protobuf\n")
 
 
+REGISTRY = "[schema_registry]\nurl = http://registry.invalid:8081\n\n"
+
+
+def test_a_route_from_the_registry_is_built_now_beside_routes_with_ddl_files(tmp_path):
+    config = _load(tmp_path, sections="[route evs]\ntopics = evs\ntable = {topic}\nschema = registry\n"
+                                      "decoder = avro\n\n" + REGISTRY)
+    route = config.routes.by_name("evs")
+    assert route.from_registry and route.schema_file is None and route.table_for("evs") == "evs"
+    assert config.partition_schema_file == EVENTS_SCHEMA  # the DDL routes' partitions, which it follows
+    assert config.kafka.topics_regex is not None and config.kafka.topics_regex.fullmatch("evs")
+
+
+def test_a_job_of_registry_routes_alone_partitions_by_default(tmp_path):
+    path = tmp_path / "etl.ini"
+    path.write_text(routed_ini("[route evs]\ntopics = evs\ntable = evs\nschema = registry\ndecoder = avro\n\n" +
+                               REGISTRY))
+    config = load_config(path)
+    assert config.routes.by_name("evs").from_registry and config.partition_schema_file is None
+
+
+def test_a_job_whose_every_route_follows_the_registry_by_a_pattern_is_refused(tmp_path):
+    path = tmp_path / "etl.ini"
+    path.write_text(routed_ini("[route evs]\ntopics_regex = evs.*\ntable = {topic}\nschema = registry\n"
+                               "decoder = avro\n\n" + REGISTRY))
+    with pytest.raises(ConfigError, match=r"\[route evs\] topics_regex: a job whose every route follows the Schema "
+                                          r"Registry by a topics pattern is not built yet"):
+        load_config(path)
+
+
 @pytest.mark.parametrize("section, refused", [
-    ("[route evs]\ntopics = evs\ntable = {topic}\nschema = registry\ndecoder = avro\n",
-     r"\[route evs\] schema: schema = registry is not built yet"),
     (f"[route evs]\ntopics = evs\ntable = evs\nschema = {EVENTS_SCHEMA}\n\n[metrics]\ntextfile = /tmp/x.prom\n",
      r"\[metrics\]: not built for \[route\] sections yet"),
 ])

@@ -49,7 +49,7 @@ def _batch(*topics: str, tables: dict | None = None) -> Batch:
 
 def _tables(config, batch: Batch) -> BatchTables:
     specs = route_specs(config)
-    return BatchTables(batch, config, Warehouse.of(config), lambda route: specs[route.name])
+    return BatchTables(batch, config, Warehouse.of(config), lambda route, topic: specs[route.name])
 
 
 def _routing(config, committed=()) -> TopicRouting:

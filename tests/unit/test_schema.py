@@ -9,6 +9,7 @@ import pytest
 from etl.errors import SchemaError
 from etl.hive.evolution import plan_evolution
 from etl.hive.registrar import REJECTED_DDL
+from etl.model.table_ddl import ddl_file
 from etl.model.schema import (
     Column,
     TableSchema,
@@ -17,7 +18,6 @@ from etl.model.schema import (
     data_arrow_schema,
     load_table_schema,
     rejected_arrow_schema,
-    render_ddl,
 )
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "warehouse_schema"
@@ -251,14 +251,14 @@ def test_table_schema_is_frozen_and_hashable():
 
 
 def test_render_ddl_fills_the_placeholders():
-    ddl = render_ddl(SCHEMAS / "events.sql", "analytics", "events", "file:///warehouse/analytics.db/events")
+    ddl = ddl_file(SCHEMAS / "events.sql").render("analytics", "events", "file:///warehouse/analytics.db/events")
     assert "CREATE EXTERNAL TABLE IF NOT EXISTS analytics.events (" in ddl
     assert "LOCATION 'file:///warehouse/analytics.db/events'" in ddl
     assert "${" not in ddl
 
 
 def test_render_ddl_of_the_rejected_table():
-    ddl = render_ddl(REJECTED_DDL, "analytics", "events_rejected", "/w/events_rejected")
+    ddl = ddl_file(REJECTED_DDL).render("analytics", "events_rejected", "/w/events_rejected")
     assert "analytics.events_rejected (" in ddl
 
 
@@ -266,7 +266,7 @@ def test_render_ddl_refuses_a_missing_placeholder(tmp_path):
     path = tmp_path / "t.sql"
     path.write_text("-- LOCATION '${location}'\nCREATE TABLE ${database}.${table} (a string)")
     with pytest.raises(SchemaError, match=r"placeholder \$\{location\} is missing"):
-        render_ddl(path, "db", "t", "/x")
+        ddl_file(path).render("db", "t", "/x")
 
 
 def test_render_ddl_refuses_unknown_placeholders(tmp_path):
@@ -274,7 +274,7 @@ def test_render_ddl_refuses_unknown_placeholders(tmp_path):
     path.write_text("CREATE TABLE ${database}.${table} (a string) LOCATION '${location}' "
                     "TBLPROPERTIES ('x'='${owner}')")
     with pytest.raises(SchemaError, match=r"unknown placeholder\(s\) \$\{owner\}"):
-        render_ddl(path, "db", "t", "/x")
+        ddl_file(path).render("db", "t", "/x")
 
 
 @pytest.mark.parametrize("database, table, location", [
@@ -282,4 +282,4 @@ def test_render_ddl_refuses_unknown_placeholders(tmp_path):
 ])
 def test_render_ddl_refuses_values_that_would_break_the_statement(database, table, location):
     with pytest.raises(SchemaError, match="cannot render"):
-        render_ddl(SCHEMAS / "events.sql", database, table, location)
+        ddl_file(SCHEMAS / "events.sql").render(database, table, location)

@@ -65,8 +65,8 @@ def _task(config, offsets=(0, 7)):
     batch = planned_tables(Batch(1, BatchState.PLANNED, "2026-11-26T10:00:00+00:00", PLANNED, (r,)), config,
                            routing.tables)
     specs = route_specs(config)
-    tables = BatchTables(batch, config, Warehouse.of(config), lambda route: specs[route.name],
-                         lambda route, field: probe_decoder(config, route, field, specs[route.name]))
+    tables = BatchTables(batch, config, Warehouse.of(config), lambda route, topic: specs[route.name],
+                         lambda route, field, topic: probe_decoder(config, route, field, specs[route.name]))
     table = tables.of(r)
     task = RangeTask(r, table.warehouse.main_dir(PLANNED), table.warehouse.rejected_dir(PLANNED), config.warehouse,
                      config.kafka, "g", table.spec, split=tables.split_target(r, PLANNED))

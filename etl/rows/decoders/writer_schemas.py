@@ -78,10 +78,11 @@ class WriterSchemas:
 
     def version(self, subject: str, version: int | str, fmt: str | None = None) -> WriterSchema | None:
         """A subject's version (a number, or "latest"), or None when there is none. "latest" is
-        never cached: `etl schema suggest` and the start-up check want today's."""
+        never cached: `etl schema suggest`, the start-up check and a registry route's table want
+        today's (get_version asks each time; the client's get_latest_version keeps its first answer
+        for the life of the process)."""
         def fetch(client):
-            registered = client.get_version(subject, version, fmt=fmt) if version != "latest" \
-                else client.get_latest_version(subject, fmt=fmt)
+            registered = client.get_version(subject, version, fmt=fmt)
             return _from_schema(registered.schema_id, registered.schema)
         what = f"subject {subject!r} version {version}"
         if version == "latest":
