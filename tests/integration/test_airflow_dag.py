@@ -282,15 +282,13 @@ def test_a_run_without_a_logical_date_senses_the_hour_before_it_was_due(
     assert [extra["partition"] for _, _, extra in table_events(home)] == [f"dt={DAY}/hour=10"]
 
 
-# Exit 2: no such config file; 1: a topic that does not exist; 75: the metastore does not answer.
-# The Hive client tries that metastore once (one connect, no retry by Hive's client or Spark's,
-# whose retries are hive.metastore.failure.retries too): each try of etl_run exits 75 in ~10 s,
-# not ~14 s after 3 connects, twice.
-REFUSED_ONCE = {"spark.hadoop.hive.metastore.connect.retries": "1", "spark.hadoop.hive.metastore.failure.retries": "0"}
+# Exit 2: no such config file; 1: a topic that does not exist; 75: ZooKeeper does not answer
+# (port 9, discard: nothing listens). That 75 comes before any JVM: each try of etl_run exits in
+# about 2 s, where a metastore that does not answer (also 75: test_crash.py) takes about 10 s.
 FAILURES = {2: lambda write_config, topic: Path("/nonexistent/etl.ini"),
             1: lambda write_config, topic: write_config(kafka={"topics": "no-such-topic-here"}),
             75: lambda write_config, topic: write_config(kafka={"topics": topic},
-                                                         hive={"metastore": "thrift://127.0.0.1:9"}, spark=REFUSED_ONCE)}
+                                                         zookeeper={"hosts": "127.0.0.1:9", "session_timeout_seconds": "1"})}
 
 
 # Exit 75 is retried through each operator's own failure path; one other exit per DAG shows that
