@@ -9,7 +9,10 @@ as a whole (its module-scoped fixtures are set up once) and the order inside a g
 collection order. A run that selects none of them is not reordered.
 
 At the end of a run, the report adds where the suite's time went by module (setup, call and
-teardown summed): the module-scoped fixtures that --durations shows once are counted there too.
+teardown summed): the module-scoped fixtures that --durations shows once are counted there too;
+then how many `etl` processes the tests waited for, and their seconds, by command. Every test's
+seconds are kept in pytest's cache (`.pytest_cache/v/etl/test-seconds`), for a look at more than
+the slowest 40.
 """
 from __future__ import annotations
 
@@ -40,11 +43,15 @@ MODULES_REPORTED = 25
 _SECONDS_BY_MODULE: defaultdict[str, float] = defaultdict(float)
 
 
+_SECONDS_BY_TEST: defaultdict[str, float] = defaultdict(float)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _SECONDS_BY_MODULE[report.nodeid.split("::", 1)[0]] += report.duration
+    _SECONDS_BY_TEST[report.nodeid] += report.duration
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
+def pytest_terminal_summary(terminalreporter, config) -> None:
     if not _SECONDS_BY_MODULE:
         return
     total = sum(_SECONDS_BY_MODULE.values())
@@ -52,3 +59,20 @@ def pytest_terminal_summary(terminalreporter) -> None:
     slowest = sorted(_SECONDS_BY_MODULE.items(), key=lambda pair: -pair[1])[:MODULES_REPORTED]
     for module, seconds in slowest:
         terminalreporter.write_line(f"{seconds:8.1f}s {100 * seconds / total:5.1f}%  {module}")
+    _report_etl_processes(terminalreporter)
+    if config.cache is not None:
+        config.cache.set("etl/test-seconds", {test: round(seconds, 2) for test, seconds in
+                                              sorted(_SECONDS_BY_TEST.items(), key=lambda pair: -pair[1])})
+
+
+def _report_etl_processes(terminalreporter) -> None:
+    from tests.harness.etl_process import FINISHED
+    if not FINISHED:
+        return
+    by_command: defaultdict[str, list[float]] = defaultdict(list)
+    for command, seconds in FINISHED:
+        by_command[command].append(seconds)
+    terminalreporter.section(f"etl processes waited for: {len(FINISHED)}, {sum(s for _, s in FINISHED):.0f} s in all")
+    for command, times in sorted(by_command.items(), key=lambda pair: -sum(pair[1])):
+        terminalreporter.write_line(f"{sum(times):8.1f}s {len(times):5d} x etl {command} "
+                                    f"(median {sorted(times)[len(times) // 2]:.1f}s)")

@@ -26,6 +26,9 @@ from tests.harness.paths import ETL
 from tests.harness.warehouse_files import TEMP_PREFIX
 
 FAULT_ENV = ("ETL_FAULT_POINT", "ETL_FAULT_ACTION", "ETL_FAULT_PGID")
+# Every `etl` process this process waited for: (command, seconds from start to exit). The suite's
+# report sums them by command (tests/conftest.py): most of an integration test's time is these.
+FINISHED: list[tuple[str, float]] = []
 
 
 class EtlProcess:
@@ -145,6 +148,7 @@ class EtlProcess:
                                f"{timeout}s; killed it.\n{self.describe()}") from None
         self.poll()
         self.tree.stop()
+        FINISHED.append((self.command, self.seconds))
         return code
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str, poll: float = 0.1) -> float:
