@@ -233,15 +233,11 @@ def test_event_time_is_refused_for_routes_naming_the_key(tmp_path):
         _load(tmp_path, hive="rejected_table = rejects\npartition_by = kafka_timestamp")
 
 
-def test_metrics_are_refused_for_routes_naming_the_key(tmp_path):
-    with pytest.raises(ConfigError, match=r"\[metrics\]: not built for \[route\] sections yet"):
-        _load(tmp_path, sections="\n[metrics]\ntextfile = /tmp/x.prom\n")
-
-
-def test_markers_are_taken_by_a_job_with_routes(tmp_path):
-    config = _load(tmp_path, hive="rejected_table = rejects\nsuccess_markers = true\nsuccess_marker_delay_seconds = 0")
+def test_markers_and_metrics_are_taken_by_a_job_with_routes(tmp_path):
+    config = _load(tmp_path, hive="rejected_table = rejects\nsuccess_markers = true\nsuccess_marker_delay_seconds = 0",
+                   sections="\n[metrics]\ntextfile = /tmp/x.prom\n")
     assert config.hive.success_markers.enabled and config.hive.success_markers.delay_seconds == 0
-    assert not config.routes.implicit
+    assert config.metrics.enabled and not config.routes.implicit
 
 
 def test_a_one_table_config_is_one_implicit_route_as_before(tmp_path):
