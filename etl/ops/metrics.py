@@ -13,7 +13,8 @@ collected into a private CollectorRegistry per run (no process-wide state) from 
   - the outcome: the time of the last success, failure or lock-held exit.
 Every metric names the ETL job in the label `etl_job` (etl.ops.metrics_publish says why not
 `job`); a batch's counts name their table in `table`, one series per table for a job with
-[route] sections (etl.ops.metrics_tables). A metric that could not be collected is left out (and logged), never guessed.
+[route] sections (etl.ops.metrics_tables). A metric that could not be collected is left out
+(and logged), never guessed.
 Publishing never changes the run's exit code (etl.ops.metrics_publish). docs/monitoring.md
 lists them, with the names they had before.
 """
