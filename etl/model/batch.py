@@ -139,6 +139,12 @@ class Batch:
         return tuple(r for r in self.ranges if r.size > 0)
 
     @property
+    def routed_tables(self) -> tuple[str, ...]:
+        """A routed batch's tables, each once, in the order of its file ranges: those its tasks
+        write and it registers (etl.job.batch_tables); () for a one-table job's batch."""
+        return tuple(dict.fromkeys(table for r in self.file_ranges for table in self.tables.get(r.topic, ())))
+
+    @property
     def record_count(self) -> int:
         return sum(r.size for r in self.ranges)
 

@@ -12,7 +12,9 @@ collected into a private CollectorRegistry per run (no process-wide state) from 
   - the load totals the commits keep in ZooKeeper (etl.state.totals), exported as counters;
   - the outcome: the time of the last success, failure or lock-held exit.
 Every metric names the ETL job in the label `etl_job` (etl.ops.metrics_publish says why not
-`job`). A metric that could not be collected is left out (and logged), never guessed.
+`job`); a batch's counts name their table in `table`, one series per table for a job with
+[route] sections (etl.ops.metrics_tables). A metric that could not be collected is left out
+(and logged), never guessed.
 Publishing never changes the run's exit code (etl.ops.metrics_publish). docs/monitoring.md
 lists them, with the names they had before.
 """
@@ -35,11 +37,10 @@ from etl.context.job import JobContext
 from etl.errors import EXIT_OK, EXIT_USAGE, EtlError
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase
 from etl.job.summary import BatchSummary
-from etl.job.write_mode import mode_of
 from etl.model.batch import Batch
 from etl.ops.metrics_publish import JOB_LABEL, publish
+from etl.ops.metrics_tables import FileCounts, counted, merged, written_files
 from etl.ops.status import PartitionStatus
-from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
 from etl.state.store import ZooKeeperUnavailable
 from etl.state.totals import LoadTotals
@@ -72,7 +73,7 @@ class RunMetrics(JobObserver):
         self.batches: list[Batch] = []
         self.found_lock_held = False
         self.mirror_failures = 0  # commits to the Kafka consumer group that failed (etl.source.group_mirror)
-        self.measured: dict[int, tuple[int, int]] = {}  # batch id -> (files, bytes), listed before its commit
+        self.measured: dict[int, FileCounts] = {}  # batch id -> table -> (files, bytes), listed before its commit
 
     def phase_done(self, phase: Phase, seconds: float) -> None:
         self.phases[phase] += seconds
@@ -91,12 +92,12 @@ class RunMetrics(JobObserver):
         """Listed once, before the commit (which adds them to the load totals), and kept for the
         run's own gauges. A listing that fails costs the bytes of this batch, never the commit."""
         try:
-            self.measured[batch.batch_id] = written_files(self.context.fs, warehouse, [batch])
+            self.measured[batch.batch_id] = written_files(self.context.fs, self.config, warehouse, [batch])
         except Exception as exc:  # noqa: BLE001 - a metrics bug must not stop a commit
             log.warning("metrics: the sizes of batch %d's files not read, so not counted: %s: %s", batch.batch_id,
                         type(exc).__name__, exc)
             return None
-        return self.measured[batch.batch_id][1]
+        return sum(size for _, size in self.measured[batch.batch_id].values())
 
 
 @contextlib.contextmanager
@@ -198,27 +199,31 @@ def _run_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -> 
                     [JOB_LABEL, "phase"], registry=registry)
     for phase, spent in metrics.phases.items():
         seconds.labels(job, phase.value).set(spent)
-    table = f"{metrics.config.hive.database}.{metrics.config.hive.the_table}"
     done = metrics.summaries
     _gauge(registry, "etl_run_batches", "Batches the last run committed", job=job).set(len(done))
     _gauge(registry, "etl_run_consumer_group_commit_failures", "Commits of the offsets to the job's Kafka consumer "
            "group (a mirror of ZooKeeper's, for Kafka's tools) that failed in the last run",
            job=job).set(metrics.mirror_failures)
-    for name, documentation, value in (
-            ("etl_run_rows", "Rows the last run's batches wrote to the table", sum(s.rows for s in done)),
+    for name, documentation, field in (
+            ("etl_run_rows", "Rows the last run's batches wrote to the table", "rows"),
             ("etl_run_rejected_rows", "Records the last run's batches could not decode (into the rejected table)",
-             sum(s.rejected for s in done)),
-            ("etl_run_late_rows", "Rows written into partitions already due their _SUCCESS (event time)",
-             sum(s.late_rows for s in done)),
-            ("etl_run_offsets", "Kafka offsets the last run's batches covered", sum(s.records for s in done))):
-        _gauge(registry, name, documentation, job=job, table=table).set(value)
+             "rejected"),
+            ("etl_run_late_rows", "Rows written into partitions already due their _SUCCESS (event time)", "late_rows"),
+            ("etl_run_offsets", "Kafka offsets the last run's batches covered", "records")):
+        _by_table(registry, name, documentation, job, counted(metrics.config, field, done, metrics.batches))
+
+
+def _by_table(registry: CollectorRegistry, name: str, documentation: str, job: str, values: dict) -> None:
+    """A gauge with one series per table label (etl.ops.metrics_tables)."""
+    gauge = Gauge(name, documentation, [JOB_LABEL, "table"], registry=registry)
+    for table, value in values.items():
+        gauge.labels(job, table).set(value)
 
 
 def _state_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -> None:
     """From ZooKeeper, Kafka and the warehouse, once. One attempt each: the run has already
     waited out its retries on whatever is down, the metrics do not wait again."""
     context = metrics.context
-    table = f"{context.config.hive.database}.{context.config.hive.the_table}"
     try:
         store = context.store
         committed = {tp: c.value for tp, c in store.committed_offsets().items()}
@@ -232,41 +237,23 @@ def _state_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -
     _gauge(registry, "etl_open_batch_age_seconds", "Seconds since the open batch was planned (0: none open)",
            job=job).set(age)
     totals_metrics(registry, totals, job)
-    _files_metrics(registry, metrics, warehouse, job, table)
+    _files_metrics(registry, metrics, warehouse, job)
     _partition_metrics(registry, context, committed, job)
 
 
-def _files_metrics(registry, metrics: RunMetrics, warehouse: Warehouse, job: str, table: str) -> None:
+def _files_metrics(registry, metrics: RunMetrics, warehouse: Warehouse, job: str) -> None:
     """The batches' files as listed before their commits; a batch not listed then is listed now."""
     unlisted = [batch for batch in metrics.batches if batch.batch_id not in metrics.measured]
     try:
-        files, size = written_files(metrics.context.fs, warehouse, unlisted)
+        listed = written_files(metrics.context.fs, metrics.config, warehouse, unlisted)
     except EtlError as exc:
         log.warning("metrics: the written files' sizes not read: %s", exc)
         return
-    for batch in metrics.batches:
-        if batch.batch_id in metrics.measured:
-            files, size = files + metrics.measured[batch.batch_id][0], size + metrics.measured[batch.batch_id][1]
-    _gauge(registry, "etl_run_written_files", "Data files the last run's batches published", job=job,
-           table=table).set(files)
-    _gauge(registry, "etl_run_written_bytes", "Bytes of those files", job=job, table=table).set(size)
-
-
-def written_files(fs: WarehouseFileSystem, warehouse: Warehouse, batches: list[Batch]) -> tuple[int, int]:
-    """(count, bytes) of the batches' data files, main and rejected. Batches record file names,
-    not sizes: each folder a batch wrote to is listed once, with sizes (one WebHDFS request per
-    folder), and a file found nowhere (moved since) is not counted. By event time a range has a
-    file in each partition it touched, under the range's name."""
-    count = size = 0
-    for batch in batches:
-        names = {r.file_name for r in batch.file_ranges}
-        parts = mode_of(batch).main_partitions(batch)
-        folders = [warehouse.main_dir(part) for part in parts] + [warehouse.rejected_dir(batch.partition_values)]
-        for folder in folders:
-            for info in fs.list_files(folder):
-                if info.path.rsplit("/", 1)[-1] in names:
-                    count, size = count + 1, size + info.size
-    return count, size
+    counts = merged(listed, *(metrics.measured[b.batch_id] for b in metrics.batches if b.batch_id in metrics.measured))
+    _by_table(registry, "etl_run_written_files", "Data files the last run's batches published", job,
+              {table: files for table, (files, _) in counts.items()})
+    _by_table(registry, "etl_run_written_bytes", "Bytes of those files", job,
+              {table: size for table, (_, size) in counts.items()})
 
 
 def _partition_metrics(registry: CollectorRegistry, context: JobContext, committed: dict, job: str) -> None:

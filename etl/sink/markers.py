@@ -39,11 +39,17 @@ batch. (Deriving the list from the committed batch headers would not do: only th
 kept, fewer than an hour's worth with `--loop --interval 60`.) Batches planned while markers are
 off are not listed, so turning markers on covers the partitions planned from then on.
 
+A routed job's batch lists its partition once for each table it writes (the tables it registers:
+Batch.routed_tables), and each table's partition gets its own marker in its own folder, by the same
+rule, through the same ledger. A table that no batch of an hour wrote to gets no marker for that
+hour, as a one-table job's hour without a batch gets none (etl.sink.marker_ledger).
+
 Writing. Under a temp name (`_tmp.<uuid>._SUCCESS`, swept and reported like a data file's temp
 name), published with the same no-replace rename as the data files (etl.sink.commit.publish): a
 replay after a crash finds `_SUCCESS` in place and is done. The rejected table's partition gets
 its marker first, when that folder exists (an hour without a rejected record has none); the
-main table's last, so the main table's marker means both partitions are final. Hive and Spark
+main table's last, so the main table's marker means both partitions are final (a routed job's
+tables share the job's rejected table: its marker comes before the first table's). Hive and Spark
 skip names starting with `_`, and etl.ops.inventory takes neither name for a data file.
 """
 from __future__ import annotations
@@ -52,77 +58,28 @@ import datetime as dt
 import json
 import logging
 import posixpath
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Mapping, Protocol
 
 from etl.config import Config, SuccessMarkerConfig
-from etl.errors import EtlError, WarehouseError
+from etl.errors import WarehouseError
 from etl.model.batch import Batch, BatchState
 from etl.model.naming import partition_path, partition_values, temp_name
-from etl.model.partitioning import Partitioner, Window, future_bound_ms, padded_values
+from etl.model.partitioning import Partitioner, future_bound_ms
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
+from etl.sink.marker_ledger import LEDGER_KEY, ONE_TABLE, Awaiting, Ledger, MarkerError, partition_key, window_of
 from etl.sink.warehouse import Warehouse
 from etl.state.protocols import BatchPart, LockPart, OffsetPart
 
 log = logging.getLogger(__name__)
 
 MARKER_NAME = "_SUCCESS"
-LEDGER_KEY = "markers"  # the batch header's extra[...] that holds the ledger
-LATE_KEPT = 10  # late-data records kept in the ledger; the count covers all of them
-PartitionKey = tuple[tuple[str, str], ...]  # partition values as a hashable, ordered tuple
 
 
 class MarkerStore(LockPart, BatchPart, OffsetPart, Protocol):
     """The state parts the markers use: the committed offsets and the last batch they judge by,
     the amend that moves the ledger, and who writes a marker."""
-
-
-class MarkerError(EtlError):
-    """A `_SUCCESS` marker could not be written; the data it vouches for is committed."""
-
-
-def window_of(partitioner: Partitioner, values: Mapping[str, str]) -> Window:
-    """The partition's time window (etl.model.partitioning), or a MarkerError naming it."""
-    try:
-        return partitioner.window(values)
-    except (KeyError, ValueError) as exc:
-        raise MarkerError(f"partition {partition_path(dict(values))}: cannot read its time window: {exc}") from exc
-
-
-def _key(values: Mapping[str, str]) -> PartitionKey:
-    return tuple((name, str(value)) for name, value in values.items())
-
-
-@dataclass(frozen=True)
-class Ledger:
-    """What the newest batch's header says about markers."""
-
-    unmarked: tuple[PartitionKey, ...] = ()  # planned (or committed) partitions without a marker yet
-    late_count: int = 0  # batches ever planned into a partition that already had its marker
-    late: tuple[dict, ...] = ()  # the newest LATE_KEPT of them: batch_id, partition, planned_at, planned_by
-
-    @classmethod
-    def of(cls, batch: Batch | None) -> "Ledger":
-        raw = (batch.extra.get(LEDGER_KEY) if batch is not None else None) or {}
-        # A partition named before dt was zero-padded (dt=1-01-02) is listed as its padded name.
-        return cls(tuple(_key(padded_values(v)) for v in raw.get("unmarked", [])), int(raw.get("late_count", 0)),
-                   tuple(raw.get("late", [])))
-
-    def to_json(self) -> dict:
-        return {"unmarked": [dict(k) for k in self.unmarked], "late_count": self.late_count,
-                "late": list(self.late)}
-
-    def adding(self, values: Mapping[str, str], partitioner: Partitioner) -> "Ledger":
-        keys = set(self.unmarked) | {_key(values)}
-        return replace(self, unmarked=tuple(sorted(keys, key=lambda k: window_of(partitioner, dict(k)).start)))
-
-    def without(self, keys) -> "Ledger":
-        gone = set(keys)
-        return replace(self, unmarked=tuple(k for k in self.unmarked if k not in gone))
-
-    def with_late(self, record: dict) -> "Ledger":
-        return replace(self, late_count=self.late_count + 1, late=(self.late + (record,))[-LATE_KEPT:])
 
 
 class SuccessMarkers:
@@ -172,9 +129,12 @@ class SuccessMarkers:
         partition already marked is late data: written all the same, and recorded."""
         if not self.settings.enabled:
             return batch
-        ledger = self._newest_ledger().adding(batch.partition_values, self.partitioner)
-        if self.fs.exists(posixpath.join(self.warehouse.main_dir(batch.partition_values), MARKER_NAME)):
-            ledger = ledger.with_late(self._report_late(batch))
+        tables = ONE_TABLE if self.config.routes.implicit else batch.routed_tables
+        ledger = self._newest_ledger().adding(batch.partition_values, self.partitioner, tables)
+        for table in tables:
+            awaiting = Awaiting(partition_key(batch.partition_values), table)
+            if self.fs.exists(posixpath.join(self._main_dir(awaiting), MARKER_NAME)):
+                ledger = ledger.with_late(self._report_late(batch, awaiting))
         return replace(batch, extra={**batch.extra, LEDGER_KEY: ledger.to_json()})
 
     def on_written(self, batch: Batch, partitions: list[dict]) -> dict:
@@ -192,16 +152,17 @@ class SuccessMarkers:
                                            "planned_by": batch.planned_by})
         return {**batch.extra, LEDGER_KEY: ledger.to_json()}
 
-    def _report_late(self, batch: Batch) -> dict:
+    def _report_late(self, batch: Batch, awaiting: Awaiting) -> dict:
         where = partition_path(batch.partition_values)
+        table = awaiting.table or self.config.hive.the_table
         log.error("LATE DATA: batch %d is planned into Hive partition %s of %s.%s, whose %s marker is already "
                   "written: its files are written and committed all the same (nothing is lost or doubled), but "
                   "readers that trusted the marker miss them. This host's clock is behind the one that wrote the "
                   "marker: raise [hive] success_marker_delay_seconds (now %gs) above the clock skew between the "
-                  "job's hosts", batch.batch_id, where, self.config.hive.database, self.config.hive.the_table,
+                  "job's hosts", batch.batch_id, where, self.config.hive.database, table,
                   MARKER_NAME, self.settings.delay_seconds)
         return {"batch_id": batch.batch_id, "partition": where, "planned_at": batch.planned_at,
-                "planned_by": batch.planned_by}
+                "planned_by": batch.planned_by, **({"table": awaiting.table} if awaiting.table else {})}
 
     def write_due(self, cutoff: Callable[[], dt.datetime | None]) -> list[str]:
         """Mark every listed partition whose window closed by `cutoff()` (clock_cutoff or
@@ -217,13 +178,12 @@ class SuccessMarkers:
         batch, version = newest
         ledger = Ledger.of(batch)
         due = self._due(ledger, cutoff)
-        for key in due:
-            self._mark(dict(key))
+        for awaiting in due:
+            self._mark(awaiting)
         if due:
             self.store.amend(batch, version, extra={**batch.extra, LEDGER_KEY: ledger.without(due).to_json()})
-            log.info("%s written in %d partitions: %s", MARKER_NAME, len(due),
-                     ", ".join(partition_path(dict(k)) for k in due))
-        return [partition_path(dict(k)) for k in due]
+            log.info("%s written in %d partitions: %s", MARKER_NAME, len(due), ", ".join(a.describe() for a in due))
+        return [a.describe() for a in due]
 
     def clock_cutoff(self) -> dt.datetime:
         """By planning time: a window is closed once the driver's clock, less the delay, is past it."""
@@ -237,34 +197,41 @@ class SuccessMarkers:
             return None
         return dt.datetime.fromtimestamp(mark / 1000, dt.timezone.utc) - dt.timedelta(seconds=self.settings.delay_seconds)
 
-    def _due(self, ledger: Ledger, cutoff: Callable[[], dt.datetime | None]) -> list[PartitionKey]:
+    def _due(self, ledger: Ledger, cutoff: Callable[[], dt.datetime | None]) -> list[Awaiting]:
         closed_by = cutoff()
         if closed_by is None:
             return []
-        return [k for k in ledger.unmarked if window_of(self.partitioner, dict(k)).end <= closed_by]
+        return [a for a in ledger.unmarked if window_of(self.partitioner, a.values).end <= closed_by]
 
-    def _mark(self, values: dict[str, str]) -> None:
-        rejected = self.warehouse.rejected_dir(values)
+    def _main_dir(self, awaiting: Awaiting) -> str:
+        """The folder of the partition in its table: the job's, or one of a routed job's."""
+        warehouse = self.warehouse.for_table(awaiting.table) if awaiting.table else self.warehouse
+        return warehouse.main_dir(awaiting.values)
+
+    def _mark(self, awaiting: Awaiting) -> None:
+        rejected = self.warehouse.rejected_dir(awaiting.values)
         if self.fs.exists(rejected):  # first: the main table's marker vouches for both
-            self._publish(rejected, values)
-        self._publish(self.warehouse.main_dir(values), values)
+            self._publish(rejected, awaiting)
+        self._publish(self._main_dir(awaiting), awaiting)
 
-    def _publish(self, folder: str, values: dict[str, str]) -> None:
+    def _publish(self, folder: str, awaiting: Awaiting) -> None:
         final = posixpath.join(folder, MARKER_NAME)
         if self.fs.exists(final):
             return  # a replay after a crash between the marker and the ledger update
         temp = posixpath.join(folder, temp_name(MARKER_NAME))
         try:
-            self._write(temp, values)
+            self._write(temp, awaiting)
             publish(self.fs, temp, final)  # False: it appeared meanwhile, which is as good
         except WarehouseError as exc:
             raise MarkerError(f"cannot write {final}: {exc}. The data in it is committed; the next run writes "
                               f"the marker again") from exc
 
-    def _write(self, temp: str, values: dict[str, str]) -> None:
+    def _write(self, temp: str, awaiting: Awaiting) -> None:
+        values = awaiting.values
         body = json.dumps({"job": self.config.job.name, "partition": partition_path(values),
                            "window_end": window_of(self.partitioner, values).end.isoformat(), "written_at": self.clock().isoformat(
-                               timespec="seconds"), "by": self.store.me.describe()}, sort_keys=True).encode()
+                               timespec="seconds"), "by": self.store.me.describe(),
+                           **({"table": awaiting.table} if awaiting.table else {})}, sort_keys=True).encode()
         try:
             with self.fs.open_write(temp) as handle:
                 handle.write(body)
@@ -315,5 +282,5 @@ def marker_status(settings: SuccessMarkerConfig, newest: Batch | None) -> dict:
     """The markers part of `etl status`: what awaits a marker, and late data seen so far."""
     ledger = Ledger.of(newest)
     return {"enabled": settings.enabled, "delay_seconds": settings.delay_seconds,
-            "awaiting": [partition_path(dict(k)) for k in ledger.unmarked], "late_count": ledger.late_count,
+            "awaiting": [a.describe() for a in ledger.unmarked], "late_count": ledger.late_count,
             "late": list(ledger.late)}

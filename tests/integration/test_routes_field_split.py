@@ -2,14 +2,23 @@
 their `action` to three tables (a value listed by each of two routes, every other value to a
 third, `values = *`), beside a topic routed whole to its own table, in one batch and one commit;
 a record whose route's decoder refuses it goes to the rejected table, its reason naming the
-route. Then a second job with no `*` route rejects the values no route lists, with the reason.
+route. Then a second job with no `*` route rejects the values no route lists, with the reason; it
+writes `_SUCCESS` in each table's closed hour, and its metrics count rows per table.
 Every offset is once in its table or in the rejected table (tests.harness.oracle)."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from collections import Counter
 
+from prometheus_client.parser import text_string_to_metric_families
+
+from etl.config import load_config
+from etl.model.batch import utc_now
+from etl.ops.metrics import published_metrics
+from etl.ops.run import run_job
+from etl.sink.markers import MARKER_NAME
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import check_exactly_once, hive_reader
 from tests.harness.paths import EVENTS_SCHEMA
@@ -85,19 +94,39 @@ def _deleted_by_hand_then_recovered(spark, config, expected, warehouse_dir, name
 
 
 def test_without_a_rest_route_an_unlisted_value_is_rejected_with_why(spark, new_topic, produce, write_config,
-                                                                    warehouse_dir):
+                                                                    warehouse_dir, tmp_path):
+    """In process, its clock frozen an hour that has closed since (as tests/integration/test_markers.py):
+    then a run with nothing new, by the real clock, writes each table's marker."""
     name = f"fs{uuid.uuid4().hex[:8]}"
     events = new_topic(2, f"{name}.events")
     expected = _produced(produce, events, 20)
-    config = write_config(kafka={"topics": None}, job={"max_rejected_ratio": "0.9"},
-                          hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
+    textfile = tmp_path / "etl_job.prom"
+    config = write_config(kafka={"topics": None}, job={"max_rejected_ratio": "0.9"}, metrics={"textfile": str(textfile)},
+                          hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected",
+                                "success_markers": "true", "success_marker_delay_seconds": "0"},
                           **_split(events, name, rest=False))
-    run = run_etl(config)
-    assert run.returncode == 0, run.describe()
+    planned = utc_now().replace(minute=30, second=0, microsecond=0) - dt.timedelta(hours=3)
+    with published_metrics(load_config(config)) as observer:  # as `etl run` publishes them
+        assert run_job(load_config(config), observer=observer, clock=lambda: planned) == 0
     check_exactly_once(hive_reader(spark), config, expected, warehouse_dir)
     reasons = Counter(r[0].split(" (")[0] for r in spark.sql(f"SELECT error FROM {DB}.{name}_rejected").collect())
     assert reasons["no route takes action = 'buy'"] > 0, reasons
     assert reasons["action is missing, and no route takes the rest"] > 0, reasons
+    tables = [f"{name}_clicks", f"{name}_views", f"{name}_rejected"]
+    published = {(s.name, s.labels.get("table")): s.value for f in text_string_to_metric_families(textfile.read_text())
+                 for s in f.samples if s.name in ("etl_run_rows", "etl_run_rejected_rows", "etl_run_offsets")}
+    counts = {table: spark.sql(f"SELECT count(*) FROM {DB}.{table}").collect()[0][0] for table in tables}
+    assert published == {("etl_run_rows", f"{DB}.{name}_clicks"): counts[tables[0]],
+                         ("etl_run_rows", f"{DB}.{name}_views"): counts[tables[1]],
+                         ("etl_run_rejected_rows", f"{DB}.{name}_rejected"): counts[tables[2]],
+                         ("etl_run_offsets", ""): 40}, published
+
+    def marked() -> list[str]:
+        hour = f"dt={planned:%Y-%m-%d}/hour={planned:%H}/{MARKER_NAME}"
+        return [table for table in tables if (warehouse_dir / f"{DB}.db" / table / hour).exists()]
+    assert marked() == []  # the hour is still open by the run's clock
+    assert run_job(load_config(config)) == 0  # nothing new; the hour has closed by the real clock
+    assert marked() == tables  # each table's own, and the rejected table's
 
 
 def _reset_back_over_a_split_range(spark, config, expected, warehouse_dir, events):

@@ -228,13 +228,16 @@ def test_a_job_whose_every_route_follows_the_registry_by_a_pattern_is_refused(tm
         load_config(path)
 
 
-@pytest.mark.parametrize("section, refused", [
-    (f"[route evs]\ntopics = evs\ntable = evs\nschema = {EVENTS_SCHEMA}\n\n[metrics]\ntextfile = /tmp/x.prom\n",
-     r"\[metrics\]: not built for \[route\] sections yet"),
-])
-def test_what_routes_do_not_do_yet_is_refused_naming_the_key(tmp_path, section, refused):
-    with pytest.raises(ConfigError, match=refused):
-        _load(tmp_path, sections=section)
+def test_event_time_is_refused_for_routes_naming_the_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"\[hive\] partition_by by event time: not built for \[route\] sections yet"):
+        _load(tmp_path, hive="rejected_table = rejects\npartition_by = kafka_timestamp")
+
+
+def test_markers_and_metrics_are_taken_by_a_job_with_routes(tmp_path):
+    config = _load(tmp_path, hive="rejected_table = rejects\nsuccess_markers = true\nsuccess_marker_delay_seconds = 0",
+                   sections="\n[metrics]\ntextfile = /tmp/x.prom\n")
+    assert config.hive.success_markers.enabled and config.hive.success_markers.delay_seconds == 0
+    assert config.metrics.enabled and not config.routes.implicit
 
 
 def test_a_one_table_config_is_one_implicit_route_as_before(tmp_path):
