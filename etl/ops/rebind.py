@@ -20,6 +20,9 @@ from etl.model.batch import utc_now_iso
 from etl.model.binding import Target
 from etl.model.route_binding import RouteBinding, binding_diff, from_one_table
 from etl.model.events import Bind
+from etl.sink.marker_ledger import Ledger
+from etl.sink.markers import MARKER_NAME
+from etl.state.protocols import BatchPart
 
 
 def bind(config, yes: bool, data_moved: bool, out=print, stop_loading: bool = False) -> int:
@@ -113,6 +116,7 @@ def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: R
     relocated = store.relocations()
     if relocated.main or relocated.rejected or store.open_compactions():
         problems.append(f"{bound.describe()} has compacted partitions, and jobs with routes do not compact yet")
+    problems += _awaiting_markers(store)
     for problem in problems:
         out(f"refused: {problem}")
     if problems:
@@ -127,6 +131,19 @@ def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: R
                                                           data_moved=False, previous=bound.to_json()))
     out("bound; recorded in ZooKeeper")
     return EXIT_OK
+
+
+def _awaiting_markers(store: BatchPart) -> list[str]:
+    """A one-table job's marker ledger names no table (etl.sink.marker_ledger): bound to routes, the
+    partitions it still lists would be marked in no table's folder, so the binding waits for them."""
+    newest = store.last_batch()
+    awaiting = [a.describe() for a in Ledger.of(newest[0] if newest else None).unmarked]
+    if not awaiting:
+        return []
+    which = f"1 partition awaits its {MARKER_NAME} marker" if len(awaiting) == 1 else \
+        f"{len(awaiting)} partitions await their {MARKER_NAME} markers"
+    return [f"{which} ({', '.join(awaiting[:5])}{', ...' if len(awaiting) > 5 else ''}), which a one-table job "
+            f"lists without its table: let `etl run` write them (`etl status` lists those waiting), then bind"]
 
 
 def _ensure_fixed_tables(context: CommandContext) -> None:

@@ -27,7 +27,7 @@ from etl.ops.recovery import recover_in
 from etl.ops.reset import reset_in
 from etl.ops.run import run_in
 from etl.sink.fs import LocalFileSystem
-from tests.harness.config_file import minimal_ini
+from tests.harness.config_file import minimal_ini, routed_ini
 from tests.harness.memory_store import MemoryStore
 from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.prometheus import free_port
@@ -198,3 +198,22 @@ def test_history_lists_the_newest_batches_first(store):
     for batch_id, start in ((1, 0), (2, 10), (3, 20)):
         committed(store, batch(batch_id, ranges=(OffsetRange("t", 0, start, start + 10, start or None),)))
     assert [b["batch_id"] for b in collect_history(store, 2)] == [3, 2]
+
+
+def test_a_one_table_job_with_partitions_awaiting_their_marker_is_not_bound_to_routes(config, store, tmp_path):
+    """A one-table job's ledger names no table (etl.sink.marker_ledger): bound to routes, its
+    waiting partitions would be marked in no table's folder. So bind waits until they are marked."""
+    ctx = context(config, store)
+    store.acquire_lock()
+    store.bind_first(Target.of(config, ctx.warehouse))
+    committed(store, batch(ranges=(OffsetRange("a", 0, 0, 10, None),),
+                           extra={"markers": {"unmarked": [{"dt": "2026-01-01", "hour": "00"}]}}))
+    store.release_lock()
+    ini = routed_ini(f"[route all]\ntopics = a\ntable = t\nschema = {EVENTS_SCHEMA}\n", hive="rejected_table = t_rejected")
+    (tmp_path / "routed.ini").write_text(ini.replace("hosts = 127.0.0.1:2181", "hosts = 127.0.0.1:1")
+                                         .replace("url = file:///tmp/w", f"url = file://{tmp_path}/w"))
+    said: list[str] = []
+    routed = load_config(tmp_path / "routed.ini")
+    assert bind_in(context(routed, store), yes=True, data_moved=False, out=said.append) == EXIT_USAGE
+    assert any("1 partition awaits its _SUCCESS marker (dt=2026-01-01/hour=00)" in line for line in said), said
+    assert said[-1] == "nothing changed" and store.binding() == Target.of(config, ctx.warehouse)
