@@ -22,6 +22,11 @@ ZK_CONNECTED = "connected to ZooKeeper at"  # etl.state.store
 SPARK_STARTED = "Spark session started"  # etl.hive.spark
 _COMMITTED_LINE = re.compile(r"batch \d+ \((?:new|resumed)\) COMMITTED")
 START_ANCHOR, BATCH_ANCHOR = "process start", "first batch line"
+# The kill delays as shares of a normal run (the baseline): from the process start, up to its
+# whole length and more; from the first batch line, up to 0.3 of it, because the batches of a
+# run end about 1 to 2 s after that line here (at 0.5, 4 of test_crash.py's 10 runs ended
+# before their kill, each a whole run spent on no kill).
+START_DELAY_SHARE, BATCH_DELAY_SHARE = 1.2, 0.3
 _BATCH_LINE = re.compile(r"batch \d+ PLANNED|resuming batch \d+|batch \d+ \((?:new|resumed)\) COMMITTED")
 
 
@@ -139,7 +144,7 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
     Half the runs (drawn from the seed) are killed after a delay drawn uniformly from
     [0, 1.2 x baseline_seconds] (a normal run's duration) counted from the process start, so
     kills land in start-up, Hive set-up and the batches; the other half after a delay from
-    [0, 0.5 x baseline_seconds] counted from the run's first batch line (planned or resumed), so
+    [0, 0.3 x baseline_seconds] counted from the run's first batch line (planned or resumed), so
     that kills land in batches in flight however long start-up takes on a loaded machine (a CI
     run once had all 12 kills in start-up and Hive set-up). Runs that finish first are simply
     complete runs. Before a run, more records are produced sometimes (always when nothing is
@@ -158,7 +163,8 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
     started = time.monotonic()
     index = 0
     log(f"[campaign] seed={seed} kills={kills} baseline={baseline_seconds:.1f}s; delays drawn from "
-        f"[0, {1.2 * baseline_seconds:.1f}]s after the process start or [0, {0.5 * baseline_seconds:.1f}]s after "
+        f"[0, {START_DELAY_SHARE * baseline_seconds:.1f}]s after the process start or "
+        f"[0, {BATCH_DELAY_SHARE * baseline_seconds:.1f}]s after "
         f"the first batch line (the delays depend on the seed only)")
     while len(report.kills) < kills:
         index += 1
@@ -169,7 +175,7 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
             report.produced += source.produce(n)
             log(f"[campaign] produced {n} more records per partition (backlog was {backlog})")
         anchor = BATCH_ANCHOR if rng.random() < 0.5 else START_ANCHOR
-        delay = rng.uniform(0, (0.5 if anchor == BATCH_ANCHOR else 1.2) * baseline_seconds)
+        delay = rng.uniform(0, (BATCH_DELAY_SHARE if anchor == BATCH_ANCHOR else START_DELAY_SHARE) * baseline_seconds)
         proc = EtlProcess(config, "run", "-v")
         deadline = _anchor_moment(proc, anchor, run_timeout) + delay
         while time.monotonic() < deadline and proc.poll() is None:

@@ -29,6 +29,9 @@ FAULT_ENV = ("ETL_FAULT_POINT", "ETL_FAULT_ACTION", "ETL_FAULT_PGID")
 # Every `etl` process this process waited for: (command, seconds from start to exit). The suite's
 # report sums them by command (tests/conftest.py): most of an integration test's time is these.
 FINISHED: list[tuple[str, float]] = []
+# The reapers of clean runs (exit 0, no fault point), which wait for the run's JVM to finish
+# exiting (about 0.5 s) while the test goes on: (the run, its reaper, what it had to kill).
+_REAPERS: list[tuple[str, threading.Thread, list[str]]] = []
 
 
 class EtlProcess:
@@ -117,6 +120,15 @@ class EtlProcess:
             except psutil.Error:
                 pass
         return killed
+
+    def reap_in_background(self, grace: float = 2.0) -> None:
+        """reap(grace) on a thread of its own: `settled_reapers()` waits for it and says what it had
+        to kill. For a run that exited 0 without a fault point, whose every task has ended: what
+        is left is its JVM finishing its exit, which nothing the test does next waits on."""
+        killed: list[str] = []
+        reaper = threading.Thread(target=lambda: killed.extend(self.reap(grace)), name=f"reap-{self.pid}", daemon=True)
+        reaper.start()
+        _REAPERS.append((f"etl {self.command} --config {self.config}", reaper, killed))
 
     # -- signals --------------------------------------------------------------------------
     def stop(self) -> None:
@@ -311,13 +323,31 @@ class Finished:
 
 
 def run_etl(config: Path | str, *args: str, command: str = "run", fault: str | None = None,
-            action: str | None = None, env: dict | None = None, timeout: float = 600) -> Finished:
-    """Run `etl <command>` to its end (in its own process group); reap whatever it left."""
+            action: str | None = None, env: dict | None = None, timeout: float = 600,
+            reap_now: bool = False) -> Finished:
+    """Run `etl <command>` to its end (in its own process group); reap whatever it left: at once
+    after a failure, a kill or a fault point (or with `reap_now`), else in the background
+    (`settled_reapers`), as its JVM finishes exiting while the test goes on."""
     proc = EtlProcess(config, command, *args, fault=fault, action=action, env=env)
     code = proc.wait(timeout)
-    orphans = proc.reap(grace=5.0 if code < 0 else 2.0)
+    orphans: list[str] = []
+    if code == 0 and fault is None and action is None and not reap_now:
+        proc.reap_in_background()
+    else:
+        orphans = proc.reap(grace=5.0 if code < 0 else 2.0)
     proc.close()
     return Finished(code, proc.stdout, proc.stderr, proc.seconds, orphans, proc)
+
+
+def settled_reapers() -> list[str]:
+    """Wait for the background reapers (run_etl), and return what they had to SIGKILL: processes
+    that outlived a clean run by their grace period, which should never happen."""
+    found = []
+    while _REAPERS:
+        run, reaper, killed = _REAPERS.pop()
+        reaper.join()
+        found += [f"{run}: {orphan}" for orphan in killed]
+    return found
 
 
 def etl_command(config: Path | str, command: str, *args: str, timeout: float = 120) -> Finished:

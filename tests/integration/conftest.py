@@ -25,6 +25,7 @@ from etl.config import RetryConfig, ZooKeeperConfig
 from etl.state.store import ZkStateStore
 from tests.harness import kafka
 from tests.harness.config_file import FAST_START_JVM, JobTuning, write_config as write_ini_config
+from tests.harness.etl_process import settled_reapers
 from tests.harness.kdc import Kdc, missing_tools
 from tests.harness.kerberized import KerberizedHdfs, KerberizedMetastore
 from tests.harness.names import sanitize
@@ -46,6 +47,15 @@ def stack() -> Stack:
         return ensure_up(Stack.from_environment())
     except StackDown as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def no_orphan_outlives_a_clean_run():
+    """A clean run's leftovers (its JVM finishing its exit) are reaped while the test goes on
+    (tests.harness.etl_process.run_etl); after the test, none may have had to be killed."""
+    yield
+    orphans = settled_reapers()
+    assert not orphans, f"processes outlived their run, which had exited 0, by 2 s and were SIGKILLed: {orphans}"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -264,7 +264,8 @@ def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skip
     assert "is already running" in output
 
 
-@pytest.mark.parametrize("dag_id", DAGS)
+# The sensor is one function of the DAG file, shared by both DAGs: the recommended one is enough.
+@pytest.mark.parametrize("dag_id", DAGS[:1])
 def test_a_run_without_a_logical_date_senses_the_hour_before_it_was_due(
         dag_id, tmp_path, new_topic, produce, write_config, hive_table_name, warehouse_dir, migrated_db):
     topic = new_topic(partitions=1)

@@ -42,7 +42,7 @@ def test_the_first_run_records_a_class_archive_and_the_next_run_maps_it(spark, n
     folder = tmp_path / "jvm-archive"
     config = write_config(kafka={"topics": topic}, jvm={"class_archive_dir": str(folder)})
 
-    first = run_etl(config, "--json")
+    first = run_etl(config, "--json", reap_now=True)  # its orphans counted here, not in the background
     assert first.returncode == 0, first.describe()
     assert [c["records"] for c in _committed(first.stdout)] == [80]
     [archive] = folder.glob("*.jsa")

@@ -171,7 +171,7 @@ def test_sigkill_at_every_state_transition_then_recovery_is_exactly_once(
 def test_random_sigkills_then_completion_is_exactly_once(
         spark, zk, new_topic, produce, write_config, hive_table_name, warehouse_dir):
     seed = campaign_seed("ETL_CRASH_SEED", 20261121)
-    kills = int(os.environ.get("ETL_CRASH_KILLS", "6"))  # with the HDFS campaign's 3: 9 a run
+    kills = int(os.environ.get("ETL_CRASH_KILLS", "6"))  # with the HDFS campaign's 2: 8 a run
     report(f"random kills: {seed}, {kills} kills (ETL_CRASH_KILLS)")
     topic = new_topic(partitions=4)
     source = DataSource(topic, 4, produce)

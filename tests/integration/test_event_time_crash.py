@@ -68,7 +68,7 @@ def test_sigkill_between_the_renames_of_one_range_and_at_every_state_is_exactly_
 def test_random_sigkills_with_event_time_partitioning_are_exactly_once(
         spark, zk, new_topic, produce, write_config, hive_table_name, warehouse_dir):
     seed = campaign_seed("ETL_EVENT_CRASH_SEED", 20261124)
-    kills = int(os.environ.get("ETL_EVENT_CRASH_KILLS", "3"))
+    kills = int(os.environ.get("ETL_EVENT_CRASH_KILLS", "2"))
     report(f"random kills, event time: {seed}, {kills} kills (ETL_EVENT_CRASH_KILLS)")
     topic = new_topic(partitions=3)
     source = DataSource(topic, 3, produce, make_event=spread_event)

@@ -5,7 +5,7 @@ DataNode. After every kill the invariants that must hold at any moment are check
 local copy of the table's files and through Hive (hdfs:// locations); at the end a recovery
 run and the exactly-once oracle.
 
-ETL_HDFS_CRASH_KILLS sets the number of kills (3 in CI, to keep the suite's time), and
+ETL_HDFS_CRASH_KILLS sets the number of kills (2 in CI, to keep the suite's time), and
 ETL_HDFS_CRASH_SEED the seed (replay a failure with the seed it printed).
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tests.harness.state import job_state
 def test_random_sigkills_on_an_hdfs_warehouse_then_completion_is_exactly_once(
         spark, zk, hdfs, new_topic, produce, write_config, tmp_path):
     seed = campaign_seed("ETL_HDFS_CRASH_SEED", 20261125)
-    kills = int(os.environ.get("ETL_HDFS_CRASH_KILLS", "3"))
+    kills = int(os.environ.get("ETL_HDFS_CRASH_KILLS", "2"))
     print(f"[hdfs-campaign] {seed}, {kills} kills (ETL_HDFS_CRASH_KILLS)")
     topic = new_topic(partitions=4)
     source = DataSource(topic, 4, produce)

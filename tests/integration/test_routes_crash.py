@@ -37,7 +37,7 @@ from tests.harness.state import job_state, wait_for_lock_release
 def test_random_sigkills_of_a_routed_job_leave_every_offset_once_in_its_own_table(
         spark, zk, new_topic, produce, write_config, warehouse_dir):
     seed = campaign_seed("ETL_ROUTES_CRASH_SEED", 20261126)
-    kills = int(os.environ.get("ETL_ROUTES_CRASH_KILLS", "4"))
+    kills = int(os.environ.get("ETL_ROUTES_CRASH_KILLS", "3"))
     name = f"rc{uuid.uuid4().hex[:8]}"
     own = [new_topic(2, f"{name}.own{i}") for i in range(2)]
     shared = [new_topic(2, f"{name}.shared{i}") for i in range(2)]
