@@ -113,8 +113,9 @@ def render_marker_status(status: dict) -> list[str]:
              f"partitions awaiting {MARKER_NAME}: {len(awaiting)}" + (f" ({listed})" if awaiting else "")]
     if status["late_count"]:
         last = status["late"][-1]
+        where = f"{last['table']}/{last['partition']}" if last.get("table") else last["partition"]  # a routed job's
         lines.append(f"LATE DATA: batches written into a partition that already had its {MARKER_NAME}: "
-                     f"{status['late_count']}; the last: batch {last['batch_id']} into {last['partition']}, "
+                     f"{status['late_count']}; the last: batch {last['batch_id']} into {where}, "
                      f"planned {last['planned_at']} by {last['planned_by']}")
     return lines
 

@@ -14,6 +14,7 @@ import pytest
 from etl.config import load_config
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.partitioning import PLANNING_TIME_HOURLY
+from etl.ops.status import render_marker_status
 from etl.sink.fs.local import LocalFileSystem
 from etl.sink.marker_ledger import LEDGER_KEY, Awaiting, Ledger, partition_key
 from etl.sink.markers import MARKER_NAME, SuccessMarkers, marker_status
@@ -131,6 +132,8 @@ def test_a_plan_into_a_table_already_marked_is_late_data_for_that_table(job):
     assert ledger.late_count == 2 and {record["table"] for record in ledger.late} == {"orders", "raw_app_x"}
     assert marker_status(markers.settings, late)["awaiting"] == ["orders/dt=2026-11-21/hour=10",
                                                                  "raw_app_x/dt=2026-11-21/hour=10"]
+    said = render_marker_status(marker_status(markers.settings, late))[-1]
+    assert said.startswith("LATE DATA:") and f"batch 2 into {ledger.late[-1]['table']}/dt=2026-11-21/hour=10," in said
 
 
 def test_a_one_table_jobs_ledger_is_stored_as_before_and_read_back():
