@@ -299,22 +299,21 @@ def cmd_verify(config: Config, args) -> int:
 
 def cmd_recover(config: Config, args) -> int:
     from etl.ops.recovery import recover
-    if not args.json:
-        return recover(config, dry_run=args.dry_run, accept_loss=args.accept_loss)
-    report: dict = {}
-    lines: list[str] = []
-    code = recover(config, dry_run=args.dry_run, accept_loss=args.accept_loss, out=lines.append, report=report)
-    print(json.dumps({"exit_code": code, **report, "messages": lines}, indent=2))
-    return code
+    return _reported(args, lambda **out: recover(config, dry_run=args.dry_run, accept_loss=args.accept_loss, **out))
 
 
 def cmd_reset(config: Config, args) -> int:
     from etl.ops.reset import reset_offsets
+    return _reported(args, lambda **out: reset_offsets(config, args.to, yes=args.yes, move_aside=args.move_aside, **out))
+
+
+def _reported(args, call) -> int:
+    """With --json, one document: the command's report, its exit code and the lines it would print."""
     if not args.json:
-        return reset_offsets(config, args.to, yes=args.yes, move_aside=args.move_aside)
+        return call()
     report: dict = {}
     lines: list[str] = []
-    code = reset_offsets(config, args.to, yes=args.yes, move_aside=args.move_aside, out=lines.append, report=report)
+    code = call(out=lines.append, report=report)
     print(json.dumps({"exit_code": code, **report, "messages": lines}, indent=2))
     return code
 
