@@ -16,6 +16,7 @@ from etl.job.assemble import route_specs
 from etl.job.batch_tables import BatchTables, planned_tables, refuse_lost_topics
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.binding import BindingMismatch, Target
+from etl.model.compaction import Relocations, TableKind
 from etl.model.route_binding import RouteBinding, binding_from_json, check_job_binding, check_planned
 from etl.ops.job_tables import job_tables
 from etl.ops.rebind import bind_in
@@ -83,6 +84,22 @@ def test_a_one_table_batch_is_written_to_its_table_and_stores_no_tables(one_tabl
     assert "tables" not in batch.header_json()
     [table] = _tables(one_table, batch).all()
     assert table.name == "t" and table.config is one_table and table.warehouse == Warehouse.of(one_table)
+
+
+def test_each_routed_table_is_seen_where_its_own_compactions_moved_it(routed):
+    p, moved = "dt=d/hour=01", "_compacted/dt=d/hour=01/c0000000003"
+    relocations = Relocations(rejected={p: "_compacted/dt=d/hour=01/c0000000001"}).moved(TableKind.MAIN, p, moved,
+                                                                                          name="orders")
+    warehouse = Warehouse.of(routed).with_relocations(relocations)
+    assert warehouse.for_table("orders").main_dir(p) == f"/tmp/w/db.db/orders/{moved}"
+    assert warehouse.for_table("raw_app_clicks").main_dir(p) == f"/tmp/w/db.db/raw_app_clicks/{p}"
+    assert warehouse.for_table("raw_app_clicks").rejected_dir(p) == warehouse.rejected_dir(p) \
+        == "/tmp/w/db.db/rejects/_compacted/dt=d/hour=01/c0000000001"
+    assert warehouse.view(None) is warehouse and warehouse.view("orders") == warehouse.for_table("orders")
+    batch = planned_tables(_batch("orders"), routed, _routing(routed).apply(JobTopics(("orders",))).tables)
+    specs = route_specs(routed)
+    tables = BatchTables(batch, routed, warehouse, lambda route, topic: specs[route.name])
+    assert tables.of(batch.ranges[0]).warehouse.main_dir(p) == f"/tmp/w/db.db/orders/{moved}"
 
 
 def test_a_routed_warehouse_has_no_one_table_to_write_to(routed):
