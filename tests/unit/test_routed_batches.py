@@ -11,7 +11,7 @@ import pytest
 from etl.config import load_config
 from etl.context.command import CommandContext
 from etl.cli import main
-from etl.errors import EXIT_USAGE, StateConflict
+from etl.errors import EXIT_OK, EXIT_USAGE, StateConflict
 from etl.job.assemble import route_specs
 from etl.job.batch_tables import BatchTables, planned_tables, refuse_lost_topics
 from etl.model.batch import Batch, BatchState, OffsetRange
@@ -26,7 +26,7 @@ from etl.source.topics import JobTopics, NotLoadedReason, TopicRouting, not_load
 from tests.harness.config_file import TWO_ROUTES as ROUTES, minimal_ini, routed_ini
 from tests.harness.memory_store import MemoryStore
 from tests.harness.paths import EVENTS_SCHEMA
-from tests.harness.store_contract import batch, committed
+from tests.harness.store_contract import batch, committed, compaction, switched
 
 
 @pytest.fixture
@@ -257,6 +257,58 @@ def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_t
         "refused: the rejected table rejects is", "refused: topic orders's records were loaded into orders",
         "nothing changed"], said
     assert isinstance(store.binding(), Target)
+
+
+class _NoHive(CommandContext):
+    """bind's tables are ensured in Hive: nothing to ensure here (no Spark in unit tests)."""
+
+    def registrar(self):
+        return None
+
+    def table_registrar(self, view, warehouse, ddl=None):
+        return None
+
+
+def _one_table_compacted(tmp_path, under_way: bool):
+    """A one-table job (table orders) with a compacted partition in its table and its rejected
+    one, and maybe a compaction under way; and a routed config that keeps its tables."""
+    (tmp_path / "one.ini").write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = orders").replace(
+        "table = t", "table = orders\nrejected_table = orders_rejected"))
+    one = load_config(tmp_path / "one.ini")
+    keeps = load_config(_write(tmp_path / "keeps.ini", routed_ini(ROUTES, hive="rejected_table = orders_rejected")))
+    store = MemoryStore()
+    store.acquire_lock()
+    store.bind_first(Target.of(one, Warehouse.of(one)))
+    committed(store, batch(ranges=(OffsetRange("orders", 0, 0, 5, None),)))
+    main, rejected = switched(store, compaction(1)), switched(store, compaction(2, table=TableKind.REJECTED))
+    for plan, version in store.open_compactions():  # their replaced files deleted: finished
+        store.drop_compaction(plan, version)
+    if under_way:
+        store.write_compaction(compaction(3, "dt=2026-01-01/hour=01"))
+    store.release_lock()
+    return keeps, store, main, rejected
+
+
+def test_a_one_table_job_bound_to_routes_keeps_its_compacted_partitions_as_its_tables(tmp_path):
+    keeps, store, main, rejected = _one_table_compacted(tmp_path, under_way=False)
+    said: list[str] = []
+    with _NoHive(keeps, store=store, fs=LocalFileSystem()) as context:
+        assert bind_in(context, yes=True, data_moved=False, out=said.append) == EXIT_OK, said
+    assert "its 1 compacted partitions stay where they are, as table orders's" in said
+    assert isinstance(store.binding(), RouteBinding)
+    assert store.relocations() == Relocations(rejected={rejected.partition: rejected.target},
+                                              tables={"orders": {main.partition: main.target}})
+    view = Warehouse.of(keeps).with_relocations(store.relocations()).for_table("orders")
+    assert view.main_dir(main.partition) == f"/tmp/w/db.db/orders/{main.target}"
+
+
+def test_a_one_table_job_with_a_compaction_under_way_is_not_bound_to_routes(tmp_path):
+    keeps, store, main, _ = _one_table_compacted(tmp_path, under_way=True)
+    before = store.relocations()
+    code, said = _bind(keeps, store, yes=True)
+    assert code == EXIT_USAGE and said[-1] == "nothing changed", said
+    assert any("a compaction is under way: `etl compact` finishes it" in line for line in said)
+    assert isinstance(store.binding(), Target) and store.relocations() == before and store.lock_holder() is None
 
 
 def _write(path, text: str):
