@@ -50,7 +50,7 @@ class FakeTable:
 
 class MetastoreContext(CommandContext):
     """A command's context whose Hive clients are the fake metastore's; `existing` records the
-    routed tables asked for."""
+    routed tables asked for, once each (the real context caches them too)."""
 
     def __init__(self, *args, metastore: FakeMetastore, **kwargs):
         super().__init__(*args, **kwargs)
@@ -60,5 +60,6 @@ class MetastoreContext(CommandContext):
         return self.metastore.client(self.config.hive.table, self.config.hive.rejected_table)
 
     def existing_table(self, name: str):
-        self.existing.append(name)
+        if name not in self.existing:
+            self.existing.append(name)
         return self.metastore.client(name, self.config.hive.rejected_table)

@@ -17,10 +17,11 @@ from etl.compaction.run import compact
 from etl.compaction.tables import CompactedTable, TableKind
 from etl.config import load_config
 from etl.context.command import CommandContext
-from etl.errors import HiveError, InjectedFault
+from etl.errors import EXIT_OK, HiveError, InjectedFault
 from etl.hive.registrar import HiveRegistrar
 from etl.model.batch import OffsetRange
 from etl.model.naming import final_name
+from etl.ops.compact import compact_in
 from etl.sink.fs import LocalFileSystem
 from etl.sink.warehouse import Warehouse
 from tests.harness.config_file import minimal_ini, routed_ini
@@ -185,3 +186,14 @@ def test_a_table_met_by_compaction_first_is_still_evolved_when_a_batch_asks_for_
         context.table_registrar(job.config.for_table(job.config.routes.routes[0], "orders"),
                                 job.warehouse.for_table("orders"))
     assert calls == ["claimed orders", "ensured orders"]
+
+
+def test_etl_compact_of_a_routed_job_compacts_the_tables_named_whatever_their_case(tmp_path):
+    job = Job(tmp_path, routed=True)
+    job.store.release_lock()
+    said: list[str] = []
+    with MetastoreContext(job.config, clock=lambda: NOW, store=job.store, fs=job.fs, metastore=job.metastore) as context:
+        assert compact_in(context, None, dry_run=False, as_json=True, out=said.append, tables=["CLICKS"]) == EXIT_OK
+        assert context.existing == ["clicks"]
+    assert [p["table_name"] for p in json.loads(said[0])["compacted"]] == ["clicks"]
+    assert job.store.relocations().tables.keys() == {"clicks"} and job.store.lock_holder() is None
