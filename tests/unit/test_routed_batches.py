@@ -235,15 +235,21 @@ def test_a_loaded_topic_moved_to_another_table_is_refused(tmp_path):
     assert said[-1].startswith("refused: moving loaded topics to other tables")
 
 
-def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_table(tmp_path):
-    (tmp_path / "one.ini").write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = orders").replace("table = t",
-                                                                                                  "table = orders"))
+def _one_table_job(tmp_path, table: str = "table = orders"):
+    """A one-table job (table orders) that loaded topic orders, its lock held; and a routed config
+    that keeps its tables."""
+    (tmp_path / "one.ini").write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = orders").replace("table = t", table))
     one = load_config(tmp_path / "one.ini")
     keeps = load_config(_write(tmp_path / "keeps.ini", routed_ini(ROUTES, hive="rejected_table = orders_rejected")))
     store = MemoryStore()
     store.acquire_lock()
     store.bind_first(Target.of(one, Warehouse.of(one)))
     committed(store, batch(ranges=(OffsetRange("orders", 0, 0, 5, None),)))
+    return keeps, store
+
+
+def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_table(tmp_path):
+    keeps, store = _one_table_job(tmp_path)
     store.release_lock()
     with pytest.raises(BindingMismatch, match=r"or turn it into a job with routes on purpose with `etl bind --config"):
         check_job_binding(store.binding(), RouteBinding.of(keeps, Warehouse.of(keeps)), keeps, committed=["orders"])
@@ -270,16 +276,9 @@ class _NoHive(CommandContext):
 
 
 def _one_table_compacted(tmp_path, under_way: bool):
-    """A one-table job (table orders) with a compacted partition in its table and its rejected
-    one, and maybe a compaction under way; and a routed config that keeps its tables."""
-    (tmp_path / "one.ini").write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = orders").replace(
-        "table = t", "table = orders\nrejected_table = orders_rejected"))
-    one = load_config(tmp_path / "one.ini")
-    keeps = load_config(_write(tmp_path / "keeps.ini", routed_ini(ROUTES, hive="rejected_table = orders_rejected")))
-    store = MemoryStore()
-    store.acquire_lock()
-    store.bind_first(Target.of(one, Warehouse.of(one)))
-    committed(store, batch(ranges=(OffsetRange("orders", 0, 0, 5, None),)))
+    """_one_table_job with a compacted partition in its table and its rejected one, and maybe a
+    compaction under way."""
+    keeps, store = _one_table_job(tmp_path, "table = orders\nrejected_table = orders_rejected")
     main, rejected = switched(store, compaction(1)), switched(store, compaction(2, table=TableKind.REJECTED))
     for plan, version in store.open_compactions():  # their replaced files deleted: finished
         store.drop_compaction(plan, version)
