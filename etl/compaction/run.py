@@ -3,7 +3,8 @@ compactions under way, then plan and carry out new ones (etl.compaction.compacto
 etl.compaction.choice).
 
 The caller hands in a CompactionHost: its command's context (etl.context), which for `etl compact`
-has no Kafka client and no writer spec (etl.ops.compact). The caller holds the job lock.
+has no Kafka client and no writer spec (etl.ops.compact), and the tables to look at (a routed
+job's: etl.compaction.tables; etl.ops.compact chooses them). The caller holds the job lock.
 No batch may be open: its files would be written into a folder the compaction is replacing.
 `etl run` and `etl recover` complete an open batch first.
 """
