@@ -1,15 +1,16 @@
 """`etl compact` for a job with routes, on the real services: each table its topics were loaded
-into, and the job's rejected table once; `--table`; `[compaction] after_run`; a SIGKILL at each
-step of a routed table's compaction carried on in turn by `etl run`, `etl compact` and `etl
-recover`, Hive read after every step. One job: a fixed table (two Kafka partitions), a `{topic}`
-table, and a topic split by `action` between two tables; every sixth record is garbled, so the
-rejected table has files of every topic. Every command is an `etl` process (Spark's start, about
-8 s each), so each test reuses its one loaded job. Without Spark, every one of the six steps is
-interrupted per table in tests/unit/test_compaction_tables.py.
+into, and the job's rejected table once; `--table`; `[compaction] after_run`; `reset-offsets
+--move-aside` over merged files; a SIGKILL at each step of a routed table's compaction carried on
+in turn by `etl run`, `etl compact` and `etl recover`, Hive read after every step. One job: a fixed
+table (two Kafka partitions), a `{topic}` table, and a topic split by `action` between two tables;
+every sixth record is garbled, so the rejected table has files of every topic. Every command is an
+`etl` process (Spark's start, about 8 s each), so each test reuses its one loaded job. Without
+Spark, every one of the six steps is interrupted per table in tests/unit/test_compaction_tables.py.
 """
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import uuid
 from collections import Counter
@@ -138,6 +139,17 @@ def test_every_table_and_the_rejected_table_are_compacted_once_and_every_command
     problems = json.loads(verify.stdout)["problems"]
     assert [p["kind"] for p in problems] == ["superseded_file"] and stray.name in problems[0]["detail"], problems
     stray.unlink()
+
+    # reset-offsets --move-aside over a routed table's merged file (and the rejected table's): each
+    # moved, and said, once; the reload lands where Hive reads, once.
+    reset = etl_command(job.config, "reset-offsets", "--to", f"{job.own}:0=0", "--move-aside", "--yes")
+    assert reset.returncode == 0, reset.describe()
+    moves = re.findall(r"move out of the table: (\S+) ->", reset.stdout)
+    merged_own = [m for m in moves if f"{job.own}+0+{0:020d}+{2 * BATCH:020d}" in m]
+    assert len(merged_own) == 2 and len(set(moves)) == len(moves), reset.stdout  # its table's and the rejected one
+    assert run_etl(job.config).returncode == 0
+    reloaded = check_exactly_once(hive_reader(spark), job.config, job.expected, warehouse_dir)
+    print(f"[compaction-routed] moved aside over merged files, reloaded: {reloaded.describe()}")
 
 
 @pytest.mark.slow
