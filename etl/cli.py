@@ -148,8 +148,7 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     history.add_argument("--limit", type=_positive_int, default=20, metavar="N",
                          help=f"the newest N batches (ZooKeeper keeps {BATCHES_KEPT})")
     history.add_argument("--json", action="store_true")
-    verify = _command(commands, "verify", cmd_verify, "check the warehouse against ZooKeeper; exit 0 only if all "
-                                                      "holds")
+    verify = _command(commands, "verify", cmd_verify, "check the warehouse against ZooKeeper; exit 0 only if all holds")
     verify.add_argument("--deep", action="store_true", help="also read every row through Hive")
     verify.add_argument("--json", action="store_true")
     recover = _command(commands, "recover", cmd_recover, "explain the state a crash left, then complete it")
@@ -173,10 +172,11 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     bind.add_argument("--data-moved", action="store_true",
                       help="the loaded files were moved to the new folders too: verify checks them there")
     bind.add_argument("--stop-loading", action="store_true", help="with routes: stop loading topics no route takes any more")
-    compact = _command(commands, "compact", cmd_compact, "merge the small files of finished Hive partitions, "
-                                                         "exactly once")
+    compact = _command(commands, "compact", cmd_compact, "merge the small files of finished Hive partitions, exactly once")
     compact.add_argument("--partition", action="append", type=_partition, metavar="dt=YYYY-MM-DD[/hour=HH]",
                          help="compact this partition whether or not it is finished (repeatable)")
+    compact.add_argument("--table", action="append", metavar="TABLE", help="only this table, by its Hive name: one of "
+                         "the routes' tables, or the rejected table (repeatable)")
     compact.add_argument("--dry-run", action="store_true", help="say what would be compacted; change nothing")
     compact.add_argument("--json", action="store_true")
     _command(commands, "config", cmd_config, "check the config, then print it as the job sees it: the file with "
@@ -299,22 +299,21 @@ def cmd_verify(config: Config, args) -> int:
 
 def cmd_recover(config: Config, args) -> int:
     from etl.ops.recovery import recover
-    if not args.json:
-        return recover(config, dry_run=args.dry_run, accept_loss=args.accept_loss)
-    report: dict = {}
-    lines: list[str] = []
-    code = recover(config, dry_run=args.dry_run, accept_loss=args.accept_loss, out=lines.append, report=report)
-    print(json.dumps({"exit_code": code, **report, "messages": lines}, indent=2))
-    return code
+    return _reported(args, lambda **out: recover(config, dry_run=args.dry_run, accept_loss=args.accept_loss, **out))
 
 
 def cmd_reset(config: Config, args) -> int:
     from etl.ops.reset import reset_offsets
+    return _reported(args, lambda **out: reset_offsets(config, args.to, yes=args.yes, move_aside=args.move_aside, **out))
+
+
+def _reported(args, call) -> int:
+    """With --json, one document: the command's report, its exit code and the lines it would print."""
     if not args.json:
-        return reset_offsets(config, args.to, yes=args.yes, move_aside=args.move_aside)
+        return call()
     report: dict = {}
     lines: list[str] = []
-    code = reset_offsets(config, args.to, yes=args.yes, move_aside=args.move_aside, out=lines.append, report=report)
+    code = call(out=lines.append, report=report)
     print(json.dumps({"exit_code": code, **report, "messages": lines}, indent=2))
     return code
 
@@ -326,7 +325,7 @@ def cmd_bind(config: Config, args) -> int:
 
 def cmd_compact(config: Config, args) -> int:
     from etl.ops.compact import run_compact
-    return run_compact(config, args.partition, dry_run=args.dry_run, as_json=args.json)
+    return run_compact(config, args.partition, dry_run=args.dry_run, as_json=args.json, tables=args.table)
 
 
 def cmd_config(config: Config, args) -> int:
@@ -347,4 +346,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-_NOT_ROUTED_YET = {cmd_compact: "compact", cmd_schema_suggest: "schema suggest"}
+_NOT_ROUTED_YET = {cmd_schema_suggest: "schema suggest"}

@@ -9,6 +9,7 @@ analysts query (docs/compaction.md).
   compactor.py  a compaction's record walked forward: PLANNED -> WRITTEN -> SWITCHED -> gone
   records.py    what compaction needs of the state store (the records themselves are stored
                 by etl.state.compaction_records)
+  tables.py     the tables a compaction acts on, each through its own folders and metastore client
   run.py        `etl compact`'s and `etl run`'s step: finish, choose, plan, carry out
 
 Its floor lies between hive and job: it uses the model, the sink, the state store and the Hive

@@ -6,24 +6,25 @@ than [hive] success_marker_delay_seconds ago: rows still arriving would only mak
 files beside the merged ones. `--partition` names partitions whatever their state. Partitions
 come from the metastore, each checked to be registered where the job keeps it; one registered
 elsewhere is skipped with the reason, like one whose files overlap or reach past the committed
-offsets (both are `etl verify`'s to explain).
+offsets (both are `etl verify`'s to explain). Each table is looked at through its own view and
+metastore client (etl.compaction.tables), and its plans name it.
 """
 from __future__ import annotations
 
 import datetime as dt
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from etl.compaction.merge import read_facts
 from etl.compaction.plan import plan_outputs
+from etl.compaction.tables import CompactedTable, TableViews
 from etl.config import Config
-from etl.hive.registrar import HiveRegistrar
 from etl.model.compaction import CompactionPlan, InputFile, TableKind, compacted_folder
 from etl.model.naming import parse_final_name, partition_values
 from etl.model.partitioning import Partitioner
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.markers import MARKER_NAME
-from etl.sink.warehouse import Warehouse, same_location
+from etl.sink.warehouse import same_location
 from etl.errors import StateConflict
 
 
@@ -36,33 +37,37 @@ class Choice:
     files: int
     bytes: int
     skipped: str | None = None
+    table_name: str | None = None  # a routed job's table (etl.compaction.tables)
+
+    @property
+    def label(self) -> str:
+        return self.table_name or self.table.value
 
     def to_json(self) -> dict:
         return {"table": self.table.value, "partition": self.partition, "files": self.files, "bytes": self.bytes,
-                "skipped": self.skipped}
+                "skipped": self.skipped, **({"table_name": self.table_name} if self.table_name else {})}
 
 
 class CompactionChooser:
-    def __init__(self, config: Config, fs: WarehouseFileSystem, registrar: HiveRegistrar,
-                 partitioner: Partitioner, clock):
-        self.config, self.fs, self.registrar, self.partitioner, self.clock = config, fs, registrar, partitioner, clock
+    def __init__(self, config: Config, fs: WarehouseFileSystem, views: TableViews, partitioner: Partitioner, clock):
+        self.config, self.fs, self.views, self.partitioner, self.clock = config, fs, views, partitioner, clock
         self.settings = config.compaction
 
-    def look(self, warehouse: Warehouse, only: list[str] | None) -> list[Choice]:
-        """Every partition of both tables (or of `only`), chosen or not."""
+    def look(self, tables: tuple[CompactedTable, ...], only: list[str] | None) -> list[Choice]:
+        """Every partition of each table (or of `only`), chosen or not, table by table."""
         choices = []
-        for kind in TableKind:
-            registered = self.registrar.partitions(kind)
+        for table in tables:
+            registered = self.views.registrar(table.name).partitions(table.kind)
             for partition in sorted(registered) if only is None else [p for p in only if p in registered]:
-                choices.append(self._look_at(warehouse, kind, partition, registered[partition], only is not None))
+                choices.append(self._look_at(table, partition, registered[partition], only is not None))
         return choices
 
-    def _look_at(self, warehouse: Warehouse, kind: TableKind, partition: str, registered: str,
-                 named: bool) -> Choice:
+    def _look_at(self, table: CompactedTable, partition: str, registered: str, named: bool) -> Choice:
+        warehouse, kind = self.views.warehouse(table.name), table.kind
         folder = warehouse.folder(kind, partition)
         names = self.fs.list_dir(folder)
         files = [n for n in names if parse_final_name(n) is not None]
-        choice = Choice(kind, partition, len(files), 0)  # sizes asked for only once chosen: a call per file
+        choice = Choice(kind, partition, len(files), 0, table_name=table.name)  # sizes asked for once chosen
         if not same_location(registered, warehouse.hive_uri(folder)):
             return _skip(choice, f"registered at {registered}, not at {warehouse.hive_uri(folder)} where the job "
                                  f"keeps it (`etl verify` explains)")
@@ -71,7 +76,7 @@ class CompactionChooser:
         if self.settings.only_finished and not named and not self._finished(partition, MARKER_NAME in names):
             return _skip(choice, "not finished: no _SUCCESS, and its window closed less than "
                                  "success_marker_delay_seconds ago")
-        return Choice(kind, partition, len(files), sum(self.fs.info(posixpath.join(folder, n)).size for n in files))
+        return replace(choice, bytes=sum(self.fs.info(posixpath.join(folder, n)).size for n in files))
 
     def _finished(self, partition: str, has_marker: bool) -> bool:
         if has_marker:
@@ -83,9 +88,9 @@ class CompactionChooser:
             return False  # a partition whose values name no time is never finished by the clock
         return end + delay <= self.clock()
 
-    def plan(self, warehouse: Warehouse, choice: Choice, compaction_id: int, committed: dict,
-             planned_by: str) -> CompactionPlan | Choice:
+    def plan(self, choice: Choice, compaction_id: int, committed: dict, planned_by: str) -> CompactionPlan | Choice:
         """The plan of a chosen partition, or the choice skipped with the reason."""
+        warehouse = self.views.warehouse(choice.table_name)
         folder = warehouse.folder(choice.table, choice.partition)
         inputs = []
         for name in sorted(n for n in self.fs.list_dir(folder) if parse_final_name(n) is not None):
@@ -106,8 +111,8 @@ class CompactionChooser:
         return CompactionPlan(compaction_id, choice.table, choice.partition, posixpath.relpath(folder, root),
                               compacted_folder(choice.partition, compaction_id), tuple(inputs), outputs,
                               self.clock().isoformat(timespec="seconds"), planned_by,
-                              marker=MARKER_NAME in self.fs.list_dir(folder))
+                              marker=MARKER_NAME in self.fs.list_dir(folder), table_name=choice.table_name)
 
 
 def _skip(choice: Choice, why: str) -> Choice:
-    return Choice(choice.table, choice.partition, choice.files, choice.bytes, why)
+    return replace(choice, skipped=why)

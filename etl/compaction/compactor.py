@@ -26,9 +26,9 @@ from etl import faults
 from etl.compaction.merge import MergeAltered, merge_files
 from etl.compaction.records import CompactionStore
 from etl.compaction.switch import PartitionSwitch, plan_folder
+from etl.compaction.tables import TableViews
 from etl.config import Config
 from etl.errors import WarehouseError
-from etl.hive.registrar import HiveRegistrar
 from etl.model.compaction import CompactionPlan, CompactionState, partition_of_folder
 from etl.model.naming import is_temp_name, temp_name
 from etl.sink.commit import publish
@@ -40,13 +40,14 @@ log = logging.getLogger(__name__)
 
 
 class Compactor:
-    def __init__(self, config: Config, store: CompactionStore, fs: WarehouseFileSystem, warehouse: Warehouse,
-                 registrar: Callable[[], HiveRegistrar], clock: Callable[[], dt.datetime]):
-        """`registrar` starts Spark (and the metastore client) on first call: a run with no
-        compaction under way never starts it (etl.compaction.switch)."""
+    def __init__(self, config: Config, store: CompactionStore, fs: WarehouseFileSystem, views: TableViews,
+                 clock: Callable[[], dt.datetime]):
+        """Each plan is carried out through its own table's view and metastore client (`views`),
+        chosen by the table it names; no client is built before a plan needs it."""
         self.config, self.store, self.fs, self.clock = config, store, fs, clock
-        self.warehouse = warehouse.with_relocations(store.relocations())
-        self.switch = PartitionSwitch(registrar)
+        self.views = views
+        self.views.relocated(store.relocations())
+        self.switch = PartitionSwitch(views.registrar)
 
     def finish_pending(self) -> list[CompactionPlan]:
         """Carry every compaction under way as far as it may go now; returns those still waiting
@@ -74,11 +75,11 @@ class Compactor:
             plan, version = self.store.advance_compaction(plan, version, CompactionState.WRITTEN)
             faults.checkpoint("compact:WRITTEN")
         if plan.state is CompactionState.WRITTEN:
-            self.switch.point_at_target(plan, self.warehouse)
+            self.switch.point_at_target(plan, self._view(plan))
             faults.checkpoint("compact:metastore-switched")
             plan, version = self.store.advance_compaction(plan, version, CompactionState.SWITCHED,
                                                           switched_at=self.clock().isoformat(timespec="seconds"))
-            self.warehouse = self.warehouse.with_relocations(self.store.relocations())
+            self.views.relocated(self.store.relocations())
             log.info("%s", plan.describe())
             faults.checkpoint("compact:SWITCHED")
         if not self._grace_over(plan):
@@ -133,7 +134,7 @@ class Compactor:
         names = [f.name for f in plan.inputs]
         if partition_of_folder(plan.source) is not None:
             names.append(MARKER_NAME)  # an earlier compaction's folder: nothing is left to vouch for
-        self.switch.refuse_if_hive_reads(plan, self.warehouse, plan.source, "delete the files it replaced")
+        self.switch.refuse_if_hive_reads(plan, self._view(plan), plan.source, "delete the files it replaced")
         for name in names:
             self.fs.delete(self._source(plan, name))  # False when an earlier attempt deleted it
         log.info("compaction %d: deleted %d superseded files from %s", plan.compaction_id, len(plan.inputs),
@@ -141,7 +142,7 @@ class Compactor:
 
     def _roll_back(self, plan: CompactionPlan, version: int, missing: list[str]) -> None:
         target = self._folder(plan, plan.target)
-        self.switch.refuse_if_hive_reads(plan, self.warehouse, plan.target, "roll back (delete its new folder)")
+        self.switch.refuse_if_hive_reads(plan, self._view(plan), plan.target, "roll back (delete its new folder)")
         for name in self.fs.list_dir(target):
             self.fs.delete(posixpath.join(target, name))
         log.error("compaction %d rolled back: %d of its input files are gone from %s (e.g. %s); the partition is "
@@ -152,7 +153,7 @@ class Compactor:
         """A merge refused to publish (its values are not its inputs'): the plan is dropped and the
         partition left as it was, so that no later run starts by failing on it."""
         target = self._folder(plan, plan.target)
-        self.switch.refuse_if_hive_reads(plan, self.warehouse, plan.target, "roll back (delete its new folder)")
+        self.switch.refuse_if_hive_reads(plan, self._view(plan), plan.target, "roll back (delete its new folder)")
         for name in self.fs.list_dir(target):
             self.fs.delete(posixpath.join(target, name))
         log.error("compaction %d of %s rolled back: a merge's values differed from its inputs'; the partition is "
@@ -160,8 +161,11 @@ class Compactor:
         self.store.drop_compaction(plan, version)
 
     # -- paths ----------------------------------------------------------------------------
+    def _view(self, plan: CompactionPlan) -> Warehouse:
+        return self.views.warehouse(plan.table_name)
+
     def _folder(self, plan: CompactionPlan, relative: str) -> str:
-        return plan_folder(self.warehouse, plan, relative)
+        return plan_folder(self._view(plan), plan, relative)
 
     def _source(self, plan: CompactionPlan, name: str) -> str:
         return posixpath.join(self._folder(plan, plan.source), name)

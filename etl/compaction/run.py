@@ -3,7 +3,8 @@ compactions under way, then plan and carry out new ones (etl.compaction.compacto
 etl.compaction.choice).
 
 The caller hands in a CompactionHost: its command's context (etl.context), which for `etl compact`
-has no Kafka client and no writer spec (etl.ops.compact). The caller holds the job lock.
+has no Kafka client and no writer spec (etl.ops.compact), and the tables to look at (a routed
+job's: etl.compaction.tables; etl.ops.compact chooses them). The caller holds the job lock.
 No batch may be open: its files would be written into a folder the compaction is replacing.
 `etl run` and `etl recover` complete an open batch first.
 """
@@ -11,13 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
 from etl import faults
 from etl.compaction.choice import Choice, CompactionChooser
 from etl.compaction.compactor import Compactor
 from etl.compaction.records import CompactionStore
+from etl.compaction.tables import ONE_TABLE, CompactedTable, TableViews
 from etl.config import Config
 from etl.errors import StateConflict
 from etl.hive.registrar import HiveRegistrar
@@ -54,6 +56,9 @@ class CompactionHost(Protocol):
     def registrar(self) -> HiveRegistrar:
         """The Hive client, its tables ensured: Spark starts on the first call."""
 
+    def existing_table(self, name: str) -> HiveRegistrar:
+        """A routed job's table's Hive client: neither created nor evolved, its owner checked."""
+
 
 @dataclass
 class CompactionReport:
@@ -71,11 +76,11 @@ class CompactionReport:
         files = sum(len(p.inputs) for p in self.planned)
         lines = [f"{verb} {len(self.planned)} partitions: {files} files into "
                  f"{sum(len(p.outputs) for p in self.planned)}"]
-        lines += [f"  {p.table.value} {p.partition}: {len(p.inputs)} files ({p.input_bytes / 1e6:.1f} MB, "
+        lines += [f"  {p.label} {p.partition}: {len(p.inputs)} files ({p.input_bytes / 1e6:.1f} MB, "
                   f"{p.rows} rows) -> {len(p.outputs)} in {p.target}" for p in self.planned]
-        lines += [f"  left alone: {c.table.value} {c.partition} ({c.files} files): {c.skipped}" for c in self.skipped
+        lines += [f"  left alone: {c.label} {c.partition} ({c.files} files): {c.skipped}" for c in self.skipped
                   if c.files > 1]
-        lines += [f"  waiting: compaction {p.compaction_id} of {p.table.value} {p.partition}: the replaced files "
+        lines += [f"  waiting: compaction {p.compaction_id} of {p.label} {p.partition}: the replaced files "
                   f"are deleted after keep_superseded_minutes from {p.switched_at}" for p in self.waiting]
         return "\n".join(lines)
 
@@ -84,14 +89,19 @@ class CompactionReport:
                                                        for p in self.planned],
                 "looked_at": [c.to_json() for c in self.looked_at],
                 "waiting": [{"id": p.compaction_id, "table": p.table.value, "partition": p.partition,
-                             "switched_at": p.switched_at} for p in self.waiting]}
+                             "switched_at": p.switched_at, **({"table_name": p.table_name} if p.table_name else {})}
+                            for p in self.waiting]}
 
 
 def compactor_of(host: CompactionHost) -> Compactor:
-    return Compactor(host.config, host.store, host.fs, host.warehouse, host.registrar, host.clock)
+    views = TableViews(host.warehouse, host.registrar, host.existing_table)
+    return Compactor(host.config, host.store, host.fs, views, host.clock)
 
 
-def compact(host: CompactionHost, only: list[str] | None = None, dry_run: bool = False) -> CompactionReport:
+def compact(host: CompactionHost, only: list[str] | None = None, dry_run: bool = False, *,
+            tables: tuple[CompactedTable, ...] = ONE_TABLE) -> CompactionReport:
+    """`tables`: those looked at for new compactions (etl.ops.compact chooses them); the ones under
+    way are carried on first whatever their table."""
     store = host.store
     store.assert_lock_held()
     opened = store.open_batch()
@@ -104,18 +114,17 @@ def compact(host: CompactionHost, only: list[str] | None = None, dry_run: bool =
     compactor = compactor_of(host)
     if not dry_run:
         report.waiting = compactor.finish_pending()
-    busy = {(p.table, p.partition) for p in report.waiting}
-    chooser = CompactionChooser(host.config, host.fs, host.registrar(), host.partitioner, host.clock)
+    busy = {(p.table, p.table_name, p.partition) for p in report.waiting}
+    chooser = CompactionChooser(host.config, host.fs, compactor.views, host.partitioner, host.clock)
     committed = store.committed_offsets()
-    for choice in chooser.look(compactor.warehouse, only):
-        if not choice.skipped and (choice.table, choice.partition) in busy:
-            choice = Choice(choice.table, choice.partition, choice.files, choice.bytes,
-                            "its last compaction's replaced files are still in their grace period")
+    for choice in chooser.look(tables, only):
+        if not choice.skipped and (choice.table, choice.table_name, choice.partition) in busy:
+            choice = replace(choice, skipped="its last compaction's replaced files are still in their grace period")
         if choice.skipped:
             report.looked_at.append(choice)
             continue
         next_id = store.next_compaction_id() + (len(report.planned) if dry_run else 0)
-        found = chooser.plan(compactor.warehouse, choice, next_id, committed, store.me.describe())
+        found = chooser.plan(choice, next_id, committed, store.me.describe())
         if isinstance(found, Choice):
             report.looked_at.append(found)
             continue
@@ -124,8 +133,8 @@ def compact(host: CompactionHost, only: list[str] | None = None, dry_run: bool =
         if not dry_run:
             _carry_out(store, compactor, found, report)
     seen = {c.partition for c in report.looked_at}
-    report.looked_at += [Choice(TableKind.MAIN, name, 0, 0, "not a partition of the table")
-                         for name in only or () if name not in seen]
+    unknown = "not a partition of the table" if tables == ONE_TABLE else "not a partition of the tables looked at"
+    report.looked_at += [Choice(TableKind.MAIN, name, 0, 0, unknown) for name in only or () if name not in seen]
     return report
 
 

@@ -18,21 +18,22 @@ def plan_folder(warehouse: Warehouse, plan: CompactionPlan, relative: str) -> st
 
 
 class PartitionSwitch:
-    def __init__(self, registrar: Callable[[], HiveRegistrar]):
-        """`registrar` starts Spark (and the metastore client) on first call: a run with no
-        compaction under way never starts it for compaction's sake."""
-        self._registrar = registrar
+    def __init__(self, registrar_of: Callable[[str | None], HiveRegistrar]):
+        """`registrar_of(plan.table_name)`: the client of the plan's table, built (and Spark
+        started) on first call: a run with no compaction under way never starts it for
+        compaction's sake (etl.compaction.tables)."""
+        self._registrar_of = registrar_of
 
     def point_at_target(self, plan: CompactionPlan, warehouse: Warehouse) -> None:
         """Point the Hive partition at the new folder: once, and idempotent on a replay."""
-        registrar = self._registrar()
+        registrar = self._registrar_of(plan.table_name)
         registered = registrar.location(plan.table, plan.partition)
         source_uri = warehouse.hive_uri(plan_folder(warehouse, plan, plan.source))
         target_uri = warehouse.hive_uri(plan_folder(warehouse, plan, plan.target))
         if registered is not None and not (same_location(registered, source_uri)
                                            or same_location(registered, target_uri)):
             raise HiveError(f"compaction {plan.compaction_id}: Hive partition {plan.partition} of the "
-                            f"{plan.table.value} table is registered at {registered}, neither at {source_uri} where "
+                            f"{plan.label} table is registered at {registered}, neither at {source_uri} where "
                             f"its files were nor at {target_uri} where they are merged; it was moved by hand. "
                             f"Point it back with ALTER TABLE ... PARTITION (...) SET LOCATION '{source_uri}' and run "
                             f"again")
@@ -42,7 +43,7 @@ class PartitionSwitch:
         """Files are never deleted from the folder the metastore reads the partition from now
         (asked at this moment, not remembered): an operator may have pointed the partition back
         at its old folder by hand, say restoring a backup, and Hive would show no rows."""
-        registered = self._registrar().location(plan.table, plan.partition)
+        registered = self._registrar_of(plan.table_name).location(plan.table, plan.partition)
         folder = warehouse.hive_uri(plan_folder(warehouse, plan, relative))
         if registered is None or not _within(folder, registered):
             return
@@ -56,7 +57,7 @@ class PartitionSwitch:
             remedy = (f"{target_uri} holds every row of {registered} merged: point the partition at it with ALTER "
                       f"TABLE ... PARTITION ({_sql_spec(plan.partition)}) SET LOCATION '{target_uri}' and run "
                       f"again, which then deletes the replaced files")
-        raise HiveError(f"compaction {plan.compaction_id} of the {plan.table.value} table will not {deleting}: Hive "
+        raise HiveError(f"compaction {plan.compaction_id} of the {plan.label} table will not {deleting}: Hive "
                         f"reads partition {plan.partition} from {registered}, where those files are, but the "
                         f"compaction expected it at {expected} (it was pointed there by hand?). Nothing was "
                         f"deleted. Remedy: {remedy}")

@@ -79,8 +79,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
     routes = parse_routes(parser, path, job.decoder, names, hive.rejected_table, _avro_schema_file) if routed \
         else implicit_routes(hive, kafka, job, names)
     metrics = metrics_section(Section(parser, "metrics", path, required=False))
-    compaction = _compaction(Section(parser, "compaction", path, required=False))
-    check_buildable(routes, hive, names, compaction.after_run, path)
+    check_buildable(routes, hive, names, path)
     return Config(
         path=path,
         job=job,
@@ -93,7 +92,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
         spark=_spark(Section(parser, "spark", path, required=False)),
         dimensions=dimensions,
         schema_registry=registry_for(Section(parser, "schema_registry", path, required=False), job, routes),
-        compaction=compaction,
+        compaction=_compaction(Section(parser, "compaction", path, required=False)),
         metrics=metrics,
         jvm=jvm_section(Section(parser, "jvm", path, required=False), boolean),
     )

@@ -265,16 +265,14 @@ def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
     return None
 
 
-def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str], compaction_after_run: bool,
-                    path: Path) -> None:
+def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str], path: Path) -> None:
     """Refuse what a routed job does not do yet, naming the key, rather than do it for one table
-    and not the others: a refusal touches nothing (exit 2). Not built: [dimension] sections,
-    [hive] partition_by by event time (a routed job writes by planning time), and compaction
-    (`etl compact` refuses routes; [compaction] after_run would fail each run after its
-    commit, so it is refused here, before anything runs). Markers and metrics
-    are built, per table (etl.sink.markers, etl.ops.metrics_tables). `schema = registry` is built
-    (etl.job.registry_tables), but a job needs one table known at start-up (its writer spec and
-    partitions: etl.context.job): a route with a DDL file, or a registry route's listed topic."""
+    and not the others: a refusal touches nothing (exit 2). Not built: [dimension] sections, and
+    [hive] partition_by by event time (a routed job writes by planning time). Markers, metrics and
+    compaction are built, per table (etl.sink.markers, etl.ops.metrics_tables, etl.compaction.tables).
+    `schema = registry` is built (etl.job.registry_tables), but a job needs one table known at
+    start-up (its writer spec and partitions: etl.context.job): a route with a DDL file, or a
+    registry route's listed topic."""
     if routes.implicit:
         return
     if all(route.from_registry and not route.topics for route in routes.routes):
@@ -282,12 +280,11 @@ def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str],
                           f"Schema Registry by a topics pattern is not built yet; list one route's topics, or add a "
                           f"route with a DDL file")
     refused = {"[dimension] sections": bool(tuple(dimensions)),
-               "[hive] partition_by by event time": hive.partitioning.source is not PartitionSource.PLANNING_TIME,
-               "[compaction] after_run": compaction_after_run}
+               "[hive] partition_by by event time": hive.partitioning.source is not PartitionSource.PLANNING_TIME}
     for what, asked_for in refused.items():
         if asked_for:
             raise ConfigError(f"{path}: {what}: not built for [route] sections yet; a job with routes writes by "
-                              f"planning time, without dimensions, and is not compacted")
+                              f"planning time, without dimensions")
 
 
 def with_routed_topics(kafka: KafkaConfig, routes: Routes) -> KafkaConfig:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Self
 
-from etl.config import Config, RetryConfig
+from etl.config import Config, HiveConfig, RetryConfig
 from etl.model.batch import utc_now
 from etl.model.partitioning import Partitioner
 from etl.model.schema import TableSchema, load_table_schema
@@ -47,6 +48,8 @@ class CommandContext:
         self._spark: SparkStarter | None = None
         self._registrar: HiveRegistrar | None = None
         self._table_registrars: dict[str, HiveRegistrar] = {}  # a routed job's tables, by name
+        # Apart from those: a table met here first must still be evolved when a batch asks for it.
+        self._existing_tables: dict[str, HiveRegistrar] = {}
 
     def __enter__(self) -> Self:
         return self
@@ -135,13 +138,27 @@ class CommandContext:
         evolved, once per command."""
         name = view.hive.the_table
         if name not in self._table_registrars:
-            from etl.hive.registrar import HiveRegistrar
-            registrar = HiveRegistrar(self.registrar().spark, view.hive, warehouse, owner=self._owner())
+            registrar = self._table_client(view.hive, warehouse)
             registrar.ensure_table(ddl)
             self._table_registrars[name] = registrar
         registrar = self._table_registrars[name]
         registrar.warehouse = warehouse  # where the batch writes, as the Job's registrar is told
         return registrar
+
+    def existing_table(self, name: str) -> HiveRegistrar:
+        """One of a routed job's tables as it exists (compaction's: etl.compaction.tables), on the
+        job's Spark session: its owner checked, nothing created or evolved, no DDL read."""
+        if name not in self._existing_tables:
+            registrar = self._table_client(replace(self.config.hive, table=name, schema_file=None),
+                                           self.warehouse.for_table(name))
+            registrar.check_claimed()
+            self._existing_tables[name] = registrar
+        return self._existing_tables[name]
+
+    def _table_client(self, hive: HiveConfig, warehouse: Warehouse) -> HiveRegistrar:
+        """A routed table's Hive client, on the job's Spark session (which `registrar()` starts)."""
+        from etl.hive.registrar import HiveRegistrar
+        return HiveRegistrar(self.registrar().spark, hive, warehouse, owner=self._owner())
 
     def _owner(self) -> str:
         return ZkPaths(self.config.zookeeper.root, self.config.job.name).job  # the job's own znode

@@ -99,6 +99,14 @@ class HiveRegistrar:
         ddl = ddl_file(self.hive.the_schema_file) if ddl is None else ddl
         self._ensure(self.hive.the_table, ddl, self.warehouse.table_root)
 
+    def check_claimed(self) -> None:
+        """A routed table that compaction acts on and does not ensure (no DDL is needed: a registry
+        route's, or a retired route's): refused if another job owns it, never created, claimed or
+        evolved. A missing table has no partitions to compact."""
+        found = self._read_table(self.hive.the_table)
+        if found is not None and self.owner is not None:
+            check_owner(self.hive.database, self.hive.the_table, found.owner, self.owner)
+
     def _ensure(self, table: str, ddl: TableDdl, location: str) -> None:
         columns = ddl.schema().columns
         found = self._read_table(table)

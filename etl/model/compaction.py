@@ -99,6 +99,15 @@ class CompactionPlan:
     state: CompactionState = CompactionState.PLANNED
     switched_at: str | None = None
     marker: bool = False  # the source holds `_SUCCESS`: the target gets one too, before the switch
+    # A routed job's table (its Hive name); None: a one-table job's own table, or the job's rejected
+    # table, which every route shares. Its JSON key is written only when set, so a one-table job's
+    # plans are byte for byte what they were before routes could be compacted.
+    table_name: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The table in messages: its Hive name, or `main`/`rejected`."""
+        return self.table_name or self.table.value
 
     @property
     def rows(self) -> int:
@@ -121,7 +130,7 @@ class CompactionPlan:
         return replace(self, state=to, **changes)
 
     def describe(self) -> str:
-        return (f"compaction {self.compaction_id} of {self.table.value} partition {self.partition}: "
+        return (f"compaction {self.compaction_id} of {self.label} partition {self.partition}: "
                 f"{len(self.inputs)} files ({self.input_bytes / 1e6:.1f} MB, {self.rows} rows) into "
                 f"{len(self.outputs)} in {self.target}, {self.state.value}")
 
@@ -130,23 +139,29 @@ class CompactionPlan:
                 "source": self.source, "target": self.target, "inputs": [f.to_json() for f in self.inputs],
                 "outputs": [f.to_json() for f in self.outputs], "planned_at": self.planned_at,
                 "planned_by": self.planned_by, "state": self.state.value, "switched_at": self.switched_at,
-                "marker": self.marker}
+                "marker": self.marker, **({"table_name": self.table_name} if self.table_name else {})}
 
     @classmethod
     def from_json(cls, raw: dict) -> "CompactionPlan":
         return cls(int(raw["id"]), TableKind(raw["table"]), raw["partition"], raw["source"], raw["target"],
                    tuple(InputFile.from_json(f) for f in raw["inputs"]),
                    tuple(OutputFile.from_json(f) for f in raw["outputs"]), raw["planned_at"], raw["planned_by"],
-                   CompactionState(raw["state"]), raw.get("switched_at"), bool(raw.get("marker")))
+                   CompactionState(raw["state"]), raw.get("switched_at"), bool(raw.get("marker")),
+                   raw.get("table_name"))
 
 
 @dataclass(frozen=True)
 class Relocations:
     """The partitions whose files are no longer in their default folder (`<root>/dt=…/hour=…`):
-    partition path -> folder relative to the table's root, for the table and its rejected one."""
+    partition path -> folder relative to the table's root, for the table and its rejected one.
+
+    A routed job's tables each have their own map in `tables` (by Hive name), stored apart from
+    `main` and `rejected` (etl.state.compaction_records): `to_json` is the one-table encoding and
+    never holds them. `for_table` makes a table's map the `main` of that table's view."""
 
     main: Mapping[str, str] = field(default_factory=dict)
     rejected: Mapping[str, str] = field(default_factory=dict)
+    tables: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def of(self, table: TableKind) -> Mapping[str, str]:
         return self.main if table is TableKind.MAIN else self.rejected
@@ -154,9 +169,23 @@ class Relocations:
     def folder(self, table: TableKind, partition: str) -> str:
         return self.of(table).get(partition, partition)
 
-    def moved(self, table: TableKind, partition: str, folder: str) -> "Relocations":
+    def moved(self, table: TableKind, partition: str, folder: str, name: str | None = None) -> "Relocations":
+        """With `name` (a routed table's, `table` MAIN), only that table's map moves."""
+        if name is not None:
+            return replace(self, tables={**self.tables, name: {**self.tables.get(name, {}), partition: folder}})
         changed = {**self.of(table), partition: folder}
-        return replace(self, **{table.value: changed})
+        return replace(self, main=changed) if table is TableKind.MAIN else replace(self, rejected=changed)
+
+    def for_table(self, name: str) -> "Relocations":
+        """A routed table's view: its own map as `main`; the shared rejected map and `tables` kept."""
+        return replace(self, main=self.tables.get(name, {}))
+
+    def counts(self) -> dict:
+        """Compacted partitions per table, for `etl status`: `tables` only when a routed table has some."""
+        counts: dict = {"main": len(self.main), "rejected": len(self.rejected)}
+        if self.tables:
+            counts["tables"] = {name: len(folders) for name, folders in sorted(self.tables.items())}
+        return counts
 
     def to_json(self) -> dict:
         return {"main": dict(sorted(self.main.items())), "rejected": dict(sorted(self.rejected.items()))}

@@ -4,32 +4,65 @@ nothing then: neither a file, nor ZooKeeper's state, nor the metastore.
 
 A compaction reads no Kafka and writes no batch: the command builds no Kafka client and no
 writer spec: its context is a CommandContext (etl.context.command), which has neither, and gives
-only what etl.compaction.run.CompactionHost asks for."""
+only what etl.compaction.run.CompactionHost asks for.
+
+Which tables: a one-table job's table and its rejected table; a job with routes, each table its
+committed topics were loaded into (as routed now, or by a route `etl bind` retired: the tables
+`etl verify` checks), then its rejected table once, which every route shares. `--table` keeps
+those it names (Hive names, in any case). Compactions under way are carried on first, whatever
+their table."""
 from __future__ import annotations
 
 import json
 
 from etl.compaction.run import compact
+from etl.compaction.tables import CompactedTable
 from etl.config import Config
 from etl.context.command import CommandContext
-from etl.errors import EXIT_OK
+from etl.errors import EXIT_OK, ConfigError
+from etl.model.compaction import TableKind
+from etl.ops.job_tables import job_tables
+from etl.sink.warehouse import Warehouse
+from etl.state.protocols import StateStore
 
 
-def run_compact(config: Config, only: list[str] | None, dry_run: bool, as_json: bool, out=print) -> int:
+def run_compact(config: Config, only: list[str] | None, dry_run: bool, as_json: bool, out=print,
+                tables: list[str] | None = None) -> int:
     with CommandContext(config) as context:
-        return compact_in(context, only, dry_run, as_json, out)
+        return compact_in(context, only, dry_run, as_json, out, tables)
 
 
-def compact_in(context: CommandContext, only: list[str] | None, dry_run: bool, as_json: bool, out=print) -> int:
+def compaction_tables(config: Config, store: StateStore, warehouse: Warehouse,
+                      names: list[str] | None) -> tuple[CompactedTable, ...]:
+    """The tables to look at, the rejected one last; `names` (--table) keeps those named. An unknown
+    name is refused (ConfigError, exit 2) before anything is touched, naming the job's tables."""
+    rejected = {config.hive.rejected_table.lower(): CompactedTable(TableKind.REJECTED)}
+    if config.routes.implicit:
+        found = {config.hive.the_table.lower(): CompactedTable(TableKind.MAIN)} | rejected
+    else:
+        loaded = job_tables(config, warehouse, {topic for topic, _ in store.committed_offsets()}, None, store.binding())
+        found = {name: CompactedTable(TableKind.MAIN, name) for name, _ in loaded} | rejected
+    if names is None:
+        return tuple(found.values())
+    unknown = sorted({name for name in names if name.lower() not in found})
+    if unknown:
+        raise ConfigError(f"--table {', '.join(unknown)}: not a table of job {config.job.name}, whose tables are "
+                          f"{', '.join(found)}; nothing was touched")
+    return tuple(table for name, table in found.items() if name in {n.lower() for n in names})
+
+
+def compact_in(context: CommandContext, only: list[str] | None, dry_run: bool, as_json: bool, out=print,
+               tables: list[str] | None = None) -> int:
     context.partitioner  # the DDL is read before anything is touched, as `etl run` does
     store = context.store
+    chosen = compaction_tables(context.config, store, context.warehouse, tables)
     holder = store.acquire_lock()
     if holder is not None:
         out(f"etl: job {context.config.job.name} is running: {holder.describe()}. Nothing was compacted; run again "
             f"when it is done (or set [compaction] after_run = true to compact at the end of every run).")
         return EXIT_OK
     try:
-        report = compact(context, only, dry_run)
+        report = compact(context, only, dry_run, tables=chosen)
     finally:
         store.release_lock()
     out(json.dumps(report.to_json(), indent=2) if as_json else report.render())

@@ -109,13 +109,14 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
 def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: RouteBinding, committed: set[str],
                               yes: bool, out) -> int:
     """A one-table job takes routes when every record it loaded stays where it is (from_one_table),
-    and its table has no compacted partition (routes do not follow relocations yet)."""
+    and no compaction is under way (its plan names no table). Its compacted partitions stay where
+    they are: their relocations are re-filed as its table's in the binding's own transaction."""
     config, store = context.config, context.store
     out(f"job {config.job.name}: one table, {bound.describe()} -> {current.describe()}")
     problems = from_one_table(bound, current, committed)
-    relocated = store.relocations()
-    if relocated.main or relocated.rejected or store.open_compactions():
-        problems.append(f"{bound.describe()} has compacted partitions, and jobs with routes do not compact yet")
+    if store.open_compactions():
+        problems.append("a compaction is under way: `etl compact` finishes it (its replaced files are deleted "
+                        "keep_superseded_minutes after its switch); then bind")
     problems += _awaiting_markers(store)
     for problem in problems:
         out(f"refused: {problem}")
@@ -123,12 +124,16 @@ def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: R
         out("nothing changed")
         return EXIT_USAGE
     out(f"the records of {', '.join(sorted(committed)) or 'no topic'} stay in {bound.table}, and go on going there")
+    compacted = len(store.relocations().main)
+    if compacted:
+        out(f"its {compacted} compacted partitions stay where they are, as table {bound.table}'s")
     if not yes:
         out("nothing changed: pass --yes to apply")
         return EXIT_USAGE
     _ensure_fixed_tables(context)
     store.rebind(current, reset_origins=False, event=Bind(utc_now_iso(), getpass.getuser(), to=current.to_json(),
-                                                          data_moved=False, previous=bound.to_json()))
+                                                          data_moved=False, previous=bound.to_json()),
+                 relocations_of=bound.table)
     out("bound; recorded in ZooKeeper")
     return EXIT_OK
 

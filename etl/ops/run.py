@@ -21,6 +21,7 @@ from etl.job.driver import Job
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job.pending_reset import finish_pending_reset
 from etl.model.batch import utc_now
+from etl.ops.compact import compaction_tables
 from etl.rows.decoders.startup import check_writer_schemas
 from etl.source.group_mirror import OffsetMirror
 from etl.state.protocols import OffsetPart
@@ -149,8 +150,9 @@ def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None,
 
 
 def _compact(context: JobContext, emit: Emit | None) -> None:
-    """[compaction] after_run: the batches are committed, so none is open."""
-    report = compact(context)
+    """[compaction] after_run: the batches are committed, so none is open. Every table, as
+    `etl compact` without --table."""
+    report = compact(context, tables=compaction_tables(context.config, context.store, context.warehouse, None))
     if report.planned or report.waiting:
         log.info("compaction: %s", report.render())
         _say(emit, report.render(), {"event": "compaction", **report.to_json()})

@@ -47,7 +47,7 @@ def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> d
         "events": [event_json(event) for event in store.events()],
         "markers": marker_status(config.hive.success_markers, None if last is None else last[0]),
         "compactions": [plan.describe() for plan, _ in store.open_compactions()],
-        "compacted_partitions": {kind: len(folders) for kind, folders in store.relocations().to_json().items()},
+        "compacted_partitions": store.relocations().counts(),
     }
 
 
@@ -79,9 +79,11 @@ def render_status(status: dict) -> str:
         lines.append(f"event: {parse_event(event).describe()}")
     lines += render_marker_status(status["markers"])
     compacted = status["compacted_partitions"]
-    if any(compacted.values()) or status["compactions"]:
-        lines.append(f"compacted partitions: {compacted['main']} of the table, {compacted['rejected']} of the "
-                     f"rejected table")
+    tables = compacted.get("tables", {})
+    if compacted["main"] or compacted["rejected"] or tables or status["compactions"]:
+        of_tables = "".join(f"{count} of {name}, " for name, count in tables.items())
+        lines.append(f"compacted partitions: {of_tables or str(compacted['main']) + ' of the table, '}"
+                     f"{compacted['rejected']} of the rejected table")
     lines += [f"under way: {described}" for described in status["compactions"]]
     return "\n".join(lines)
 

@@ -88,12 +88,14 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
     for _, view in tables:
         problems += check_legacy_names(fs, view)
     spark = context.spark.session()
+    routed = not config.routes.implicit  # a routed table's plans name it; the rejected table's name none
     for name, view, kind in [*((n, v, TableKind.MAIN) for n, v in tables),
                              (config.hive.rejected_table, warehouse, TableKind.REJECTED)]:
         locations = registered_partitions(spark, config.hive, name)
         expected = {path: view.hive_uri(view.folder(kind, path)) for path in locations}
         found = check_registered(inventories.get(name, Inventory()), locations, expected, open_batch)
-        problems += switching(found, kind, compactions, locations, view)
+        problems += switching(found, kind, name if routed and kind is TableKind.MAIN else None, compactions,
+                              locations, view)
     if deep:
         problems += _deep(context, spark, inventory, committed, events, [name for name, _ in tables])
         problems += check_placement(config, fs, inventory, manifests)

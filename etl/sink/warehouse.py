@@ -43,10 +43,15 @@ class Warehouse:
         return replace(self, relocations=relocations)
 
     def for_table(self, table: str) -> "Warehouse":
-        """One of a routed job's tables, beside the job's rejected table. Its partitions are where
-        they were written: compaction does not take a routed job's tables yet."""
+        """One of a routed job's tables, beside the job's rejected table: its compacted partitions
+        where that table's relocations say, the rejected ones where the job's say."""
         return replace(self, table_root=posixpath.join(self.database_root, table),
-                       relocations=Relocations(rejected=self.relocations.rejected))
+                       relocations=self.relocations.for_table(table))
+
+    def view(self, table: str | None) -> "Warehouse":
+        """A routed table's view by its name; None: this warehouse (a one-table job's, or the
+        rejected table's)."""
+        return self if table is None else self.for_table(table)
 
     def root(self, table: TableKind) -> str:
         if table is TableKind.REJECTED:

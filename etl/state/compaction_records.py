@@ -6,6 +6,12 @@ its id, is never reused, even after a plan is rolled back; its children are the 
 `/relocations` (zlib-compressed JSON: a year of hourly partitions is ~9,000 entries) changes only
 in the transaction that marks a compaction SWITCHED, so ZooKeeper's view of where a partition's
 files are moves with the metastore's, and batches write where Hive reads.
+
+A routed job's tables each have their own znode, `/table-relocations/<table>` (zlib JSON
+`{"partitions": {…}}`), set by the SWITCHED of a plan that names the table: each grows like a
+one-table job's `/relocations` (about 71 KB a table-year), far below ZooKeeper's 1 MB a znode,
+and a switch rewrites its own table's only. `/relocations` keeps a one-table job's table and the
+job's rejected table, which every route shares; a one-table job never creates the other.
 """
 from __future__ import annotations
 
@@ -24,7 +30,14 @@ class CompactionRecords(SessionBound):
     """The compaction part of the job's state (etl.state.protocols.CompactionPart)."""
 
     def relocations(self) -> Relocations:
-        return self._relocations()[0]
+        own = self._relocations()[0]
+        try:
+            names = self._read(lambda: self.client.get_children(self.paths.table_relocations),
+                               "list the tables' relocations")
+        except NoNodeError:
+            return own  # a one-table job, or no routed table compacted yet
+        tables = {name: self._table_relocations(name)[0] for name in sorted(names)}
+        return Relocations(own.main, own.rejected, tables)
 
     def _relocations(self) -> tuple[Relocations, int | None]:
         """With the znode's version; None when no partition was ever compacted."""
@@ -33,6 +46,15 @@ class CompactionRecords(SessionBound):
         except NoNodeError:
             return Relocations(), None
         return Relocations.from_json(json.loads(zlib.decompress(data))), stat.version
+
+    def _table_relocations(self, table: str) -> tuple[dict[str, str], int | None]:
+        """A routed table's map, with its znode's version; None when it has none."""
+        try:
+            data, stat = self._read(lambda: self.client.get(self.paths.table_relocation(table)),
+                                    f"read the relocations of table {table}")
+        except NoNodeError:
+            return {}, None
+        return dict(json.loads(zlib.decompress(data))["partitions"]), stat.version
 
     def open_compactions(self) -> list[tuple[CompactionPlan, int]]:
         """The compactions under way, oldest first, each with its znode version."""
@@ -84,12 +106,40 @@ class CompactionRecords(SessionBound):
         return moved, results[-1].version
 
     def _relocate(self, txn, plan: CompactionPlan) -> None:
+        if plan.table_name is not None:
+            folders, version = self._table_relocations(plan.table_name)
+            self._set_table_relocations(txn, plan.table_name, {**folders, plan.partition: plan.target}, version)
+            return
         current, version = self._relocations()
-        data = zlib.compress(dump(current.moved(plan.table, plan.partition, plan.target).to_json()))
+        self._set_relocations(txn, current.moved(plan.table, plan.partition, plan.target), version)
+
+    def _set_relocations(self, txn, relocations: Relocations, version: int | None) -> None:
+        data = zlib.compress(dump(relocations.to_json()))
         if version is None:
             txn.create(self.paths.relocations, data)
         else:
             txn.set_data(self.paths.relocations, data, version=version)
+
+    def _set_table_relocations(self, txn, table: str, folders: dict[str, str], version: int | None) -> None:
+        data = zlib.compress(dump({"partitions": dict(sorted(folders.items()))}))
+        if version is None:
+            # The parent has no data and is never deleted: created beforehand, like /compactions.
+            self._read(lambda: self.client.ensure_path(self.paths.table_relocations),
+                       "create the tables' relocations node")
+            txn.create(self.paths.table_relocation(table), data)
+        else:
+            txn.set_data(self.paths.table_relocation(table), data, version=version)
+
+    def adopt(self, txn, table: str) -> None:
+        """Add to a fenced transaction (a one-table job's bind to routes): its table's relocations
+        re-filed under `table`, merged over any there, and `/relocations` keeping only the rejected
+        table's. Nothing is added when the table has none."""
+        current, version = self._relocations()
+        if not current.main:
+            return
+        folders, table_version = self._table_relocations(table)
+        self._set_table_relocations(txn, table, {**folders, **current.main}, table_version)
+        self._set_relocations(txn, Relocations(rejected=current.rejected), version)
 
     def drop_compaction(self, plan: CompactionPlan, version: int) -> None:
         """Forget a finished (or rolled back) compaction."""

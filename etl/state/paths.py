@@ -20,7 +20,10 @@
                 /binding           the table and folders the job writes (etl.model.binding)
                 /pending-reset     a reset with files to move (etl.ops.reset)
                 /compactions       the last compaction id; its children: compactions under way
-                /relocations       where compacted partitions' files are now (etl.model.compaction)
+                /relocations       where compacted partitions' files are now (etl.model.compaction):
+                                   a one-table job's table and the job's rejected table
+                /table-relocations/<table>  the same for one of a routed job's tables, by its
+                                   Hive name; absent until a routed table is compacted
                 /totals            rows, bytes, ... loaded since the first commit (etl.state.totals)
 """
 from __future__ import annotations
@@ -45,6 +48,7 @@ class ZkPaths:
         self.pending_reset = f"{self.job}/pending-reset"  # a reset with files to move (etl.ops.reset)
         self.compactions = f"{self.job}/compactions"
         self.relocations = f"{self.job}/relocations"
+        self.table_relocations = f"{self.job}/table-relocations"  # one child per compacted routed table
         self.totals = f"{self.job}/totals"  # moved by each commit (etl.state.totals)
 
     @staticmethod
@@ -92,3 +96,7 @@ class ZkPaths:
 
     def compaction(self, compaction_id: int) -> str:
         return f"{self.compactions}/{compaction_id:010d}"
+
+    def table_relocation(self, table: str) -> str:
+        """A routed table's relocations: Hive names (`[a-z0-9_]`, etl.config.routes) are safe znode names."""
+        return f"{self.table_relocations}/{table}"

@@ -21,9 +21,9 @@ gave it. The commit (BatchPart.commit) is the widest: fence, the snapshot's exis
 pointer's move over the version the offsets were read at (OffsetPart), the batch header ->
 COMMITTED (BatchPart), and the load totals over their version (OperatorPart). A reset
 (OperatorPart.finish_reset) moves the pointer and appends its event in one multi; a rebind sets
-the binding, moves the pointer and appends its event in one; a compaction's move to SWITCHED sets
-its plan and the relocations in one. A run that lost its lock fails the fence, and nothing of the
-multi is applied.
+the binding, moves the pointer, appends its event and (to routes) re-files the relocations in one;
+a compaction's move to SWITCHED sets its plan and its table's relocations in one. A run that lost
+its lock fails the fence, and nothing of the multi is applied.
 """
 from __future__ import annotations
 
@@ -104,7 +104,9 @@ class OperatorPart(Protocol):
 
     def bind_first(self, target: JobBinding) -> None: ...
 
-    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind) -> None: ...
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind, relocations_of: str | None = None) -> None:
+        """With `relocations_of`, a one-table job's table's relocations are re-filed under that
+        routed table's name in the same transaction (CompactionRecords.adopt)."""
 
     def record_event(self, event: Event) -> None: ...
 

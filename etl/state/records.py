@@ -74,10 +74,11 @@ class OperatorRecords(SessionBound):
         txn.create(self.paths.binding, dump(target.to_json()))
         self._commit_fenced(txn, "record the job's table")
 
-    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind) -> None:
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind, also=None) -> None:
         """Bind the job to another table, in one fenced transaction with its event. With
         reset_origins, every partition's origin moves to its committed offset: the new table
-        holds what is loaded from now on."""
+        holds what is loaded from now on. `also(txn)` adds another part's writes to the same
+        transaction (the relocations a bind to routes re-files)."""
         state = self.offsets.committed_state()
         if reset_origins:
             name = self.offsets.write_snapshot(origins_at_offsets(state), state.topic_ids, state.version, "rebind")
@@ -90,6 +91,8 @@ class OperatorRecords(SessionBound):
         if reset_origins:
             self.offsets.move_pointer(txn, name, state.version, rebind=event.at)
         self.add_event(txn, event)
+        if also is not None:
+            also(txn)
         self._commit_fenced(txn, "bind the job to another table")
 
     def record_event(self, event: Event) -> None:

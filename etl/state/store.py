@@ -183,8 +183,9 @@ class ZkStateStore:
     def bind_first(self, target: JobBinding) -> None:
         self.operator.bind_first(target)
 
-    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind) -> None:
-        self.operator.rebind(target, reset_origins, event)
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind, relocations_of: str | None = None) -> None:
+        self.operator.rebind(target, reset_origins, event,
+                             also=None if relocations_of is None else lambda txn: self.compactions.adopt(txn, relocations_of))
 
     def record_event(self, event: Event) -> None:
         self.operator.record_event(event)

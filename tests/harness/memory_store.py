@@ -66,7 +66,8 @@ class MemoryState:
     events: list[str] = field(default_factory=list)
     compactions: dict[int, tuple[str, int]] = field(default_factory=dict)
     last_compaction_id: int = 0
-    relocations: tuple[Relocations, int] | None = None
+    relocations: tuple[Relocations, int] | None = None  # main and rejected; `tables` always empty here
+    table_relocations: dict[str, tuple[dict[str, str], int]] = field(default_factory=dict)  # a routed table's
     totals: tuple[LoadTotals, int] | None = None
 
 
@@ -302,7 +303,7 @@ class MemoryStore:
             raise StateConflict("cannot record the job's table: it is recorded already")
         self.state.binding = json.dumps(target.to_json())
 
-    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind) -> None:
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind, relocations_of: str | None = None) -> None:
         state = self._committed_state()
         name = self._write_snapshot(origins_at_offsets(state), state.topic_ids, state.version) \
             if reset_origins else None
@@ -312,6 +313,17 @@ class MemoryStore:
             self._move_pointer(name, state.version)
         self.state.binding = json.dumps(target.to_json())
         self.state.events.append(json.dumps(event_json(event)))
+        if relocations_of is not None:
+            self._adopt(relocations_of)
+
+    def _adopt(self, table: str) -> None:
+        """A one-table job's relocations re-filed under `table` (ZooKeeper: CompactionRecords.adopt)."""
+        if self.state.relocations is None or not self.state.relocations[0].main:
+            return
+        current, at = self.state.relocations
+        folders, version = self.state.table_relocations.get(table, ({}, -1))
+        self.state.table_relocations[table] = ({**folders, **current.main}, version + 1)
+        self.state.relocations = (Relocations(rejected=current.rejected), at + 1)
 
     def record_event(self, event: Event) -> None:
         self._fence(f"record a {event.kind} event")
@@ -325,7 +337,9 @@ class MemoryStore:
 
     # -- compactions ----------------------------------------------------------------------
     def relocations(self) -> Relocations:
-        return Relocations() if self.state.relocations is None else self.state.relocations[0]
+        own = Relocations() if self.state.relocations is None else self.state.relocations[0]
+        tables = {name: dict(folders) for name, (folders, _) in sorted(self.state.table_relocations.items())}
+        return replace(own, tables=tables) if tables else own
 
     def open_compactions(self) -> list[tuple[CompactionPlan, int]]:
         return [(CompactionPlan.from_json(json.loads(data)), version)
@@ -348,7 +362,10 @@ class MemoryStore:
         what = f"move compaction {plan.compaction_id} to {to.value}"
         self._fence(what)
         self._check_compaction_version(plan, version, what)
-        if to is CompactionState.SWITCHED:
+        if to is CompactionState.SWITCHED and moved.table_name is not None:
+            folders, at = self.state.table_relocations.get(moved.table_name, ({}, -1))
+            self.state.table_relocations[moved.table_name] = ({**folders, moved.partition: moved.target}, at + 1)
+        elif to is CompactionState.SWITCHED:
             current, at = (Relocations(), -1) if self.state.relocations is None else self.state.relocations
             self.state.relocations = (current.moved(moved.table, moved.partition, moved.target), at + 1)
         self.state.compactions[plan.compaction_id] = (json.dumps(moved.to_json()), version + 1)

@@ -16,7 +16,7 @@ import pytest
 from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, SkippedRange
 from etl.model.binding import Target
-from etl.model.compaction import CompactionPlan, CompactionState, InputFile, OutputFile, TableKind
+from etl.model.compaction import CompactionPlan, CompactionState, InputFile, OutputFile, Relocations, TableKind
 from etl.model.events import AcceptedLoss, Bind, OffsetChange, PendingReset, Reset
 from etl.state.protocols import StateStore
 
@@ -45,11 +45,19 @@ def committed(store: StateStore, planned: Batch, rows: int = 1) -> Batch:
     return store.commit(registered, version)
 
 
-def compaction(compaction_id: int = 1, partition: str = "dt=2026-01-01/hour=00") -> CompactionPlan:
-    return CompactionPlan(compaction_id, TableKind.MAIN, partition, partition,
+def compaction(compaction_id: int = 1, partition: str = "dt=2026-01-01/hour=00", table: TableKind = TableKind.MAIN,
+               table_name: str | None = None) -> CompactionPlan:
+    return CompactionPlan(compaction_id, table, partition, partition,
                           f"_compacted/{partition}/c{compaction_id:010d}",
                           (InputFile("a.parquet", 10, 2, ((0, 2),)),), (OutputFile("m.parquet", ("a.parquet",)),),
-                          AT, "test")
+                          AT, "test", table_name=table_name)
+
+
+def switched(store: StateStore, plan: CompactionPlan) -> CompactionPlan:
+    """Store `plan` and move it to SWITCHED, which relocates its partition."""
+    version = store.write_compaction(plan)
+    written, version = store.advance_compaction(plan, version, CompactionState.WRITTEN)
+    return store.advance_compaction(written, version, CompactionState.SWITCHED, switched_at=AT)[0]
 
 
 def values(store: StateStore) -> dict[tuple[str, int], int]:
@@ -271,6 +279,46 @@ class StoreContract:
             store.drop_compaction(switched, version - 1)
         store.drop_compaction(switched, version)
         assert store.open_compactions() == [] and store.next_compaction_id() == 2
+
+    def test_a_routed_tables_switch_moves_only_that_tables_relocations(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        p = "dt=2026-01-01/hour=00"
+        rejected = switched(store, compaction(1, p, TableKind.REJECTED))
+        orders = switched(store, compaction(2, p, table_name="orders"))
+        assert store.relocations() == Relocations(rejected={p: rejected.target}, tables={"orders": {p: orders.target}})
+        clicks = switched(store, compaction(3, p, table_name="clicks"))
+        again = switched(store, compaction(4, "dt=2026-01-01/hour=01", table_name="orders"))
+        found = store.relocations()
+        assert found.main == {} and found.rejected == {p: rejected.target}
+        assert found.tables == {"clicks": {p: clicks.target}, "orders": {p: orders.target, again.partition: again.target}}
+        assert stores.open().relocations() == found
+
+    def test_a_one_table_switch_names_no_routed_table(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        plan = switched(store, compaction(1))
+        assert store.relocations() == Relocations(main={plan.partition: plan.target})
+        assert store.relocations().tables == {}
+
+    def test_a_bind_to_routes_refiles_the_tables_relocations_in_its_own_step(self, stores: Stores):
+        store = stores.open()
+        store.acquire_lock()
+        store.bind_first(TARGET)
+        main = switched(store, compaction(1))
+        rejected = switched(store, compaction(2, table=TableKind.REJECTED))
+        bind = Bind(AT, "op", OTHER.to_json(), False, TARGET.to_json())
+        stores.expire(store)
+        with pytest.raises(LockLost):
+            store.rebind(OTHER, reset_origins=False, event=bind, relocations_of="events")
+        after = stores.open()
+        assert after.binding() == TARGET and after.relocations() == \
+            Relocations({main.partition: main.target}, {rejected.partition: rejected.target})
+        after.acquire_lock()
+        after.rebind(OTHER, reset_origins=False, event=bind, relocations_of="events")
+        assert after.binding() == OTHER and after.events() == [bind]
+        assert after.relocations() == Relocations(rejected={rejected.partition: rejected.target},
+                                                  tables={"events": {main.partition: main.target}})
 
     def test_an_expired_run_cannot_touch_compactions(self, stores: Stores):
         store = stores.open()

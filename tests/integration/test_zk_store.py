@@ -4,6 +4,7 @@ holder, a commit refused when offsets moved) is the store contract (tests.harnes
 run on ZooKeeper and on the memory store."""
 import threading
 import time
+import zlib
 
 import pytest
 from kazoo.exceptions import SessionExpiredError
@@ -11,6 +12,7 @@ from kazoo.exceptions import SessionExpiredError
 from etl.errors import LockLost
 from etl.model.batch import Batch, BatchState, OffsetRange
 from tests.harness.state import expire_session
+from tests.harness.store_contract import compaction, switched
 
 
 def batch(batch_id=1, ranges=(OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 0, 5, None))):
@@ -122,3 +124,14 @@ def test_a_lock_held_by_any_other_run_is_not_waited_for(open_store, monkeypatch,
     started = time.monotonic()
     assert open_store().take_lock() == holder.me
     assert time.monotonic() - started < holder.config.session_timeout_seconds
+
+
+def test_a_one_table_jobs_relocations_are_stored_as_before_routes_could_be_compacted(open_store):
+    store = open_store()
+    store.acquire_lock()
+    plan = switched(store, compaction(1))
+    data, _ = store.client.get(store.paths.relocations)
+    assert zlib.decompress(data) == b'{"main":{"dt=2026-01-01/hour=00":"_compacted/dt=2026-01-01/hour=00/c0000000001"},' \
+                                    b'"rejected":{}}'
+    assert store.client.exists(store.paths.table_relocations) is None
+    assert b"table_name" not in store.client.get(store.paths.compaction(plan.compaction_id))[0]

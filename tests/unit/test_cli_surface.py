@@ -66,6 +66,13 @@ def test_help_shows_the_default_of_every_option_that_has_one():
                                          .format_help().split())
 
 
+def test_compact_takes_tables_by_name():
+    compact = cli._parser()._subparsers._group_actions[0].choices["compact"]
+    assert "--table TABLE" in compact.format_help()
+    args = cli._parser().parse_args(["compact", "--config", "x.ini", "--table", "a", "--table", "rejects"])
+    assert args.table == ["a", "rejects"]
+
+
 @pytest.mark.parametrize("args, env", [
     (["status", "--config", "x.ini", "--max-lag", "x", "--log-format", "json"], None),
     (["--log-format=json", "status", "--config", "x.ini", "--max-lag", "-1"], None),

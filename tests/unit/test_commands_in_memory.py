@@ -8,6 +8,7 @@ The same refusals end to end, through `etl` and the real services, stay in
 tests/integration (test_compaction.py, test_operator_mistakes.py, test_exit_codes_stack.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,14 @@ import pytest
 from etl.config import load_config
 from etl.context.command import CommandContext
 from etl.context.job import JobContext
-from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, LockHeld, StateConflict
+from etl.compaction.tables import ONE_TABLE, CompactedTable
+from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, LockHeld, StateConflict
 from etl.job.observer import JobObserver
 from etl.model.batch import OffsetRange
 from etl.model.binding import Target
-from etl.ops.compact import compact_in
+from etl.model.compaction import TableKind
+from etl.model.route_binding import RouteBinding
+from etl.ops.compact import compact_in, compaction_tables
 from etl.ops.dry_run import preview
 from etl.ops.history import collect_history
 from etl.ops.rebind import bind_in
@@ -77,6 +81,76 @@ def test_compact_refuses_while_a_batch_is_open_and_releases_the_lock(config, sto
     with pytest.raises(StateConflict, match="batch 1 is open in state PLANNED"):
         compact_in(context(config, store), None, dry_run=True, as_json=False)
     assert store.lock_holder() is None
+
+
+# -- etl compact, routed ----------------------------------------------------------------------
+ROUTES = f"""[route orders]
+topics = orders, refunds
+table = orders
+schema = {EVENTS_SCHEMA}
+[route own]
+topics_regex = app[.].*
+table = {{topic}}
+schema = {EVENTS_SCHEMA}
+"""
+
+
+@pytest.fixture
+def routed(tmp_path):
+    ini = routed_ini(ROUTES, hive="rejected_table = Rejects").replace("hosts = 127.0.0.1:2181", f"hosts = 127.0.0.1:{free_port()}")
+    (tmp_path / "routed.ini").write_text(ini.replace("url = file:///tmp/w", f"url = file://{tmp_path}/w"))
+    return load_config(tmp_path / "routed.ini")
+
+
+def _loaded(store: MemoryStore, *topics: str) -> None:
+    store.acquire_lock()
+    committed(store, batch(ranges=tuple(OffsetRange(t, 0, 0, 5, None) for t in topics)))
+    store.release_lock()
+
+
+def test_routed_compact_leaves_a_running_job_alone_and_refuses_an_open_batch(routed, store):
+    other, said = held_by_another(store), []
+    assert compact_in(context(routed, store), None, dry_run=False, as_json=False, out=said.append) == EXIT_OK
+    assert "Nothing was compacted" in said[0] and store.lock_holder() == other.me
+    other.release_lock()
+    with_open_batch(store)
+    with pytest.raises(StateConflict, match="batch 1 is open in state PLANNED"):
+        compact_in(context(routed, store), None, dry_run=False, as_json=False, tables=["rejects"])
+    assert store.lock_holder() is None
+
+
+def test_an_unknown_table_is_refused_naming_the_jobs_tables_and_nothing_is_touched(routed, store):
+    _loaded(store, "orders", "app.x")
+    with pytest.raises(ConfigError, match=r"--table nope: not a table of job j1, whose tables are app_x, orders, "
+                                          r"rejects; nothing was touched"):
+        compact_in(context(routed, store), None, dry_run=False, as_json=False, tables=["orders", "nope"])
+    assert store.lock_holder() is None and store.open_compactions() == []
+
+
+def test_the_tables_compacted_are_those_loaded_into_a_retired_routes_and_the_rejected_one_once(routed, store, tmp_path):
+    _loaded(store, "orders", "refunds", "app.x")
+    ctx = context(routed, store)
+    main = TableKind.MAIN
+    assert compaction_tables(routed, store, ctx.warehouse, None) == (
+        CompactedTable(main, "app_x"), CompactedTable(main, "orders"), CompactedTable(TableKind.REJECTED))
+    assert compaction_tables(routed, store, ctx.warehouse, ["REJECTS", "Orders", "orders"]) == (
+        CompactedTable(main, "orders"), CompactedTable(TableKind.REJECTED))
+    fewer = routed_ini(ROUTES.split("[route own]")[0], hive="rejected_table = rejects")
+    (tmp_path / "fewer.ini").write_text(fewer)
+    retired = replace(RouteBinding.of(load_config(tmp_path / "fewer.ini"), ctx.warehouse),
+                      retired=RouteBinding.of(routed, ctx.warehouse).routes[1:])
+    store.acquire_lock()
+    store.bind_first(retired)
+    store.release_lock()
+    assert [t.name for t in compaction_tables(load_config(tmp_path / "fewer.ini"), store, ctx.warehouse, None)] == \
+        ["app_x", "orders", None]
+
+
+def test_table_names_a_one_table_jobs_table_or_its_rejected_one(config, store):
+    ctx = context(config, store)
+    assert compaction_tables(config, store, ctx.warehouse, None) == ONE_TABLE
+    assert compaction_tables(config, store, ctx.warehouse, ["t_rejected"]) == (CompactedTable(TableKind.REJECTED),)
+    assert compaction_tables(config, store, ctx.warehouse, ["T"]) == (CompactedTable(TableKind.MAIN),)
 
 
 # -- etl bind -------------------------------------------------------------------------------

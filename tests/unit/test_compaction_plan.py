@@ -2,6 +2,7 @@
 folder's name, the plan's JSON and state order, and [compaction] keys checked at the edge."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,9 +12,10 @@ import pytest
 from etl.config import load_config
 from etl.errors import ConfigError, StateConflict
 from etl.compaction.plan import plan_outputs
-from etl.model.compaction import (CompactionPlan, CompactionState, InputFile, Relocations, TableKind,
+from etl.model.compaction import (CompactionPlan, CompactionState, InputFile, OutputFile, Relocations, TableKind,
                                   compacted_folder, partition_of_folder)
 from etl.model.naming import final_name
+from etl.state.znodes import dump
 from tests.harness.config_file import minimal_ini
 
 SCHEMA = Path(__file__).resolve().parents[2] / "warehouse_schema" / "events.sql"
@@ -64,6 +66,55 @@ def test_relocations_per_table():
     assert moved.folder(TableKind.MAIN, "dt=x/hour=1").endswith("c0000000001")
     assert moved.folder(TableKind.REJECTED, "dt=x/hour=1") == "dt=x/hour=1"
     assert Relocations.from_json(moved.to_json()) == moved
+
+
+# The one-table encodings as they were before a plan or a relocation could name a routed table:
+# a one-table job's state must stay byte for byte what it was.
+ONE_TABLE_PLAN = (b'{"id":7,"inputs":[["t+0+0+2.parquet",10,2,[[0,2]]]],"marker":true,"outputs":[["m.parquet",'
+                  b'["t+0+0+2.parquet"]]],"partition":"dt=2026-01-01/hour=00","planned_at":"2026-01-01T00:00:00+00:00",'
+                  b'"planned_by":"host:1","source":"dt=2026-01-01/hour=00","state":"SWITCHED","switched_at":'
+                  b'"2026-01-01T01:00:00+00:00","table":"main","target":"_compacted/dt=2026-01-01/hour=00/c0000000007"}')
+ONE_TABLE_RELOCATIONS = b'{"main":{"dt=2026-01-01/hour=00":"_compacted/x/c1"},"rejected":{"dt=2026-01-01/hour=01":"_compacted/y/c2"}}'
+
+
+def _switched_plan(table_name: str | None = None) -> CompactionPlan:
+    partition = "dt=2026-01-01/hour=00"
+    return CompactionPlan(7, TableKind.MAIN, partition, partition, compacted_folder(partition, 7),
+                          (InputFile("t+0+0+2.parquet", 10, 2, ((0, 2),)),),
+                          (OutputFile("m.parquet", ("t+0+0+2.parquet",)),), "2026-01-01T00:00:00+00:00", "host:1",
+                          CompactionState.SWITCHED, "2026-01-01T01:00:00+00:00", True, table_name)
+
+
+def test_a_one_table_plan_is_stored_as_before_and_an_old_plan_names_no_table():
+    plan = _switched_plan()
+    assert dump(plan.to_json()) == ONE_TABLE_PLAN
+    assert CompactionPlan.from_json(json.loads(ONE_TABLE_PLAN)) == plan and plan.table_name is None
+    assert plan.label == "main" and "of main partition" in plan.describe()
+
+
+def test_a_routed_plan_round_trips_with_its_table_name():
+    plan = _switched_plan("orders")
+    assert plan.to_json()["table_name"] == "orders" and plan.to_json()["table"] == "main"
+    assert CompactionPlan.from_json(json.loads(dump(plan.to_json()))) == plan
+    assert plan.label == "orders" and "of orders partition" in plan.describe()
+
+
+def test_a_routed_tables_relocation_moves_only_its_map_and_is_not_in_the_one_table_json():
+    one_table = Relocations().moved(TableKind.MAIN, "dt=2026-01-01/hour=00", "_compacted/x/c1") \
+        .moved(TableKind.REJECTED, "dt=2026-01-01/hour=01", "_compacted/y/c2")
+    assert dump(one_table.to_json()) == ONE_TABLE_RELOCATIONS and one_table.tables == {}
+    routed = Relocations(rejected={"p": "_compacted/p/c1"}).moved(TableKind.MAIN, "p", "_compacted/p/c2", name="orders")
+    assert routed.main == {} and routed.tables == {"orders": {"p": "_compacted/p/c2"}}
+    assert "tables" not in routed.to_json() and routed.to_json() == {"main": {}, "rejected": {"p": "_compacted/p/c1"}}
+    view = routed.for_table("orders")
+    assert view.main == {"p": "_compacted/p/c2"} and view.rejected == routed.rejected and view.tables == routed.tables
+    assert view.for_table("clicks").main == {} and view.for_table("clicks").for_table("orders") == view
+
+
+def test_counts_name_the_routed_tables_only_when_there_are_some():
+    assert Relocations({"a": "x"}, {"b": "y", "c": "z"}).counts() == {"main": 1, "rejected": 2}
+    routed = Relocations(rejected={"b": "y"}, tables={"orders": {"a": "x", "c": "z"}, "clicks": {"a": "w"}})
+    assert routed.counts() == {"main": 0, "rejected": 1, "tables": {"clicks": 1, "orders": 2}}
 
 
 def load(tmp_path: Path, compaction: str):

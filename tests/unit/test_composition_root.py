@@ -62,7 +62,8 @@ def test_only_a_context_constructs_a_client():
 def test_the_contexts_construct_each_client_once():
     inside = [what for where, what in client_constructions() if where.startswith("context/")]
     # SparkStarter twice: warming Python workers or not (etl.context.job, runs_batches). HiveRegistrar
-    # twice: the job's, and a routed job's per table, on the first one's Spark session (table_registrar).
+    # twice: the job's, and a routed job's per table, on the first one's Spark session (table_registrar, and
+    # existing_table for compaction).
     # WriterSchemas: the Schema Registry's, handed to the writer specs and the registry routes' tables.
     assert sorted(inside) == sorted(["ZkStateStore", "filesystem_for", "Warehouse.of", "SparkStarter",
                                      "HiveRegistrar", "OffsetMirror", "KafkaMetadata", "SparkStarter",

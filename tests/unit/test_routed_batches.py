@@ -11,11 +11,12 @@ import pytest
 from etl.config import load_config
 from etl.context.command import CommandContext
 from etl.cli import main
-from etl.errors import EXIT_USAGE, StateConflict
+from etl.errors import EXIT_OK, EXIT_USAGE, StateConflict
 from etl.job.assemble import route_specs
 from etl.job.batch_tables import BatchTables, planned_tables, refuse_lost_topics
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.binding import BindingMismatch, Target
+from etl.model.compaction import Relocations, TableKind
 from etl.model.route_binding import RouteBinding, binding_from_json, check_job_binding, check_planned
 from etl.ops.job_tables import job_tables
 from etl.ops.rebind import bind_in
@@ -25,7 +26,7 @@ from etl.source.topics import JobTopics, NotLoadedReason, TopicRouting, not_load
 from tests.harness.config_file import TWO_ROUTES as ROUTES, minimal_ini, routed_ini
 from tests.harness.memory_store import MemoryStore
 from tests.harness.paths import EVENTS_SCHEMA
-from tests.harness.store_contract import batch, committed
+from tests.harness.store_contract import batch, committed, compaction, switched
 
 
 @pytest.fixture
@@ -83,6 +84,22 @@ def test_a_one_table_batch_is_written_to_its_table_and_stores_no_tables(one_tabl
     assert "tables" not in batch.header_json()
     [table] = _tables(one_table, batch).all()
     assert table.name == "t" and table.config is one_table and table.warehouse == Warehouse.of(one_table)
+
+
+def test_each_routed_table_is_seen_where_its_own_compactions_moved_it(routed):
+    p, moved = "dt=d/hour=01", "_compacted/dt=d/hour=01/c0000000003"
+    relocations = Relocations(rejected={p: "_compacted/dt=d/hour=01/c0000000001"}).moved(TableKind.MAIN, p, moved,
+                                                                                          name="orders")
+    warehouse = Warehouse.of(routed).with_relocations(relocations)
+    assert warehouse.for_table("orders").main_dir(p) == f"/tmp/w/db.db/orders/{moved}"
+    assert warehouse.for_table("raw_app_clicks").main_dir(p) == f"/tmp/w/db.db/raw_app_clicks/{p}"
+    assert warehouse.for_table("raw_app_clicks").rejected_dir(p) == warehouse.rejected_dir(p) \
+        == "/tmp/w/db.db/rejects/_compacted/dt=d/hour=01/c0000000001"
+    assert warehouse.view(None) is warehouse and warehouse.view("orders") == warehouse.for_table("orders")
+    batch = planned_tables(_batch("orders"), routed, _routing(routed).apply(JobTopics(("orders",))).tables)
+    specs = route_specs(routed)
+    tables = BatchTables(batch, routed, warehouse, lambda route, topic: specs[route.name])
+    assert tables.of(batch.ranges[0]).warehouse.main_dir(p) == f"/tmp/w/db.db/orders/{moved}"
 
 
 def test_a_routed_warehouse_has_no_one_table_to_write_to(routed):
@@ -146,9 +163,9 @@ def test_a_command_inspects_every_table_loaded_into_and_every_table_the_open_bat
     assert job_tables(one_table, Warehouse.of(one_table), ["a"], None) == [("t", Warehouse.of(one_table))]
 
 
-@pytest.mark.parametrize("command", [["compact"], ["schema", "suggest"]])
-def test_a_command_that_does_not_take_routes_yet_refuses_them_and_touches_nothing(routed, command, capsys):
-    assert main([*command, "--config", str(routed.path)]) == EXIT_USAGE
+def test_a_command_that_does_not_take_routes_yet_refuses_them_and_touches_nothing(routed, capsys):
+    # `compact` takes them now: it is not run here, it would connect (tests/unit/test_commands_in_memory.py)
+    assert main(["schema", "suggest", "--config", str(routed.path)]) == EXIT_USAGE
     assert "does not take [route] sections yet; nothing was touched" in capsys.readouterr().err
 
 
@@ -218,15 +235,21 @@ def test_a_loaded_topic_moved_to_another_table_is_refused(tmp_path):
     assert said[-1].startswith("refused: moving loaded topics to other tables")
 
 
-def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_table(tmp_path):
-    (tmp_path / "one.ini").write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = orders").replace("table = t",
-                                                                                                  "table = orders"))
+def _one_table_job(tmp_path, table: str = "table = orders"):
+    """A one-table job (table orders) that loaded topic orders, its lock held; and a routed config
+    that keeps its tables."""
+    (tmp_path / "one.ini").write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = orders").replace("table = t", table))
     one = load_config(tmp_path / "one.ini")
     keeps = load_config(_write(tmp_path / "keeps.ini", routed_ini(ROUTES, hive="rejected_table = orders_rejected")))
     store = MemoryStore()
     store.acquire_lock()
     store.bind_first(Target.of(one, Warehouse.of(one)))
     committed(store, batch(ranges=(OffsetRange("orders", 0, 0, 5, None),)))
+    return keeps, store
+
+
+def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_table(tmp_path):
+    keeps, store = _one_table_job(tmp_path)
     store.release_lock()
     with pytest.raises(BindingMismatch, match=r"or turn it into a job with routes on purpose with `etl bind --config"):
         check_job_binding(store.binding(), RouteBinding.of(keeps, Warehouse.of(keeps)), keeps, committed=["orders"])
@@ -240,6 +263,51 @@ def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_t
         "refused: the rejected table rejects is", "refused: topic orders's records were loaded into orders",
         "nothing changed"], said
     assert isinstance(store.binding(), Target)
+
+
+class _NoHive(CommandContext):
+    """bind's tables are ensured in Hive: nothing to ensure here (no Spark in unit tests)."""
+
+    def registrar(self):
+        return None
+
+    def table_registrar(self, view, warehouse, ddl=None):
+        return None
+
+
+def _one_table_compacted(tmp_path, under_way: bool):
+    """_one_table_job with a compacted partition in its table and its rejected one, and maybe a
+    compaction under way."""
+    keeps, store = _one_table_job(tmp_path, "table = orders\nrejected_table = orders_rejected")
+    main, rejected = switched(store, compaction(1)), switched(store, compaction(2, table=TableKind.REJECTED))
+    for plan, version in store.open_compactions():  # their replaced files deleted: finished
+        store.drop_compaction(plan, version)
+    if under_way:
+        store.write_compaction(compaction(3, "dt=2026-01-01/hour=01"))
+    store.release_lock()
+    return keeps, store, main, rejected
+
+
+def test_a_one_table_job_bound_to_routes_keeps_its_compacted_partitions_as_its_tables(tmp_path):
+    keeps, store, main, rejected = _one_table_compacted(tmp_path, under_way=False)
+    said: list[str] = []
+    with _NoHive(keeps, store=store, fs=LocalFileSystem()) as context:
+        assert bind_in(context, yes=True, data_moved=False, out=said.append) == EXIT_OK, said
+    assert "its 1 compacted partitions stay where they are, as table orders's" in said
+    assert isinstance(store.binding(), RouteBinding)
+    assert store.relocations() == Relocations(rejected={rejected.partition: rejected.target},
+                                              tables={"orders": {main.partition: main.target}})
+    view = Warehouse.of(keeps).with_relocations(store.relocations()).for_table("orders")
+    assert view.main_dir(main.partition) == f"/tmp/w/db.db/orders/{main.target}"
+
+
+def test_a_one_table_job_with_a_compaction_under_way_is_not_bound_to_routes(tmp_path):
+    keeps, store, main, _ = _one_table_compacted(tmp_path, under_way=True)
+    before = store.relocations()
+    code, said = _bind(keeps, store, yes=True)
+    assert code == EXIT_USAGE and said[-1] == "nothing changed", said
+    assert any("a compaction is under way: `etl compact` finishes it" in line for line in said)
+    assert isinstance(store.binding(), Target) and store.relocations() == before and store.lock_holder() is None
 
 
 def _write(path, text: str):

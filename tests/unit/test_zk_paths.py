@@ -27,6 +27,9 @@ def test_the_layout_is_the_one_jobs_have_written():
     assert paths.touched(7, 12) == "/etl/orders/batches/0000000007/partitions-00012"
     assert paths.compaction(3) == "/etl/orders/compactions/0000000003"
     assert ZkPaths.child(paths.compactions, "0000000003") == paths.compaction(3)
+    assert paths.relocations == "/etl/orders/relocations"
+    assert paths.table_relocations == "/etl/orders/table-relocations"
+    assert paths.table_relocation("orders_a") == "/etl/orders/table-relocations/orders_a"
     assert ZkPaths.child(paths.events, "event-0000000001") == "/etl/orders/events/event-0000000001"
 
 
