@@ -26,19 +26,27 @@ from etl.source.topics import JobTopics, NotLoadedReason, TopicRouting, not_load
 from tests.harness.config_file import TWO_ROUTES as ROUTES, minimal_ini, routed_ini
 from tests.harness.memory_store import MemoryStore
 from tests.harness.paths import EVENTS_SCHEMA
+from tests.harness.prometheus import free_port
 from tests.harness.store_contract import batch, committed, compaction, switched
+
+
+def _nowhere(ini: str) -> str:
+    """The INI with ZooKeeper, Kafka and the metastore at ports nothing listens on: a command run
+    here by mistake fails to connect, rather than write into the local stack's services."""
+    return (ini.replace("hosts = 127.0.0.1:2181", f"hosts = 127.0.0.1:{free_port()}")
+            .replace("bootstrap.servers = 127.0.0.1:9092", f"bootstrap.servers = 127.0.0.1:{free_port()}")
+            .replace("[hive]\n", f"[hive]\nmetastore = thrift://127.0.0.1:{free_port()}\n", 1))
 
 
 @pytest.fixture
 def routed(tmp_path):
-    ini = routed_ini(ROUTES)
-    (tmp_path / "etl.ini").write_text(ini)
+    (tmp_path / "etl.ini").write_text(_nowhere(routed_ini(ROUTES)))
     return load_config(tmp_path / "etl.ini")
 
 
 @pytest.fixture
 def one_table(tmp_path):
-    (tmp_path / "one.ini").write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = a, b"))
+    (tmp_path / "one.ini").write_text(_nowhere(minimal_ini(EVENTS_SCHEMA, kafka="topics = a, b")))
     return load_config(tmp_path / "one.ini")
 
 
