@@ -121,10 +121,12 @@ class EtlProcess:
                 pass
         return killed
 
-    def reap_in_background(self, grace: float = 2.0) -> None:
+    def reap_in_background(self, grace: float = 10.0) -> None:
         """reap(grace) on a thread of its own: `settled_reapers()` waits for it and says what it had
         to kill. For a run that exited 0 without a fault point, whose every task has ended: what
-        is left is its JVM finishing its exit, which nothing the test does next waits on."""
+        is left is its JVM finishing its exit (about 0.5 s), which nothing the test does next waits
+        on. The grace is long, because what outlives it fails the test: a JVM still alive 10 s
+        after its driver exited is a fault of the job, not of a loaded machine."""
         killed: list[str] = []
         reaper = threading.Thread(target=lambda: killed.extend(self.reap(grace)), name=f"reap-{self.pid}", daemon=True)
         reaper.start()
@@ -341,7 +343,7 @@ def run_etl(config: Path | str, *args: str, command: str = "run", fault: str | N
 
 def settled_reapers() -> list[str]:
     """Wait for the background reapers (run_etl), and return what they had to SIGKILL: processes
-    that outlived a clean run by their grace period, which should never happen."""
+    that outlived a clean run by their grace period (10 s), which should never happen."""
     found = []
     while _REAPERS:
         run, reaper, killed = _REAPERS.pop()
