@@ -78,7 +78,8 @@ class BatchTables:
             return None
         chosen, _routed = self._routing(r)
         assert self._probe_for is not None
-        tables = tuple(SplitTable(table.name, route.name, table.warehouse.main_dir(values), table.spec)
+        tables = tuple(SplitTable(table.name, route.name, table.warehouse.main_dir(values), table.spec,
+                                  table.warehouse.table_root, dict(table.warehouse.relocations.main))
                        for route, table in zip(chosen, self.tables_of(r)))
         return SplitTarget(split, self._probe_for(chosen[0], split.field, r.topic), tables, partition_path(values),
                            self._warehouse.rejected_root)
