@@ -46,6 +46,7 @@ def routed_config(tmp_path, routes: str = ROUTES):
            .replace("hosts = 127.0.0.1:2181", f"hosts = 127.0.0.1:{free_port()}")
            .replace("bootstrap.servers = 127.0.0.1:9092", f"bootstrap.servers = 127.0.0.1:{free_port()}")
            .replace("[hive]\n", f"[hive]\nmetastore = thrift://127.0.0.1:{free_port()}\n", 1))
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "etl.ini").write_text(ini)
     return load_config(tmp_path / "etl.ini")
 
