@@ -17,6 +17,7 @@ from etl.config.partitioning import LateData
 from etl.errors import StateConflict
 from etl.job.assemble import route_specs
 from etl.job.event_task import event_range
+from etl.job.partition_cap import range_keys
 from etl.job.range_task import RangeTask
 from etl.job.split_writer import OpenFiles, PassWriter
 from etl.model.batch import OffsetRange
@@ -190,3 +191,13 @@ def test_a_one_table_ranges_manifest_is_byte_identical_to_before(tmp_path):
                {"event_id": "x", "ts": "2026-11-26T09:10:00Z"}, {"event_id": 3, "ts": "2026-11-26T08:20:00Z"}]
     event_range(LocalFileSystem(), task, lambda: [chunk(records[:2]), chunk(records[2:], 2)], {})
     assert open(manifest_path(w.table_root, "orders", 0, 0, 4)).read() == ONE_TABLE_MANIFEST
+
+
+def test_the_partition_cap_counts_the_union_of_the_tables_hours_and_the_planned_one_for_a_table_without_rows(tmp_path):
+    _batch, _tables, task = event_task(routed_config(tmp_path), offsets=(0, 13))
+    assert range_keys(task, lambda: [chunk(SPREAD)], {}) == [_ms(7), _ms(8), _ms(9)]
+    views_at_9 = [r for r in SPREAD if r["action"] == "click" or r["ts"][11:13] == "09"]
+    assert range_keys(task, lambda: [chunk(views_at_9)], {}) == [_ms(7), _ms(8), _ms(9)]
+    clicks_only = [r for r in SPREAD if r["action"] == "click"]
+    assert range_keys(task, lambda: [chunk(clicks_only)], {}) == [_ms(7), _ms(8), _ms(9), _ms(10)]
+    assert range_keys(task, lambda: [], {}) == [_ms(10)]
