@@ -160,13 +160,16 @@ def register_routed(tables: BatchTables, table_registrar: TableRegistrar, regist
         registrar.add_partitions([], [batch.partition_values])
 
 
-def routed_written(batch: Batch, results: list[RangeResult]) -> dict:
-    """What a routed batch's WRITTEN adds: the rows each table got (`etl history` shows them)."""
+def routed_written(batch: Batch, results: list[RangeResult], written: dict | None = None) -> dict:
+    """What a batch's WRITTEN records: `written` (its write mode's: by event time, an extra with the
+    markers' ledger), and for a routed batch the rows each table got in that extra (`etl history`
+    shows them)."""
+    written = written or {}
     if not batch.tables:
-        return {}
+        return written
     rows: dict[str, int] = {}
     for result in results:
         split = [(part.table, part.rows) for part in result.parts if part.table]  # a split range's, per table
         for table, count in split or [(batch.tables[result.range.topic][0], result.rows)]:
             rows[table] = rows.get(table, 0) + count
-    return {"extra": {**batch.extra, TABLE_ROWS_KEY: dict(sorted(rows.items()))}}
+    return {**written, "extra": {**written.get("extra", batch.extra), TABLE_ROWS_KEY: dict(sorted(rows.items()))}}

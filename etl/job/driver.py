@@ -270,7 +270,7 @@ class Job:
         ignored = summed(r.ignored_fields for r in results)
         last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record.to_json()
                         for r in results if r.last_record is not None}
-        more = {**mode_of(batch).written(batch, results, self.markers, self.config.hive), **routed_written(batch, results)}
+        more = routed_written(batch, results, mode_of(batch).written(batch, results, self.markers, self.config.hive))
         return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
                                   unmatched=unmatched or None, ignored_fields=ignored, last_records=last_records,
                                   **more)

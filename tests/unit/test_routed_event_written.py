@@ -13,7 +13,7 @@ from pathlib import Path
 
 from etl.config import load_config
 from etl.job.event_record import touched_partitions
-from etl.job.batch_tables import register_routed
+from etl.job.batch_tables import register_routed, routed_written
 from etl.job.range_task import RangeResult
 from etl.job.write_mode import EVENT_TIME, PLANNING_TIME
 from etl.model.batch import Batch, BatchState, OffsetRange
@@ -143,3 +143,14 @@ def test_the_run_metrics_count_each_tables_files_by_event_time(tmp_path):
     counts = written_files(LocalFileSystem(), config, Warehouse.of(config), [batch])
     assert {label: count for label, (count, _size) in counts.items()} == {
         "db.clicks": 2, "db.views": 1, "db.orders": 1, "db.rejects": 0}
+
+
+def test_written_keeps_the_markers_ledger_beside_the_rows_per_table(tmp_path):
+    """The rows per table were merged over the event-time record's extra, dropping the ledger of
+    the partitions the batch touched: no table ever got its marker."""
+    batch = _batch(extra={"kept": 1})
+    event_time = {"partitions": (), "extra": {"kept": 1, LEDGER_KEY: {"unmarked": ["x"]}}}
+    more = routed_written(batch, RESULTS, event_time)
+    assert more["extra"] == {"kept": 1, LEDGER_KEY: {"unmarked": ["x"]},
+                             "table_rows": {"clicks": 3, "orders": 3, "views": 2}}
+    assert more["partitions"] == ()
