@@ -19,8 +19,10 @@ from etl.job.write_mode import EVENT_TIME, PLANNING_TIME
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.ops.metrics_tables import written_files
 from etl.sink.fs import LocalFileSystem
+from etl.state.batch_nodes import header_bytes, marker_chunks, partition_chunks
 from etl.sink.manifest import Part
-from etl.sink.marker_ledger import LEDGER_KEY, Ledger
+from etl.model.naming import partition_values
+from etl.sink.marker_ledger import LEDGER_KEY, Awaiting, Ledger, partition_key
 from etl.sink.markers import MARKER_NAME, SuccessMarkers
 from etl.sink.warehouse import Warehouse
 from etl.model.partitioning import PLANNING_TIME_HOURLY
@@ -154,3 +156,24 @@ def test_written_keeps_the_markers_ledger_beside_the_rows_per_table(tmp_path):
     assert more["extra"] == {"kept": 1, LEDGER_KEY: {"unmarked": ["x"]},
                              "table_rows": {"clicks": 3, "orders": 3, "views": 2}}
     assert more["partitions"] == ()
+
+
+def test_a_batch_over_200_tables_and_48_hours_fits_zookeepers_nodes():
+    """9,600 (table, partition) entries, in the touched partitions and the markers' ledger: each
+    node ZooKeeper stores stays under its 1 MB."""
+    hours = [f"dt=2026-11-{24 + h // 24}/hour={h % 24:02d}" for h in range(48)]
+    touched = [{"partition": p, "table": f"table_{t:03d}", "rows": 1000, "late": 0, "files": 3}
+               for p in hours for t in range(200)]
+    ledger = Ledger(unmarked=tuple(Awaiting(partition_key(partition_values(e["partition"])), e["table"])
+                                   for e in touched))
+    batch = _batch(partitions=tuple(touched), extra={LEDGER_KEY: ledger.to_json()})
+    chunks = partition_chunks(batch) + marker_chunks(batch)
+    assert len(partition_chunks(batch)) == 2 and max(len(c) for c in chunks) < 1_000_000
+    assert len(header_bytes(batch)) < 1_000_000
+
+
+def test_the_dry_run_names_each_shown_partitions_table():
+    batch = _batch(partitions=tuple(touched_partitions(RESULTS, TABLES)))
+    shown = EVENT_TIME.preview_batch(batch, lambda p: {"partition": p})["partitions"]
+    assert shown[:3] == [{"partition": H + "07", "table": "clicks"}, {"partition": H + "08", "table": "clicks"},
+                         {"partition": H + "08", "table": "orders"}]
