@@ -4,9 +4,10 @@ routed whole by a `{topic}` template, their rows spread over 30 hours, in two ba
 is written as one file per (range, table, hour), every table of the split covering every range;
 each table registers exactly the hours it holds; a split range's manifest, in the rejected table,
 lists each part with its table; each table gets `_SUCCESS` in the hours the watermark has passed;
-`etl history` shows the rows per table. Then `reset-offsets --move-aside` back over a split
-partition moves its ranges' parts out of both tables, and a rerun loads them again: exactly once
-(tests.harness.oracle, with `etl verify --deep`)."""
+`etl history` shows the rows per table. Then `etl compact --table` merges the clicks table's
+hours, `reset-offsets --move-aside` back over a split partition moves its ranges' parts out of
+both tables, and a rerun loads them again, into the clicks table's compacted folders: exactly
+once (tests.harness.oracle, with `etl verify --deep`)."""
 from __future__ import annotations
 
 import json
@@ -39,6 +40,7 @@ def test_a_routed_job_by_event_time_writes_a_file_per_range_table_and_hour_exact
     config = write_config(
         kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"}, spark=FAST_START_JVM,
         job={"max_records_per_partition": "20"},
+        compaction={"min_files": "2", "keep_superseded_minutes": "0", "only_finished": "false"},
         hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected", "partition_by": "column:ts",
               "success_markers": "true", "success_marker_delay_seconds": "0"},
         **{"route whole": {**route, "topics": whole, "table": "{topic}"},
@@ -73,6 +75,11 @@ def test_a_routed_job_by_event_time_writes_a_file_per_range_table_and_hour_exact
     assert all(table in history.stdout for table in tables), history.stdout
     print(f"[routes-event-time] {oracle.describe()}; hours by table {[len(hours[t]) for t in tables]}")
 
+    compact = etl_command(config, "compact", "--table", f"{name}_clicks", "--json")
+    assert compact.returncode == 0, compact.describe()
+    compacted = json.loads(compact.stdout)["compacted"]
+    assert compacted and {plan.get("table_name") for plan in compacted} == {f"{name}_clicks"}, compact.stdout
+
     reset = etl_command(config, "reset-offsets", "--to", f"{split}:1=0", "--move-aside", "--yes")
     assert reset.returncode == 0, reset.describe()
     moved = [line for line in reset.stdout.splitlines() if line.startswith("move out of the table:")]
@@ -81,5 +88,5 @@ def test_a_routed_job_by_event_time_writes_a_file_per_range_table_and_hour_exact
     rerun = run_etl(config)
     assert rerun.returncode == 0 and "COMMITTED" in rerun.stdout, rerun.describe()
     oracle = check_exactly_once(hive_reader(spark), config, source.expected, warehouse_dir)
-    print(f"[routes-event-time] reset back over a split partition ({len(moved)} files moved aside), loaded again: "
-          f"{oracle.describe()}")
+    print(f"[routes-event-time] {len(compacted)} hours of the clicks table compacted; reset back over a split "
+          f"partition ({len(moved)} files moved aside), loaded again into them: {oracle.describe()}")
