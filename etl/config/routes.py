@@ -281,7 +281,7 @@ def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str],
     refused = {"[dimension] sections": bool(tuple(dimensions))}
     for what, asked_for in refused.items():
         if asked_for:
-            raise ConfigError(f"{path}: {what}: not built for [route] sections yet; a job with routes writes by "
+            raise ConfigError(f"{path}: {what}: not built for [route] sections yet; a job with routes is loaded "
                               f"without dimensions")
 
 

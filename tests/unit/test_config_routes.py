@@ -9,7 +9,7 @@ import pytest
 
 from etl.config import load_config
 from etl.config.model import DecoderKind
-from etl.config.routes import FieldSplit, parse_routes, sharing_problem, table_name
+from etl.config.routes import FieldSplit, check_buildable, parse_routes, sharing_problem, table_name
 from etl.errors import ConfigError
 from etl.job.assemble import route_specs
 from tests.harness.config_file import TWO_ROUTES as ROUTES, minimal_ini, routed_ini
@@ -263,3 +263,10 @@ def test_a_one_table_config_is_one_implicit_route_as_before(tmp_path):
     assert route.transform == "etl.examples:minute_and_country" and config.hive.rejected_table == "t_rejected"
     assert (config.hive.the_table, config.kafka.topics) == ("t", ("a", "b"))
     assert config.topics_chooser == "[kafka] topics"
+
+
+def test_dimensions_are_refused_for_routes_in_words(tmp_path):
+    config = _load(tmp_path)
+    with pytest.raises(ConfigError, match=r"\[dimension\] sections: not built for \[route\] sections yet; a job with "
+                                          r"routes is loaded without dimensions$"):
+        check_buildable(config.routes, config.hive, ("d",), tmp_path / "etl.ini")
