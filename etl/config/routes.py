@@ -287,11 +287,11 @@ def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
     return None
 
 
-def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str], path: Path) -> None:
+def check_buildable(routes: Routes, hive: HiveConfig, path: Path) -> None:
     """Refuse what a routed job does not do yet, naming the key, rather than do it for one table
-    and not the others: a refusal touches nothing (exit 2). Not built: [dimension] sections, and
-    [hive] partition_by by event time (a routed job writes by planning time). Markers, metrics and
-    compaction are built, per table (etl.sink.markers, etl.ops.metrics_tables, etl.compaction.tables).
+    and not the others: a refusal touches nothing (exit 2). Not built: [hive] partition_by by event
+    time (a routed job writes by planning time). Markers, metrics and compaction are built, per
+    table (etl.sink.markers, etl.ops.metrics_tables, etl.compaction.tables), and dimensions, per route.
     `schema = registry` is built (etl.job.registry_tables), but a job needs one table known at
     start-up (its writer spec and partitions: etl.context.job): a route with a DDL file, or a
     registry route's listed topic."""
@@ -301,12 +301,11 @@ def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str],
         raise ConfigError(f"{path}: {routes.routes[0].describe()} topics_regex: a job whose every route follows the "
                           f"Schema Registry by a topics pattern is not built yet; list one route's topics, or add a "
                           f"route with a DDL file")
-    refused = {"[dimension] sections": bool(tuple(dimensions)),
-               "[hive] partition_by by event time": hive.partitioning.source is not PartitionSource.PLANNING_TIME}
+    refused = {"[hive] partition_by by event time": hive.partitioning.source is not PartitionSource.PLANNING_TIME}
     for what, asked_for in refused.items():
         if asked_for:
             raise ConfigError(f"{path}: {what}: not built for [route] sections yet; a job with routes writes by "
-                              f"planning time, without dimensions")
+                              f"planning time")
 
 
 def with_routed_topics(kafka: KafkaConfig, routes: Routes) -> KafkaConfig:
