@@ -253,8 +253,9 @@ def _check_dimensions(routes: tuple[RouteConfig, ...], dimensions: tuple[Dimensi
                                   f"join_key, so it is only handed to the route's transform, which is not set")
             if dimension.joined and route.from_registry:
                 raise ConfigError(f"{path}: {route.describe()} dimensions: [dimension {dimension.name}] fills "
-                                  f"columns by join_key, and a table derived from the Schema Registry declares "
-                                  f"none of its own; join it in a route with a DDL file")
+                                  f"columns by join_key, and a table derived from the Schema Registry has its "
+                                  f"subject's fields as columns, none filled by a dimension; join it in a route "
+                                  f"with a DDL file")
 
 
 def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
