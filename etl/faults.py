@@ -1,8 +1,10 @@
 """Test-only fault points, so that crash tests can break the job at an exact step.
 
-`ETL_FAULT_POINT` names one point (18 in all; <p> is a Kafka partition, <i> an output's index):
+`ETL_FAULT_POINT` names one point (19 in all; <p> is a Kafka partition, <i> an output's index):
   state:PLANNED | state:WRITTEN | state:REGISTERED | state:COMMITTED   (driver, right after
       the batch reached that state in ZooKeeper)
+  registered:<table>  (driver, a routed batch's partition added to that table in Hive, the
+                 next table's not yet)
   writing:<p>   (task of Kafka partition p, after its first chunk went into the temp file)
   closed:<p>    (task of Kafka partition p, its temp files complete, not yet renamed)
   renamed:<p>   (task of Kafka partition p, right after it published its file)

@@ -60,8 +60,9 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
     for module, seconds in slowest:
         terminalreporter.write_line(f"{seconds:8.1f}s {100 * seconds / total:5.1f}%  {module}")
     _report_etl_processes(terminalreporter)
-    if config.cache is not None:
-        config.cache.set("etl/test-seconds", {test: round(seconds, 2) for test, seconds in
+    cache = getattr(config, "cache", None)  # none under -p no:cacheprovider
+    if cache is not None:
+        cache.set("etl/test-seconds", {test: round(seconds, 2) for test, seconds in
                                               sorted(_SECONDS_BY_TEST.items(), key=lambda pair: -pair[1])})
 
 

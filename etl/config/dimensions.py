@@ -1,5 +1,6 @@
 """The [dimension <name>] sections: one reference-data source each, a local file or a Hive table,
-joined to the rows by a key or only handed to the [job] transform."""
+joined to the rows by a key or only handed to the transform ([job]'s, or with [route] sections the
+routes' that list it: etl.config.routes checks those)."""
 from __future__ import annotations
 
 import re
@@ -15,14 +16,14 @@ DIMENSION_FORMATS = {".parquet": DimensionFormat.PARQUET, ".parq": DimensionForm
 HIVE_TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\.[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
-def dimension_sections(parser, path: Path, job: JobConfig) -> tuple[DimensionConfig, ...]:
+def dimension_sections(parser, path: Path, job: JobConfig, routed: bool = False) -> tuple[DimensionConfig, ...]:
     names = [section for section in parser.sections() if section.startswith(DIMENSION_SECTION)]
-    dimensions = tuple(_dimension(Section(parser, section, path), job) for section in names)
+    dimensions = tuple(_dimension(Section(parser, section, path), job, routed) for section in names)
     _check_enriched_once(dimensions, path)
     return dimensions
 
 
-def _dimension(s: Section, job: JobConfig) -> DimensionConfig:
+def _dimension(s: Section, job: JobConfig, routed: bool) -> DimensionConfig:
     name = s.name[len(DIMENSION_SECTION):].strip()
     if not HIVE_NAME_RE.match(name):
         raise ConfigError(f"{s.path}: [{s.name}]: {name!r} is not a valid dimension name; "
@@ -33,7 +34,7 @@ def _dimension(s: Section, job: JobConfig) -> DimensionConfig:
     dimension_key = s.get("dimension_key", None, column)
     columns = s.get("columns", convert=_column_list, required=True)
     if join_key is None:
-        _check_transform_only(s, job, dimension_key)
+        _check_transform_only(s, job, dimension_key, routed)
     dimension_key = dimension_key or join_key
     if dimension_key in columns:
         raise s.fail("columns", f"lists the key {dimension_key!r}; the row already holds it in {join_key!r}")
@@ -46,10 +47,10 @@ def _dimension(s: Section, job: JobConfig) -> DimensionConfig:
     return dimension
 
 
-def _check_transform_only(s: Section, job: JobConfig, dimension_key: str | None) -> None:
+def _check_transform_only(s: Section, job: JobConfig, dimension_key: str | None, routed: bool) -> None:
     if dimension_key is not None:
         raise s.fail("dimension_key", "needs join_key (the event column to look up)")
-    if job.transform is None:
+    if job.transform is None and not routed:  # a route's transform: etl.config.routes checks it
         raise s.fail("join_key", "is required: without it the dimension is only handed to [job] transform, "
                                  "which is not set")
 

@@ -74,12 +74,12 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
     retry = _retry(Section(parser, "retry", path, required=False))
     kafka = kafka_section(Section(parser, "kafka", path), job.name, routed)
     hive = _hive(Section(parser, "hive", path), routed)
-    dimensions = dimension_sections(parser, path, job)
+    dimensions = dimension_sections(parser, path, job, routed)
     names = [d.name for d in dimensions]
-    routes = parse_routes(parser, path, job.decoder, names, hive.rejected_table, _avro_schema_file) if routed \
+    routes = parse_routes(parser, path, job.decoder, dimensions, hive.rejected_table, _avro_schema_file) if routed \
         else implicit_routes(hive, kafka, job, names)
     metrics = metrics_section(Section(parser, "metrics", path, required=False))
-    check_buildable(routes, hive, names, path)
+    check_buildable(routes, hive, path)
     return Config(
         path=path,
         job=job,

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Iterable
 
 from etl.config.kafka import topic_choice
-from etl.config.model import HIVE_NAME_RE, DecoderKind, FixedAvroSchema, HiveConfig, JobConfig, KafkaConfig
+from etl.config.model import (
+    HIVE_NAME_RE, DecoderKind, DimensionConfig, FixedAvroSchema, HiveConfig, JobConfig, KafkaConfig,
+)
 from etl.config.section import TRANSFORM_RE, Section, matching, resolve
 from etl.config.topic_pattern import TopicPattern
 from etl.errors import ConfigError
@@ -117,14 +119,15 @@ def route_sections(parser, path: Path) -> list[str]:
     return [section for section in parser.sections() if section.startswith(ROUTE_SECTION)]
 
 
-def parse_routes(parser, path: Path, default_decoder: DecoderKind, dimension_names: Iterable[str],
+def parse_routes(parser, path: Path, default_decoder: DecoderKind, dimensions: tuple[DimensionConfig, ...],
                  rejected_table: str, avro_schema_file) -> Routes:
     """The [route <name>] sections, each checked alone and then against each other. `avro_schema_file`
     reads and checks an .avsc file (etl.config.parse's, shared with [job] avro_schema)."""
-    known_dimensions = set(dimension_names)
+    known_dimensions = {d.name for d in dimensions}
     routes = tuple(_route(Section(parser, name, path), default_decoder, known_dimensions, avro_schema_file)
                    for name in route_sections(parser, path))
     _check_together(routes, rejected_table, path)
+    _check_dimensions(routes, dimensions, path)
     return Routes(routes)
 
 
@@ -234,6 +237,26 @@ def _check_together(routes: tuple[RouteConfig, ...], rejected_table: str, path: 
             raise ConfigError(f"{path}: {problem}")
 
 
+def _check_dimensions(routes: tuple[RouteConfig, ...], dimensions: tuple[DimensionConfig, ...], path: Path) -> None:
+    """Each dimension is listed by a route (else it would be loaded and pinned for nothing); one
+    without join_key is handed to the transform of each route listing it, which must have one; a
+    joined one fills columns of a DDL file's table (a registry route's columns are the subject's)."""
+    for dimension in dimensions:
+        listing = [route for route in routes if dimension.name in route.dimensions]
+        if not listing:
+            raise ConfigError(f"{path}: [dimension {dimension.name}]: no [route] lists it in dimensions, so it would "
+                              f"be loaded for nothing; list it in the routes that use it, or remove the section")
+        for route in listing:
+            if not dimension.joined and route.transform is None:
+                raise ConfigError(f"{path}: {route.describe()} dimensions: [dimension {dimension.name}] has no "
+                                  f"join_key, so it is only handed to the route's transform, which is not set")
+            if dimension.joined and route.from_registry:
+                raise ConfigError(f"{path}: {route.describe()} dimensions: [dimension {dimension.name}] fills "
+                                  f"columns by join_key, and a table derived from the Schema Registry has its "
+                                  f"subject's fields as columns, none filled by a dimension; join it in a route "
+                                  f"with a DDL file")
+
+
 def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
     """Why the routes that choose `topic` cannot share it, or None. One route needs no split;
     several split it by one field, read by one decoder, each value going to one route, with at
@@ -264,11 +287,11 @@ def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
     return None
 
 
-def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str], path: Path) -> None:
+def check_buildable(routes: Routes, hive: HiveConfig, path: Path) -> None:
     """Refuse what a routed job does not do yet, naming the key, rather than do it for one table
-    and not the others: a refusal touches nothing (exit 2). Not built: [dimension] sections. Event
-    time, markers, metrics and compaction are built, per table (etl.job.event_task, etl.sink.markers,
-    etl.ops.metrics_tables, etl.compaction.tables).
+    and not the others: a refusal touches nothing (exit 2). Event time, markers, metrics and
+    compaction are built, per table (etl.job.event_task, etl.sink.markers, etl.ops.metrics_tables,
+    etl.compaction.tables), and dimensions, per route.
     `schema = registry` is built (etl.job.registry_tables), but a job needs one table known at
     start-up (its writer spec and partitions: etl.context.job): a route with a DDL file, or a
     registry route's listed topic."""
@@ -278,11 +301,6 @@ def check_buildable(routes: Routes, hive: HiveConfig, dimensions: Iterable[str],
         raise ConfigError(f"{path}: {routes.routes[0].describe()} topics_regex: a job whose every route follows the "
                           f"Schema Registry by a topics pattern is not built yet; list one route's topics, or add a "
                           f"route with a DDL file")
-    refused = {"[dimension] sections": bool(tuple(dimensions))}
-    for what, asked_for in refused.items():
-        if asked_for:
-            raise ConfigError(f"{path}: {what}: not built for [route] sections yet; a job with routes is loaded "
-                              f"without dimensions")
 
 
 def with_routed_topics(kafka: KafkaConfig, routes: Routes) -> KafkaConfig:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Callable
 
-from etl.config import Config, RetryConfig
+from etl.config import Config, DimensionConfig, RetryConfig
 from etl.config.routes import RouteConfig
 from etl.context.command import CommandContext
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.model.batch import utc_now
 from etl.model.partitioning import Partitioner
-from etl.model.schema import Column
+from etl.model.schema import Column, TableSchema
 from etl.model.table_ddl import DEFAULT_PARTITIONS, TableDdl
 from etl.rows.decoders.writer_schemas import WriterSchemas
 from etl.sink.fs import WarehouseFileSystem
@@ -95,17 +95,26 @@ class JobContext(CommandContext):
     def spec_for(self, route: RouteConfig, topic: str | None = None) -> WriterSpec:
         """The writer spec of one route's tables; a registry route's, of its table for `topic`,
         derived from the registry once per command (etl.job.registry_tables)."""
-        if self._specs is None:
-            from etl.job.assemble import route_specs
-            self._specs = route_specs(self.config, self.writer_schemas)
         if not route.from_registry:
-            return self._specs[route.name]
+            return self._ddl_specs()[route.name]
         assert topic is not None, f"{route.describe()}: a registry route's spec is its topic's table's"
         if (route.name, topic) not in self._derived:
             from etl.job.registry_tables import registry_spec
             self._derived[(route.name, topic)] = registry_spec(self.config, route, topic, self.writer_schemas,
                                                                self._partition_columns())
         return self._derived[(route.name, topic)]
+
+    def _ddl_specs(self) -> dict[str, WriterSpec]:
+        """Every route's with a DDL file, built and checked together once (etl.job.assemble.route_specs)."""
+        if self._specs is None:
+            from etl.job.assemble import route_specs
+            self._specs = route_specs(self.config, self.writer_schemas)
+        return self._specs
+
+    def dimension_schema(self, dimension: DimensionConfig) -> TableSchema:
+        """The DDL a joined dimension's key and columns are cast to when it is loaded."""
+        from etl.job.assemble import dimension_schema
+        return dimension_schema(self.config, self._ddl_specs(), dimension)
 
     def _partition_columns(self) -> tuple[Column, ...]:
         """What a registry route's table is partitioned by: as the DDL routes' tables, or the default."""

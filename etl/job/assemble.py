@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from etl.config import Config
+from etl.config import Config, DimensionConfig
 from etl.job.partition_writer import WriterSpec
 from etl.errors import ConfigError
 from etl.config.routes import RouteConfig
@@ -29,7 +29,7 @@ def writer_spec(config: Config, writer_schemas: WriterSchemas | None = None, ddl
     _check_event_column(config, schema, ddl.source)
     headers = config.job.header_columns
     check_header_columns(headers, schema, enriched_columns(config.dimensions), config.path, ddl.source)
-    loader = DimensionLoader(config.dimensions, schema, spark=lambda: None)
+    loader = DimensionLoader(config.dimensions, lambda _dimension: schema, spark=lambda: None)
     for dimension in config.dimensions:
         loader.check_source(dimension)
     if config.job.transform:
@@ -58,7 +58,36 @@ def route_specs(config: Config, writer_schemas: WriterSchemas | None = None) -> 
             raise ConfigError(f"{config.path}: {route.describe()} schema {route.schema_file} is partitioned by "
                               f"{_names(ours)}, and {first.describe()}'s {first.schema_file} by {_names(theirs)}; "
                               f"every table of a job is partitioned alike")
+    _check_dimension_types(config, specs)
     return specs
+
+
+def dimension_schema(config: Config, specs: dict[str, WriterSpec], dimension: DimensionConfig) -> TableSchema:
+    """The DDL a joined dimension's key and columns are cast to when it is loaded: the first
+    route's that joins it (`route_specs` checks that every such route types them alike)."""
+    return specs[_joining(config, dimension)[0].name].schema
+
+
+def _joining(config: Config, dimension: DimensionConfig) -> list[RouteConfig]:
+    """The routes that join `dimension` (routes with DDL files: etl.config.routes refuses it in a registry route)."""
+    return [route for route in config.routes.routes if dimension.name in route.dimensions and not route.from_registry]
+
+
+def _check_dimension_types(config: Config, specs: dict[str, WriterSpec]) -> None:
+    """One loaded copy of a dimension serves every route that joins it, so they declare its key
+    (their join_key column) and its columns with the same Hive types."""
+    for dimension in config.dimensions:
+        if dimension.join_key is None:
+            continue  # only handed to transforms: it fills no column
+        first, *others = _joining(config, dimension)
+        columns = (dimension.join_key, *dimension.columns)
+        for route, column in ((route, column) for route in others for column in columns):
+            ours, theirs = specs[route.name].schema.column(column), specs[first.name].schema.column(column)
+            if ours.hive_type != theirs.hive_type:
+                raise ConfigError(f"{config.path}: [dimension {dimension.name}]: {route.describe()} declares {column!r} "
+                                  f"as {ours.hive_type} in {route.schema_file}, and {first.describe()} as "
+                                  f"{theirs.hive_type} in {first.schema_file}; the routes that join a dimension declare "
+                                  f"its key and columns with the same types")
 
 
 def probe_decoder(config: Config, route: RouteConfig, field: str, spec: WriterSpec,

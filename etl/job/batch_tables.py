@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
+from etl import faults
 from etl.config import Config
 from etl.config.routes import RouteConfig, sharing_problem
 from etl.errors import StateConflict
@@ -156,6 +157,7 @@ def register_routed(tables: BatchTables, table_registrar: TableRegistrar, regist
     for table in tables.all():
         table_registrar(table.config, table.warehouse, table.spec.ddl).add_partitions(
             list(partitions.get(table.name, [])), [])
+        faults.checkpoint(f"registered:{table.name}")
     if batch.rejected:
         registrar.add_partitions([], [batch.partition_values])
 

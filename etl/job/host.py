@@ -8,12 +8,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Callable, Protocol
 
-from etl.config import Config
+from etl.config import Config, DimensionConfig
 from etl.config.routes import RouteConfig
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.spark import SparkStarter
 from etl.job.partition_writer import WriterSpec
 from etl.model.partitioning import Partitioner
+from etl.model.schema import TableSchema
 from etl.model.table_ddl import TableDdl
 from etl.rows.decoders import Decoder
 from etl.sink.fs import WarehouseFileSystem
@@ -41,6 +42,9 @@ class BatchHost(Protocol):
 
     def probe_for(self, route: RouteConfig, field: str, topic: str) -> Decoder:
         """The decoder of a split topic's field (etl.rows.routing)."""
+
+    def dimension_schema(self, dimension: DimensionConfig) -> TableSchema:
+        """The DDL a joined dimension is cast to: a route's that joins it (etl.job.assemble)."""
 
     @property
     def spark(self) -> SparkStarter: ...

@@ -120,10 +120,12 @@ def from_ipc(data: bytes) -> pa.Table:
 
 class DimensionLoader:
     """Takes snapshots of and loads the job's dimensions; `spark` is asked for only when a
-    Hive table is a source."""
+    Hive table is a source. `schema_of(dimension)`: the DDL a joined dimension's key and
+    columns are cast to (with routes, a route's that joins it: etl.job.assemble.dimension_schema)."""
 
-    def __init__(self, dimensions: tuple[DimensionConfig, ...], schema: TableSchema, spark: Callable[[], object]):
-        self.dimensions, self.schema, self._spark = dimensions, schema, spark
+    def __init__(self, dimensions: tuple[DimensionConfig, ...], schema_of: Callable[[DimensionConfig], TableSchema],
+                 spark: Callable[[], object]):
+        self.dimensions, self._schema_of, self._spark = dimensions, schema_of, spark
 
     def snapshot(self, dimension: DimensionConfig) -> Snapshot | None:
         """What the source is now; None when it is gone."""
@@ -172,7 +174,7 @@ class DimensionLoader:
         if not dimension.joined:
             return None
         ddl_column = dimension.join_key if name == dimension.dimension_key else name
-        return arrow_type(self.schema.column(ddl_column).hive_type)
+        return arrow_type(self._schema_of(dimension).column(ddl_column).hive_type)
 
     def _read(self, dimension: DimensionConfig) -> pa.Table:
         if dimension.kind == DimensionKind.HIVE:

@@ -61,7 +61,8 @@ class RowPipeline:
         self._placement = placement  # given by the event-time task only (etl.job.event_task)
         self.schema = arrow_schema(spec.schema)
         self.rejected_schema = rejected_arrow_schema()
-        self._lookups = lookups or {}
+        given = lookups or {}  # the batch's: a route's joins and transform see the dimensions it lists only
+        self._lookups = {d.name: given[d.name] for d in spec.dimensions if d.name in given}
         self.unmatched = {d.name: 0 for d in spec.dimensions if d.joined}  # rows with no match, per dimension
         self.ignored_fields: dict[str, int] = {}  # writer-schema field the table lacks -> records carrying it
         self._transform = None

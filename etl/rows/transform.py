@@ -4,7 +4,7 @@ The contract (docs/enrichment.md, "Custom transforms"):
   - called as function(table) or function(table, lookups), with at least one row;
   - `table` has the file's schema: every DDL column in DDL order (decoded, enriched, lineage,
     key; a column nobody filled yet is NULL), one row per decoded record, in offset order;
-  - `lookups` maps each [dimension] name to its Arrow table, as loaded for this batch;
+  - `lookups` maps each [dimension] name (with routes, each the route lists) to its Arrow table;
   - it returns a pyarrow.Table with every DDL column (in any order; types are cast to the
     DDL's without loss, and a double beyond a float column's range fails like any lossy cast)
     and optionally a string column `_reject_reason`: a row where it is not NULL goes to

@@ -84,7 +84,9 @@ def test_a_damaged_archive_is_moved_aside_and_every_next_run_succeeds_and_record
     The checksum in the archive's name finds both before the JVM starts. A damaged body whose name
     was forged to match makes the JVM misbehave when it first uses a damaged class: should it die at
     start, the run starts it again without the archive; should it raise a LinkageError at start, or
-    die later (a Hive call), that run fails having moved the archive aside, and the next succeeds."""
+    die later (a Hive call), that run fails having moved the archive aside, and the next succeeds.
+    A damaged header is found by the same checksum before any JVM starts, as a damaged body is:
+    tests/unit/test_class_archive.py checks both, and this test runs the body (one run the less)."""
     topic = new_topic(partitions=1)
     folder = tmp_path / "jvm-archive"
     config = write_config(kafka={"topics": topic}, jvm={"class_archive_dir": str(folder)})
@@ -92,9 +94,9 @@ def test_a_damaged_archive_is_moved_aside_and_every_next_run_succeeds_and_record
     first = run_etl(config, "--json")
     assert first.returncode == 0, first.describe()
     loaded = 10
-    for where in ("body", "header", "body, under a forged checksum"):
+    for where in ("body", "body, under a forged checksum"):
         [archive] = folder.glob("*.jsa")
-        _damage(archive, "header" if where == "header" else "body")
+        _damage(archive, "body")
         said = f"{archive} is damaged"
         if where.endswith("checksum"):
             from etl.hive.class_archive import checksum

@@ -278,6 +278,9 @@ def _environ(pid: int) -> dict[str, str]:
 
 
 AM_KILLED = ("spark.yarn.appMasterEnv.ETL_FAULT_POINT=state:PLANNED", "spark.yarn.appMasterEnv.ETL_FAULT_ACTION=kill")
+# The killed AM's ZooKeeper session holds the lock until it expires: the server's 4 s minimum,
+# not the tests' usual 10 s, so that the next attempt or submission waits less.
+SHORT_SESSION = {"zookeeper": {"session_timeout_seconds": "4"}}
 
 
 def test_the_application_master_killed_mid_batch_attempt_2_resumes_the_open_batch_exactly_once(
@@ -290,7 +293,7 @@ def test_the_application_master_killed_mid_batch_attempt_2_resumes_the_open_batc
     topic = new_topic(partitions=4)
     counts = {p: 100 for p in range(4)}
     produce(topic, events_by_partition(4, 100))
-    config = yarn_config(topic)
+    config = yarn_config(topic, **SHORT_SESSION)
     schema = config.parent / EVENTS_SCHEMA.name
 
     done = submit(yarn, "cluster", config, packed_env, probes, *AM_KILLED, "spark.yarn.maxAppAttempts=2",
@@ -317,7 +320,7 @@ def test_the_application_master_killed_with_one_attempt_fails_and_the_next_submi
     topic = new_topic(partitions=4)
     counts = {p: 100 for p in range(4)}
     produce(topic, events_by_partition(4, 100))
-    config = yarn_config(topic)
+    config = yarn_config(topic, **SHORT_SESSION)
     schema = config.parent / EVENTS_SCHEMA.name
 
     killed = submit(yarn, "cluster", config, packed_env, probes, *AM_KILLED, files=(schema,), cwd=submit_dir)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from etl.config import load_config
-from etl.config.model import DecoderKind
-from etl.config.routes import FieldSplit, check_buildable, parse_routes, sharing_problem, table_name
+from etl.config.model import DecoderKind, DimensionConfig, DimensionKind
+from etl.config.routes import FieldSplit, parse_routes, sharing_problem, table_name
 from etl.errors import ConfigError
 from etl.job.assemble import route_specs
 from tests.harness.config_file import TWO_ROUTES as ROUTES, minimal_ini, routed_ini
@@ -22,11 +22,18 @@ def _avro_schema_file(path: Path):
     raise AssertionError("no test here reads an .avsc")
 
 
-def _routes(tmp_path: Path, text: str, dimensions=("countries",), rejected_table="events_rejected"):
+def _dimension(name: str, joined: bool = True) -> DimensionConfig:
+    return DimensionConfig(name=name, source=f"hive:d.{name}", kind=DimensionKind.HIVE, path=None, format=None,
+                           table=f"d.{name}", join_key="code" if joined else None,
+                           dimension_key="code" if joined else None, columns=(f"{name}_name",))
+
+
+def _routes(tmp_path: Path, text: str, dimensions=(), rejected_table="events_rejected"):
     (tmp_path / "clicks.sql").write_text("CREATE TABLE x (a string)")
     parser = configparser.ConfigParser(interpolation=None)
     parser.read_string(text)
-    return parse_routes(parser, tmp_path / "etl.ini", DecoderKind.JSON, dimensions, rejected_table, _avro_schema_file)
+    return parse_routes(parser, tmp_path / "etl.ini", DecoderKind.JSON, tuple(dimensions), rejected_table,
+                        _avro_schema_file)
 
 
 def _refused(tmp_path: Path, text: str, **kwargs) -> str:
@@ -73,7 +80,7 @@ field = Event_Type
 values = *
 table = events_other
 schema = clicks.sql
-""")
+""", dimensions=[_dimension("countries")])
     raw, clicks, others = routes.routes
     assert not routes.implicit
     assert raw.templated and raw.table_for("app.Home") == "raw_app_home" and raw.split is None
@@ -265,8 +272,30 @@ def test_a_one_table_config_is_one_implicit_route_as_before(tmp_path):
     assert config.topics_chooser == "[kafka] topics"
 
 
-def test_dimensions_are_refused_for_routes_in_words(tmp_path):
-    config = _load(tmp_path)
-    with pytest.raises(ConfigError, match=r"\[dimension\] sections: not built for \[route\] sections yet; a job with "
-                                          r"routes is loaded without dimensions$"):
-        check_buildable(config.routes, config.hive, ("d",), tmp_path / "etl.ini")
+WITH_TRANSFORM = ONE + "transform = etl.examples:minute_and_country\n"
+
+
+def test_a_route_lists_the_dimensions_it_joins_and_hands_to_its_transform(tmp_path):
+    [route] = _routes(tmp_path, WITH_TRANSFORM + "dimensions = countries, tiers\n",
+                      dimensions=[_dimension("countries"), _dimension("tiers", joined=False)]).routes
+    assert route.dimensions == ("countries", "tiers") and route.transform == "etl.examples:minute_and_country"
+
+
+@pytest.mark.parametrize(("text", "dimension", "said"), [
+    (ONE, _dimension("countries"), "[dimension countries]: no [route] lists it in dimensions"),
+    (ONE + "dimensions = tiers\n", _dimension("tiers", joined=False),
+     "[route r] dimensions: [dimension tiers] has no join_key, so it is only handed to the route's transform, "
+     "which is not set"),
+    ("[route r]\ntopics = t\ntable = t\nschema = registry\ndecoder = avro\ndimensions = countries\n",
+     _dimension("countries"), "[route r] dimensions: [dimension countries] fills columns by join_key, and a table "
+                              "derived from the Schema Registry"),
+])
+def test_a_dimension_no_route_can_use_is_refused_naming_it(tmp_path, text, dimension, said):
+    assert said in _refused(tmp_path, text, dimensions=[dimension])
+
+
+def test_a_registry_route_may_hand_a_dimension_to_its_transform(tmp_path):
+    text = ("[route r]\ntopics = t\ntable = t\nschema = registry\ndecoder = avro\ndimensions = tiers\n"
+            "transform = etl.examples:minute_and_country\n")
+    [route] = _routes(tmp_path, text, dimensions=[_dimension("tiers", joined=False)]).routes
+    assert route.from_registry and route.dimensions == ("tiers",)

@@ -94,7 +94,8 @@ def test_a_key_that_is_not_unique_fails_the_load_naming_it(tmp_path):
     config = load_config(ini(tmp_path, enriched_schema(tmp_path),
                              dimensions=f"[dimension countries]\nsource = {csv}\njoin_key = country_code\n"
                                         f"dimension_key = code\ncolumns = country_name\n"))
-    loader = DimensionLoader(config.dimensions, writer_spec(config).schema, spark=lambda: None)
+    schema = writer_spec(config).schema
+    loader = DimensionLoader(config.dimensions, lambda _dimension: schema, spark=lambda: None)
     with pytest.raises(DimensionError, match=r"key 'code' is not unique .*'DE' appears 2 times"):
         loader.load_all()
 
@@ -105,7 +106,8 @@ def test_the_lookup_keeps_row_order_and_offsets_and_counts_unmatched(tmp_path):
                              dimensions=f"[dimension countries]\nsource = {csv}\njoin_key = country_code\n"
                                         f"dimension_key = code\ncolumns = country_name\n"))
     spec = writer_spec(config)
-    tables = {n: d.table for n, d in DimensionLoader(config.dimensions, spec.schema, lambda: None).load_all().items()}
+    loader = DimensionLoader(config.dimensions, lambda _dimension: spec.schema, lambda: None)
+    tables = {n: d.table for n, d in loader.load_all().items()}
     main, rejected = str(tmp_path / "_tmp.main"), str(tmp_path / "_tmp.rejected")
     codes = ["FR", None, "DE", "XX", "DE", "FR"]
     with PartitionWriter(LocalFileSystem(), spec, "t", 0, main, rejected, tables) as writer:

@@ -8,6 +8,7 @@ stack (the worked example, a transform that raises): tests/integration/test_tran
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from etl.config import load_config
+from etl.config import DimensionConfig, DimensionKind, load_config
 from etl.errors import ConfigError, TransformError
 from etl.job.partition_writer import PartitionWriter, WriterSpec
 from etl.model.schema import load_table_schema
@@ -74,6 +75,14 @@ def two_args(table, lookups):
 
 def three_args(a, b, c):
     return a
+
+
+HANDED: list[list[str]] = []  # the lookups record_lookups was handed, call by call
+
+
+def record_lookups(table, lookups):
+    HANDED.append(sorted(lookups))
+    return table
 
 
 NOT_CALLABLE = 42
@@ -210,3 +219,17 @@ def test_the_example_config_passes_the_start_up_checks():
     spec = writer_spec(config)
     assert spec.transform == "etl.examples:minute_and_country"
     assert [(d.name, d.joined) for d in spec.dimensions] == [("http_status", True), ("ip_ranges", False)]
+
+
+def test_a_transform_is_handed_only_the_dimensions_its_route_lists(tmp_path):
+    """With routes, one batch loads every route's dimensions; a route's transform sees its own."""
+    tiers = DimensionConfig(name="tiers", source="hive:d.tiers", kind=DimensionKind.HIVE, path=None, format=None,
+                            table="d.tiers", join_key=None, dimension_key=None, columns=("tier",))
+    spec = replace(spec_with("test_transform:record_lookups"), dimensions=(tiers,))
+    lookups = {"tiers": pa.table({"tier": ["gold"]}), "countries": pa.table({"code": ["DE"]})}
+    HANDED.clear()
+    main, rejected = str(tmp_path / "_tmp.main"), str(tmp_path / "_tmp.rejected")
+    with PartitionWriter(LocalFileSystem(), spec, "t", 0, main, rejected, lookups) as writer:
+        writer.write(RawChunk([0, 1], [0, 0], None, [event(0), event(1)]))
+    writer.close()
+    assert HANDED == [["tiers"]]

@@ -1,0 +1,112 @@
+"""Issue 30: a routed job (a topic by `{topic}` template, one split by a field between two tables)
+through the faults the one-table job is tested against in test_crash.py and
+test_operator_mistakes.py, where a routed job could differ: its batch registers several tables
+one after another, and its commit covers every table's offsets at once.
+
+- The driver is SIGSTOPped after one table's partition was registered and before the next's
+  (registered:<table>), until its ZooKeeper session expires; another run takes the lock and
+  commits the batch. The first run, let go, finds its lock lost and commits nothing: every
+  offset is once in its own table (the per-table oracle, verify --deep's check included).
+- Two runs started together: one loads, the other says the job is already running.
+- A topic deleted and recreated under its route stops the run naming it (exit 1), and no
+  table's offsets move, not even those of the topics that were not recreated.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import time
+import uuid
+
+import pytest
+
+from etl.config.routes import table_name
+from etl.errors import EXIT_RETRYABLE
+from tests.harness.config_file import FAST_START_JVM
+from tests.harness.data import DataSource, TopicsSource, events_by_partition
+from tests.harness.etl_process import EtlProcess, run_etl
+from tests.harness.oracle import check_exactly_once, hive_reader
+from tests.harness.paths import EVENTS_SCHEMA
+from tests.harness.state import job_state, lock_znode, wait_for_lock_release
+from tests.integration.test_pipeline import recreate_topic
+from tests.integration.test_routes_crash import _action_event
+
+pytestmark = pytest.mark.slow
+
+
+def routed_job(new_topic, produce, write_config, per_partition: int = 30):
+    """A whole topic by template and a split one (clicks, the rest): (name, source, config, tables)."""
+    name = f"rf{uuid.uuid4().hex[:8]}"
+    whole, split = new_topic(2, f"{name}.whole"), new_topic(2, f"{name}.split")
+    source = TopicsSource([DataSource(whole, 2, produce), DataSource(split, 2, produce, make_event=_action_event)])
+    source.produce(per_partition)
+    route = {"schema": str(EVENTS_SCHEMA)}
+    config = write_config(
+        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"}, spark=FAST_START_JVM,
+        hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
+        **{"route whole": {**route, "topics": whole, "table": "{topic}"},
+           "route clicks": {**route, "topics": split, "field": "action", "values": "click", "table": f"{name}_clicks"},
+           "route rest": {**route, "topics": split, "field": "action", "values": "*", "table": f"{name}_rest"}})
+    return name, source, config, [table_name("{topic}", whole), f"{name}_clicks", f"{name}_rest"]
+
+
+def registered(spark, table: str) -> bool:
+    """Whether the table exists and Hive lists a partition of it (the metastore, asked afresh)."""
+    return spark.catalog.tableExists(f"etl_test.{table}") and \
+        bool(spark.sql(f"SHOW PARTITIONS etl_test.`{table}`").collect())
+
+
+def test_a_routed_run_stopped_mid_registration_past_its_session_commits_nothing_after_another_took_over(
+        spark, zk, new_topic, produce, write_config, warehouse_dir):
+    name, source, config, _tables = routed_job(new_topic, produce, write_config)
+    # The pause only has to last until the test has seen the partial registration and stopped
+    # the driver (as test_crash.py's session test): time passes for the stopped sleep too.
+    first = EtlProcess(config, fault=f"registered:{name}_clicks", action="sleep:5")
+    try:
+        first.wait_until(lambda: registered(spark, f"{name}_clicks"), 300, "the clicks table's partition registered",
+                         poll=0.2)
+        assert job_state(config).last_state == "WRITTEN"
+        session = zk.exists(lock_znode(config)).ephemeralOwner
+        first.stop()  # the driver holds the ZooKeeper session: no more pings, the server expires it
+        stopped = time.monotonic()
+        wait_for_lock_release(zk, config)
+        print(f"[routes-faults] driver SIGSTOPped between two tables' registrations; session 0x{session:x} "
+              f"expired, lock gone after {time.monotonic() - stopped:.1f}s")
+        second = run_etl(config)
+        assert second.returncode == 0 and "batch 1 (resumed) COMMITTED" in second.stdout, second.describe()
+    except BaseException:
+        first.kill()
+        raise
+    finally:
+        first.cont()
+    code = first.wait(300)
+    first.reap()
+    assert "no longer holds the job lock" in first.stderr or "lost the job lock" in first.stderr, first.describe()
+    assert code == EXIT_RETRYABLE and "Traceback" not in first.stderr, first.describe()
+    state = job_state(config)
+    assert (state.last_batch_id, state.last_state) == (1, "COMMITTED"), state
+    oracle = check_exactly_once(hive_reader(spark), config, source.expected, warehouse_dir)
+    print(f"[routes-faults] the stopped run, let go, exited {code}; {oracle.describe()}")
+
+
+def test_two_routed_runs_at_once_load_once_and_a_recreated_topic_stops_every_table_naming_it(
+        spark, new_topic, produce, write_config, warehouse_dir, kafka_admin):
+    name, source, config, tables = routed_job(new_topic, produce, write_config)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda _: run_etl(config), range(2)))
+    assert [r.returncode for r in together] == [0, 0], [r.describe() for r in together]
+    assert sum("is already running" in r.stdout for r in together) >= 1, [r.stdout for r in together]
+    oracle = check_exactly_once(hive_reader(spark), config, source.expected, warehouse_dir)
+    print(f"[routes-faults] two runs at once: {oracle.describe()}")
+
+    whole, split = (s.topic for s in source.sources)
+    before = job_state(config).committed
+    recreate_topic(kafka_admin, whole, partitions=2)
+    produce(whole, events_by_partition(2, 40, first_id=1000))
+    source.sources[1].produce(10)  # the split topic gets more too: it waits with the others
+    refused = run_etl(config)
+    assert refused.returncode == 1, refused.describe()
+    assert f"topic {whole!r} was deleted and recreated" in refused.stderr, refused.describe()
+    assert job_state(config).committed == before
+    rows = {t: spark.sql(f"SELECT count(*) FROM etl_test.`{t}`").collect()[0][0] for t in tables}
+    assert sum(rows.values()) == 120, rows  # the first load's rows, nothing of the refused run's
+    print(f"[routes-faults] {whole} recreated: the run exited 1 naming it; rows per table unchanged {rows}")
