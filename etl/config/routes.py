@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Iterable
 
 from etl.config.kafka import topic_choice
-from etl.config.partitioning import PartitionSource
 from etl.config.model import (
     HIVE_NAME_RE, DecoderKind, DimensionConfig, FixedAvroSchema, HiveConfig, JobConfig, KafkaConfig,
 )
@@ -290,9 +289,9 @@ def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
 
 def check_buildable(routes: Routes, hive: HiveConfig, path: Path) -> None:
     """Refuse what a routed job does not do yet, naming the key, rather than do it for one table
-    and not the others: a refusal touches nothing (exit 2). Not built: [hive] partition_by by event
-    time (a routed job writes by planning time). Markers, metrics and compaction are built, per
-    table (etl.sink.markers, etl.ops.metrics_tables, etl.compaction.tables), and dimensions, per route.
+    and not the others: a refusal touches nothing (exit 2). Event time, markers, metrics and
+    compaction are built, per table (etl.job.event_task, etl.sink.markers, etl.ops.metrics_tables,
+    etl.compaction.tables), and dimensions, per route.
     `schema = registry` is built (etl.job.registry_tables), but a job needs one table known at
     start-up (its writer spec and partitions: etl.context.job): a route with a DDL file, or a
     registry route's listed topic."""
@@ -302,11 +301,6 @@ def check_buildable(routes: Routes, hive: HiveConfig, path: Path) -> None:
         raise ConfigError(f"{path}: {routes.routes[0].describe()} topics_regex: a job whose every route follows the "
                           f"Schema Registry by a topics pattern is not built yet; list one route's topics, or add a "
                           f"route with a DDL file")
-    refused = {"[hive] partition_by by event time": hive.partitioning.source is not PartitionSource.PLANNING_TIME}
-    for what, asked_for in refused.items():
-        if asked_for:
-            raise ConfigError(f"{path}: {what}: not built for [route] sections yet; a job with routes writes by "
-                              f"planning time")
 
 
 def with_routed_topics(kafka: KafkaConfig, routes: Routes) -> KafkaConfig:

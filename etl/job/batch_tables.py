@@ -10,7 +10,7 @@ never within one.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Mapping
 
 from etl import faults
 from etl.config import Config
@@ -26,7 +26,7 @@ from etl.model.naming import partition_path
 from etl.model.routes import PlanTables, TopicSplit, TopicTables, topic_tables
 from etl.model.table_ddl import TableDdl
 from etl.rows.decoders import Decoder
-from etl.sink.manifest import manifest_dir
+from etl.sink.manifest import Part, manifest_dir
 from etl.sink.warehouse import Warehouse
 from etl.source.topics import JobTopics
 
@@ -72,6 +72,12 @@ class BatchTables:
         """Where the range's manifest is, if it has one: a split's in the job's rejected table."""
         return self._warehouse.rejected_root if self.split_of(r) else self.of(r).warehouse.table_root
 
+    def part_dir(self, r: OffsetRange, part: Part) -> str:
+        """The folder of one of the range's parts by event time: in its table (a split's names it),
+        or in the range's own."""
+        table = next(t for t in self.tables_of(r) if t.name == part.table) if part.table else self.of(r)
+        return table.warehouse.main_dir(part.partition)
+
     def split_target(self, r: OffsetRange, values: dict[str, str]) -> SplitTarget | None:
         """What a split range's task needs (etl.job.route_task); None for a range of one table."""
         split = self.split_of(r)
@@ -79,7 +85,8 @@ class BatchTables:
             return None
         chosen, _routed = self._routing(r)
         assert self._probe_for is not None
-        tables = tuple(SplitTable(table.name, route.name, table.warehouse.main_dir(values), table.spec)
+        tables = tuple(SplitTable(table.name, route.name, table.warehouse.main_dir(values), table.spec,
+                                  table.warehouse.table_root, dict(table.warehouse.relocations.main))
                        for route, table in zip(chosen, self.tables_of(r)))
         return SplitTarget(split, self._probe_for(chosen[0], split.field, r.topic), tables, partition_path(values),
                            self._warehouse.rejected_root)
@@ -143,24 +150,28 @@ def refuse_lost_topics(chosen: JobTopics, committed_topics: Callable[[], set[str
 
 
 def register_routed(tables: BatchTables, table_registrar: TableRegistrar, registrar: HiveRegistrar,
-                    batch: Batch) -> None:
-    """A routed job's batch (by planning time): its partition in each of its tables, then in the
-    job's rejected table when it rejected rows."""
+                    batch: Batch, partitions: Mapping[str, list[dict[str, str]]]) -> None:
+    """A routed job's batch: in each of its tables the partitions it wrote there (`partitions`, by
+    table: etl.job.write_mode's table_partitions), then its partition in the job's rejected table
+    when it rejected rows."""
     for table in tables.all():
-        table_registrar(table.config, table.warehouse, table.spec.ddl).add_partition(batch.partition_values,
-                                                                                    with_rejected=False)
+        table_registrar(table.config, table.warehouse, table.spec.ddl).add_partitions(
+            list(partitions.get(table.name, [])), [])
         faults.checkpoint(f"registered:{table.name}")
     if batch.rejected:
         registrar.add_partitions([], [batch.partition_values])
 
 
-def routed_written(batch: Batch, results: list[RangeResult]) -> dict:
-    """What a routed batch's WRITTEN adds: the rows each table got (`etl history` shows them)."""
+def routed_written(batch: Batch, results: list[RangeResult], written: dict | None = None) -> dict:
+    """What a batch's WRITTEN records: `written` (its write mode's: by event time, an extra with the
+    markers' ledger), and for a routed batch the rows each table got in that extra (`etl history`
+    shows them)."""
+    written = written or {}
     if not batch.tables:
-        return {}
+        return written
     rows: dict[str, int] = {}
     for result in results:
         split = [(part.table, part.rows) for part in result.parts if part.table]  # a split range's, per table
         for table, count in split or [(batch.tables[result.range.topic][0], result.rows)]:
             rows[table] = rows.get(table, 0) + count
-    return {"extra": {**batch.extra, TABLE_ROWS_KEY: dict(sorted(rows.items()))}}
+    return {**written, "extra": {**written.get("extra", batch.extra), TABLE_ROWS_KEY: dict(sorted(rows.items()))}}

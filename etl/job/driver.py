@@ -245,7 +245,7 @@ class Job:
         if self.config.routes.implicit:
             mode_of(batch).register(registrar, batch)
         else:
-            register_routed(self._tables_of(batch), self._table_registrar, registrar, batch)
+            register_routed(self._tables_of(batch), self._table_registrar, registrar, batch, mode_of(batch).table_partitions(batch))
 
     def _write_files(self, batch: Batch, version: int,
                      loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
@@ -270,7 +270,7 @@ class Job:
         ignored = summed(r.ignored_fields for r in results)
         last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record.to_json()
                         for r in results if r.last_record is not None}
-        more = {**mode_of(batch).written(batch, results, self.markers, self.config.hive), **routed_written(batch, results)}
+        more = routed_written(batch, results, mode_of(batch).written(batch, results, self.markers, self.config.hive))
         return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
                                   unmatched=unmatched or None, ignored_fields=ignored, last_records=last_records,
                                   **more)
@@ -342,8 +342,8 @@ class Job:
                 log.warning("removed %d temp files of dead attempts from %s", len(stale), folder)
 
     def _batch_folders(self, batch: Batch, results: list[RangeResult]) -> list[str]:
-        folders = self._tables_of(batch).folders(batch.partition_values)
-        return folders + mode_of(batch).sweep_folders(self.warehouse, batch, results)
+        tables = self._tables_of(batch)
+        return tables.folders(batch.partition_values) + mode_of(batch).sweep_folders(tables, batch, results)
 
     def _summary(self, batch: Batch, resumed: bool, seconds: float) -> BatchSummary:
         self.committed = batch  # for the observer's batch_committed (etl.ops.run)

@@ -8,21 +8,26 @@ written), and the plan is stored only then: refused, or with the last partition 
 in its Placement (etl.rows.placement rejects the rest, the same way at every attempt). It costs a second read
 of the batch, and only with the key set. A backfill spread over years otherwise writes thousands
 of small files and registers thousands of partitions in one batch (docs/event-time.md).
+
+A routed batch counts time partitions, not (table, partition) pairs: the pinned last key is one
+for all its tables, so each table may get up to the cap.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Mapping
+from typing import Callable, Iterable, Mapping
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl.config.model import PartitionCapAction
 from etl.errors import EtlError
+from etl.job.range_shares import RangeShares
 from etl.job.range_task import RangeTask, opened_tables, range_chunks
 from etl.model.batch import Batch
-from etl.rows.pipeline import RowPipeline
 from etl.rows.placement import planned_key
+from etl.source.chunk import RawChunk
 
 log = logging.getLogger(__name__)
 
@@ -33,17 +38,21 @@ class TooManyPartitions(EtlError):
 
 def partition_keys(task: RangeTask, lookups: Mapping[str, object] | None = None) -> list[int]:
     """The partition keys (window starts) the rows of one range go to, as the write would place
-    them: a range with no kept row writes its empty file into the planning-time partition."""
-    r, placement = task.range, task.placement
+    them: a table of the range with no kept row writes its empty file into the planning-time partition."""
+    return range_keys(task, lambda: range_chunks(task), opened_tables(lookups))
+
+
+def range_keys(task: RangeTask, chunks: Callable[[], Iterable[RawChunk]], tables: Mapping[str, pa.Table]) -> list[int]:
+    """partition_keys over `chunks`, the range's (handed in by the unit tests)."""
+    placement = task.placement
     assert placement is not None, "the partition cap counts a batch planned by event time"
-    tables = opened_tables(lookups)
-    pipeline = RowPipeline(task.writer.rows, r.topic, r.partition, tables, placement)
-    keys: set[int] = set()
-    for chunk in range_chunks(task):
-        placed = pipeline.process(chunk).placed
-        if placed is not None and len(placed.keys):
-            keys.update(k for k in pc.unique(placed.keys).to_pylist() if k is not None)
-    return sorted(keys) if keys else [planned_key(placement)]
+    shares = RangeShares(task, tables, placement)
+    keys: dict[str, set[int]] = {target.table: set() for target in shares.targets}
+    for chunk in chunks():
+        for target, rows in shares.process(chunk)[0]:
+            if rows.placed is not None and len(rows.placed.keys):
+                keys[target.table].update(k for k in pc.unique(rows.placed.keys).to_pylist() if k is not None)
+    return sorted(set().union(*(found or {planned_key(placement)} for found in keys.values())))
 
 
 def apply_partition_cap(batch: Batch, counted: list[list[int]], cap: int, action: PartitionCapAction) -> Batch:

@@ -36,6 +36,8 @@ class SplitTable:
     route: str  # the route's name
     main_dir: str  # the table's folder of the batch's planning-time partition
     writer: WriterSpec
+    table_root: str = ""  # by event time: the table's root, its parts under each partition's folder
+    relocated: Mapping[str, str] = field(default_factory=dict)  # the table's compacted partitions
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,13 @@
 
 Memory stays flat however many partitions a range touches (a backfill range may span 720
 hourly partitions):
-  - at most `max_open` files are open in one pass ([hive] max_open_partition_files). Rows of
+  - at most `max_open` files are open in one pass ([hive] max_open_partition_files), over all the
+    tables of a routed range's writers when they share one budget (OpenFiles). Rows of
     further partitions are left for the next pass over the range, which skips the partitions
     already written. A file is written whole in one pass, so each (range, partition) is still
     one file; the common range (a few partitions) takes one pass;
-  - the rows buffered by all open files together stay under one row group: past that, the
-    largest buffer is written out as a (smaller) row group.
+  - the rows buffered by all open files of the budget together stay under one row group: past
+    that, the largest buffer is written out as a (smaller) row group.
 The files are written under temp names beside their final names; publishing is the task's job.
 """
 from __future__ import annotations
@@ -36,15 +37,36 @@ class WrittenPart:
     late: int
 
 
+class OpenFiles:
+    """The files one task keeps open at once, over all its writers (one per table of a routed
+    range), and the rows they buffer together."""
+
+    def __init__(self, max_open: int, row_group_size: int):
+        self.max_open, self.row_group_size = max_open, row_group_size
+        self.sinks: list[ParquetSink] = []
+
+    def full(self) -> bool:
+        return len(self.sinks) >= self.max_open
+
+    def bound_memory(self) -> None:
+        buffered = sum(s.buffered_rows for s in self.sinks)
+        while buffered > self.row_group_size:
+            largest = max(self.sinks, key=lambda s: s.buffered_rows)
+            buffered -= largest.buffered_rows
+            largest.flush()
+
+
 class PassWriter:
     def __init__(self, fs: WarehouseFileSystem, table_root: str, file_name: str, partitioner: TimePartitioner,
-                 schema: pa.Schema, row_group_size: int, compression: str, skip: frozenset[int], max_open: int,
-                 relocated: Mapping[str, str]):
-        """`relocated`: the folders of compacted partitions (etl.model.compaction), relative to table_root."""
+                 schema: pa.Schema, row_group_size: int, compression: str, skip: frozenset[int],
+                 max_open: int | OpenFiles, relocated: Mapping[str, str]):
+        """`max_open`: this writer's own budget, or one it shares with the task's other writers.
+        `relocated`: the folders of compacted partitions (etl.model.compaction), relative to table_root."""
         self._fs, self._root, self._file_name, self._partitioner = fs, table_root, file_name, partitioner
         self._relocated = relocated
         self._schema, self._row_group_size, self._compression = schema, row_group_size, compression
-        self._skip, self._max_open = skip, max_open
+        self._skip = skip
+        self._budget = max_open if isinstance(max_open, OpenFiles) else OpenFiles(max_open, row_group_size)
         self._sinks: dict[int, ParquetSink] = {}
         self._late: dict[int, int] = {}
         self.deferred = False  # rows of a partition left for the next pass
@@ -69,7 +91,7 @@ class PassWriter:
                 sink.append(rows.slice(start, count))
                 self._late[key] += pc.sum(late.slice(start, count).cast(pa.int64())).as_py() or 0
             start += count
-        self._bound_memory()
+        self._budget.bound_memory()
 
     def ensure(self, key: int) -> None:
         """A file for `key` even without rows (a range with no kept row still has one file)."""
@@ -94,7 +116,7 @@ class PassWriter:
             return self._sinks[key]
         if key in self._skip:
             return None
-        if len(self._sinks) >= self._max_open:
+        if self._budget.full():
             self.deferred = True
             return None
         partition = self._partitioner.path(self._partitioner.values_of_key(key))
@@ -103,11 +125,5 @@ class PassWriter:
                            self._row_group_size, self._compression)
         sink.open()
         self._sinks[key], self._late[key] = sink, 0
+        self._budget.sinks.append(sink)
         return sink
-
-    def _bound_memory(self) -> None:
-        buffered = sum(s.buffered_rows for s in self._sinks.values())
-        while buffered > self._row_group_size:
-            largest = max(self._sinks.values(), key=lambda s: s.buffered_rows)
-            buffered -= largest.buffered_rows
-            largest.flush()

@@ -19,7 +19,6 @@ and the run metrics name the partitions.
 from __future__ import annotations
 
 import datetime as dt
-import posixpath
 from typing import Callable, Mapping, Protocol
 
 from etl.config import HiveConfig, PartitioningConfig, PartitionSource
@@ -34,7 +33,7 @@ from etl.model.batch import Batch, OffsetRange
 from etl.model.naming import partition_path, partition_values
 from etl.model.partitioning import Placement
 from etl.sink.fs import WarehouseFileSystem
-from etl.sink.manifest import manifest_path
+from etl.sink.manifest import manifest_dir, manifest_path
 from etl.sink.markers import SuccessMarkers
 from etl.sink.warehouse import Warehouse
 
@@ -106,8 +105,11 @@ class WriteMode(Protocol):
     def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
         """The new plan's files that are already published (never planned: refused)."""
 
-    def sweep_folders(self, warehouse: Warehouse, batch: Batch, results: list[RangeResult]) -> list[str]:
+    def sweep_folders(self, tables: BatchTables, batch: Batch, results: list[RangeResult]) -> list[str]:
         """Beyond the batch's planning-time folders: where its tasks left temp files."""
+
+    def table_partitions(self, batch: Batch) -> dict[str, list[dict[str, str]]]:
+        """A routed batch's partitions by table: those it registers in each (once WRITTEN)."""
 
     def register(self, registrar: HiveRegistrar, batch: Batch) -> None:
         """Every Hive partition the batch touched."""
@@ -161,8 +163,11 @@ class PlanningTimeMode:
     def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
         return [r.file_name for r in batch.file_ranges if seen.has_file(batch.partition_values, r)]
 
-    def sweep_folders(self, warehouse: Warehouse, batch: Batch, results: list[RangeResult]) -> list[str]:
+    def sweep_folders(self, tables: BatchTables, batch: Batch, results: list[RangeResult]) -> list[str]:
         return []
+
+    def table_partitions(self, batch: Batch) -> dict[str, list[dict[str, str]]]:
+        return {table: [batch.partition_values] for table in batch.routed_tables}
 
     def register(self, registrar: HiveRegistrar, batch: Batch) -> None:
         registrar.add_partition(batch.partition_values, with_rejected=bool(batch.rejected))
@@ -217,11 +222,16 @@ class EventTimeMode:
     def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
         return PLANNING_TIME.clashes(batch, seen) + [r.file_name for r in batch.file_ranges if seen.has_manifest(r)]
 
-    def sweep_folders(self, warehouse: Warehouse, batch: Batch, results: list[RangeResult]) -> list[str]:
-        parts = sorted({warehouse.main_dir(part.partition) for r in results for part in r.parts})
-        manifests = sorted({posixpath.dirname(manifest_path(warehouse.table_root, r.topic, r.partition, r.start, r.end))
-                            for r in batch.file_ranges})
+    def sweep_folders(self, tables: BatchTables, batch: Batch, results: list[RangeResult]) -> list[str]:
+        parts = sorted({tables.part_dir(r.range, part) for r in results for part in r.parts})
+        manifests = sorted({manifest_dir(tables.manifest_root(r), r.topic, r.partition) for r in batch.file_ranges})
         return parts + manifests
+
+    def table_partitions(self, batch: Batch) -> dict[str, list[dict[str, str]]]:
+        by_table: dict[str, list[dict[str, str]]] = {}
+        for part in batch.partitions or ():
+            by_table.setdefault(part.get("table", ""), []).append(partition_values(part["partition"]))
+        return by_table
 
     def register(self, registrar: HiveRegistrar, batch: Batch) -> None:
         touched = [partition_values(part["partition"]) for part in batch.partitions or ()]
@@ -252,7 +262,8 @@ class EventTimeMode:
         if batch.partitions is None:
             return self.preview_plan(lambda: batch.partition_values, shown)
         return {DRY_RUN_KEY: True, "detail": "recorded when the batch's files were written",
-                "partitions": [shown(part["partition"]) for part in batch.partitions]}
+                "partitions": [{**shown(part["partition"]), **({"table": part["table"]} if "table" in part else {})}
+                               for part in batch.partitions]}
 
 
 PLANNING_TIME = PlanningTimeMode()

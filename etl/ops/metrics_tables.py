@@ -81,8 +81,8 @@ def _folders(config: Config, warehouse: Warehouse, batch: Batch) -> dict[str, li
     if config.routes.implicit:
         parts = mode_of(batch).main_partitions(batch)
         return {qualified(config, config.hive.the_table): [warehouse.main_dir(part) for part in parts] + [rejected]}
-    tables = {qualified(config, table): [warehouse.for_table(table).main_dir(batch.partition_values)]
-              for table in batch.routed_tables}  # routed jobs write by planning time: one partition
+    tables = {qualified(config, table): [warehouse.for_table(table).main_dir(part) for part in parts]
+              for table, parts in mode_of(batch).table_partitions(batch).items()}  # by event time: those it touched
     return {**tables, qualified(config, config.hive.rejected_table): [rejected]}
 
 

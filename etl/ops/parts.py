@@ -6,7 +6,9 @@ hand would hide behind the others. The manifest lists every part, so:
   - missing_part: the manifest lists a partition whose file is gone;
   - stray_part: a file of the range in a partition its manifest does not list.
 A range without a manifest was written by planning time: a second file of it is a copy, which
-etl.ops.coverage reports as an overlap.
+etl.ops.coverage reports as an overlap. A range of a topic split among tables has a manifest whose
+parts name their tables: its parts are checked per table (check_split_parts), by planning time
+(one partition) as by event time.
 Ranges of the open batch are not judged: they may be half published, which its resume finishes.
 `etl recover` repairs both the same way: every file of the range (main parts, its
 rejected file, its manifest) moves out of the table, and the range is rewritten from Kafka.
@@ -28,7 +30,8 @@ _ACTION = ("run `etl recover`: it moves the range's remaining files out of the t
 def check_parts(inventory: Inventory, manifests: list[RangeManifest], open_batch: Batch | None) -> list[Problem]:
     planned = {(r.topic, r.partition, r.start, r.end) for r in open_batch.file_ranges} if open_batch else set()
     folders = _folders_by_range(inventory)
-    listed = {FileRange(m.topic, m.partition, m.start, m.end): m for m in manifests}
+    listed = {FileRange(m.topic, m.partition, m.start, m.end): m for m in manifests
+              if not any(part.table for part in m.parts)}  # a split's: per table, check_split_parts
     problems = []
     for file_range in sorted(set(folders) | set(listed)):
         if (file_range.topic, file_range.partition, file_range.start, file_range.end) in planned:
@@ -39,20 +42,29 @@ def check_parts(inventory: Inventory, manifests: list[RangeManifest], open_batch
 
 def check_split_parts(inventories: dict[str, Inventory], manifests: list[RangeManifest],
                       open_batch: Batch | None) -> list[Problem]:
-    """A range of a topic split by a field (etl.job.route_task) has a file in each table its
-    manifest lists; the walk sees the range once, by its manifest, so a file gone from one
-    table would hide behind the others. `inventories`: each table's, by name."""
+    """A range of a topic split by a field (etl.job.route_task, etl.job.event_task) has a file in
+    each (table, partition) its manifest lists; the walk sees the range once, by its manifest, so a
+    file gone from one table would hide behind the others, and a copy in another of its tables'
+    partitions beside them. `inventories`: each table's, by name."""
     planned = {(r.topic, r.partition, r.start, r.end) for r in open_batch.file_ranges} if open_batch else set()
-    present = {(table, f.range, f.partition_path) for table, inventory in inventories.items() for f in inventory.files}
+    present: dict[FileRange, set[tuple[str, str]]] = defaultdict(set)
+    for table, inventory in inventories.items():
+        for f in inventory.files:
+            present[f.range].add((table, f.partition_path))
     problems = []
     for m in manifests:
         file_range = FileRange(m.topic, m.partition, m.start, m.end)
-        if (m.topic, m.partition, m.start, m.end) in planned:
+        listed = {(part.table, part.partition) for part in m.parts if part.table}
+        if not listed or (m.topic, m.partition, m.start, m.end) in planned:
             continue
-        problems += [Problem("missing_part", f"{m.topic}[{m.partition}] {_name(file_range)}",
-                             f"its manifest lists a file in table {part.table}, {part.partition}, which is gone: the "
-                             f"rows it held are missing from that table", _ACTION)
-                     for part in m.parts if part.table and (part.table, file_range, part.partition) not in present]
+        name, tables = f"{m.topic}[{m.partition}] {_name(file_range)}", {table for table, _ in listed}
+        found = {(table, path) for table, path in present.get(file_range, set()) if table in tables}
+        problems += [Problem("missing_part", name, f"its manifest lists a file in table {table}, {path}, which is "
+                             f"gone: the rows it held are missing from that table", _ACTION)
+                     for table, path in sorted(listed - found)]
+        problems += [Problem("stray_part", name, f"a file of the range is in table {table}, {path}, which its "
+                             f"manifest does not list (copied or moved by hand?): its rows may be in the table twice",
+                             _ACTION) for table, path in sorted(found - listed)]
     return problems
 
 

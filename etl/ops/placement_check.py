@@ -5,36 +5,34 @@ Reads, for every file of a range that has a manifest, its event-time column only
 row with the table's partitioner in [hive] partition_timezone, and compares with the folder the
 file is in. A NULL event time is skipped (on_missing_event_time = planning_time places it in the
 batch's planning-time partition). Ranges without a manifest were written by planning time.
+A routed job's tables share one partitioner; a split range's parts are counted per table.
 """
 from __future__ import annotations
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from etl.model.schema import load_table_schema
 from etl.ops.coverage import MAX_LISTED, Problem
 from etl.ops.inventory import Inventory
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.manifest import RangeManifest
 
 
-def check_placement(config, fs: WarehouseFileSystem, inventory: Inventory,
+def check_placement(config, fs: WarehouseFileSystem, partitioner, inventories: dict[str, Inventory],
                     manifests: list[RangeManifest]) -> list[Problem]:
-    settings = config.hive.partitioning
-    column = settings.event_column  # None by planning time: no row has a partition of its own
+    """`partitioner`: the tables', in [hive] partition_timezone; `inventories`: each table's, by name."""
+    column = config.hive.partitioning.event_column  # None by planning time: no row has a partition of its own
     if not manifests or column is None:
         return []
-    partitioner = load_table_schema(config.hive.the_schema_file, config.job.key_column).partitioner.in_zone(
-        settings.timezone)
-    counted = {(m.topic, m.partition, m.start, m.end, p.partition): p.rows for m in manifests for p in m.parts}
-    by_path: dict[str, list] = {}
-    for f in inventory.files:
-        by_path.setdefault(f.path, []).append(f)
+    counted = {(p.table, m.topic, m.partition, m.start, m.end, p.partition): p.rows for m in manifests for p in m.parts}
+    by_path: dict[tuple[str, str], list] = {}
+    for table, inventory in inventories.items():
+        for f in inventory.files:
+            by_path.setdefault((table, f.path), []).append(f)
     problems = []
-    for path, entries in by_path.items():
+    for (table, path), entries in by_path.items():
         # A merged file (etl.compaction.merge) holds several ranges: each one's rows are counted by offset.
-        expected = {f.range: counted.get((f.range.topic, f.range.partition, f.range.start, f.range.end,
-                                          f.partition_path)) for f in entries}
+        expected = {f.range: _counted(counted, table, f) for f in entries}
         if all(rows is None for rows in expected.values()):
             continue  # no manifest (planning time), or a stray part etl.ops.parts names
         with fs.open_read(path) as handle:  # INT96 as ms: nanoseconds (the default) end in 2262
@@ -52,6 +50,14 @@ def check_placement(config, fs: WarehouseFileSystem, inventory: Inventory,
         if len(problems) >= MAX_LISTED:
             break
     return problems
+
+
+def _counted(counted: dict, table: str, f) -> int | None:
+    """The rows the manifest lists for the file's part: a split's names its table, a one-table or
+    whole-routed range's names none."""
+    key = (f.range.topic, f.range.partition, f.range.start, f.range.end, f.partition_path)
+    rows = counted.get((table, *key))
+    return counted.get(("", *key)) if rows is None else rows
 
 
 def _misplaced(f, table, column: str, partitioner) -> list[Problem]:

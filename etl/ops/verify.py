@@ -98,7 +98,7 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
                               locations, view)
     if deep:
         problems += _deep(context, spark, inventory, committed, events, [name for name, _ in tables])
-        problems += check_placement(config, fs, inventory, manifests)
+        problems += check_placement(config, fs, context.partitioner, inventories, manifests)
     return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.paths), deep,
                         *_topics_not_loaded(context, committed))
 

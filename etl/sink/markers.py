@@ -145,11 +145,12 @@ class SuccessMarkers:
         ledger = Ledger.of(batch)
         for part in partitions:
             values = partition_values(part["partition"])
-            ledger = ledger.adding(values, self.partitioner)
+            table = part.get("table", "")  # a routed batch's: each table's partition is marked in its folder
+            ledger = ledger.adding(values, self.partitioner, (table,))
             if part["late"]:
                 ledger = ledger.with_late({"batch_id": batch.batch_id, "partition": part["partition"],
                                            "rows": part["late"], "planned_at": batch.planned_at,
-                                           "planned_by": batch.planned_by})
+                                           "planned_by": batch.planned_by, **({"table": table} if table else {})})
         return {**batch.extra, LEDGER_KEY: ledger.to_json()}
 
     def _report_late(self, batch: Batch, awaiting: Awaiting) -> dict:

@@ -123,7 +123,8 @@ def check_exactly_once(read_table: Callable[[str, str], Counter], config: Path |
                               split_topics=tables.split_topics)
     placing = cfg.hive.partitioning
     if configured_mode(placing) is EVENT_TIME:  # every row in the partition of its own event time
-        problems += misplaced_rows(table_root(warehouse_dir, db, table), placing.event_column, placing.timezone)[:10]
+        for name in tables.tables:  # a routed job's: each of its tables
+            problems += misplaced_rows(table_root(warehouse_dir, db, name), placing.event_column, placing.timezone)[:10]
     state = job_state(config)
     if state.open_state:
         problems.append(f"batch {state.last_batch_id} is still open ({state.last_state})")

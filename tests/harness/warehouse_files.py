@@ -83,7 +83,6 @@ def file_problems(warehouse_dir: Path | str, database: str, table: str, ends: di
     rows_of = collections.Counter()
     for f in [f for files in files_of.values() for f in files] + final_files(rejected_root):
         rows_of[(f.topic, f.partition, f.start, f.end)] += f.rows
-    main_root = main_roots[0]
     # A range once per table (by event time its parts share its name), and once more per other table it is in.
     ranges = [key for files in files_of.values() for key in {(f.topic, f.partition, f.start, f.end) for f in files}]
     ranges = [k for k in ranges if k[0] not in split_topics] + list({k for k in ranges if k[0] in split_topics})
@@ -91,7 +90,7 @@ def file_problems(warehouse_dir: Path | str, database: str, table: str, ends: di
     for key in sorted(ranges):
         by_partition[key[:2]].append(key)
         short_but_half_published = (rows_of[key] < key[3] - key[2] and by_event_time
-                                    and _half_published(main_root, key, committed))
+                                    and _half_published([*main_roots, rejected_root], key, committed))
         if rows_of[key] != key[3] - key[2] and not short_but_half_published:
             problems.append(f"{key}: {rows_of[key]} rows (main parts + rejected) for {key[3] - key[2]} offsets")
     for key, ranges in by_partition.items():
@@ -114,15 +113,17 @@ def file_problems(warehouse_dir: Path | str, database: str, table: str, ends: di
     return problems
 
 
-def _half_published(main_root: Path, key: tuple, committed: dict | None) -> bool:
+def _half_published(roots: list[Path], key: tuple, committed: dict | None) -> bool:
     """Whether `key`'s range is legitimately incomplete at this moment: a range by event time
     publishes its files one rename at a time and its manifest last, so a SIGKILL between two
     renames leaves some of its files and no manifest. Only while it is not committed (`committed`
-    given: an interim check) does that hold; the replay then publishes the rest."""
+    given: an interim check) does that hold; the replay then publishes the rest. `roots`: where
+    its manifest may be (a one-table or whole-routed range's in its table, a split range's in
+    the rejected table)."""
     from etl.sink.manifest import manifest_path
     if committed is None or key[2] < committed.get(key[:2], 0):
         return False
-    return not Path(manifest_path(str(main_root), *key)).exists()
+    return not any(Path(manifest_path(str(root), *key)).exists() for root in roots)
 
 
 def misplaced_rows(table_dir: Path | str, column: str, zone: str) -> list[str]:

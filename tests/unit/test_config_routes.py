@@ -11,8 +11,11 @@ from etl.config import load_config
 from etl.config.model import DecoderKind, DimensionConfig, DimensionKind
 from etl.config.routes import FieldSplit, parse_routes, sharing_problem, table_name
 from etl.errors import ConfigError
+from etl.job.assemble import route_specs
 from tests.harness.config_file import TWO_ROUTES as ROUTES, minimal_ini, routed_ini
-from tests.harness.paths import EVENTS_SCHEMA
+from tests.harness.paths import EVENTS_SCHEMA, REPO
+
+ACCESS_LOG_SCHEMA = REPO / "warehouse_schema" / "access_log.sql"
 
 
 def _avro_schema_file(path: Path):
@@ -235,9 +238,13 @@ def test_a_job_whose_every_route_follows_the_registry_by_a_pattern_is_refused(tm
         load_config(path)
 
 
-def test_event_time_is_refused_for_routes_naming_the_key(tmp_path):
-    with pytest.raises(ConfigError, match=r"\[hive\] partition_by by event time: not built for \[route\] sections yet"):
-        _load(tmp_path, hive="rejected_table = rejects\npartition_by = kafka_timestamp")
+def test_event_time_is_taken_by_routes_and_a_route_whose_ddl_lacks_the_column_is_refused_naming_its_schema(tmp_path):
+    config = _load(tmp_path, hive="rejected_table = rejects\npartition_by = column:ts")
+    assert config.hive.partitioning.event_column == "ts" and len(route_specs(config)) == 2
+    without = f"\n[route logs]\ntopics = logs\ntable = logs\nschema = {ACCESS_LOG_SCHEMA}\n"
+    config = _load(tmp_path, hive="rejected_table = rejects\npartition_by = column:ts", sections=without)
+    with pytest.raises(ConfigError, match=r"partition_by: column:ts is not a column of the table \(.*access_log.sql"):
+        route_specs(config)
 
 
 def test_compaction_after_run_is_taken_by_a_job_with_routes(tmp_path):
