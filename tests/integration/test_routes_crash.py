@@ -82,18 +82,7 @@ def test_random_sigkills_of_a_routed_job_leave_every_offset_once_in_its_own_tabl
 @pytest.mark.slow
 def test_a_routed_batch_killed_at_written_then_at_registered_is_exactly_once_in_every_table(
         spark, zk, new_topic, produce, write_config, warehouse_dir):
-    name = f"rk{uuid.uuid4().hex[:8]}"
-    whole, split = new_topic(2, f"{name}.whole"), new_topic(2, f"{name}.split")
-    source = TopicsSource([DataSource(whole, 2, produce), DataSource(split, 2, produce, make_event=_action_event)])
-    source.produce(30)
-    route = {"schema": str(EVENTS_SCHEMA)}
-    config = write_config(
-        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"}, spark=FAST_START_JVM,
-        hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
-        **{"route whole": {**route, "topics": whole, "table": "{topic}"},
-           "route clicks": {**route, "topics": split, "field": "action", "values": "click", "table": f"{name}_clicks"},
-           "route rest": {**route, "topics": split, "field": "action", "values": "*", "table": f"{name}_rest"}})
-    tables = [table_name("{topic}", whole), f"{name}_clicks", f"{name}_rest"]
+    name, source, config, tables = whole_and_split_job(new_topic, produce, write_config)
 
     def visible() -> dict[str, int]:
         for table in tables:
@@ -120,6 +109,23 @@ def test_a_routed_batch_killed_at_written_then_at_registered_is_exactly_once_in_
     oracle = check_exactly_once(hive_reader(spark), config, source.expected, warehouse_dir)
     assert visible()[f"{name}_clicks"] == sum(1 for i in range(60) if i % 3 == 0), visible()  # ids 0-59
     print(f"[routes-crash] WRITTEN, then REGISTERED, then resumed: {oracle.describe()}")
+
+
+def whole_and_split_job(new_topic, produce, write_config, per_partition: int = 30):
+    """A topic by `{topic}` template and one split by `action` (clicks, the rest), 30 records a
+    partition produced, 4 s sessions: (name, source, config, [whole's, clicks', rest's table])."""
+    name = f"rk{uuid.uuid4().hex[:8]}"
+    whole, split = new_topic(2, f"{name}.whole"), new_topic(2, f"{name}.split")
+    source = TopicsSource([DataSource(whole, 2, produce), DataSource(split, 2, produce, make_event=_action_event)])
+    source.produce(per_partition)
+    route = {"schema": str(EVENTS_SCHEMA)}
+    config = write_config(
+        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"}, spark=FAST_START_JVM,
+        hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
+        **{"route whole": {**route, "topics": whole, "table": "{topic}"},
+           "route clicks": {**route, "topics": split, "field": "action", "values": "click", "table": f"{name}_clicks"},
+           "route rest": {**route, "topics": split, "field": "action", "values": "*", "table": f"{name}_rest"}})
+    return name, source, config, [table_name("{topic}", whole), f"{name}_clicks", f"{name}_rest"]
 
 
 def _action_event(i: int) -> bytes:

@@ -15,38 +15,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-import uuid
 
 import pytest
 
-from etl.config.routes import table_name
 from etl.errors import EXIT_RETRYABLE
-from tests.harness.config_file import FAST_START_JVM
-from tests.harness.data import DataSource, TopicsSource, events_by_partition
+from tests.harness.data import events_by_partition
 from tests.harness.etl_process import EtlProcess, run_etl
 from tests.harness.oracle import check_exactly_once, hive_reader
-from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.state import job_state, lock_znode, wait_for_lock_release
 from tests.integration.test_pipeline import recreate_topic
-from tests.integration.test_routes_crash import _action_event
+from tests.integration.test_routes_crash import whole_and_split_job
 
 pytestmark = pytest.mark.slow
-
-
-def routed_job(new_topic, produce, write_config, per_partition: int = 30):
-    """A whole topic by template and a split one (clicks, the rest): (name, source, config, tables)."""
-    name = f"rf{uuid.uuid4().hex[:8]}"
-    whole, split = new_topic(2, f"{name}.whole"), new_topic(2, f"{name}.split")
-    source = TopicsSource([DataSource(whole, 2, produce), DataSource(split, 2, produce, make_event=_action_event)])
-    source.produce(per_partition)
-    route = {"schema": str(EVENTS_SCHEMA)}
-    config = write_config(
-        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"}, spark=FAST_START_JVM,
-        hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
-        **{"route whole": {**route, "topics": whole, "table": "{topic}"},
-           "route clicks": {**route, "topics": split, "field": "action", "values": "click", "table": f"{name}_clicks"},
-           "route rest": {**route, "topics": split, "field": "action", "values": "*", "table": f"{name}_rest"}})
-    return name, source, config, [table_name("{topic}", whole), f"{name}_clicks", f"{name}_rest"]
 
 
 def registered(spark, table: str) -> bool:
@@ -57,7 +37,7 @@ def registered(spark, table: str) -> bool:
 
 def test_a_routed_run_stopped_mid_registration_past_its_session_commits_nothing_after_another_took_over(
         spark, zk, new_topic, produce, write_config, warehouse_dir):
-    name, source, config, _tables = routed_job(new_topic, produce, write_config)
+    name, source, config, _tables = whole_and_split_job(new_topic, produce, write_config)
     # The pause only has to last until the test has seen the partial registration and stopped
     # the driver (as test_crash.py's session test): time passes for the stopped sleep too.
     first = EtlProcess(config, fault=f"registered:{name}_clicks", action="sleep:5")
@@ -90,7 +70,7 @@ def test_a_routed_run_stopped_mid_registration_past_its_session_commits_nothing_
 
 def test_two_routed_runs_at_once_load_once_and_a_recreated_topic_stops_every_table_naming_it(
         spark, new_topic, produce, write_config, warehouse_dir, kafka_admin):
-    name, source, config, tables = routed_job(new_topic, produce, write_config)
+    name, source, config, tables = whole_and_split_job(new_topic, produce, write_config)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         together = list(pool.map(lambda _: run_etl(config), range(2)))
     assert [r.returncode for r in together] == [0, 0], [r.describe() for r in together]
