@@ -79,7 +79,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
     routes = parse_routes(parser, path, job.decoder, dimensions, hive.rejected_table, _avro_schema_file) if routed \
         else implicit_routes(hive, kafka, job, names)
     metrics = metrics_section(Section(parser, "metrics", path, required=False))
-    check_buildable(routes, hive, path)
+    check_buildable(routes, path)
     return Config(
         path=path,
         job=job,

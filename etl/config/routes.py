@@ -287,7 +287,7 @@ def sharing_problem(topic: str, routes: tuple[RouteConfig, ...]) -> str | None:
     return None
 
 
-def check_buildable(routes: Routes, hive: HiveConfig, path: Path) -> None:
+def check_buildable(routes: Routes, path: Path) -> None:
     """Refuse what a routed job does not do yet, naming the key, rather than do it for one table
     and not the others: a refusal touches nothing (exit 2). Event time, markers, metrics and
     compaction are built, per table (etl.job.event_task, etl.sink.markers, etl.ops.metrics_tables,
