@@ -144,7 +144,7 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
     Half the runs (drawn from the seed) are killed after a delay drawn uniformly from
     [0, 1.2 x baseline_seconds] (a normal run's duration) counted from the process start, so
     kills land in start-up, Hive set-up and the batches; the other half after a delay from
-    [0, 0.3 x baseline_seconds] counted from the run's first batch line (planned or resumed), so
+    [0, 0.3 x baseline_seconds] counted from the run's first batch line (planned or resumed, Spark up), so
     that kills land in batches in flight however long start-up takes on a loaded machine (a CI
     run once had all 12 kills in start-up and Hive set-up). Runs that finish first are simply
     complete runs. Before a run, more records are produced sometimes (always when nothing is
@@ -209,10 +209,16 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
 
 def _anchor_moment(proc: EtlProcess, anchor: str, timeout: float) -> float:
     """When the run's kill delay starts counting: its process start, or the moment its log shows
-    a batch planned or resumed (or it exited without one, or `timeout` passed)."""
+    a batch planned or resumed and its Spark session started (or it exited without them, or
+    `timeout` passed). A resumed batch is named before Spark starts: counted from that line
+    alone, 5 of one CI campaign's 6 kills fell in the Spark start-up of the same open batch."""
     if anchor == START_ANCHOR:
         return proc.started
     deadline = proc.started + timeout
-    while not _BATCH_LINE.search(proc.stderr) and proc.poll() is None and time.monotonic() < deadline:
+    while not _in_a_batch(proc.stderr) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     return time.monotonic()
+
+
+def _in_a_batch(log: str) -> bool:
+    return bool(_BATCH_LINE.search(log)) and SPARK_STARTED in log
