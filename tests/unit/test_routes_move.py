@@ -5,6 +5,8 @@ its new records go to its new tables. In memory (tests.harness.memory_store): th
 closed ports, and bind's Hive work is left out (no Spark)."""
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from etl.cli import main
@@ -175,6 +177,21 @@ def test_a_retired_pattern_counts_only_for_topics_it_may_have_loaded(tmp_path):
     fewer = _config(tmp_path, "fewer", ORDERS + _route("late", "late", "app.late"))
     assert _bind(fewer, store, stop_loading=True)[0] == EXIT_OK
     assert _tables(fewer, store, "orders", "app.x", "app.late") == ["late", "orders", "raw_app_x"]
+
+
+def test_the_oracle_reads_a_moved_topics_old_table_as_one_of_its_own(tmp_path):
+    from tests.harness.oracle import job_tables as oracle_tables
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
+    moved = _config(tmp_path, "moved", RAW + ORDERS.replace("table = orders", "table = sales"))
+    assert _bind(moved, store, move_loaded=True)[0] == EXIT_OK
+    found = oracle_tables(moved, ["orders", "app.x"], store.binding())
+    assert found.tables == ("orders", "raw_app_x", "sales") and found.earlier == {"orders": ("orders",)}
+    assert oracle_tables(moved, ["orders", "app.x"]).tables == ("raw_app_x", "sales")
+    rows = {"orders": Counter({("orders", 0, 0): 1}), "sales": Counter({("orders", 0, 1): 1}),
+            "raw_app_x": Counter({("orders", 0, 2): 1})}
+    main_rows, _, strays = found.read(lambda db, table: rows.get(table, Counter()), "db")
+    assert sum(main_rows.values()) == 3 and strays == [
+        "1 offsets in table raw_app_x, whose topics go to other tables, e.g. [('orders', 0, 2)]"]
 
 
 def test_bind_takes_move_loaded_on_the_command_line(tmp_path, monkeypatch):
