@@ -19,7 +19,7 @@ reads them back, for the tables a command inspects (etl.ops.job_tables).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Container, Iterable
 
 from etl.config.routes import ANY_OTHER_VALUE, FieldSplit, RouteConfig, Routes
 from etl.config.topic_pattern import TopicPattern
@@ -98,19 +98,20 @@ class RouteBinding:
                    tuple(BoundRoute.from_json(r) for r in raw["routes"]),
                    tuple(BoundRoute.from_json(r) for r in raw.get("retired", ())))
 
-    def retired_tables(self, topic: str, routed_now: bool) -> set[str]:
-        """The tables retired routes loaded `topic`'s records into. A retired route that names the
-        topic counts (a moved topic's old routes name it alone); one whose pattern matches it, only
-        when no route of the config takes the topic now (`routed_now`): a pattern also matches
-        topics created after it was retired, which it never loaded, into tables that may not exist."""
+    def retired_tables(self, topics: Iterable[str], routed_now: Container[str]) -> set[str]:
+        """The tables retired routes loaded the `topics`' records into. A retired route counts for a
+        topic it names (a moved topic's old routes name it alone), and for one its pattern matches
+        only when no route of the config takes it now (`routed_now`): a pattern also matches topics
+        created after it was retired, which it never loaded, into tables that may not exist."""
+        retired = [(bound, _as_route(bound)) for bound in self.retired]
         tables = set()
-        for bound in self.retired:
-            route = _as_route(bound)
-            if route.chooses(topic) and (topic in bound.topics or not routed_now):
-                try:
-                    tables.add(route.table_for(topic))
-                except ValueError:  # no Hive name: it never loaded the topic
-                    continue
+        for topic in topics:
+            for bound, route in retired:
+                if route.chooses(topic) and (topic in bound.topics or topic not in routed_now):
+                    try:
+                        tables.add(route.table_for(topic))
+                    except ValueError:  # no Hive name: it never loaded the topic
+                        continue
         return tables - {self.rejected_table.lower()}  # table_for's names are lower-case
 
 

@@ -30,8 +30,7 @@ def job_tables(config: Config, warehouse: Warehouse, committed_topics: Iterable[
         return [(config.hive.the_table, warehouse)]
     committed = sorted(committed_topics)
     routed = route_topics(config.routes, committed, committed, config.hive.rejected_table)
-    retired = {table for topic in committed for table in bound.retired_tables(topic, topic in routed.topics)} \
-        if isinstance(bound, RouteBinding) else set()
+    retired = bound.retired_tables(committed, routed.topics) if isinstance(bound, RouteBinding) else set()
     planned = {table for tables in (open_batch.tables.values() if open_batch else ()) for table in tables}
     return [(name, warehouse.for_table(name)) for name in sorted(routed.tables() | retired | planned)]
 

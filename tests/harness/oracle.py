@@ -86,7 +86,7 @@ def job_tables(cfg, topics, bound=None) -> JobTables:
     topics = sorted(set(topics))
     routed = route_topics(cfg.routes, topics, topics, cfg.hive.rejected_table).topics
     by_topic = {topic: tables.tables for topic, tables in routed.items()}
-    earlier = {topic: tuple(sorted(bound.retired_tables(topic, topic in by_topic) - set(by_topic.get(topic, ()))))
+    earlier = {topic: tuple(sorted(bound.retired_tables([topic], by_topic) - set(by_topic.get(topic, ()))))
                for topic in topics} if isinstance(bound, RouteBinding) else {}
     earlier = {topic: names for topic, names in earlier.items() if names}
     names = {t for tables in (*by_topic.values(), *earlier.values()) for t in tables}
