@@ -168,8 +168,10 @@ def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable
 
 
 def moved_tables(bound: RouteBinding, current: RouteBinding, topic: str) -> str:
-    """A moved topic's tables, as they were and as they would be: `orders (orders -> sales)`."""
-    return f"{topic} ({', '.join(_tables_of(bound, topic).values())} -> {', '.join(_tables_of(current, topic).values())})"
+    """A moved topic's tables, as they were and as they would be: `orders (orders -> sales)`. A
+    topic stopped before (no bound route takes it) was in its retired routes' tables."""
+    was = list(_tables_of(bound, topic).values()) or sorted(bound.retired_tables([topic], ()))
+    return f"{topic} ({', '.join(was)} -> {', '.join(_tables_of(current, topic).values())})"
 
 
 def retired_by_move(bound: RouteBinding, moved: Iterable[str]) -> tuple[BoundRoute, ...]:

@@ -179,6 +179,20 @@ def test_a_retired_pattern_counts_only_for_topics_it_may_have_loaded(tmp_path):
     assert _tables(fewer, store, "orders", "app.x", "app.late") == ["late", "orders", "raw_app_x"]
 
 
+def test_topics_stopped_then_routed_again_to_another_table_are_moved_from_their_retired_one(tmp_path):
+    """A stopped topic's records are in its retired route's table: routing it again elsewhere is a
+    move, and that route, which names it, keeps the table among the job's."""
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "refunds", "app.x")
+    assert _bind(_config(tmp_path, "stopped", RAW), store, stop_loading=True)[0] == EXIT_OK
+    again = _config(tmp_path, "again", RAW + _route("again", "sales", "orders, refunds"))
+    code, said = _bind(again, store)
+    assert code == EXIT_USAGE and said[-1].startswith("refused: orders (orders -> sales) and refunds (orders -> "
+                                                      "sales) have loaded records"), said
+    assert _bind(again, store, move_loaded=True)[0] == EXIT_OK
+    assert [r.name for r in store.binding().retired] == ["orders"]  # no bound route took them: none to restrict
+    assert _tables(again, store, "orders", "refunds", "app.x") == ["orders", "raw_app_x", "sales"]
+
+
 def test_the_oracle_reads_a_moved_topics_old_table_as_one_of_its_own(tmp_path):
     from tests.harness.oracle import job_tables as oracle_tables
     store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
