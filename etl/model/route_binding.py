@@ -175,11 +175,14 @@ def moved_tables(bound: RouteBinding, current: RouteBinding, topic: str) -> str:
 
 
 def retired_by_move(bound: RouteBinding, moved: Iterable[str]) -> tuple[BoundRoute, ...]:
-    """For each moved topic, each bound route that loaded it, restricted to it (named
-    `<route>/<topic>`): retired, they keep the tables that hold its records loaded so far."""
+    """For each moved topic, each route that loaded it, restricted to it (named `<route>/<topic>`):
+    retired, they keep the tables that hold its records loaded so far. Those are the bound routes
+    that take it, or, for a topic stopped before, the retired routes that did (by a pattern too,
+    which counts for a topic no route takes, and would no longer once it is routed again)."""
     by_name = {route.name: route for route in bound.routes}
-    return tuple(replace(by_name[name], name=f"{name}/{topic}", topics=(topic,), topics_regex=None)
-                 for topic in moved for name in _tables_of(bound, topic))
+    return tuple(replace(route, name=f"{route.name}/{topic}", topics=(topic,), topics_regex=None)
+                 for topic in moved for route in [by_name[name] for name in _tables_of(bound, topic)]
+                 or [r for r in bound.retired if _as_route(r).chooses(topic)])
 
 
 def _tables_of(binding: RouteBinding, topic: str) -> dict[str, str]:

@@ -189,8 +189,19 @@ def test_topics_stopped_then_routed_again_to_another_table_are_moved_from_their_
     assert code == EXIT_USAGE and said[-1].startswith("refused: orders (orders -> sales) and refunds (orders -> "
                                                       "sales) have loaded records"), said
     assert _bind(again, store, move_loaded=True)[0] == EXIT_OK
-    assert [r.name for r in store.binding().retired] == ["orders"]  # no bound route took them: none to restrict
+    assert [r.name for r in store.binding().retired] == ["orders", "orders/orders", "orders/refunds"]
     assert _tables(again, store, "orders", "refunds", "app.x") == ["orders", "raw_app_x", "sales"]
+
+
+def test_a_topic_a_retired_pattern_stopped_then_routed_again_keeps_its_retired_table(tmp_path):
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
+    assert _bind(_config(tmp_path, "stopped", ORDERS), store, stop_loading=True)[0] == EXIT_OK
+    again = _config(tmp_path, "again", ORDERS + _route("x", "apps", "app.x"))
+    code, said = _bind(again, store)
+    assert code == EXIT_USAGE and said[-1].startswith("refused: app.x (raw_app_x -> apps) have loaded records"), said
+    assert _bind(again, store, move_loaded=True)[0] == EXIT_OK
+    assert store.binding().retired[-1] == BoundRoute("raw/app.x", "raw_{topic}", topics=("app.x",))
+    assert _tables(again, store, "orders", "app.x") == ["apps", "orders", "raw_app_x"]
 
 
 def test_the_oracle_reads_a_moved_topics_old_table_as_one_of_its_own(tmp_path):
