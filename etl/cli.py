@@ -169,9 +169,9 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     reset.add_argument("--json", action="store_true")
     bind = _command(commands, "bind", cmd_bind, "move the job to the table and folders its config names now")
     bind.add_argument("--yes", action="store_true", help="apply; without it only show the change")
-    bind.add_argument("--data-moved", action="store_true",
-                      help="the loaded files were moved to the new folders too: verify checks them there")
+    bind.add_argument("--data-moved", action="store_true", help="the loaded files were moved to the new folders too: verify checks them")
     bind.add_argument("--stop-loading", action="store_true", help="with routes: stop loading topics no route takes any more")
+    bind.add_argument("--move-loaded", action="store_true", help="with routes: send loaded topics to their new tables")
     compact = _command(commands, "compact", cmd_compact, "merge the small files of finished Hive partitions, exactly once")
     compact.add_argument("--partition", action="append", type=_partition, metavar="dt=YYYY-MM-DD[/hour=HH]",
                          help="compact this partition whether or not it is finished (repeatable)")
@@ -320,7 +320,7 @@ def _reported(args, call) -> int:
 
 def cmd_bind(config: Config, args) -> int:
     from etl.ops.rebind import bind
-    return bind(config, yes=args.yes, data_moved=args.data_moved, stop_loading=args.stop_loading)
+    return bind(config, yes=args.yes, data_moved=args.data_moved, stop_loading=args.stop_loading, move_loaded=args.move_loaded)
 
 
 def cmd_compact(config: Config, args) -> int:

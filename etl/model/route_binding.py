@@ -10,11 +10,16 @@ refused, naming it and `etl bind`, which makes it on purpose:
   its history stays where it was loaded, and the new rows would go elsewhere.
 Editing a route's topics in a way that moves no committed topic (adding a new topic, say) is no
 difference: the new topic starts as any new topic does.
+
+The bound routes no longer in the config stay as `retired`, for the tables they loaded records
+into: a route removed by `etl bind --stop-loading`, whole, and for each topic moved by `etl bind
+--move-loaded` each route that loaded it, restricted to it (`retired_by_move`). `retired_tables`
+reads them back, for the tables a command inspects (etl.ops.job_tables).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, replace
+from typing import Container, Iterable
 
 from etl.config.routes import ANY_OTHER_VALUE, FieldSplit, RouteConfig, Routes
 from etl.config.topic_pattern import TopicPattern
@@ -66,7 +71,8 @@ class RouteBinding:
     rejected_table: str
     rejected_location: str
     routes: tuple[BoundRoute, ...]
-    # Routes `etl bind` removed whose tables hold loaded records: `etl verify` still checks them.
+    # Routes `etl bind` removed (--stop-loading) and a moved topic's old routes, restricted to it
+    # (--move-loaded): the tables they loaded records into, which `etl verify` still checks.
     retired: tuple[BoundRoute, ...] = ()
 
     @classmethod
@@ -92,9 +98,21 @@ class RouteBinding:
                    tuple(BoundRoute.from_json(r) for r in raw["routes"]),
                    tuple(BoundRoute.from_json(r) for r in raw.get("retired", ())))
 
-    def retired_routes(self) -> Routes:
-        """The retired routes, as routes: which tables their topics' records were loaded into."""
-        return Routes(tuple(_as_route(r) for r in self.retired))
+    def retired_tables(self, topics: Iterable[str], routed_now: Container[str]) -> set[str]:
+        """The tables retired routes loaded the `topics`' records into. A retired route counts for a
+        topic it names (a moved topic's old routes name it alone), and for one its pattern matches
+        only when no route of the config takes it now (`routed_now`): a pattern also matches topics
+        created after it was retired, which it never loaded, into tables that may not exist."""
+        retired = [(bound, _as_route(bound)) for bound in self.retired]
+        tables = set()
+        for topic in topics:
+            for bound, route in retired:
+                if route.chooses(topic) and (topic in bound.topics or topic not in routed_now):
+                    try:
+                        tables.add(route.table_for(topic))
+                    except ValueError:  # no Hive name: it never loaded the topic
+                        continue
+        return tables - {self.rejected_table.lower()}  # table_for's names are lower-case
 
 
 def is_route_binding(raw: dict) -> bool:
@@ -147,6 +165,24 @@ def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable
         moved=tuple(t for t in committed if now_tables[t] and was_tables[t] != now_tables[t]),
         stopped=tuple(t for t in committed if was_tables[t] and not now_tables[t]),
         elsewhere=elsewhere)
+
+
+def moved_tables(bound: RouteBinding, current: RouteBinding, topic: str) -> str:
+    """A moved topic's tables, as they were and as they would be: `orders (orders -> sales)`. A
+    topic stopped before (no bound route takes it) was in its retired routes' tables."""
+    was = list(_tables_of(bound, topic).values()) or sorted(bound.retired_tables([topic], ()))
+    return f"{topic} ({', '.join(was)} -> {', '.join(_tables_of(current, topic).values())})"
+
+
+def retired_by_move(bound: RouteBinding, moved: Iterable[str]) -> tuple[BoundRoute, ...]:
+    """For each moved topic, each route that loaded it, restricted to it (named `<route>/<topic>`):
+    retired, they keep the tables that hold its records loaded so far. Those are the bound routes
+    that take it, or, for a topic stopped before, the retired routes that did (by a pattern too,
+    which counts for a topic no route takes, and would no longer once it is routed again)."""
+    by_name = {route.name: route for route in bound.routes}
+    return tuple(replace(route, name=f"{route.name}/{topic}", topics=(topic,), topics_regex=None)
+                 for topic in moved for route in [by_name[name] for name in _tables_of(bound, topic)]
+                 or [r for r in bound.retired if _as_route(r).chooses(topic)])
 
 
 def _tables_of(binding: RouteBinding, topic: str) -> dict[str, str]:

@@ -7,8 +7,8 @@ writer spec: its context is a CommandContext (etl.context.command), which has ne
 only what etl.compaction.run.CompactionHost asks for.
 
 Which tables: a one-table job's table and its rejected table; a job with routes, each table its
-committed topics were loaded into (as routed now, or by a route `etl bind` retired: the tables
-`etl verify` checks), then its rejected table once, which every route shares. `--table` keeps
+committed topics were loaded into (as routed now, and by the routes `etl bind` retired: the
+tables `etl verify` checks), then its rejected table once, which every route shares. `--table` keeps
 those it names (Hive names, in any case). Compactions under way are carried on first, whatever
 their table."""
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The tables a command inspects: a one-table job's table, or each table a routed job has loaded
-into (its committed topics' tables, as the config routes them now, or as the routes `etl bind`
-retired routed them) and each table its open batch writes, each with its folders
-(etl.sink.warehouse.Warehouse.for_table), and what their folders hold (`take_job_inventory`)."""
+into (its committed topics' tables, as the config routes them now, and as the routes `etl bind`
+retired routed them: a topic moved by --move-loaded has its records in both) and each table its
+open batch writes, each with its folders (etl.sink.warehouse.Warehouse.for_table), and what their
+folders hold (`take_job_inventory`). A table that holds nothing any more has an empty inventory."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from etl.config import Config
 from etl.model.batch import Batch
 from etl.model.compaction import TableKind
 from etl.model.route_binding import JobBinding, RouteBinding
-from etl.model.routes import PlanTables, route_topics
+from etl.model.routes import route_topics
 from etl.ops.coverage import Problem
 from etl.ops.inventory import Inventory, merged, take_inventory
 from etl.ops.parts import check_parts, check_split_parts
@@ -27,13 +28,11 @@ def job_tables(config: Config, warehouse: Warehouse, committed_topics: Iterable[
                bound: JobBinding | None = None) -> list[JobTable]:
     if config.routes.implicit:
         return [(config.hive.the_table, warehouse)]
-    committed, rejected = sorted(committed_topics), config.hive.rejected_table
-    routed = route_topics(config.routes, committed, committed, rejected)
-    left = [topic for topic in committed if topic not in routed.topics]
-    retired = route_topics(bound.retired_routes(), left, left, rejected) \
-        if isinstance(bound, RouteBinding) and left else PlanTables()
+    committed = sorted(committed_topics)
+    routed = route_topics(config.routes, committed, committed, config.hive.rejected_table)
+    retired = bound.retired_tables(committed, routed.topics) if isinstance(bound, RouteBinding) else set()
     planned = {table for tables in (open_batch.tables.values() if open_batch else ()) for table in tables}
-    return [(name, warehouse.for_table(name)) for name in sorted(routed.tables() | retired.tables() | planned)]
+    return [(name, warehouse.for_table(name)) for name in sorted(routed.tables() | retired | planned)]
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,14 @@ created or evolved and claimed (its etl.owner property), then the binding in Zoo
 A job with [route] sections is bound to its routes (etl.model.route_binding): `etl bind` shows
 how the config's routes differ from the bound ones, and with --yes binds the job to them. A
 route removed whose topics have loaded records is refused unless --stop-loading says to stop
-loading them; its tables stay bound as retired, so that `etl verify` still checks them. Moving a
-loaded topic to another table, or to another database or folder, is not built yet, and refused. A
-one-table job takes routes when the records it loaded stay in its table and its committed topics
-go on going there alone (etl.model.route_binding.from_one_table); its offsets do not move."""
+loading them; its tables stay bound as retired, so that `etl verify` still checks them. A loaded
+topic whose routes now give it other tables is refused unless --move-loaded says to move it: its
+records loaded so far stay in its old tables, which its old routes, restricted to it, keep bound
+as retired (etl.model.route_binding.retired_by_move); the next ones go to its new tables from its
+committed offsets on. Moving the tables to another database or folder is not built yet, and
+refused. A one-table job takes routes when the records it loaded stay in its table and its
+committed topics go on going there alone (etl.model.route_binding.from_one_table). No offset
+moves."""
 from __future__ import annotations
 
 import getpass
@@ -18,20 +22,23 @@ from etl.context.command import CommandContext
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
 from etl.model.batch import utc_now_iso
 from etl.model.binding import Target
-from etl.model.route_binding import RouteBinding, binding_diff, from_one_table
+from etl.model.route_binding import (
+    BindingDiff, RouteBinding, binding_diff, from_one_table, moved_tables, retired_by_move,
+)
 from etl.model.events import Bind
 from etl.sink.marker_ledger import Ledger
 from etl.sink.markers import MARKER_NAME
 from etl.state.protocols import BatchPart
 
 
-def bind(config, yes: bool, data_moved: bool, out=print, stop_loading: bool = False) -> int:
+def bind(config, yes: bool, data_moved: bool, out=print, stop_loading: bool = False, move_loaded: bool = False) -> int:
     """`etl bind`: move the job to the table and folders its config names now."""
     with CommandContext(config) as context:
-        return bind_in(context, yes, data_moved, out, stop_loading)
+        return bind_in(context, yes, data_moved, out, stop_loading, move_loaded)
 
 
-def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print, stop_loading: bool = False) -> int:
+def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print, stop_loading: bool = False,
+            move_loaded: bool = False) -> int:
     config, store = context.config, context.store
     if not config.routes.implicit and data_moved:
         out("refused: --data-moved moves a one-table job's files; a job with routes keeps its tables' files in place")
@@ -47,7 +54,8 @@ def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print, sto
             return EXIT_BATCH_FAILED
         if config.routes.implicit:
             return _bind_locked(context, Target.of(config, context.warehouse), yes, data_moved, out)
-        return _bind_routes_locked(context, RouteBinding.of(config, context.warehouse), yes, stop_loading, out)
+        return _bind_routes_locked(context, RouteBinding.of(config, context.warehouse), yes, out,
+                                   stop_loading=stop_loading, move_loaded=move_loaded)
     finally:
         store.release_lock()
 
@@ -73,37 +81,56 @@ def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved
     return EXIT_OK
 
 
-def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: bool, stop_loading: bool, out) -> int:
+def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: bool, out, stop_loading: bool,
+                        move_loaded: bool) -> int:
     config, store = context.config, context.store
     bound = store.binding()
     committed = {topic for topic, _ in store.committed_offsets()}
     if isinstance(bound, Target):
         return _bind_one_table_to_routes(context, bound, current, committed, yes, out)
-    diff = binding_diff(bound, current, committed) if bound else None
+    diff = binding_diff(bound, current, sorted(committed)) if bound else BindingDiff()
     if bound is not None and not diff:
         out(f"job {config.job.name} is already bound to its {len(current.routes)} routes; nothing to do")
         return EXIT_OK
     out(f"job {config.job.name}: " + ("; ".join(diff.describe()) if diff else f"not bound yet -> {current.describe()}"))
-    if diff and (diff.elsewhere or diff.moved):
-        out("refused: moving loaded topics to other tables, or the tables to another database or folder, is not built "
-            "yet; nothing changed")
-        return EXIT_USAGE
-    stopped = diff.stopped if diff else ()
-    if stopped and not stop_loading:
-        out(f"refused: {', '.join(stopped)} have loaded records and no route of the config would load them any more; "
-            f"pass --stop-loading to stop loading them on purpose (their files stay, and `etl verify` checks them)")
+    refusals = _refusals(bound, current, diff, stop_loading, move_loaded)
+    for refusal in refusals:
+        out(f"refused: {refusal}")
+    if refusals:
         return EXIT_USAGE
     if not yes:
         out("nothing changed: pass --yes to apply")
         return EXIT_USAGE
     _ensure_fixed_tables(context)  # created or evolved and claimed before ZooKeeper points at them
-    retired = {r.name: r for r in (*(bound.retired if bound else ()), *(diff.removed if diff else ()))}
-    binding = replace(current, retired=tuple(retired.values()))
+    # Keyed by the whole route, not its name: a topic moved twice by one route keeps both its old tables.
+    retired = dict.fromkeys((*(bound.retired if bound else ()), *diff.removed,
+                             *(retired_by_move(bound, diff.moved) if bound else ())))
+    binding = replace(current, retired=tuple(retired))
     store.rebind(binding, reset_origins=False,
                  event=Bind(utc_now_iso(), getpass.getuser(), to=binding.to_json(), data_moved=False,
                             previous=bound.to_json() if bound else None))
-    out("bound; recorded in ZooKeeper" + (f"; no longer loaded: {', '.join(stopped)}" if stopped else ""))
+    out("bound; recorded in ZooKeeper" + (f"; no longer loaded: {', '.join(diff.stopped)}" if diff.stopped else "") +
+        (f"; moved to other tables: {', '.join(diff.moved)}" if diff.moved else ""))
     return EXIT_OK
+
+
+def _refusals(bound: RouteBinding | None, current: RouteBinding, diff: BindingDiff, stop_loading: bool,
+              move_loaded: bool) -> list[str]:
+    """What the routes' difference needs that bind was not told: each refusal, or none."""
+    if diff.elsewhere:
+        return ["moving the job's tables to another database or folder, or giving it another rejected table, is not "
+                "built yet; nothing changed"]
+    refusals = []
+    if diff.moved and bound is not None and not move_loaded:
+        moves = " and ".join(moved_tables(bound, current, topic) for topic in diff.moved)
+        refusals.append(f"{moves} have loaded records that would go to other tables; pass --move-loaded to move them "
+                        f"on purpose (their records loaded so far stay in the old tables, which `etl verify` goes on "
+                        f"checking, and the next ones go to the new tables); nothing changed")
+    if diff.stopped and not stop_loading:
+        refusals.append(f"{', '.join(diff.stopped)} have loaded records and no route of the config would load them "
+                        f"any more; pass --stop-loading to stop loading them on purpose (their files stay, and `etl "
+                        f"verify` checks them)")
+    return refusals
 
 
 def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: RouteBinding, committed: set[str],

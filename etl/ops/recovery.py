@@ -161,8 +161,8 @@ def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store: OffsetPart, c
 
 
 def _without_table(config: Config, kafka: KafkaMetadata, rewrite: list[Span]) -> list[Problem]:
-    """A routed job rewrites a range into the tables its topic's routes give it now (`etl bind`
-    keeps them the tables it was loaded into): a topic no route takes any more has none."""
+    """A routed job rewrites a range into the tables its topic's routes give it now (a topic moved
+    by `etl bind --move-loaded`: its new ones): a topic no route takes any more has none."""
     if config.routes.implicit or not rewrite:
         return []
     routing = kafka.job_topics().tables

@@ -52,6 +52,8 @@ class JobTables:
     tables: tuple[str, ...]
     rejected: str
     by_topic: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a routed job's; {}: all in tables[0]
+    # A moved topic's earlier tables (`etl bind --move-loaded`), which hold its records loaded before the move.
+    earlier: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def split_topics(self) -> frozenset[str]:
@@ -64,7 +66,8 @@ class JobTables:
         main, problems = Counter(), []
         for table in self.tables:
             found = read_table(db, table)
-            strays = sorted(k for k in found if table not in self.by_topic.get(k[0], (table,)))
+            strays = sorted(k for k in found if table not in (*self.by_topic.get(k[0], (table,)),
+                                                              *self.earlier.get(k[0], ())))
             if strays:
                 problems.append(f"{len(strays)} offsets in table {table}, whose topics go to other tables, e.g. "
                                 f"{strays[:3]}")
@@ -72,15 +75,22 @@ class JobTables:
         return main, read_table(db, self.rejected), problems
 
 
-def job_tables(cfg, topics) -> JobTables:
-    """The tables of the job `cfg` (etl.config.Config) for the produced `topics`."""
+def job_tables(cfg, topics, bound=None) -> JobTables:
+    """The tables of the job `cfg` (etl.config.Config) for the produced `topics`; `bound`: its
+    binding (JobState.binding), whose retired routes give a moved topic's earlier tables, as
+    etl.ops.job_tables reads them."""
     if cfg.routes.implicit:
         return JobTables((cfg.hive.table,), cfg.hive.rejected_table)
+    from etl.model.route_binding import RouteBinding
     from etl.model.routes import route_topics
     topics = sorted(set(topics))
     routed = route_topics(cfg.routes, topics, topics, cfg.hive.rejected_table).topics
     by_topic = {topic: tables.tables for topic, tables in routed.items()}
-    return JobTables(tuple(sorted({t for names in by_topic.values() for t in names})), cfg.hive.rejected_table, by_topic)
+    earlier = {topic: tuple(sorted(bound.retired_tables([topic], by_topic) - set(by_topic.get(topic, ()))))
+               for topic in topics} if isinstance(bound, RouteBinding) else {}
+    earlier = {topic: names for topic, names in earlier.items() if names}
+    names = {t for tables in (*by_topic.values(), *earlier.values()) for t in tables}
+    return JobTables(tuple(sorted(names)), cfg.hive.rejected_table, by_topic, earlier)
 
 
 @dataclass
@@ -103,7 +113,8 @@ def check_exactly_once(read_table: Callable[[str, str], Counter], config: Path |
     from etl.job.write_mode import EVENT_TIME, configured_mode
     cfg = load_config(config)
     db, table = cfg.hive.database, cfg.hive.table
-    tables = job_tables(cfg, {topic for topic, _p, _o in expected})
+    state = job_state(config)
+    tables = job_tables(cfg, {topic for topic, _p, _o in expected}, state.binding)
     main, rejected, problems = tables.read(read_table, db)
     both = main + rejected
     duplicates = {k: v for k, v in both.items() if v > 1}
@@ -125,7 +136,6 @@ def check_exactly_once(read_table: Callable[[str, str], Counter], config: Path |
     if configured_mode(placing) is EVENT_TIME:  # every row in the partition of its own event time
         for name in tables.tables:  # a routed job's: each of its tables
             problems += misplaced_rows(table_root(warehouse_dir, db, name), placing.event_column, placing.timezone)[:10]
-    state = job_state(config)
     if state.open_state:
         problems.append(f"batch {state.last_batch_id} is still open ({state.last_state})")
     if state.committed != ends:
@@ -178,8 +188,8 @@ def check_interim(read_table: Callable[[str, str], Counter] | None, config: Path
     from etl.job.write_mode import EVENT_TIME, configured_mode
     cfg = load_config(config)
     db, table = cfg.hive.database, cfg.hive.table
-    tables = job_tables(cfg, {topic for topic, _p, _o in produced})
     state = job_state(config)
+    tables = job_tables(cfg, {topic for topic, _p, _o in produced}, state.binding)
     problems = file_problems(warehouse_dir, db, table, committed=state.committed,
                              by_event_time=configured_mode(cfg.hive.partitioning) is EVENT_TIME,
                              tables=tables.tables, rejected_table=tables.rejected, split_topics=tables.split_topics)

@@ -13,6 +13,7 @@ class JobState:
     last_batch: object | None  # etl.model.batch.Batch
     committed: dict  # (topic, partition) -> offset
     lock_held: bool
+    binding: object | None = None  # etl.model.route_binding.JobBinding, None before the first run
 
     @property
     def open_state(self) -> str | None:
@@ -42,12 +43,13 @@ def job_state(config: Path | str) -> JobState:
         except NoNodeError:
             committed = {}
         lock_held = store.client.exists(store.paths.lock) is not None
+        binding = store.binding()
     finally:
         store.client.stop()
         store.client.close()
     batch = last[0] if last else None
     return JobState(batch.batch_id if batch else None, batch.state.value if batch else None, batch, committed,
-                    lock_held)
+                    lock_held, binding)
 
 
 def lock_znode(config: Path | str) -> str:

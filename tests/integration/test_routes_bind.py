@@ -1,9 +1,11 @@
 """Issue 30: routes added and removed between runs, with the guards, on the real stack. A route
 added to the config is refused by `etl run` until `etl bind --yes` binds it; a route removed
 whose topic has loaded records is refused by `etl bind` unless --stop-loading; after it, the
-topic is reported as no longer loaded, and `etl verify` still checks its table. A table another
-job owns (its `etl.owner`) is refused, per table. A one-table job is turned into a routed one by
-`etl bind`, keeping its table and offsets, and its compacted partitions where they are."""
+topic is reported as no longer loaded, and `etl verify` still checks its table. A loaded topic
+moved to another table is refused by `etl bind` unless --move-loaded; after it, its history stays
+in its old table and its new records go to the new one, and the oracle holds over both. A table
+another job owns (its `etl.owner`) is refused, per table. A one-table job is turned into a routed
+one by `etl bind`, keeping its table and offsets, and its compacted partitions where they are."""
 from __future__ import annotations
 
 import uuid
@@ -64,6 +66,36 @@ def test_a_route_added_or_removed_is_bound_on_purpose_and_verify_follows(spark, 
     other_job = _config(write_config, f"{name}x", {"b": route_b}, job={"name": f"{name}-other"})
     taken = run_etl(other_job)
     assert taken.returncode == 2 and "etl.owner" in taken.stderr, taken.describe()
+
+
+def test_a_loaded_topic_moved_to_another_table_keeps_its_history_where_it_was(
+        spark, new_topic, produce, write_config, warehouse_dir):
+    """`etl bind --move-loaded`: topic b's route is given another table. Its records loaded so far
+    stay in the old table, which the job's commands go on checking; its next ones go to the new
+    table from its committed offsets on; every offset once, across the job's tables."""
+    name = f"mv{uuid.uuid4().hex[:8]}"
+    a, b = new_topic(1, f"{name}.a"), new_topic(1, f"{name}.b")
+    produce(a, events_by_partition(1, 5))
+    produce(b, events_by_partition(1, 4))
+    first = _config(write_config, name, {"a": _route(a, f"{name}_a"), "b": _route(b, f"{name}_b")})
+    assert run_etl(first).returncode == 0
+    moved = _config(write_config, name, {"a": _route(a, f"{name}_a"), "b": _route(b, f"{name}_b2")})
+    refused = run_etl(moved)
+    assert refused.returncode == 2 and f"topic {b}'s records would go to other tables" in refused.stderr, \
+        refused.describe()
+    kept = etl_command(moved, "bind", "--yes")
+    assert kept.returncode == 2 and f"{b} ({name}_b -> {name}_b2)" in kept.stdout and "pass --move-loaded" in \
+        kept.stdout, kept.describe()
+    bound = etl_command(moved, "bind", "--yes", "--move-loaded")
+    assert bound.returncode == 0 and f"moved to other tables: {b}" in bound.stdout, bound.describe()
+    produce(a, events_by_partition(1, 3, first_id=5))
+    produce(b, events_by_partition(1, 2, first_id=4))
+    assert run_etl(moved).returncode == 0
+    assert table_offsets(spark, DB, f"{name}_b") == expected_offsets(b, {0: 4})  # its history, where it was
+    assert table_offsets(spark, DB, f"{name}_b2") == expected_offsets(b, {0: 6}, start=4)  # from the move on
+    expected = expected_offsets(a, {0: 8}) + expected_offsets(b, {0: 6})
+    oracle = check_exactly_once(hive_reader(spark), moved, expected, warehouse_dir)
+    print(f"[routes-bind] a loaded topic moved to another table: {oracle.describe()}")
 
 
 def test_a_one_table_job_turned_into_a_routed_one_keeps_its_table_and_its_offsets(

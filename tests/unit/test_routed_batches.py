@@ -234,13 +234,15 @@ def test_a_route_removed_whose_topics_have_loaded_records_needs_stop_loading(tmp
     assert store.binding() == RouteBinding.of(both, Warehouse.of(both))
 
 
-def test_a_loaded_topic_moved_to_another_table_is_refused(tmp_path):
+def test_a_loaded_topic_moved_to_another_table_is_refused_without_move_loaded(tmp_path):
+    # Moving it with --move-loaded: tests/unit/test_routes_move.py
     renamed = _routed_config(tmp_path, ROUTES.replace("table = orders", "table = sales"), "renamed.ini")
     store = MemoryStore()
     _bound(_routed_config(tmp_path, ROUTES), store, "orders")
     code, said = _bind(renamed, store, yes=True)
     assert code == EXIT_USAGE and "topic orders's records would go to other tables" in said[0]
-    assert said[-1].startswith("refused: moving loaded topics to other tables")
+    assert said[-1].startswith("refused: orders (orders -> sales) have loaded records that would go to other tables; "
+                               "pass --move-loaded")
 
 
 def _one_table_job(tmp_path, table: str = "table = orders"):

@@ -1,0 +1,238 @@
+"""`etl bind --move-loaded`: a loaded topic moved to other tables on purpose (etl.ops.rebind). Its
+old routes, restricted to it, stay bound as retired (etl.model.route_binding), so that the
+commands that inspect the job's tables (etl.ops.job_tables) go on finding its old files, while
+its new records go to its new tables. In memory (tests.harness.memory_store): the configs name
+closed ports, and bind's Hive work is left out (no Spark)."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from etl.cli import main
+from etl.config import load_config
+from etl.context.command import CommandContext
+from etl.errors import EXIT_OK, EXIT_USAGE
+from etl.model.batch import OffsetRange
+from etl.model.route_binding import BoundRoute, RouteBinding, check_job_binding
+from etl.ops.job_tables import held_by_job, job_tables
+from etl.ops.rebind import bind_in
+from etl.sink.fs import LocalFileSystem
+from etl.sink.warehouse import Warehouse
+from tests.harness.config_file import routed_ini
+from tests.harness.memory_store import MemoryStore
+from tests.harness.paths import EVENTS_SCHEMA
+from tests.harness.prometheus import free_port
+from tests.harness.store_contract import batch, committed
+
+
+def _route(name: str, table: str, topics: str = "", regex: str = "", split: str = "") -> str:
+    chooses = f"topics_regex = {regex}" if regex else f"topics = {topics}"
+    return f"[route {name}]\n{chooses}\ntable = {table}\nschema = {EVENTS_SCHEMA}\n{split}"
+
+
+RAW = _route("raw", "raw_{topic}", regex="app[.].*")
+ORDERS = _route("orders", "orders", "orders, refunds")
+
+
+def _config(tmp_path, name: str, routes: str, rejected: str = "rejects"):
+    """A routed job's config whose services are at closed ports, its warehouse in tmp_path (one
+    for every config of a test: the same folders)."""
+    ini = (routed_ini(routes, hive=f"rejected_table = {rejected}").replace("url = file:///tmp/w", f"url = file://{tmp_path}/w")
+           .replace("hosts = 127.0.0.1:2181", f"hosts = 127.0.0.1:{free_port()}")
+           .replace("bootstrap.servers = 127.0.0.1:9092", f"bootstrap.servers = 127.0.0.1:{free_port()}")
+           .replace("[hive]\n", f"[hive]\nmetastore = thrift://127.0.0.1:{free_port()}\n", 1))
+    (tmp_path / f"{name}.ini").write_text(ini)
+    return load_config(tmp_path / f"{name}.ini")
+
+
+class _NoHive(CommandContext):
+    """bind's tables are ensured in Hive: nothing to ensure here (no Spark in unit tests)."""
+
+    def registrar(self):
+        return None
+
+    def table_registrar(self, view, warehouse, ddl=None):
+        return None
+
+
+def _loaded(config, *topics: str) -> MemoryStore:
+    """A job bound to `config`'s routes, whose `topics` have committed offsets."""
+    store = MemoryStore()
+    store.acquire_lock()
+    store.bind_first(RouteBinding.of(config, Warehouse.of(config)))
+    committed(store, batch(ranges=tuple(OffsetRange(topic, 0, 0, 5, None) for topic in topics)))
+    store.release_lock()
+    return store
+
+
+def _bind(config, store, yes=True, move_loaded=False, stop_loading=False) -> tuple[int, list[str]]:
+    said: list[str] = []
+    with _NoHive(config, store=store, fs=LocalFileSystem()) as context:
+        return bind_in(context, yes=yes, data_moved=False, out=said.append, stop_loading=stop_loading,
+                       move_loaded=move_loaded), said
+
+
+def _tables(config, store, *topics: str) -> list[str]:
+    return [name for name, _ in job_tables(config, Warehouse.of(config), topics, None, store.binding())]
+
+
+def test_a_move_is_refused_without_move_loaded_naming_each_topic_and_its_tables(tmp_path):
+    before = _config(tmp_path, "before", RAW + ORDERS)
+    store = _loaded(before, "orders", "refunds", "app.x")
+    bound, events = store.binding(), store.events()
+    moved = _config(tmp_path, "moved", RAW + ORDERS.replace("table = orders", "table = sales"))
+    code, said = _bind(moved, store)
+    assert code == EXIT_USAGE, said
+    assert said[-1] == ("refused: orders (orders -> sales) and refunds (orders -> sales) have loaded records that "
+                        "would go to other tables; pass --move-loaded to move them on purpose (their records "
+                        "loaded so far stay in the old tables, which `etl verify` goes on checking, and the next "
+                        "ones go to the new tables); nothing changed"), said
+    assert store.binding() == bound and store.events() == events and store.lock_holder() is None
+
+
+def test_a_move_with_move_loaded_keeps_the_old_routes_of_each_moved_topic_as_retired(tmp_path):
+    before = _config(tmp_path, "before", RAW + ORDERS)
+    store = _loaded(before, "orders", "refunds", "app.x")
+    moved = _config(tmp_path, "moved", RAW + ORDERS.replace("table = orders", "table = sales"))
+    code, said = _bind(moved, store, yes=False, move_loaded=True)
+    assert code == EXIT_USAGE and said[-1] == "nothing changed: pass --yes to apply", said
+    code, said = _bind(moved, store, move_loaded=True)
+    assert code == EXIT_OK and said[-1] == "bound; recorded in ZooKeeper; moved to other tables: orders, refunds", said
+    stored = store.binding()
+    assert stored.routes == RouteBinding.of(moved, Warehouse.of(moved)).routes
+    assert stored.retired == (BoundRoute("orders/orders", "orders", topics=("orders",)),
+                              BoundRoute("orders/refunds", "orders", topics=("refunds",)))
+    check_job_binding(stored, RouteBinding.of(moved, Warehouse.of(moved)), moved, ["orders", "refunds", "app.x"])
+    assert _tables(moved, store, "orders", "refunds", "app.x") == ["orders", "raw_app_x", "sales"]
+    assert _bind(moved, store, move_loaded=True)[1] == ["job j1 is already bound to its 2 routes; nothing to do"]
+
+
+def test_a_moved_topics_old_table_is_inspected_and_holds_nothing_once_its_files_are_gone(tmp_path):
+    before = _config(tmp_path, "before", RAW + ORDERS)
+    store = _loaded(before, "app.x")
+    moved = _config(tmp_path, "moved", RAW.replace("app[.].*", "app[.]y.*") + ORDERS + _route("x", "apps", "app.x"))
+    assert _bind(moved, store, move_loaded=True)[0] == EXIT_OK
+    assert store.binding().retired == (BoundRoute("raw/app.x", "raw_{topic}", topics=("app.x",)),)
+    assert _tables(moved, store, "app.x") == ["apps", "raw_app_x"]
+    held = held_by_job(LocalFileSystem(), moved, store, Warehouse.of(moved))  # no folder at all: nothing held
+    assert sorted(held.by_table) == ["apps", "raw_app_x"] and not held.by_table["raw_app_x"].files
+
+
+SPLIT = (_route("clicks", "clicks", "events", split="field = kind\nvalues = click\n")
+         + _route("rest", "events_other", "events", split="field = kind\nvalues = *\n"))
+
+
+def test_a_split_topic_moved_to_one_table_keeps_both_of_its_old_tables(tmp_path):
+    store = _loaded(_config(tmp_path, "before", SPLIT), "events")
+    whole = _config(tmp_path, "whole", _route("events", "events_all", "events"))
+    code, said = _bind(whole, store)
+    assert code == EXIT_USAGE and "events (clicks, events_other -> events_all)" in said[-1], said
+    assert _bind(whole, store, move_loaded=True)[0] == EXIT_OK
+    removed = RouteBinding.of(_config(tmp_path, "before", SPLIT), Warehouse.of(whole)).routes  # retired whole, as ever
+    assert store.binding().retired == (
+        *removed, BoundRoute("clicks/events", "clicks", "kind", ("click",), ("events",)),
+        BoundRoute("rest/events", "events_other", "kind", ("*",), ("events",)))
+    assert _tables(whole, store, "events") == ["clicks", "events_all", "events_other"]
+
+
+def test_a_topic_moved_twice_keeps_both_of_its_earlier_tables(tmp_path):
+    store = _loaded(_config(tmp_path, "a", _route("t", "a", "t")), "t")
+    b, c = _config(tmp_path, "b", _route("t", "b", "t")), _config(tmp_path, "c", _route("t", "c", "t"))
+    assert _bind(b, store, move_loaded=True)[0] == EXIT_OK
+    assert _bind(c, store, move_loaded=True)[0] == EXIT_OK
+    assert [(r.name, r.table) for r in store.binding().retired] == [("t/t", "a"), ("t/t", "b")]
+    assert _tables(c, store, "t") == ["a", "b", "c"]
+    check_job_binding(store.binding(), RouteBinding.of(c, Warehouse.of(c)), c, ["t"])
+
+
+def test_a_move_and_a_stop_are_each_refused_without_their_flag_and_made_together_with_both(tmp_path):
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
+    after = _config(tmp_path, "after", _route("orders", "sales", "orders"))
+    code, said = _bind(after, store, move_loaded=True)
+    assert code == EXIT_USAGE and "pass --stop-loading" in said[-1] and store.binding().retired == (), said
+    code, said = _bind(after, store, stop_loading=True)
+    assert code == EXIT_USAGE and "pass --move-loaded" in said[-1] and store.binding().retired == (), said
+    code, said = _bind(after, store, stop_loading=True, move_loaded=True)
+    assert code == EXIT_OK and said[-1].endswith("; no longer loaded: app.x; moved to other tables: orders"), said
+    assert [(r.name, r.table) for r in store.binding().retired] == [("raw", "raw_{topic}"), ("orders/orders", "orders")]
+    assert _tables(after, store, "orders", "app.x") == ["orders", "raw_app_x", "sales"]
+
+
+def test_another_database_or_folder_stays_refused_with_move_loaded(tmp_path):
+    store = _loaded(_config(tmp_path, "before", ORDERS), "orders")
+    bound = store.binding()
+    other = _config(tmp_path, "other", ORDERS.replace("table = orders", "table = sales"), rejected="elsewhere")
+    code, said = _bind(other, store, move_loaded=True)
+    assert code == EXIT_USAGE and said[-1] == ("refused: moving the job's tables to another database or folder, or "
+                                               "giving it another rejected table, is not built yet; nothing changed"), said
+    assert store.binding() == bound
+
+
+def test_a_retired_pattern_counts_only_for_topics_it_may_have_loaded(tmp_path):
+    """A route retired by --stop-loading keeps its pattern: a topic it matches that a route of the
+    config takes now (one created after it was retired) was never loaded by it, and its table may
+    not exist, which `etl verify --deep` could not read."""
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
+    fewer = _config(tmp_path, "fewer", ORDERS + _route("late", "late", "app.late"))
+    assert _bind(fewer, store, stop_loading=True)[0] == EXIT_OK
+    assert _tables(fewer, store, "orders", "app.x", "app.late") == ["late", "orders", "raw_app_x"]
+
+
+def test_topics_stopped_then_routed_again_to_another_table_are_moved_from_their_retired_one(tmp_path):
+    """A stopped topic's records are in its retired route's table: routing it again elsewhere is a
+    move, and that route, which names it, keeps the table among the job's."""
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "refunds", "app.x")
+    assert _bind(_config(tmp_path, "stopped", RAW), store, stop_loading=True)[0] == EXIT_OK
+    again = _config(tmp_path, "again", RAW + _route("again", "sales", "orders, refunds"))
+    code, said = _bind(again, store)
+    assert code == EXIT_USAGE and said[-1].startswith("refused: orders (orders -> sales) and refunds (orders -> "
+                                                      "sales) have loaded records"), said
+    assert _bind(again, store, move_loaded=True)[0] == EXIT_OK
+    assert [r.name for r in store.binding().retired] == ["orders", "orders/orders", "orders/refunds"]
+    assert _tables(again, store, "orders", "refunds", "app.x") == ["orders", "raw_app_x", "sales"]
+
+
+def test_a_topic_a_retired_pattern_stopped_then_routed_again_keeps_its_retired_table(tmp_path):
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
+    assert _bind(_config(tmp_path, "stopped", ORDERS), store, stop_loading=True)[0] == EXIT_OK
+    again = _config(tmp_path, "again", ORDERS + _route("x", "apps", "app.x"))
+    code, said = _bind(again, store)
+    assert code == EXIT_USAGE and said[-1].startswith("refused: app.x (raw_app_x -> apps) have loaded records"), said
+    assert _bind(again, store, move_loaded=True)[0] == EXIT_OK
+    assert store.binding().retired[-1] == BoundRoute("raw/app.x", "raw_{topic}", topics=("app.x",))
+    assert _tables(again, store, "orders", "app.x") == ["apps", "orders", "raw_app_x"]
+
+
+def test_the_oracle_reads_a_moved_topics_old_table_as_one_of_its_own(tmp_path):
+    from tests.harness.oracle import job_tables as oracle_tables
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
+    moved = _config(tmp_path, "moved", RAW + ORDERS.replace("table = orders", "table = sales"))
+    assert _bind(moved, store, move_loaded=True)[0] == EXIT_OK
+    found = oracle_tables(moved, ["orders", "app.x"], store.binding())
+    assert found.tables == ("orders", "raw_app_x", "sales") and found.earlier == {"orders": ("orders",)}
+    assert oracle_tables(moved, ["orders", "app.x"]).tables == ("raw_app_x", "sales")
+    rows = {"orders": Counter({("orders", 0, 0): 1}), "sales": Counter({("orders", 0, 1): 1}),
+            "raw_app_x": Counter({("orders", 0, 2): 1})}
+    main_rows, _, strays = found.read(lambda db, table: rows.get(table, Counter()), "db")
+    assert sum(main_rows.values()) == 3 and strays == [
+        "1 offsets in table raw_app_x, whose topics go to other tables, e.g. [('orders', 0, 2)]"]
+
+
+def test_bind_takes_move_loaded_on_the_command_line(tmp_path, monkeypatch):
+    import etl.ops.rebind
+    given: dict = {}
+    monkeypatch.setattr(etl.ops.rebind, "bind", lambda config, **flags: given.update(flags) or EXIT_OK)
+    config = _config(tmp_path, "job", ORDERS)
+    assert main(["bind", "--config", str(config.path), "--yes", "--move-loaded"]) == EXIT_OK
+    assert given == {"yes": True, "data_moved": False, "stop_loading": False, "move_loaded": True}
+
+
+@pytest.mark.parametrize("flags", [[], ["--stop-loading"]])
+def test_bind_moves_nothing_unless_told(tmp_path, monkeypatch, flags):
+    import etl.ops.rebind
+    given: dict = {}
+    monkeypatch.setattr(etl.ops.rebind, "bind", lambda config, **more: given.update(more) or EXIT_OK)
+    config = _config(tmp_path, "job", ORDERS)
+    assert main(["bind", "--config", str(config.path), *flags]) == EXIT_OK
+    assert given["move_loaded"] is False and given["stop_loading"] is bool(flags)
