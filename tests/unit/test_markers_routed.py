@@ -20,6 +20,7 @@ from etl.sink.marker_ledger import LEDGER_KEY, Awaiting, Ledger, partition_key
 from etl.sink.markers import MARKER_NAME, SuccessMarkers, marker_status
 from etl.sink.warehouse import Warehouse
 from tests.harness.config_file import TWO_ROUTES, routed_ini
+from tests.harness.marker_store import MarkerStore
 
 PLANNED = dt.datetime(2026, 11, 21, 10, 30, tzinfo=dt.timezone.utc)
 HOUR = {"dt": "2026-11-21", "hour": "10"}
@@ -28,43 +29,19 @@ RANGES = (OffsetRange("app.x", 0, 0, 5, None), OffsetRange("orders", 0, 0, 3, No
 TABLES = {"app.x": ["raw_app_x"], "orders": ["orders"], "app.y": ["raw_app_y"]}
 
 
-class _Holder:
-    def describe(self) -> str:
-        return "host:1"
-
-
-class _Store:
-    """The newest batch and its version, as ZooKeeper holds them; amend is the fenced update."""
-
-    me = _Holder()
-
-    def __init__(self):
-        self.newest: tuple[Batch, int] | None = None
-
-    def last_batch(self):
-        return self.newest
-
-    def committed_offsets(self):
-        return {}
-
-    def amend(self, batch: Batch, version: int, extra: dict):
-        assert self.newest == (batch, version), "amended a batch that is not the newest as read"
-        self.newest = (replace(batch, extra=extra), version + 1)
-
-
 @pytest.fixture
 def job(tmp_path: Path):
     path = tmp_path / "etl.ini"
     hive = "rejected_table = rejects\nsuccess_markers = true\nsuccess_marker_delay_seconds = 0"
     path.write_text(routed_ini(TWO_ROUTES, hive=hive).replace("file:///tmp/w", f"file://{tmp_path}/w"))
     config = load_config(path)
-    store, fs, warehouse = _Store(), LocalFileSystem(), Warehouse.of(config)
+    store, fs, warehouse = MarkerStore(), LocalFileSystem(), Warehouse.of(config)
     now = [PLANNED]
     markers = SuccessMarkers(config, store, fs, warehouse, PLANNING_TIME_HOURLY, clock=lambda: now[0])
     return markers, store, warehouse, now
 
 
-def _committed(markers: SuccessMarkers, store: _Store, batch_id: int = 1) -> Batch:
+def _committed(markers: SuccessMarkers, store: MarkerStore, batch_id: int = 1) -> Batch:
     """Plan a batch into HOUR, write its tables' folders as its tasks would, and commit it."""
     batch = Batch(batch_id, BatchState.PLANNED, PLANNED.isoformat(), dict(HOUR), RANGES, tables=TABLES)
     planned = markers.on_plan(batch)

@@ -27,6 +27,7 @@ from etl.sink.markers import MARKER_NAME, SuccessMarkers
 from etl.sink.warehouse import Warehouse
 from etl.model.partitioning import PLANNING_TIME_HOURLY
 from tests.harness.routed_event import PLANNED, ROUTES, event_task, placement, routed_config
+from tests.harness.marker_store import MarkerStore
 
 SPLIT = OffsetRange("events", 0, 0, 13, None)
 WHOLE = OffsetRange("orders", 0, 0, 4, None)
@@ -90,34 +91,13 @@ def test_the_sweep_covers_each_tables_part_folders_and_the_manifest_folders(tmp_
         f"{root}/orders/_etl_ranges/orders+0", f"{root}/rejects/_etl_ranges/events+0"]
 
 
-class _Holder:
-    def describe(self) -> str:
-        return "host:1"
-
-
-class _Store:
-    me = _Holder()
-
-    def __init__(self):
-        self.newest = None
-
-    def last_batch(self):
-        return self.newest
-
-    def committed_offsets(self):
-        return {}
-
-    def amend(self, batch, version, extra):
-        self.newest = (replace(batch, extra=extra), version + 1)
-
-
 def test_the_ledger_awaits_each_tables_partition_and_marks_it_in_its_folder_rejected_first(tmp_path):
     path = tmp_path / "etl.ini"
     routed_config(tmp_path, ROUTES)
     path.write_text(path.read_text().replace("rejected_table = rejects", "rejected_table = rejects\n"
                                              "success_markers = true\nsuccess_marker_delay_seconds = 0"))
     config = load_config(path)
-    store, fs, warehouse = _Store(), LocalFileSystem(), Warehouse.of(config)
+    store, fs, warehouse = MarkerStore(), LocalFileSystem(), Warehouse.of(config)
     markers = SuccessMarkers(config, store, fs, warehouse, PLANNING_TIME_HOURLY, clock=lambda: NOW)
     batch = _batch()
     extra = markers.on_written(batch, touched_partitions(RESULTS, TABLES))
