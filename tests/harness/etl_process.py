@@ -341,6 +341,36 @@ def run_etl(config: Path | str, *args: str, command: str = "run", fault: str | N
     return Finished(code, proc.stdout, proc.stderr, proc.seconds, orphans, proc)
 
 
+@dataclass(frozen=True)
+class Takeover:
+    """What take_over_past_its_session saw."""
+
+    second: Finished  # the run that took the lock over
+    first_code: int  # the stopped run's exit, once let go
+    session: int  # the stopped run's ZooKeeper session id
+    lock_gone_after: float  # seconds from the SIGSTOP to its lock's end
+
+
+def take_over_past_its_session(first: EtlProcess, zk, config: Path | str) -> Takeover:
+    """SIGSTOP the running `first` (its driver holds the ZooKeeper session: no more pings, the
+    server expires it), wait for its lock to go, run the job again, then let `first` go on and
+    wait for it. Should anything fail meanwhile, `first` is killed."""
+    from tests.harness.state import lock_znode, wait_for_lock_release
+    session = zk.exists(lock_znode(config)).ephemeralOwner
+    try:
+        first.stop()
+        gone_after = wait_for_lock_release(zk, config)
+        second = run_etl(config)
+    except BaseException:
+        first.kill()
+        raise
+    finally:
+        first.cont()
+    code = first.wait(300)
+    first.reap()
+    return Takeover(second, code, session, gone_after)
+
+
 def settled_reapers() -> list[str]:
     """Wait for the background reapers (run_etl), and return what they had to SIGKILL: processes
     that outlived a clean run by their grace period (10 s), which should never happen."""

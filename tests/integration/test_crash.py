@@ -31,12 +31,12 @@ from tests.harness import kafka
 from tests.harness.campaign import campaign_seed, kill_campaign
 from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
-from tests.harness.etl_process import EtlProcess, Finished, run_etl
+from tests.harness.etl_process import EtlProcess, Finished, run_etl, take_over_past_its_session
 from tests.harness.oracle import check_exactly_once, hive_reader, table_offsets
 from tests.harness.race import race_range_task, range_task_for
 from tests.harness.recovery import recover_or_run
 from tests.harness.services import PrivateBroker, PrivateMetastore, paused, read_tables_via
-from tests.harness.state import job_state, lock_znode, wait_for_lock_release
+from tests.harness.state import job_state, wait_for_lock_release
 from tests.harness.warehouse_files import final_files, table_root, temp_files
 
 
@@ -333,23 +333,16 @@ def test_a_run_whose_session_expired_cannot_commit_after_another_run_took_over(
     first = EtlProcess(config, fault=point, action="sleep:5")
     try:
         first.wait_until(lambda: job_state(config).last_state == target, 300, f"batch 1 {target}", poll=0.2)
-        lock_before = zk.exists(lock_znode(config))
-        first.stop()  # the driver holds the ZooKeeper session: no more pings, the server expires it
-        stopped = time.monotonic()
-        wait_for_lock_release(zk, config)
-        report(f"{point}: driver SIGSTOPped; session 0x{lock_before.ephemeralOwner:x} expired, lock gone after "
-               f"{time.monotonic() - stopped:.1f}s")
-        second = run_etl(config)
-        assert second.returncode == 0, second.describe()
-        assert "batch 1 (resumed) COMMITTED" in second.stdout, second.describe()
-        assert job_state(config).last_state == "COMMITTED"
     except BaseException:
         first.kill()
         raise
-    finally:
-        first.cont()
-    code = first.wait(300)
-    first.reap()
+    took = take_over_past_its_session(first, zk, config)
+    report(f"{point}: driver SIGSTOPped; session 0x{took.session:x} expired, lock gone after "
+           f"{took.lock_gone_after:.1f}s")
+    second, code = took.second, took.first_code
+    assert second.returncode == 0, second.describe()
+    assert "batch 1 (resumed) COMMITTED" in second.stdout, second.describe()
+    assert job_state(config).last_state == "COMMITTED"
     lock_lost = "no longer holds the job lock" in first.stderr or "lost the job lock" in first.stderr
     # At REGISTERED, commit() compares the offsets before it checks the lock, so depending on
     # how fast kazoo reports the expiry the zombie may name a StateConflict instead (wrong advice,

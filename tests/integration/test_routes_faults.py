@@ -14,15 +14,14 @@ one after another, and its commit covers every table's offsets at once.
 from __future__ import annotations
 
 import concurrent.futures
-import time
 
 import pytest
 
 from etl.errors import EXIT_RETRYABLE
 from tests.harness.data import events_by_partition
-from tests.harness.etl_process import EtlProcess, run_etl
+from tests.harness.etl_process import EtlProcess, run_etl, take_over_past_its_session
 from tests.harness.oracle import check_exactly_once, hive_reader
-from tests.harness.state import job_state, lock_znode, wait_for_lock_release
+from tests.harness.state import job_state
 from tests.integration.test_pipeline import recreate_topic
 from tests.integration.test_routes_crash import whole_and_split_job
 
@@ -45,21 +44,14 @@ def test_a_routed_run_stopped_mid_registration_past_its_session_commits_nothing_
         first.wait_until(lambda: registered(spark, f"{name}_clicks"), 300, "the clicks table's partition registered",
                          poll=0.2)
         assert job_state(config).last_state == "WRITTEN"
-        session = zk.exists(lock_znode(config)).ephemeralOwner
-        first.stop()  # the driver holds the ZooKeeper session: no more pings, the server expires it
-        stopped = time.monotonic()
-        wait_for_lock_release(zk, config)
-        print(f"[routes-faults] driver SIGSTOPped between two tables' registrations; session 0x{session:x} "
-              f"expired, lock gone after {time.monotonic() - stopped:.1f}s")
-        second = run_etl(config)
-        assert second.returncode == 0 and "batch 1 (resumed) COMMITTED" in second.stdout, second.describe()
     except BaseException:
         first.kill()
         raise
-    finally:
-        first.cont()
-    code = first.wait(300)
-    first.reap()
+    took = take_over_past_its_session(first, zk, config)
+    print(f"[routes-faults] driver SIGSTOPped between two tables' registrations; session 0x{took.session:x} "
+          f"expired, lock gone after {took.lock_gone_after:.1f}s")
+    second, code = took.second, took.first_code
+    assert second.returncode == 0 and "batch 1 (resumed) COMMITTED" in second.stdout, second.describe()
     assert "no longer holds the job lock" in first.stderr or "lost the job lock" in first.stderr, first.describe()
     assert code == EXIT_RETRYABLE and "Traceback" not in first.stderr, first.describe()
     state = job_state(config)
