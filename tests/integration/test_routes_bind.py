@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import uuid
 
+from etl.config import load_config
 from etl.config.routes import table_name
 from etl.model.compaction import COMPACTED_FOLDER
+from etl.ops.recovery import recover
+from etl.ops.verify import run_verify
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader, table_offsets
@@ -96,6 +99,18 @@ def test_a_loaded_topic_moved_to_another_table_keeps_its_history_where_it_was(
     expected = expected_offsets(a, {0: 8}) + expected_offsets(b, {0: 6})
     oracle = check_exactly_once(hive_reader(spark), moved, expected, warehouse_dir)
     print(f"[routes-bind] a loaded topic moved to another table: {oracle.describe()}")
+
+    # Its file in the old table deleted: verify, which reads both tables, names the gap, and
+    # recover rewrites the range into the table its route gives it now.
+    [lost] = [f for f in (warehouse_dir / f"{DB}.db" / f"{name}_b").rglob(f"{b}+0+*.parquet")]
+    lost.unlink()
+    report = run_verify(load_config(moved), deep=True)
+    assert not report.ok and "[0, 4)" in report.render(), report.render()
+    assert recover(load_config(moved), dry_run=False, out=print) == 0
+    assert table_offsets(spark, DB, f"{name}_b2") == expected_offsets(b, {0: 6})
+    rewritten = check_exactly_once(hive_reader(spark), moved, expected, warehouse_dir)
+    print(f"[routes-bind] the moved topic's old file deleted, NOT OK, recovered into the new table: "
+          f"{rewritten.describe()}")
 
 
 def test_a_one_table_job_turned_into_a_routed_one_keeps_its_table_and_its_offsets(
