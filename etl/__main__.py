@@ -1,7 +1,8 @@
-"""`python -m etl ...`: the same commands as the `etl` console script."""
+"""`python -m etl ...`: the same commands as the `etl` console script; also the application that
+spark-submit runs (etl.submitted)."""
 import sys
 
-from etl.cli import main
+from etl.submitted import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,7 +19,6 @@ from etl import faults, logs
 from etl.config import Config, effective_ini, load_config, render_effective
 from etl.errors import (ConfigError, EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
                         RETRYABLE_OS_ERRORS, EtlError, LockHeld)
-from etl.hive.spark import satisfy_a_yarn_application_master
 from etl.ops.check import CheckResult, unknown
 from etl.state.store import BATCHES_KEPT, RETRYABLE_ZK_ERRORS
 
@@ -28,16 +27,7 @@ log = logging.getLogger("etl")
 
 def main(argv: list[str] | None = None) -> int:
     """`argv` None: run as the program (`etl`, `python -m etl`), which with JSON logs also
-    turns its uncaught exceptions into records and relays its children's stderr (etl.logs).
-    Under spark-submit in YARN cluster mode, a command that succeeded without Spark (a lock-held
-    skip, nothing new) still ends its application SUCCEEDED (etl.hive.spark)."""
-    code = _run_command(argv)
-    if code == EXIT_OK:
-        satisfy_a_yarn_application_master()
-    return code
-
-
-def _run_command(argv: list[str] | None) -> int:
+    turns its uncaught exceptions into records and relays its children's stderr (etl.logs)."""
     program = argv is None
     argv = sys.argv[1:] if argv is None else argv
     args = _parser(logs.format_in(argv)).parse_args(argv)

@@ -35,6 +35,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(rooms) for rooms in (
     {"context"},
     {"ops"},
     {"cli", "examples"},
+    {"submitted"},
     {"__main__"},
 ))
 FLOOR_OF = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
