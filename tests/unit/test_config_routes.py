@@ -118,6 +118,18 @@ def test_a_bad_route_key_is_refused_naming_its_section_and_key(tmp_path, text, s
     assert said in _refused(tmp_path, text)
 
 
+@pytest.mark.parametrize("second", ["route  a", "route a "])
+def test_two_sections_that_name_one_route_are_refused_naming_both(tmp_path, second):
+    """A route's name is its section's name stripped: two sections may differ by whitespace alone,
+    and would be two routes of one name (bound, and looked up, by name)."""
+    text = (f"[route a]\ntopics_regex = x[.].*\ntable = {{topic}}\nschema = clicks.sql\n"
+            f"[{second}]\ntopics_regex = y[.].*\ntable = {{topic}}\nschema = clicks.sql\n")
+    with pytest.raises(ConfigError) as raised:
+        _routes(tmp_path, text)
+    assert raised.value.exit_code == 2
+    assert f"[route a] and [{second}] both name route 'a'" in str(raised.value), raised.value
+
+
 def test_a_templated_route_from_the_registry_makes_a_table_per_subject(tmp_path):
     [route] = _routes(tmp_path, "[route r]\ntopics_regex = t.*\ntable = {topic}\nschema = registry\n"
                                 "decoder = protobuf\n").routes
