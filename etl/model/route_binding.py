@@ -115,6 +115,19 @@ class RouteBinding:
         return tables - {self.rejected_table.lower()}  # table_for's names are lower-case
 
 
+    def retired_owners(self, committed: Iterable[str], routes: Routes) -> dict[str, frozenset[str]]:
+        """Each table the retired routes loaded records into, with the `committed` topics whose records
+        it holds (as retired_tables counts them, `routes` being the config's): it stays theirs, and
+        etl.model.routes.route_topics lets no other topic load into it."""
+        committed = list(committed)
+        routed_now = {topic for topic in committed if routes.of_topic(topic)}
+        owners: dict[str, set[str]] = {}
+        for topic in committed:
+            for table in self.retired_tables([topic], routed_now):
+                owners.setdefault(table, set()).add(topic)
+        return {table: frozenset(topics) for table, topics in owners.items()}
+
+
 def is_route_binding(raw: dict) -> bool:
     """A stored binding's JSON is a RouteBinding's (else a one-table job's Target)."""
     return "routes" in raw

@@ -236,3 +236,30 @@ def test_bind_moves_nothing_unless_told(tmp_path, monkeypatch, flags):
     config = _config(tmp_path, "job", ORDERS)
     assert main(["bind", "--config", str(config.path), *flags]) == EXIT_OK
     assert given["move_loaded"] is False and given["stop_loading"] is bool(flags)
+
+
+NEWCOMER = _route("raw", "{topic}", regex="raw_.*")  # raw_rt1-rej makes raw_rt1_rej, as rt1.rej does with RT
+RT = _route("rt", "raw_{topic}", regex="rt1[.].*")
+
+
+def _routed_now(config, store, *topics: str):
+    """The routing every command applies to the topics Kafka lists (etl.source.topics), as the
+    command's context builds it (no Kafka asked: the topics are given)."""
+    from etl.context.job import JobContext
+    from etl.source.topics import JobTopics
+    with JobContext(config, store=store, fs=LocalFileSystem()) as context:
+        return context._topic_routing().apply(JobTopics(topics))
+
+
+@pytest.mark.parametrize("how", ["stop", "move"])
+def test_a_new_topic_never_takes_the_table_of_a_topic_bind_stopped_or_moved(tmp_path, how):
+    store = _loaded(_config(tmp_path, "before", RT + NEWCOMER), "rt1.rej")
+    after = _config(tmp_path, "after", NEWCOMER + (_route("rt", "rt_moved", "rt1.rej") if how == "move" else ""))
+    assert _bind(after, store, stop_loading=how == "stop", move_loaded=how == "move")[0] == EXIT_OK
+    routed = _routed_now(after, store, "raw_rt1-rej", "raw_other", *(["rt1.rej"] if how == "move" else []))
+    assert routed.loaded == ("raw_other", *(["rt1.rej"] if how == "move" else []))
+    [refused] = routed.unroutable
+    assert refused.topic == "raw_rt1-rej" and refused.why.startswith(
+        "its table 'raw_rt1_rej' holds the records of topic rt1.rej, which `etl bind` stopped loading or moved"), \
+        refused.why
+    assert "give topic raw_rt1-rej a table of its own ([route raw] table" in refused.why
