@@ -24,7 +24,7 @@ from typing import Container, Iterable
 from etl.config.routes import ANY_OTHER_VALUE, FieldSplit, RouteConfig, Routes
 from etl.config.topic_pattern import TopicPattern
 from etl.model.binding import BindingMismatch, Target, check_bound, check_plan
-from etl.model.routes import route_topics
+from etl.model.routes import PlanTables, route_topics
 
 
 @dataclass(frozen=True)
@@ -148,9 +148,13 @@ class BindingDiff:
     moved: tuple[str, ...] = ()  # committed topics whose records would go to other tables
     stopped: tuple[str, ...] = ()  # committed topics whose records no route would load any more
     elsewhere: str | None = None  # another database, folder or rejected table
+    # Committed topics a route still chooses but that cannot be routed (two routes take one whole, a
+    # templated name no Hive name or the rejected table): (topic, why). Not stopped: wanted, and misrouted.
+    unroutable: tuple[tuple[str, str], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.added or self.removed or self.changed or self.moved or self.stopped or self.elsewhere)
+        return bool(self.added or self.removed or self.changed or self.moved or self.stopped or self.elsewhere
+                    or self.unroutable)
 
     def describe(self) -> list[str]:
         return ([f"the job's tables would move: {self.elsewhere}"] if self.elsewhere else []) + \
@@ -158,7 +162,8 @@ class BindingDiff:
             [f"removed: {r.describe()}" for r in self.removed] + \
             [f"changed: {old.describe()} becomes {new.describe()}" for old, new in self.changed] + \
             [f"topic {topic}'s records would go to other tables than they were loaded into" for topic in self.moved] + \
-            [f"topic {topic}'s records would no longer be loaded" for topic in self.stopped]
+            [f"topic {topic}'s records would no longer be loaded" for topic in self.stopped] + \
+            [f"topic {topic} cannot be routed: {why}" for topic, why in self.unroutable]
 
 
 def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable[str]) -> BindingDiff:
@@ -171,13 +176,14 @@ def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable
     committed = tuple(committed)
     was_tables = {topic: _tables_of(bound, topic) for topic in committed}
     now_tables = {topic: _tables_of(current, topic) for topic in committed}
+    unroutable = {topic: why for topic in committed if (why := _why_unroutable(current, topic))}
     return BindingDiff(
         added=tuple(r for name, r in now.items() if name not in was),
         removed=tuple(r for name, r in was.items() if name not in now),
         changed=tuple((was[name], r) for name, r in now.items() if name in was and not was[name].same_shape(r)),
         moved=tuple(t for t in committed if now_tables[t] and was_tables[t] != now_tables[t]),
-        stopped=tuple(t for t in committed if was_tables[t] and not now_tables[t]),
-        elsewhere=elsewhere)
+        stopped=tuple(t for t in committed if was_tables[t] and not now_tables[t] and t not in unroutable),
+        elsewhere=elsewhere, unroutable=tuple(unroutable.items()))
 
 
 def moved_tables(bound: RouteBinding, current: RouteBinding, topic: str) -> str:
@@ -200,9 +206,18 @@ def retired_by_move(bound: RouteBinding, moved: Iterable[str]) -> tuple[BoundRou
 
 def _tables_of(binding: RouteBinding, topic: str) -> dict[str, str]:
     """Each route's table for `topic` under `binding` ({} when none chooses it, or it cannot be routed)."""
-    routes = Routes(tuple(_as_route(r) for r in binding.routes))
-    routed = route_topics(routes, [topic], committed=[topic], rejected_table=binding.rejected_table).topics.get(topic)
+    routed = _routed(binding, topic).topics.get(topic)
     return dict(zip(routed.routes, routed.tables)) if routed else {}
+
+
+def _why_unroutable(binding: RouteBinding, topic: str) -> str | None:
+    """Why routes of `binding` choose `topic` and cannot route it, or None."""
+    return next((u.why for u in _routed(binding, topic).unroutable), None)
+
+
+def _routed(binding: RouteBinding, topic: str) -> PlanTables:
+    routes = Routes(tuple(_as_route(r) for r in binding.routes))
+    return route_topics(routes, [topic], committed=[topic], rejected_table=binding.rejected_table)
 
 
 def _as_route(bound: BoundRoute) -> RouteConfig:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import getpass
 from dataclasses import replace
 
+from etl.config.routes import Routes
 from etl.context.command import CommandContext
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
 from etl.model.batch import utc_now_iso
@@ -93,7 +94,7 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
         out(f"job {config.job.name} is already bound to its {len(current.routes)} routes; nothing to do")
         return EXIT_OK
     out(f"job {config.job.name}: " + ("; ".join(diff.describe()) if diff else f"not bound yet -> {current.describe()}"))
-    refusals = _refusals(bound, current, diff, stop_loading, move_loaded)
+    refusals = _refusals(bound, current, diff, stop_loading, move_loaded, config.routes)
     for refusal in refusals:
         out(f"refused: {refusal}")
     if refusals:
@@ -114,13 +115,21 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
     return EXIT_OK
 
 
+def _unroutable(topic: str, why: str, routes: Routes) -> str:
+    """A loaded topic a route still chooses, and cannot route: the routes are mended, it is never
+    stopped (--stop-loading would stop loading a topic the config still wants)."""
+    mend = ("make one route's pattern (or topics) leave it out, or split it by a field (field and values in each "
+            "route that chooses it)" if len(routes.of_topic(topic)) > 1 else "mend its route as said")
+    return f"{topic}: {why}. A route still chooses it, so it is not stopped: {mend}; nothing changed"
+
+
 def _refusals(bound: RouteBinding | None, current: RouteBinding, diff: BindingDiff, stop_loading: bool,
-              move_loaded: bool) -> list[str]:
+              move_loaded: bool, routes: Routes) -> list[str]:
     """What the routes' difference needs that bind was not told: each refusal, or none."""
     if diff.elsewhere:
         return ["moving the job's tables to another database or folder, or giving it another rejected table, is not "
                 "built yet; nothing changed"]
-    refusals = []
+    refusals = [_unroutable(topic, why, routes) for topic, why in diff.unroutable]  # no flag makes these
     if diff.moved and bound is not None and not move_loaded:
         moves = " and ".join(moved_tables(bound, current, topic) for topic in diff.moved)
         refusals.append(f"{moves} have loaded records that would go to other tables; pass --move-loaded to move them "

@@ -14,6 +14,7 @@ from etl.config import load_config
 from etl.context.command import CommandContext
 from etl.errors import EXIT_OK, EXIT_USAGE
 from etl.model.batch import OffsetRange
+from etl.model.binding import BindingMismatch
 from etl.model.route_binding import BoundRoute, RouteBinding, check_job_binding
 from etl.ops.job_tables import held_by_job, job_tables
 from etl.ops.rebind import bind_in
@@ -263,3 +264,24 @@ def test_a_new_topic_never_takes_the_table_of_a_topic_bind_stopped_or_moved(tmp_
         "its table 'raw_rt1_rej' holds the records of topic rt1.rej, which `etl bind` stopped loading or moved"), \
         refused.why
     assert "give topic raw_rt1-rej a table of its own ([route raw] table" in refused.why
+
+
+@pytest.mark.parametrize("stop_loading", [False, True])
+def test_a_loaded_topic_two_routes_now_choose_is_refused_advising_to_fix_the_routes_never_to_stop_it(
+        tmp_path, stop_loading):
+    """The topic is still wanted (a route chooses it): what is missing is one route, or a split."""
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
+    bound = store.binding()
+    both = _config(tmp_path, "both", RAW + ORDERS + _route("x", "x_{topic}", regex="app[.]x"))
+    code, said = _bind(both, store, stop_loading=stop_loading)
+    assert code == EXIT_USAGE and store.binding() == bound, said
+    refused = [line for line in said if line.startswith("refused: ")]
+    assert refused == ["refused: app.x: [route raw] takes all of topic 'app.x', which [route raw] and [route x] "
+                       "choose; routes that share a topic split it: give each field and values. A route still "
+                       "chooses it, so it is not stopped: make one route's pattern (or topics) leave it out, or split it "
+                       "by a field (field and values in each route that chooses it); nothing changed"], said
+    assert not any("--stop-loading" in line for line in said), said
+    with pytest.raises(BindingMismatch) as raised:  # the run's refusal says the same
+        check_job_binding(bound, RouteBinding.of(both, Warehouse.of(both)), both, ["orders", "app.x"])
+    assert "topic app.x cannot be routed: [route raw] takes all of topic 'app.x'" in str(raised.value)
+    assert "would no longer be loaded" not in str(raised.value)
