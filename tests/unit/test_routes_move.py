@@ -285,3 +285,19 @@ def test_a_loaded_topic_two_routes_now_choose_is_refused_advising_to_fix_the_rou
         check_job_binding(bound, RouteBinding.of(both, Warehouse.of(both)), both, ["orders", "app.x"])
     assert "topic app.x cannot be routed: [route raw] takes all of topic 'app.x'" in str(raised.value)
     assert "would no longer be loaded" not in str(raised.value)
+
+
+@pytest.mark.parametrize("change", ["moved", "two routes"])
+def test_a_dry_run_refuses_what_the_run_refuses_with_its_message_touching_nothing(tmp_path, change):
+    from etl.context.job import JobContext
+    from etl.ops.dry_run import preview
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
+    bound, events = store.binding(), store.events()
+    after = _config(tmp_path, "after", RAW + ORDERS.replace("table = orders", "table = sales") if change == "moved"
+                    else RAW + ORDERS + _route("x", "x_{topic}", regex="app[.]x"))
+    with pytest.raises(BindingMismatch) as run_refused:  # the run's check (etl.job.driver.Job._check_binding)
+        check_job_binding(bound, RouteBinding.of(after, Warehouse.of(after)), after, ["orders", "app.x"])
+    with pytest.raises(BindingMismatch) as dry_refused:
+        preview(JobContext(after, store=store, fs=LocalFileSystem(), create_nodes=False))
+    assert str(dry_refused.value) == str(run_refused.value) and dry_refused.value.exit_code == 2
+    assert store.binding() == bound and store.events() == events and store.lock_holder() is None
