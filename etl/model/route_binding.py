@@ -19,7 +19,7 @@ reads them back, for the tables a command inspects (etl.ops.job_tables).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Container, Iterable
+from typing import Container, Iterable, Mapping, Protocol
 
 from etl.config.routes import ANY_OTHER_VALUE, FieldSplit, RouteConfig, Routes
 from etl.config.topic_pattern import TopicPattern
@@ -166,7 +166,11 @@ class BindingDiff:
             [f"topic {topic} cannot be routed: {why}" for topic, why in self.unroutable]
 
 
-def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable[str]) -> BindingDiff:
+def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable[str],
+                 loaded: Iterable[str] | None = None) -> BindingDiff:
+    """`committed`: the topics with committed offsets; `loaded`: those of them that loaded records
+    (loaded_topics; None: all of them), which alone can be moved or stopped: a topic that loaded
+    nothing has nothing to leave behind, and goes to its new tables, or none, as a new topic."""
     elsewhere = None
     if (bound.database, bound.root, bound.rejected_table) != (current.database, current.root, current.rejected_table):
         elsewhere = (f"{bound.database} at {bound.root} (rejected rows in {bound.rejected_table}) becomes "
@@ -174,16 +178,30 @@ def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable
     was = {r.name: r for r in bound.routes}
     now = {r.name: r for r in current.routes}
     committed = tuple(committed)
-    was_tables = {topic: _tables_of(bound, topic) for topic in committed}
-    now_tables = {topic: _tables_of(current, topic) for topic in committed}
+    loaded = committed if loaded is None else tuple(t for t in committed if t in set(loaded))
+    was_tables = {topic: _tables_of(bound, topic) for topic in loaded}
+    now_tables = {topic: _tables_of(current, topic) for topic in loaded}
     unroutable = {topic: why for topic in committed if (why := _why_unroutable(current, topic))}
     return BindingDiff(
         added=tuple(r for name, r in now.items() if name not in was),
         removed=tuple(r for name, r in was.items() if name not in now),
         changed=tuple((was[name], r) for name, r in now.items() if name in was and not was[name].same_shape(r)),
-        moved=tuple(t for t in committed if now_tables[t] and was_tables[t] != now_tables[t]),
-        stopped=tuple(t for t in committed if was_tables[t] and not now_tables[t] and t not in unroutable),
+        moved=tuple(t for t in loaded if now_tables[t] and was_tables[t] != now_tables[t]),
+        stopped=tuple(t for t in loaded if was_tables[t] and not now_tables[t] and t not in unroutable),
         elsewhere=elsewhere, unroutable=tuple(unroutable.items()))
+
+
+class _Offset(Protocol):
+    value: int
+    origin: int | None
+
+
+def loaded_topics(offsets: Mapping[tuple[str, int], _Offset]) -> set[str]:
+    """The topics that loaded records: a partition's committed offset past where the job started
+    reading it (its origin; 0 when not recorded). An empty partition's first offset is committed
+    by an empty range (etl.model.planner): committed, nothing loaded."""
+    return {topic for (topic, _), offset in offsets.items()
+            if offset.value > (offset.origin if offset.origin is not None else 0)}
 
 
 def moved_tables(bound: RouteBinding, current: RouteBinding, topic: str) -> str:

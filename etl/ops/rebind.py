@@ -24,7 +24,7 @@ from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
 from etl.model.batch import utc_now_iso
 from etl.model.binding import Target
 from etl.model.route_binding import (
-    BindingDiff, RouteBinding, binding_diff, from_one_table, moved_tables, retired_by_move,
+    BindingDiff, RouteBinding, binding_diff, from_one_table, loaded_topics, moved_tables, retired_by_move,
 )
 from etl.model.events import Bind
 from etl.sink.marker_ledger import Ledger
@@ -86,10 +86,11 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
                         move_loaded: bool) -> int:
     config, store = context.config, context.store
     bound = store.binding()
-    committed = {topic for topic, _ in store.committed_offsets()}
+    offsets = store.committed_offsets()
+    committed, loaded = {topic for topic, _ in offsets}, loaded_topics(offsets)  # loaded: nothing to leave behind
     if isinstance(bound, Target):
-        return _bind_one_table_to_routes(context, bound, current, committed, yes, out)
-    diff = binding_diff(bound, current, sorted(committed)) if bound else BindingDiff()
+        return _bind_one_table_to_routes(context, bound, current, loaded, yes, out)
+    diff = binding_diff(bound, current, sorted(committed), loaded) if bound else BindingDiff()
     if bound is not None and not diff:
         out(f"job {config.job.name} is already bound to its {len(current.routes)} routes; nothing to do")
         return EXIT_OK

@@ -301,3 +301,19 @@ def test_a_dry_run_refuses_what_the_run_refuses_with_its_message_touching_nothin
         preview(JobContext(after, store=store, fs=LocalFileSystem(), create_nodes=False))
     assert str(dry_refused.value) == str(run_refused.value) and dry_refused.value.exit_code == 2
     assert store.binding() == bound and store.events() == events and store.lock_holder() is None
+
+
+def test_a_topic_that_never_loaded_a_record_is_neither_moved_nor_stopped(tmp_path):
+    """An empty partition's first offset is recorded by an empty range (etl.model.planner): a
+    committed offset of 0, nothing loaded. Such a topic goes to its new tables, or none, as a new one."""
+    before = _config(tmp_path, "before", RAW + ORDERS)
+    store = _loaded(before, "orders")
+    store.acquire_lock()
+    committed(store, batch(2, ranges=(OffsetRange("refunds", 0, 0, 0, None), OffsetRange("app.empty", 0, 7, 7, None))))
+    store.release_lock()
+    after = _config(tmp_path, "after", _route("orders", "orders", "orders") + _route("refunds", "refunds", "refunds"))
+    code, said = _bind(after, store)
+    assert code == EXIT_OK and said[-1] == "bound; recorded in ZooKeeper", said
+    assert store.binding().retired == (BoundRoute.of(before.routes.by_name("raw")),)  # removed whole, as ever
+    check_job_binding(store.binding(), RouteBinding.of(after, Warehouse.of(after)), after,
+                      ["orders", "refunds", "app.empty"])
