@@ -311,3 +311,22 @@ def test_a_registry_route_may_hand_a_dimension_to_its_transform(tmp_path):
             "transform = etl.examples:minute_and_country\n")
     [route] = _routes(tmp_path, text, dimensions=[_dimension("tiers", joined=False)]).routes
     assert route.from_registry and route.dimensions == ("tiers",)
+
+
+def test_a_missing_topic_is_named_by_the_route_section_and_key_that_choose_it(tmp_path):
+    """A routed job has no [kafka] topics: what chooses a topic is its routes' topics or topics_regex."""
+    from etl.source.kafka import missing_topic_todo
+    (tmp_path / "job.ini").write_text(routed_ini(ROUTES + f"[route more]\ntopics = returns\ntable = more\n"
+                                                 f"schema = {EVENTS_SCHEMA}\nfield = k\nvalues = a\n"
+                                                 f"[route rest]\ntopics = returns\ntable = rest\n"
+                                                 f"schema = {EVENTS_SCHEMA}\nfield = k\nvalues = *\n"))
+    config = load_config(tmp_path / "job.ini")
+    assert missing_topic_todo(config.kafka, config.routes, "orders") == "create it, or remove it from [route orders] topics"
+    assert missing_topic_todo(config.kafka, config.routes, "app.gone") == (
+        "it was deleted after [route raw] topics_regex matched it; run again")
+    assert missing_topic_todo(config.kafka, config.routes, "returns") == (
+        "create it, or remove it from [route more] topics and [route rest] topics")
+    one = tmp_path / "one.ini"
+    one.write_text(minimal_ini(EVENTS_SCHEMA))
+    one_table = load_config(one)
+    assert missing_topic_todo(one_table.kafka, None, "a") == "create it, or remove it from [kafka] topics"
