@@ -114,7 +114,6 @@ class RouteBinding:
                         continue
         return tables - {self.rejected_table.lower()}  # table_for's names are lower-case
 
-
     def retired_owners(self, committed: Iterable[str], routes: Routes) -> dict[str, frozenset[str]]:
         """Each table the retired routes loaded records into, with the `committed` topics whose records
         it holds (as retired_tables counts them, `routes` being the config's): it stays theirs, and
@@ -191,9 +190,12 @@ def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable
         elsewhere=elsewhere, unroutable=tuple(unroutable.items()))
 
 
-class _Offset(Protocol):
-    value: int
-    origin: int | None
+class _Offset(Protocol):  # etl.state.znodes.CommittedOffset, which the model does not import
+    @property
+    def value(self) -> int: ...
+
+    @property
+    def origin(self) -> int | None: ...
 
 
 def loaded_topics(offsets: Mapping[tuple[str, int], _Offset]) -> set[str]:
@@ -276,7 +278,8 @@ def check_job_binding(bound: JobBinding, current: JobBinding, config, committed:
         diff = binding_diff(bound, current, committed)
         if diff:
             raise BindingMismatch(f"job {config.job.name}'s [route] sections differ from the routes it is bound to: "
-                                  f"{'; '.join(diff.describe())}. Nothing was touched. {routes_hint(config)}")
+                                  f"{'; '.join(diff.describe())}. Nothing was touched. {routes_hint(config)}",
+                                  not_loadable=tuple(topic for topic, _ in diff.unroutable))
         return
     turn = (f"turn it into a job with routes on purpose with `etl bind --config {config.path} --yes`"
             if isinstance(bound, Target) else "turning a job with routes into a one-table job is not built yet")
