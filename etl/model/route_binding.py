@@ -224,6 +224,15 @@ def retired_by_move(bound: RouteBinding, moved: Iterable[str]) -> tuple[BoundRou
                  or [r for r in bound.retired if _as_route(r).chooses(topic)])
 
 
+def into_retired(binding: RouteBinding, topics: Iterable[str], committed: Iterable[str],
+                 routes: Routes) -> list[tuple[str, str, frozenset[str]]]:
+    """Each of `topics` that `binding`'s routes send to a table its retired routes keep for other
+    topics (RouteBinding.retired_owners): (topic, table, the topics whose records it holds)."""
+    owners = binding.retired_owners(committed, routes)
+    return [(topic, table, owners[table]) for topic in topics for table in _tables_of(binding, topic).values()
+            if table in owners and topic not in owners[table]]
+
+
 def _tables_of(binding: RouteBinding, topic: str) -> dict[str, str]:
     """Each route's table for `topic` under `binding` ({} when none chooses it, or it cannot be routed)."""
     routed = _routed(binding, topic).topics.get(topic)

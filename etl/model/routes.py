@@ -11,8 +11,10 @@ What the config alone cannot know is decided here, once per plan, by one rule ea
   and every route's fixed table count as taken. Several topics listed in one route with a fixed
   table share it on purpose, and that is no clash;
 - a table `etl bind` retired (a route removed by --stop-loading, a topic moved by --move-loaded:
-  etl.model.route_binding) holds its topics' records, and stays theirs: no other topic loads into
-  it, by a template or a fixed table, though no route of the config names it any more.
+  etl.model.route_binding) holds its topics' records, and stays theirs: no new topic loads into
+  it, by a template or a fixed table, though no route of the config names it any more. A topic
+  with committed offsets goes where the binding says (a topic that shared the table with a moved
+  one stays in it); `etl bind` moves none into another topic's retired table.
 
 A topic that cannot be routed is not loaded and is reported with its reason (as a hidden topic
 is): anyone may create a topic, and one odd name must not stop the job. No offset of it moves,
@@ -88,7 +90,8 @@ def route_topics(routes: Routes, topics: Iterable[str], committed: Iterable[str]
             unroutable[topic] = why
         elif chosen:
             routed[topic] = topic_tables(topic, chosen)
-    clashes = {**_clashes(routed, committed, routes, rejected_table), **_retired_clashes(routed, routes, retired or {})}
+    clashes = {**_clashes(routed, committed, routes, rejected_table),
+               **_retired_clashes({t: r for t, r in routed.items() if t not in committed}, routes, retired or {})}
     for topic, why in clashes.items():
         routed.pop(topic, None)
         unroutable[topic] = why
@@ -152,7 +155,7 @@ def _clashes(routed: dict[str, TopicTables], committed: set[str], routes: Routes
 
 def _retired_clashes(routed: dict[str, TopicTables], routes: Routes,
                      retired: Mapping[str, Collection[str]]) -> dict[str, str]:
-    """The topics that a route sends to a retired table which holds other topics' records."""
+    """The (new) topics that a route sends to a retired table which holds other topics' records."""
     clashes: dict[str, str] = {}
     for topic, tables in routed.items():
         for route_name, table in zip(tables.routes, tables.tables):

@@ -24,7 +24,8 @@ from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
 from etl.model.batch import utc_now_iso
 from etl.model.binding import Target
 from etl.model.route_binding import (
-    BindingDiff, RouteBinding, binding_diff, from_one_table, loaded_topics, moved_tables, retired_by_move,
+    BindingDiff, RouteBinding, binding_diff, from_one_table, into_retired, loaded_topics, moved_tables,
+    retired_by_move,
 )
 from etl.model.events import Bind
 from etl.sink.marker_ledger import Ledger
@@ -95,7 +96,14 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
         out(f"job {config.job.name} is already bound to its {len(current.routes)} routes; nothing to do")
         return EXIT_OK
     out(f"job {config.job.name}: " + ("; ".join(diff.describe()) if diff else f"not bound yet -> {current.describe()}"))
-    refusals = _refusals(bound, current, diff, stop_loading, move_loaded, config.routes)
+    # Keyed by the whole route, not its name: a topic moved twice by one route keeps both its old tables.
+    retired = dict.fromkeys((*(bound.retired if bound else ()), *diff.removed,
+                             *(retired_by_move(bound, diff.moved) if bound else ())))
+    binding = replace(current, retired=tuple(retired))
+    refusals = _refusals(bound, current, diff, stop_loading, move_loaded, config.routes) + [
+        f"{topic} would load into table {table}, which holds the records of topic {', '.join(sorted(owners))} "
+        f"(a table `etl bind` retired stays its topics'); give {topic} a table of its own; nothing changed"
+        for topic, table, owners in into_retired(binding, diff.moved, committed, config.routes)]
     for refusal in refusals:
         out(f"refused: {refusal}")
     if refusals:
@@ -104,10 +112,6 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
         out("nothing changed: pass --yes to apply")
         return EXIT_USAGE
     _ensure_fixed_tables(context)  # created or evolved and claimed before ZooKeeper points at them
-    # Keyed by the whole route, not its name: a topic moved twice by one route keeps both its old tables.
-    retired = dict.fromkeys((*(bound.retired if bound else ()), *diff.removed,
-                             *(retired_by_move(bound, diff.moved) if bound else ())))
-    binding = replace(current, retired=tuple(retired))
     store.rebind(binding, reset_origins=False,
                  event=Bind(utc_now_iso(), getpass.getuser(), to=binding.to_json(), data_moved=False,
                             previous=bound.to_json() if bound else None))

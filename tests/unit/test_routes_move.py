@@ -317,3 +317,27 @@ def test_a_topic_that_never_loaded_a_record_is_neither_moved_nor_stopped(tmp_pat
     assert store.binding().retired == (BoundRoute.of(before.routes.by_name("raw")),)  # removed whole, as ever
     check_job_binding(store.binding(), RouteBinding.of(after, Warehouse.of(after)), after,
                       ["orders", "refunds", "app.empty"])
+
+
+def test_a_topic_that_stays_in_a_table_another_topic_moved_out_of_goes_on_loading_into_it(tmp_path):
+    """orders and refunds shared table orders; refunds moved out. The table holds refunds' history
+    (retired) and stays orders' own: orders goes on into it, and no newcomer comes in."""
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "refunds")
+    split = _config(tmp_path, "split", RAW + ORDERS.replace("orders, refunds", "orders, returns")
+                    + _route("r", "refunds_t", "refunds"))
+    assert _bind(split, store, move_loaded=True)[0] == EXIT_OK
+    routed = _routed_now(split, store, "orders", "refunds", "returns")
+    assert routed.loaded == ("orders", "refunds") and [u.topic for u in routed.unroutable] == ["returns"], routed
+    assert "its table 'orders' holds the records of topic refunds" in routed.unroutable[0].why
+
+
+def test_a_loaded_topic_is_not_moved_into_a_table_that_holds_another_topics_records(tmp_path):
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "refunds", "app.x")
+    moved = _config(tmp_path, "moved", RAW + ORDERS.replace("table = orders", "table = sales"))
+    assert _bind(moved, store, move_loaded=True)[0] == EXIT_OK
+    bound = store.binding()
+    into = _config(tmp_path, "into", RAW.replace("app[.].*", "app[.]y.*") + ORDERS.replace("table = orders", "table = sales")
+                   + _route("x", "orders", "app.x"))
+    code, said = _bind(into, store, move_loaded=True)
+    assert code == EXIT_USAGE and store.binding() == bound, said
+    assert "refused: app.x would load into table orders, which holds the records of topic orders, refunds" in said[-1], said
