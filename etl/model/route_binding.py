@@ -185,9 +185,16 @@ def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable
         added=tuple(r for name, r in now.items() if name not in was),
         removed=tuple(r for name, r in was.items() if name not in now),
         changed=tuple((was[name], r) for name, r in now.items() if name in was and not was[name].same_shape(r)),
-        moved=tuple(t for t in loaded if now_tables[t] and was_tables[t] != now_tables[t]),
+        moved=tuple(t for t in loaded if now_tables[t] and was_tables[t] != now_tables[t]
+                    and not _back_in_its_tables(bound, t, was_tables[t], now_tables[t])),
         stopped=tuple(t for t in loaded if was_tables[t] and not now_tables[t] and t not in unroutable),
         elsewhere=elsewhere, unroutable=tuple(unroutable.items()))
+
+
+def _back_in_its_tables(bound: RouteBinding, topic: str, was: dict[str, str], now: dict[str, str]) -> bool:
+    """A topic stopped before (no bound route takes it) routed again into the very tables its
+    retired routes loaded it into: it goes on where its records are, which is no move."""
+    return not was and set(now.values()) == bound.retired_tables([topic], ())
 
 
 class _Offset(Protocol):  # etl.state.znodes.CommittedOffset, which the model does not import

@@ -341,3 +341,16 @@ def test_a_loaded_topic_is_not_moved_into_a_table_that_holds_another_topics_reco
     code, said = _bind(into, store, move_loaded=True)
     assert code == EXIT_USAGE and store.binding() == bound, said
     assert "refused: app.x would load into table orders, which holds the records of topic orders, refunds" in said[-1], said
+
+
+def test_a_stopped_topic_routed_back_into_its_own_table_goes_on_there_and_is_no_move(tmp_path):
+    """The config before --stop-loading, restored: the topic's table holds its records, and takes
+    its next ones; a newcomer that makes the same table's name stays out, as the topic keeps it."""
+    before = _config(tmp_path, "before", RT + NEWCOMER)
+    store = _loaded(before, "rt1.rej")
+    assert _bind(_config(tmp_path, "stopped", NEWCOMER), store, stop_loading=True)[0] == EXIT_OK
+    code, said = _bind(before, store)
+    assert code == EXIT_OK and said == ["job j1: added: [route rt] -> raw_{topic}", "bound; recorded in ZooKeeper"], said
+    check_job_binding(store.binding(), RouteBinding.of(before, Warehouse.of(before)), before, ["rt1.rej"])
+    routed = _routed_now(before, store, "rt1.rej", "raw_rt1-rej")
+    assert routed.loaded == ("rt1.rej",) and routed.unroutable[0].why.endswith("rt1.rej has loaded it and keeps it")
