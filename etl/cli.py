@@ -342,8 +342,9 @@ def cmd_schema_suggest(config: Config, args) -> int:
     return EXIT_OK
 
 
+# Read by main(): defined above the __main__ block, which `python -m etl.cli` runs as it reaches it.
+_NOT_ROUTED_YET = {cmd_schema_suggest: "schema suggest"}
+
+
 if __name__ == "__main__":
     sys.exit(main())
-
-
-_NOT_ROUTED_YET = {cmd_schema_suggest: "schema suggest"}

@@ -124,8 +124,10 @@ def parse_routes(parser, path: Path, default_decoder: DecoderKind, dimensions: t
     """The [route <name>] sections, each checked alone and then against each other. `avro_schema_file`
     reads and checks an .avsc file (etl.config.parse's, shared with [job] avro_schema)."""
     known_dimensions = {d.name for d in dimensions}
+    sections = route_sections(parser, path)
     routes = tuple(_route(Section(parser, name, path), default_decoder, known_dimensions, avro_schema_file)
-                   for name in route_sections(parser, path))
+                   for name in sections)
+    _check_names(sections, routes, path)
     _check_together(routes, rejected_table, path)
     _check_dimensions(routes, dimensions, path)
     return Routes(routes)
@@ -216,6 +218,17 @@ def _check_alone(s: Section, route: RouteConfig) -> None:
     if route.from_registry and not route.templated and (route.topics_regex is not None or len(route.topics) > 1):
         raise s.fail("schema", "registry follows one subject: over several topics, name the table with {topic} "
                                "(one table per topic), or name a DDL file")
+
+
+def _check_names(sections: list[str], routes: tuple[RouteConfig, ...], path: Path) -> None:
+    """One section per route: the name is the section's stripped, so sections that differ by
+    whitespace alone would be two routes of one name, and a route is bound and found by its name."""
+    first: dict[str, str] = {}
+    for section, route in zip(sections, routes):
+        if route.name in first:
+            raise ConfigError(f"{path}: [{first[route.name]}] and [{section}] both name route {route.name!r}; "
+                              f"give each route a name of its own, or merge the two sections")
+        first[route.name] = section
 
 
 def _check_together(routes: tuple[RouteConfig, ...], rejected_table: str, path: Path) -> None:

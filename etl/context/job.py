@@ -11,7 +11,7 @@ opened before the store and closed after it. `runs_batches`: the command runs a 
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Collection, Mapping
 
 from etl.config import Config, DimensionConfig, RetryConfig
 from etl.config.routes import RouteConfig
@@ -19,6 +19,7 @@ from etl.context.command import CommandContext
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.model.batch import utc_now
 from etl.model.partitioning import Partitioner
+from etl.model.route_binding import RouteBinding
 from etl.model.schema import Column, TableSchema
 from etl.model.table_ddl import DEFAULT_PARTITIONS, TableDdl
 from etl.rows.decoders.writer_schemas import WriterSchemas
@@ -143,7 +144,13 @@ class JobContext(CommandContext):
         that a topic with committed offsets fills."""
         if self.config.routes.implicit:
             return None
-        return TopicRouting(self.config.routes, self.config.hive.rejected_table, self._committed_topics)
+        return TopicRouting(self.config.routes, self.config.hive.rejected_table, self._committed_topics,
+                            self._retired_tables)
+
+    def _retired_tables(self, committed: set[str]) -> Mapping[str, Collection[str]]:
+        """The tables the job's binding retired, each with the committed topics it holds."""
+        bound = self.store.binding() if committed else None  # nothing committed: nothing retired holds records
+        return bound.retired_owners(committed, self.config.routes) if isinstance(bound, RouteBinding) else {}
 
     def _committed_topics(self) -> set[str]:
         if not self.job_started():  # a command that creates no node, before the job's first

@@ -143,10 +143,11 @@ def refuse_lost_topics(chosen: JobTopics, committed_topics: Callable[[], set[str
     if not chosen.unroutable:
         return
     committed = committed_topics()
-    for topic in chosen.unroutable:
-        if topic.topic in committed:
-            raise BindingMismatch(f"{topic.describe()}, and it has committed offsets: its records would stop being "
-                                  f"loaded. Nothing was touched. {routes_hint(config)}")
+    stuck = [topic for topic in chosen.unroutable if topic.topic in committed]
+    if stuck:
+        raise BindingMismatch(f"{stuck[0].describe()}, and it has committed offsets: its records would stop being "
+                              f"loaded. Nothing was touched. {routes_hint(config)}",
+                              not_loadable=tuple(topic.topic for topic in stuck))
 
 
 def register_routed(tables: BatchTables, table_registrar: TableRegistrar, registrar: HiveRegistrar,

@@ -22,7 +22,13 @@ OWNER_PROPERTY = "etl.owner"
 
 
 class BindingMismatch(ConfigError):
-    """The config names another table or folder than the job is bound to. Nothing was touched."""
+    """The config names another table or folder than the job is bound to. Nothing was touched.
+    `not_loadable`: the topics with committed offsets that the config's routes cannot load, when
+    that is why (the run's metrics count them: etl.ops.metrics)."""
+
+    def __init__(self, message: str, not_loadable: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.not_loadable = not_loadable
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,12 @@ reads them back, for the tables a command inspects (etl.ops.job_tables).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Container, Iterable
+from typing import Container, Iterable, Mapping, Protocol
 
 from etl.config.routes import ANY_OTHER_VALUE, FieldSplit, RouteConfig, Routes
 from etl.config.topic_pattern import TopicPattern
 from etl.model.binding import BindingMismatch, Target, check_bound, check_plan
-from etl.model.routes import route_topics
+from etl.model.routes import PlanTables, route_topics
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,18 @@ class RouteBinding:
                         continue
         return tables - {self.rejected_table.lower()}  # table_for's names are lower-case
 
+    def retired_owners(self, committed: Iterable[str], routes: Routes) -> dict[str, frozenset[str]]:
+        """Each table the retired routes loaded records into, with the `committed` topics whose records
+        it holds (as retired_tables counts them, `routes` being the config's): it stays theirs, and
+        etl.model.routes.route_topics lets no other topic load into it."""
+        committed = list(committed)
+        routed_now = {topic for topic in committed if routes.of_topic(topic)}
+        owners: dict[str, set[str]] = {}
+        for topic in committed:
+            for table in self.retired_tables([topic], routed_now):
+                owners.setdefault(table, set()).add(topic)
+        return {table: frozenset(topics) for table, topics in owners.items()}
+
 
 def is_route_binding(raw: dict) -> bool:
     """A stored binding's JSON is a RouteBinding's (else a one-table job's Target)."""
@@ -135,9 +147,13 @@ class BindingDiff:
     moved: tuple[str, ...] = ()  # committed topics whose records would go to other tables
     stopped: tuple[str, ...] = ()  # committed topics whose records no route would load any more
     elsewhere: str | None = None  # another database, folder or rejected table
+    # Committed topics a route still chooses but that cannot be routed (two routes take one whole, a
+    # templated name no Hive name or the rejected table): (topic, why). Not stopped: wanted, and misrouted.
+    unroutable: tuple[tuple[str, str], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.added or self.removed or self.changed or self.moved or self.stopped or self.elsewhere)
+        return bool(self.added or self.removed or self.changed or self.moved or self.stopped or self.elsewhere
+                    or self.unroutable)
 
     def describe(self) -> list[str]:
         return ([f"the job's tables would move: {self.elsewhere}"] if self.elsewhere else []) + \
@@ -145,10 +161,15 @@ class BindingDiff:
             [f"removed: {r.describe()}" for r in self.removed] + \
             [f"changed: {old.describe()} becomes {new.describe()}" for old, new in self.changed] + \
             [f"topic {topic}'s records would go to other tables than they were loaded into" for topic in self.moved] + \
-            [f"topic {topic}'s records would no longer be loaded" for topic in self.stopped]
+            [f"topic {topic}'s records would no longer be loaded" for topic in self.stopped] + \
+            [f"topic {topic} cannot be routed: {why}" for topic, why in self.unroutable]
 
 
-def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable[str]) -> BindingDiff:
+def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable[str],
+                 loaded: Iterable[str] | None = None) -> BindingDiff:
+    """`committed`: the topics with committed offsets; `loaded`: those of them that loaded records
+    (loaded_topics; None: all of them), which alone can be moved or stopped: a topic that loaded
+    nothing has nothing to leave behind, and goes to its new tables, or none, as a new topic."""
     elsewhere = None
     if (bound.database, bound.root, bound.rejected_table) != (current.database, current.root, current.rejected_table):
         elsewhere = (f"{bound.database} at {bound.root} (rejected rows in {bound.rejected_table}) becomes "
@@ -156,15 +177,40 @@ def binding_diff(bound: RouteBinding, current: RouteBinding, committed: Iterable
     was = {r.name: r for r in bound.routes}
     now = {r.name: r for r in current.routes}
     committed = tuple(committed)
-    was_tables = {topic: _tables_of(bound, topic) for topic in committed}
-    now_tables = {topic: _tables_of(current, topic) for topic in committed}
+    loaded = committed if loaded is None else tuple(t for t in committed if t in set(loaded))
+    was_tables = {topic: _tables_of(bound, topic) for topic in loaded}
+    now_tables = {topic: _tables_of(current, topic) for topic in loaded}
+    unroutable = {topic: why for topic in committed if (why := _why_unroutable(current, topic))}
     return BindingDiff(
         added=tuple(r for name, r in now.items() if name not in was),
         removed=tuple(r for name, r in was.items() if name not in now),
         changed=tuple((was[name], r) for name, r in now.items() if name in was and not was[name].same_shape(r)),
-        moved=tuple(t for t in committed if now_tables[t] and was_tables[t] != now_tables[t]),
-        stopped=tuple(t for t in committed if was_tables[t] and not now_tables[t]),
-        elsewhere=elsewhere)
+        moved=tuple(t for t in loaded if now_tables[t] and was_tables[t] != now_tables[t]
+                    and not _back_in_its_tables(bound, t, was_tables[t], now_tables[t])),
+        stopped=tuple(t for t in loaded if was_tables[t] and not now_tables[t] and t not in unroutable),
+        elsewhere=elsewhere, unroutable=tuple(unroutable.items()))
+
+
+def _back_in_its_tables(bound: RouteBinding, topic: str, was: dict[str, str], now: dict[str, str]) -> bool:
+    """A topic stopped before (no bound route takes it) routed again into the very tables its
+    retired routes loaded it into: it goes on where its records are, which is no move."""
+    return not was and set(now.values()) == bound.retired_tables([topic], ())
+
+
+class _Offset(Protocol):  # etl.state.znodes.CommittedOffset, which the model does not import
+    @property
+    def value(self) -> int: ...
+
+    @property
+    def origin(self) -> int | None: ...
+
+
+def loaded_topics(offsets: Mapping[tuple[str, int], _Offset]) -> set[str]:
+    """The topics that loaded records: a partition's committed offset past where the job started
+    reading it (its origin; 0 when not recorded). An empty partition's first offset is committed
+    by an empty range (etl.model.planner): committed, nothing loaded."""
+    return {topic for (topic, _), offset in offsets.items()
+            if offset.value > (offset.origin if offset.origin is not None else 0)}
 
 
 def moved_tables(bound: RouteBinding, current: RouteBinding, topic: str) -> str:
@@ -185,11 +231,29 @@ def retired_by_move(bound: RouteBinding, moved: Iterable[str]) -> tuple[BoundRou
                  or [r for r in bound.retired if _as_route(r).chooses(topic)])
 
 
+def into_retired(binding: RouteBinding, topics: Iterable[str], committed: Iterable[str],
+                 routes: Routes) -> list[tuple[str, str, frozenset[str]]]:
+    """Each of `topics` that `binding`'s routes send to a table its retired routes keep for other
+    topics (RouteBinding.retired_owners): (topic, table, the topics whose records it holds)."""
+    owners = binding.retired_owners(committed, routes)
+    return [(topic, table, owners[table]) for topic in topics for table in _tables_of(binding, topic).values()
+            if table in owners and topic not in owners[table]]
+
+
 def _tables_of(binding: RouteBinding, topic: str) -> dict[str, str]:
     """Each route's table for `topic` under `binding` ({} when none chooses it, or it cannot be routed)."""
-    routes = Routes(tuple(_as_route(r) for r in binding.routes))
-    routed = route_topics(routes, [topic], committed=[topic], rejected_table=binding.rejected_table).topics.get(topic)
+    routed = _routed(binding, topic).topics.get(topic)
     return dict(zip(routed.routes, routed.tables)) if routed else {}
+
+
+def _why_unroutable(binding: RouteBinding, topic: str) -> str | None:
+    """Why routes of `binding` choose `topic` and cannot route it, or None."""
+    return next((u.why for u in _routed(binding, topic).unroutable), None)
+
+
+def _routed(binding: RouteBinding, topic: str) -> PlanTables:
+    routes = Routes(tuple(_as_route(r) for r in binding.routes))
+    return route_topics(routes, [topic], committed=[topic], rejected_table=binding.rejected_table)
 
 
 def _as_route(bound: BoundRoute) -> RouteConfig:
@@ -230,7 +294,8 @@ def check_job_binding(bound: JobBinding, current: JobBinding, config, committed:
         diff = binding_diff(bound, current, committed)
         if diff:
             raise BindingMismatch(f"job {config.job.name}'s [route] sections differ from the routes it is bound to: "
-                                  f"{'; '.join(diff.describe())}. Nothing was touched. {routes_hint(config)}")
+                                  f"{'; '.join(diff.describe())}. Nothing was touched. {routes_hint(config)}",
+                                  not_loadable=tuple(topic for topic, _ in diff.unroutable))
         return
     turn = (f"turn it into a job with routes on purpose with `etl bind --config {config.path} --yes`"
             if isinstance(bound, Target) else "turning a job with routes into a one-table job is not built yet")

@@ -9,7 +9,12 @@ What the config alone cannot know is decided here, once per plan, by one rule ea
   table, a topic that already has committed offsets keeps it, and the others are not loaded;
   when none has, none is loaded, as nothing would say which to prefer. The job's rejected table
   and every route's fixed table count as taken. Several topics listed in one route with a fixed
-  table share it on purpose, and that is no clash.
+  table share it on purpose, and that is no clash;
+- a table `etl bind` retired (a route removed by --stop-loading, a topic moved by --move-loaded:
+  etl.model.route_binding) holds its topics' records, and stays theirs: no new topic loads into
+  it, by a template or a fixed table, though no route of the config names it any more. A topic
+  with committed offsets goes where the binding says (a topic that shared the table with a moved
+  one stays in it); `etl bind` moves none into another topic's retired table.
 
 A topic that cannot be routed is not loaded and is reported with its reason (as a hidden topic
 is): anyone may create a topic, and one odd name must not stop the job. No offset of it moves,
@@ -20,7 +25,7 @@ on, rather than stop loading it in silence.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Collection, Iterable, Mapping
 
 from etl.config.routes import RouteConfig, Routes, sharing_problem
 
@@ -68,9 +73,12 @@ class PlanTables:
         return {table for routed in self.topics.values() for table in routed.tables}
 
 
-def route_topics(routes: Routes, topics: Iterable[str], committed: Iterable[str], rejected_table: str) -> PlanTables:
+def route_topics(routes: Routes, topics: Iterable[str], committed: Iterable[str], rejected_table: str,
+                 retired: Mapping[str, Collection[str]] | None = None) -> PlanTables:
     """Route this plan's `topics`. `committed`: every topic with committed offsets, whether or not it
-    is still loaded, so that a newcomer never takes a table that one of them has filled."""
+    is still loaded, so that a newcomer never takes a table that one of them has filled. `retired`:
+    each table the job's binding retired, with the topics whose records it holds
+    (etl.model.route_binding.RouteBinding.retired_owners), which no other topic may take."""
     candidates = dict.fromkeys(topics)
     committed = set(committed)
     unroutable: dict[str, str] = {}
@@ -82,7 +90,9 @@ def route_topics(routes: Routes, topics: Iterable[str], committed: Iterable[str]
             unroutable[topic] = why
         elif chosen:
             routed[topic] = topic_tables(topic, chosen)
-    for topic, why in _clashes(routed, committed, routes, rejected_table).items():
+    clashes = {**_clashes(routed, committed, routes, rejected_table),
+               **_retired_clashes({t: r for t, r in routed.items() if t not in committed}, routes, retired or {})}
+    for topic, why in clashes.items():
         routed.pop(topic, None)
         unroutable[topic] = why
     return PlanTables(topics={t: routed[t] for t in candidates if t in routed},
@@ -140,4 +150,21 @@ def _clashes(routed: dict[str, TopicTables], committed: set[str], routes: Routes
                 clashes[topic] = f"its table {table!r} is also the table of topic {others}; " + (
                     f"{keeper} has loaded it and keeps it" if keeper else
                     "each of them has loaded it" if loaded else "no topic is preferred to another")
+    return clashes
+
+
+def _retired_clashes(routed: dict[str, TopicTables], routes: Routes,
+                     retired: Mapping[str, Collection[str]]) -> dict[str, str]:
+    """The (new) topics that a route sends to a retired table which holds other topics' records."""
+    clashes: dict[str, str] = {}
+    for topic, tables in routed.items():
+        for route_name, table in zip(tables.routes, tables.tables):
+            owners = retired.get(table, ())
+            if owners and topic not in owners:
+                route = routes.by_name(route_name)
+                leave = "a topics_regex that leaves it out" if route.topics_regex else f"{topic} out of its topics"
+                clashes[topic] = (f"its table {table!r} holds the records of topic {', '.join(sorted(owners))}, which "
+                                  f"`etl bind` stopped loading or moved: the table stays that topic's, and no other "
+                                  f"topic loads into it; give topic {topic} a table of its own ({route.describe()} "
+                                  f"table), or {leave}")
     return clashes

@@ -8,6 +8,11 @@ batch comes first, as a run completes it with exactly its recorded ranges; other
 batch. Its target partitions are known before reading where the table is partitioned by load
 time (the hour of planning, as of now); by event time they are known only once the rows are
 read, except for an open batch whose files were all written.
+
+What the run refuses before it plans, the dry run refuses too, with the same error (the same
+message and exit code), by the same checks in the same order: an open batch planned for other
+tables, a config that differs from what the job is bound to (etl.model.route_binding), and a
+topic with committed offsets that the routes can no longer load (etl.job.batch_tables).
 """
 from __future__ import annotations
 
@@ -16,7 +21,10 @@ import functools
 
 from etl.config import Config
 from etl.context.job import JobContext
+from etl.job.batch_tables import refuse_lost_topics
 from etl.model.batch import Batch, OffsetRange
+from etl.model.binding import Target
+from etl.model.route_binding import RouteBinding, check_job_binding, check_planned
 from etl.model.naming import partition_path
 from etl.model.partitioning import Placement
 from etl.model.planner import plan_ranges
@@ -36,10 +44,14 @@ def preview(context: JobContext) -> dict:
     started = context.job_started()  # not before the job's first command: then nothing is committed
     warehouse = context.located() if started else context.warehouse
     opened = store.open_batch() if started else None
+    if started:
+        _refuse_as_the_run_does(context, opened[0] if opened else None)
     shown = warehouse if config.routes.implicit else None  # a routed job's folders: each table's
     if opened is not None:
         return {**_head(config, "complete_open_batch"), **_open_batch(opened[0], shown)}
     chosen = kafka.job_topics()
+    if started:
+        refuse_lost_topics(chosen, lambda: {topic for topic, _ in store.committed_offsets()}, config)
     topics = chosen.loaded
     positions, _ = planning_positions(store, kafka, topics)
     plan = plan_ranges(positions, config.job)  # OffsetOutOfRange here is the run's own refusal
@@ -49,6 +61,21 @@ def preview(context: JobContext) -> dict:
             "ranges": [_range(r, high[(r.topic, r.partition)], tables) for r in plan.ranges],
             "skipped": [s.describe() for s in plan.skipped],
             "target": _new_target(context, shown, context.clock()) if plan.ranges else None}
+
+
+def _refuse_as_the_run_does(context: JobContext, opened: Batch | None) -> None:
+    """etl.job.driver.Job.run_once's checks before it plans: an open batch resumed into the tables
+    it was planned for, and the config naming what the job is bound to (a job not bound yet is
+    bound by its first run, which refuses nothing here)."""
+    config, store = context.config, context.store
+    current = Target.of(config, context.warehouse) if config.routes.implicit \
+        else RouteBinding.of(config, context.warehouse)
+    if opened is not None:
+        check_planned(opened, current, config)
+    bound = store.binding()
+    if bound is not None:
+        committed = () if config.routes.implicit else {topic for topic, _ in store.committed_offsets()}
+        check_job_binding(bound, current, config, committed)
 
 
 def _head(config: Config, action: str) -> dict:

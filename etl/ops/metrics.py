@@ -38,9 +38,10 @@ from etl.errors import EXIT_OK, EXIT_USAGE, EtlError
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase
 from etl.job.summary import BatchSummary
 from etl.model.batch import Batch
+from etl.model.binding import BindingMismatch
 from etl.ops.metrics_publish import JOB_LABEL, publish
 from etl.ops.metrics_tables import FileCounts, counted, merged, written_files
-from etl.ops.status import PartitionStatus
+from etl.ops.status import read_job_lag
 from etl.sink.warehouse import Warehouse
 from etl.state.store import ZooKeeperUnavailable
 from etl.state.totals import LoadTotals
@@ -74,6 +75,9 @@ class RunMetrics(JobObserver):
         self.found_lock_held = False
         self.mirror_failures = 0  # commits to the Kafka consumer group that failed (etl.source.group_mirror)
         self.measured: dict[int, FileCounts] = {}  # batch id -> table -> (files, bytes), listed before its commit
+        # Topics with committed offsets that the routes cannot load: read with the lag, or said by the
+        # run's refusal of them (which reads no state after it); None: not known.
+        self.unloadable: int | None = None
 
     def phase_done(self, phase: Phase, seconds: float) -> None:
         self.phases[phase] += seconds
@@ -114,6 +118,8 @@ def published_metrics(config: Config) -> Iterator[JobObserver]:
         except BaseException as exc:  # also Ctrl-C: a run that stopped half-way is the one to see
             outcome = LOCK_HELD if metrics.found_lock_held else FAILURE
             code = exc.exit_code if isinstance(exc, EtlError) else 1
+            if isinstance(exc, BindingMismatch) and exc.not_loadable:
+                metrics.unloadable = len(exc.not_loadable)
             # Not read again: ZooKeeper that just failed the run, nor anything after a config error
             # found at run time, which exits 2 having touched nothing.
             _publish_quietly(metrics, outcome, code, not isinstance(exc, ZooKeeperUnavailable) and code != EXIT_USAGE)
@@ -152,6 +158,10 @@ def build_registry(metrics: RunMetrics, outcome: str, exit_code: int, read_state
     _run_metrics(registry, metrics, job)
     if read_state:
         _state_metrics(registry, metrics, job)
+    if metrics.unloadable is not None:
+        _gauge(registry, "etl_unloadable_topics", "Topics with committed offsets that the routes can no longer load "
+               "(two routes choose one, a templated name clashes): every run refuses them", job=job).set(
+            metrics.unloadable)
     return registry
 
 
@@ -238,7 +248,7 @@ def _state_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -
            job=job).set(age)
     totals_metrics(registry, totals, job)
     _files_metrics(registry, metrics, warehouse, job)
-    _partition_metrics(registry, context, committed, job)
+    _partition_metrics(registry, metrics, committed, job)
 
 
 def _files_metrics(registry, metrics: RunMetrics, warehouse: Warehouse, job: str) -> None:
@@ -256,23 +266,22 @@ def _files_metrics(registry, metrics: RunMetrics, warehouse: Warehouse, job: str
               {table: size for table, (_, size) in counts.items()})
 
 
-def _partition_metrics(registry: CollectorRegistry, context: JobContext, committed: dict, job: str) -> None:
-    """Lag as `etl status` computes it (etl.ops.status.PartitionStatus): a partition never
-    committed lags from its earliest offset."""
+def _partition_metrics(registry: CollectorRegistry, metrics: RunMetrics, committed: dict, job: str) -> None:
+    """Lag as `etl status` computes it (etl.ops.status.read_job_lag): a partition never committed
+    lags from its earliest offset, and a topic the routes can no longer load counts too."""
+    context = metrics.context
     try:
-        kafka = context.kafka
-        partitions = kafka.partitions(kafka.job_topics().loaded)
-        marks = kafka.watermarks(partitions)
+        lags = read_job_lag(context.kafka, committed)
     except EtlError as exc:
         log.warning("metrics: Kafka not read, so no lag: %s", exc)
         return
+    metrics.unloadable = len(lags.not_loadable)
     offset = Gauge("etl_committed_offset", "The next offset the job will read, as committed in ZooKeeper",
                    [JOB_LABEL, "topic", "partition"], registry=registry)
     lag = Gauge("etl_lag_records", "Records in Kafka not yet committed to the table (latest - committed)",
                 [JOB_LABEL, "topic", "partition"], registry=registry)
-    for topic, partition in partitions:
-        labels = {JOB_LABEL: job, "topic": topic, "partition": str(partition)}
-        status = PartitionStatus(topic, partition, committed.get((topic, partition)), *marks[(topic, partition)])
+    for status in lags.partitions:
+        labels = {JOB_LABEL: job, "topic": status.topic, "partition": str(status.partition)}
         if status.committed is not None:
             offset.labels(**labels).set(status.committed)
         lag.labels(**labels).set(status.lag)

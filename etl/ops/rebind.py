@@ -18,12 +18,14 @@ from __future__ import annotations
 import getpass
 from dataclasses import replace
 
+from etl.config.routes import Routes
 from etl.context.command import CommandContext
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
 from etl.model.batch import utc_now_iso
 from etl.model.binding import Target
 from etl.model.route_binding import (
-    BindingDiff, RouteBinding, binding_diff, from_one_table, moved_tables, retired_by_move,
+    BindingDiff, RouteBinding, binding_diff, from_one_table, into_retired, loaded_topics, moved_tables,
+    retired_by_move,
 )
 from etl.model.events import Bind
 from etl.sink.marker_ledger import Ledger
@@ -85,15 +87,23 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
                         move_loaded: bool) -> int:
     config, store = context.config, context.store
     bound = store.binding()
-    committed = {topic for topic, _ in store.committed_offsets()}
+    offsets = store.committed_offsets()
+    committed, loaded = {topic for topic, _ in offsets}, loaded_topics(offsets)  # loaded: nothing to leave behind
     if isinstance(bound, Target):
-        return _bind_one_table_to_routes(context, bound, current, committed, yes, out)
-    diff = binding_diff(bound, current, sorted(committed)) if bound else BindingDiff()
+        return _bind_one_table_to_routes(context, bound, current, loaded, yes, out)
+    diff = binding_diff(bound, current, sorted(committed), loaded) if bound else BindingDiff()
     if bound is not None and not diff:
         out(f"job {config.job.name} is already bound to its {len(current.routes)} routes; nothing to do")
         return EXIT_OK
     out(f"job {config.job.name}: " + ("; ".join(diff.describe()) if diff else f"not bound yet -> {current.describe()}"))
-    refusals = _refusals(bound, current, diff, stop_loading, move_loaded)
+    # Keyed by the whole route, not its name: a topic moved twice by one route keeps both its old tables.
+    retired = dict.fromkeys((*(bound.retired if bound else ()), *diff.removed,
+                             *(retired_by_move(bound, diff.moved) if bound else ())))
+    binding = replace(current, retired=tuple(retired))
+    refusals = _refusals(bound, current, diff, stop_loading, move_loaded, config.routes) + [
+        f"{topic} would load into table {table}, which holds the records of topic {', '.join(sorted(owners))} "
+        f"(a table `etl bind` retired stays its topics'); give {topic} a table of its own; nothing changed"
+        for topic, table, owners in into_retired(binding, diff.moved, committed, config.routes)]
     for refusal in refusals:
         out(f"refused: {refusal}")
     if refusals:
@@ -102,10 +112,6 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
         out("nothing changed: pass --yes to apply")
         return EXIT_USAGE
     _ensure_fixed_tables(context)  # created or evolved and claimed before ZooKeeper points at them
-    # Keyed by the whole route, not its name: a topic moved twice by one route keeps both its old tables.
-    retired = dict.fromkeys((*(bound.retired if bound else ()), *diff.removed,
-                             *(retired_by_move(bound, diff.moved) if bound else ())))
-    binding = replace(current, retired=tuple(retired))
     store.rebind(binding, reset_origins=False,
                  event=Bind(utc_now_iso(), getpass.getuser(), to=binding.to_json(), data_moved=False,
                             previous=bound.to_json() if bound else None))
@@ -114,13 +120,21 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
     return EXIT_OK
 
 
+def _unroutable(topic: str, why: str, routes: Routes) -> str:
+    """A loaded topic a route still chooses, and cannot route: the routes are mended, it is never
+    stopped (--stop-loading would stop loading a topic the config still wants)."""
+    mend = ("make one route's pattern (or topics) leave it out, or split it by a field (field and values in each "
+            "route that chooses it)" if len(routes.of_topic(topic)) > 1 else "mend its route as said")
+    return f"{topic}: {why}. A route still chooses it, so it is not stopped: {mend}; nothing changed"
+
+
 def _refusals(bound: RouteBinding | None, current: RouteBinding, diff: BindingDiff, stop_loading: bool,
-              move_loaded: bool) -> list[str]:
+              move_loaded: bool, routes: Routes) -> list[str]:
     """What the routes' difference needs that bind was not told: each refusal, or none."""
     if diff.elsewhere:
         return ["moving the job's tables to another database or folder, or giving it another rejected table, is not "
                 "built yet; nothing changed"]
-    refusals = []
+    refusals = [_unroutable(topic, why, routes) for topic, why in diff.unroutable]  # no flag makes these
     if diff.moved and bound is not None and not move_loaded:
         moves = " and ".join(moved_tables(bound, current, topic) for topic in diff.moved)
         refusals.append(f"{moves} have loaded records that would go to other tables; pass --move-loaded to move them "

@@ -1,14 +1,22 @@
 """`etl status`: where every partition stands, the last batch, recorded skips, and the topics the
-job knows of but does not load (etl.source.topics)."""
+job knows of but does not load (etl.source.topics).
+
+A topic with committed offsets that the routes can no longer load (two routes now choose it, its
+templated name clashes: etl.model.routes) stops every `etl run` (exit 2, etl.job.batch_tables):
+its partitions count in the lag as the loaded ones do, and it is named first (`not_loadable`);
+`--max-lag` lists them whatever their lag, `etl check` says UNKNOWN, and the run's metrics count
+them (`etl_unloadable_topics`), so that none of them reads as fine."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Mapping
 
 from etl.config import Config
 from etl.model.events import from_json as parse_event, to_json as event_json
+from etl.model.routes import Unroutable
 from etl.sink.markers import MARKER_NAME, marker_status
 from etl.source.kafka import KafkaMetadata
-from etl.source.topics import not_loaded_topics
+from etl.source.topics import JobTopics, not_loaded_topics
 from etl.state.protocols import StateStore
 
 
@@ -25,20 +33,38 @@ class PartitionStatus:
         return self.latest - (self.earliest if self.committed is None else self.committed)
 
 
-def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> dict:
+@dataclass(frozen=True)
+class JobLag:
+    """The partitions whose lag counts: the loaded topics', then those of `not_loadable`, the
+    topics with committed offsets that the routes can no longer load."""
+
+    topics: JobTopics
+    partitions: list[PartitionStatus]
+    not_loadable: tuple[Unroutable, ...] = ()
+
+
+def read_job_lag(kafka: KafkaMetadata, committed: Mapping[tuple[str, int], int]) -> JobLag:
+    """`committed`: every partition's committed offset, as ZooKeeper keeps them."""
     topics = kafka.job_topics()
-    partitions = kafka.partitions(topics.loaded)
+    with_offsets = {topic for topic, _ in committed}
+    stuck = tuple(u for u in topics.unroutable if u.topic in with_offsets)
+    partitions = kafka.partitions(tuple(dict.fromkeys([*topics.loaded, *(u.topic for u in stuck)])))
     marks = kafka.watermarks(partitions)
-    committed = store.committed_offsets()
-    not_loaded = not_loaded_topics(topics, {tp: c.value for tp, c in committed.items()}, kafka.topics_on_broker())
-    rows = [PartitionStatus(t, p, committed[(t, p)].value if (t, p) in committed else None, *marks[(t, p)])
-            for t, p in partitions]
+    return JobLag(topics, [PartitionStatus(t, p, committed.get((t, p)), *marks[(t, p)]) for t, p in partitions], stuck)
+
+
+def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> dict:
+    committed = {tp: c.value for tp, c in store.committed_offsets().items()}
+    lag = read_job_lag(kafka, committed)
+    topics, rows = lag.topics, lag.partitions
+    not_loaded = not_loaded_topics(topics, committed, kafka.topics_on_broker())
     last = store.last_batch()
     holder = store.lock_holder()
     return {
         "job": config.job.name,
         "partitions": [{**asdict(r), "lag": r.lag} for r in rows],
         "total_lag": sum(r.lag for r in rows),
+        "not_loadable": [{"topic": u.topic, "why": u.why} for u in lag.not_loadable],
         "topics_not_loaded": [topic.to_json(config.topics_chooser) for topic in not_loaded],
         **({"tables": {t: list(routed.tables) for t, routed in topics.tables.topics.items()}} if topics.tables else {}),
         "last_batch": None if last is None else {**last[0].header_json(), "files": len(last[0].file_ranges),
@@ -53,6 +79,8 @@ def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> d
 
 def render_status(status: dict) -> str:
     lines = [f"job {status['job']}: total lag {status['total_lag']} records",
+             *[f"CANNOT LOAD topic {u['topic']} (it has committed offsets): {u['why']}; every `etl run` refuses it "
+               f"(exit 2) until the routes are mended" for u in status.get("not_loadable", ())],
              f"lock: {status['lock'] or 'free'}", "",
              f"{'topic':<30} {'part':>4} {'committed':>12} {'latest':>12} {'lag':>10}"]
     for p in status["partitions"]:
@@ -123,14 +151,18 @@ def render_marker_status(status: dict) -> list[str]:
 
 
 def over_max_lag(status: dict, max_lag: int) -> list[dict]:
-    """`etl status --max-lag N`: the partitions whose lag is above N (the CLI then exits 3)."""
-    return [{"topic": p["topic"], "partition": p["partition"], "lag": p["lag"]}
-            for p in status["partitions"] if p["lag"] > max_lag]
+    """`etl status --max-lag N`: the partitions whose lag is above N, and those of a topic the
+    routes can no longer load, whatever their lag: no run loads them (the CLI then exits 3)."""
+    stuck = {u["topic"] for u in status.get("not_loadable", ())}
+    return [{"topic": p["topic"], "partition": p["partition"], "lag": p["lag"],
+             **({"not_loadable": True} if p["topic"] in stuck else {})}
+            for p in status["partitions"] if p["lag"] > max_lag or p["topic"] in stuck]
 
 
 def render_over_max_lag(over: list[dict], max_lag: int) -> str:
     if not over:
         return f"lag: every partition is at or below --max-lag {max_lag}"
-    shown = ", ".join(f"{p['topic']}[{p['partition']}] ({p['lag']})" for p in over[:10])
+    shown = ", ".join(f"{p['topic']}[{p['partition']}] ({p['lag']}{', cannot be loaded' if p.get('not_loadable') else ''})"
+                      for p in over[:10])
     return (f"LAG ABOVE --max-lag {max_lag} in {len(over)} partitions: {shown}"
             + (f" and {len(over) - 10} more" if len(over) > 10 else ""))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Callable, Iterable
+from typing import Callable, Collection, Iterable, Mapping
 
 from etl.config.kafka import HIDDEN_FILE_PREFIXES
 from etl.config.routes import Routes
@@ -43,14 +43,18 @@ class JobTopics:
 class TopicRouting:
     """[route] sections applied to the topics chosen now (etl.model.routes). `committed_topics`:
     every topic with committed offsets, read when asked, so that a newcomer never takes a table
-    one of them fills."""
+    one of them fills; `retired_tables`: of those, the tables `etl bind` retired, each with the
+    committed topics it holds (etl.model.route_binding.RouteBinding.retired_owners), which stay theirs."""
 
     routes: Routes
     rejected_table: str
     committed_topics: Callable[[], Iterable[str]]
+    retired_tables: Callable[[set[str]], Mapping[str, Collection[str]]] = lambda committed: {}
 
     def apply(self, topics: JobTopics) -> JobTopics:
-        tables = route_topics(self.routes, topics.loaded, self.committed_topics(), self.rejected_table)
+        committed = set(self.committed_topics())
+        tables = route_topics(self.routes, topics.loaded, committed, self.rejected_table,
+                              self.retired_tables(committed))
         return replace(topics, loaded=tuple(t for t in topics.loaded if t in tables.topics),
                        unroutable=tables.unroutable, tables=tables)
 

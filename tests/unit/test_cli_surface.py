@@ -18,6 +18,7 @@ from etl import cli, logs
 from etl.hive.spark import DRIVER_LOG4J2, DRIVER_LOG4J2_JSON
 from etl.ops.check import NagiosState, judge
 from etl.ops.status import PartitionStatus
+from tests.harness.config_file import TWO_ROUTES, routed_ini
 
 REPO = Path(__file__).resolve().parents[2]
 JARS = Path(pyspark.__file__).parent / "jars"
@@ -99,6 +100,19 @@ def test_a_config_error_under_json_logs_is_a_json_record(tmp_path):
     assert done.returncode == 2, done.stderr
     [record] = json_lines(done.stderr)
     assert "missing.ini" in record["message"] and record["exit_code"] == 2
+
+
+@pytest.mark.parametrize("module", ["etl", "etl.cli"])
+def test_every_way_of_running_the_program_takes_a_config_with_routes(module, tmp_path):
+    """`python -m etl.cli` runs cli.py as __main__: whatever main() reads must be defined by then."""
+    (tmp_path / "routed.ini").write_text(routed_ini(TWO_ROUTES))
+    run_env = {k: v for k, v in os.environ.items() if k != logs.FORMAT_ENV}
+    done = subprocess.run([sys.executable, "-m", module, "config", "--config", str(tmp_path / "routed.ini")],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=run_env)
+    assert done.returncode == 0 and "[route orders]" in done.stdout, done.stderr
+    done = subprocess.run([sys.executable, "-m", module, "schema", "suggest", "--config", str(tmp_path / "routed.ini")],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=run_env)
+    assert done.returncode == 2 and "etl schema suggest does not take [route] sections yet" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("args, says", [

@@ -249,6 +249,20 @@ def test_a_dry_run_shows_the_open_batch_a_run_would_complete(config, store):
     assert shown["target"]["partitions"][0]["partition"] == "dt=2026-01-01/hour=00"
 
 
+def test_a_dry_run_of_a_job_bound_to_another_table_is_refused_as_the_run_is(config, store):
+    from etl.model.binding import BindingMismatch, check_bound
+    ctx = context(config, store, JobContext)
+    elsewhere = replace(Target.of(config, ctx.warehouse), table="other")
+    store.acquire_lock()
+    store.bind_first(elsewhere)
+    store.release_lock()
+    with pytest.raises(BindingMismatch) as run_refused:
+        check_bound(elsewhere, Target.of(config, ctx.warehouse), config)
+    with pytest.raises(BindingMismatch) as dry_refused:
+        preview(ctx)
+    assert str(dry_refused.value) == str(run_refused.value) and store.binding() == elsewhere
+
+
 # -- etl run --------------------------------------------------------------------------------
 class _Seen(JobObserver):
     def __init__(self):

@@ -118,6 +118,18 @@ def test_a_bad_route_key_is_refused_naming_its_section_and_key(tmp_path, text, s
     assert said in _refused(tmp_path, text)
 
 
+@pytest.mark.parametrize("second", ["route  a", "route a "])
+def test_two_sections_that_name_one_route_are_refused_naming_both(tmp_path, second):
+    """A route's name is its section's name stripped: two sections may differ by whitespace alone,
+    and would be two routes of one name (bound, and looked up, by name)."""
+    text = (f"[route a]\ntopics_regex = x[.].*\ntable = {{topic}}\nschema = clicks.sql\n"
+            f"[{second}]\ntopics_regex = y[.].*\ntable = {{topic}}\nschema = clicks.sql\n")
+    with pytest.raises(ConfigError) as raised:
+        _routes(tmp_path, text)
+    assert raised.value.exit_code == 2
+    assert f"[route a] and [{second}] both name route 'a'" in str(raised.value), raised.value
+
+
 def test_a_templated_route_from_the_registry_makes_a_table_per_subject(tmp_path):
     [route] = _routes(tmp_path, "[route r]\ntopics_regex = t.*\ntable = {topic}\nschema = registry\n"
                                 "decoder = protobuf\n").routes
@@ -299,3 +311,22 @@ def test_a_registry_route_may_hand_a_dimension_to_its_transform(tmp_path):
             "transform = etl.examples:minute_and_country\n")
     [route] = _routes(tmp_path, text, dimensions=[_dimension("tiers", joined=False)]).routes
     assert route.from_registry and route.dimensions == ("tiers",)
+
+
+def test_a_missing_topic_is_named_by_the_route_section_and_key_that_choose_it(tmp_path):
+    """A routed job has no [kafka] topics: what chooses a topic is its routes' topics or topics_regex."""
+    from etl.source.kafka import missing_topic_todo
+    (tmp_path / "job.ini").write_text(routed_ini(ROUTES + f"[route more]\ntopics = returns\ntable = more\n"
+                                                 f"schema = {EVENTS_SCHEMA}\nfield = k\nvalues = a\n"
+                                                 f"[route rest]\ntopics = returns\ntable = rest\n"
+                                                 f"schema = {EVENTS_SCHEMA}\nfield = k\nvalues = *\n"))
+    config = load_config(tmp_path / "job.ini")
+    assert missing_topic_todo(config.kafka, config.routes, "orders") == "create it, or remove it from [route orders] topics"
+    assert missing_topic_todo(config.kafka, config.routes, "app.gone") == (
+        "it was deleted after [route raw] topics_regex matched it; run again")
+    assert missing_topic_todo(config.kafka, config.routes, "returns") == (
+        "create it, or remove it from [route more] topics and [route rest] topics")
+    one = tmp_path / "one.ini"
+    one.write_text(minimal_ini(EVENTS_SCHEMA))
+    one_table = load_config(one)
+    assert missing_topic_todo(one_table.kafka, None, "a") == "create it, or remove it from [kafka] topics"

@@ -77,3 +77,18 @@ def test_a_templated_name_that_is_a_fixed_table_or_the_rejected_table_is_refused
     assert set(plan.topics) == {"db-1", "fine"}
     assert _why(plan, "ops") == "its table 'ops' is the table of [route ops]"
     assert _why(plan, "rejected") == "its table 'rejected' is the job's rejected table"
+
+
+def test_a_retired_table_stays_its_topics_and_no_other_topic_loads_into_it():
+    """`retired`: the tables `etl bind` retired (--stop-loading, --move-loaded), each with the topics
+    whose records it holds. No current route's table counts them, yet they are taken."""
+    routes = Routes((_route("raw", "{topic}", pattern="raw_.*"), _route("fixed", "raw_b", topics=("b2", "b"))))
+    plan = route_topics(routes, ["raw_rt1-rej", "raw_ok", "b2", "b"], committed=["rt1.rej", "b"],
+                        rejected_table="rejected", retired={"raw_rt1_rej": {"rt1.rej"}, "raw_b": {"b"}})
+    assert set(plan.topics) == {"raw_ok", "b"}  # b goes on into its own retired table
+    assert _why(plan, "raw_rt1-rej") == (
+        "its table 'raw_rt1_rej' holds the records of topic rt1.rej, which `etl bind` stopped loading or moved: "
+        "the table stays that topic's, and no other topic loads into it; give topic raw_rt1-rej a table of its "
+        "own ([route raw] table), or a topics_regex that leaves it out")
+    assert _why(plan, "b2").startswith("its table 'raw_b' holds the records of topic b,") and _why(plan, "b2").endswith(
+        "give topic b2 a table of its own ([route fixed] table), or b2 out of its topics")

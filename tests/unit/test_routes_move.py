@@ -14,6 +14,7 @@ from etl.config import load_config
 from etl.context.command import CommandContext
 from etl.errors import EXIT_OK, EXIT_USAGE
 from etl.model.batch import OffsetRange
+from etl.model.binding import BindingMismatch
 from etl.model.route_binding import BoundRoute, RouteBinding, check_job_binding
 from etl.ops.job_tables import held_by_job, job_tables
 from etl.ops.rebind import bind_in
@@ -236,3 +237,120 @@ def test_bind_moves_nothing_unless_told(tmp_path, monkeypatch, flags):
     config = _config(tmp_path, "job", ORDERS)
     assert main(["bind", "--config", str(config.path), *flags]) == EXIT_OK
     assert given["move_loaded"] is False and given["stop_loading"] is bool(flags)
+
+
+NEWCOMER = _route("raw", "{topic}", regex="raw_.*")  # raw_rt1-rej makes raw_rt1_rej, as rt1.rej does with RT
+RT = _route("rt", "raw_{topic}", regex="rt1[.].*")
+
+
+def _routed_now(config, store, *topics: str):
+    """The routing every command applies to the topics Kafka lists (etl.source.topics), as the
+    command's context builds it (no Kafka asked: the topics are given)."""
+    from etl.context.job import JobContext
+    from etl.source.topics import JobTopics
+    with JobContext(config, store=store, fs=LocalFileSystem()) as context:
+        return context._topic_routing().apply(JobTopics(topics))
+
+
+@pytest.mark.parametrize("how", ["stop", "move"])
+def test_a_new_topic_never_takes_the_table_of_a_topic_bind_stopped_or_moved(tmp_path, how):
+    store = _loaded(_config(tmp_path, "before", RT + NEWCOMER), "rt1.rej")
+    after = _config(tmp_path, "after", NEWCOMER + (_route("rt", "rt_moved", "rt1.rej") if how == "move" else ""))
+    assert _bind(after, store, stop_loading=how == "stop", move_loaded=how == "move")[0] == EXIT_OK
+    routed = _routed_now(after, store, "raw_rt1-rej", "raw_other", *(["rt1.rej"] if how == "move" else []))
+    assert routed.loaded == ("raw_other", *(["rt1.rej"] if how == "move" else []))
+    [refused] = routed.unroutable
+    assert refused.topic == "raw_rt1-rej" and refused.why.startswith(
+        "its table 'raw_rt1_rej' holds the records of topic rt1.rej, which `etl bind` stopped loading or moved"), \
+        refused.why
+    assert "give topic raw_rt1-rej a table of its own ([route raw] table" in refused.why
+
+
+@pytest.mark.parametrize("stop_loading", [False, True])
+def test_a_loaded_topic_two_routes_now_choose_is_refused_advising_to_fix_the_routes_never_to_stop_it(
+        tmp_path, stop_loading):
+    """The topic is still wanted (a route chooses it): what is missing is one route, or a split."""
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
+    bound = store.binding()
+    both = _config(tmp_path, "both", RAW + ORDERS + _route("x", "x_{topic}", regex="app[.]x"))
+    code, said = _bind(both, store, stop_loading=stop_loading)
+    assert code == EXIT_USAGE and store.binding() == bound, said
+    refused = [line for line in said if line.startswith("refused: ")]
+    assert refused == ["refused: app.x: [route raw] takes all of topic 'app.x', which [route raw] and [route x] "
+                       "choose; routes that share a topic split it: give each field and values. A route still "
+                       "chooses it, so it is not stopped: make one route's pattern (or topics) leave it out, or split it "
+                       "by a field (field and values in each route that chooses it); nothing changed"], said
+    assert not any("--stop-loading" in line for line in said), said
+    with pytest.raises(BindingMismatch) as raised:  # the run's refusal says the same
+        check_job_binding(bound, RouteBinding.of(both, Warehouse.of(both)), both, ["orders", "app.x"])
+    assert "topic app.x cannot be routed: [route raw] takes all of topic 'app.x'" in str(raised.value)
+    assert "would no longer be loaded" not in str(raised.value)
+
+
+@pytest.mark.parametrize("change", ["moved", "two routes"])
+def test_a_dry_run_refuses_what_the_run_refuses_with_its_message_touching_nothing(tmp_path, change):
+    from etl.context.job import JobContext
+    from etl.ops.dry_run import preview
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
+    bound, events = store.binding(), store.events()
+    after = _config(tmp_path, "after", RAW + ORDERS.replace("table = orders", "table = sales") if change == "moved"
+                    else RAW + ORDERS + _route("x", "x_{topic}", regex="app[.]x"))
+    with pytest.raises(BindingMismatch) as run_refused:  # the run's check (etl.job.driver.Job._check_binding)
+        check_job_binding(bound, RouteBinding.of(after, Warehouse.of(after)), after, ["orders", "app.x"])
+    with pytest.raises(BindingMismatch) as dry_refused:
+        preview(JobContext(after, store=store, fs=LocalFileSystem(), create_nodes=False))
+    assert str(dry_refused.value) == str(run_refused.value) and dry_refused.value.exit_code == 2
+    assert store.binding() == bound and store.events() == events and store.lock_holder() is None
+
+
+def test_a_topic_that_never_loaded_a_record_is_neither_moved_nor_stopped(tmp_path):
+    """An empty partition's first offset is recorded by an empty range (etl.model.planner): a
+    committed offset of 0, nothing loaded. Such a topic goes to its new tables, or none, as a new one."""
+    before = _config(tmp_path, "before", RAW + ORDERS)
+    store = _loaded(before, "orders")
+    store.acquire_lock()
+    committed(store, batch(2, ranges=(OffsetRange("refunds", 0, 0, 0, None), OffsetRange("app.empty", 0, 7, 7, None))))
+    store.release_lock()
+    after = _config(tmp_path, "after", _route("orders", "orders", "orders") + _route("refunds", "refunds", "refunds"))
+    code, said = _bind(after, store)
+    assert code == EXIT_OK and said[-1] == "bound; recorded in ZooKeeper", said
+    assert store.binding().retired == (BoundRoute.of(before.routes.by_name("raw")),)  # removed whole, as ever
+    check_job_binding(store.binding(), RouteBinding.of(after, Warehouse.of(after)), after,
+                      ["orders", "refunds", "app.empty"])
+
+
+def test_a_topic_that_stays_in_a_table_another_topic_moved_out_of_goes_on_loading_into_it(tmp_path):
+    """orders and refunds shared table orders; refunds moved out. The table holds refunds' history
+    (retired) and stays orders' own: orders goes on into it, and no newcomer comes in."""
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "refunds")
+    split = _config(tmp_path, "split", RAW + ORDERS.replace("orders, refunds", "orders, returns")
+                    + _route("r", "refunds_t", "refunds"))
+    assert _bind(split, store, move_loaded=True)[0] == EXIT_OK
+    routed = _routed_now(split, store, "orders", "refunds", "returns")
+    assert routed.loaded == ("orders", "refunds") and [u.topic for u in routed.unroutable] == ["returns"], routed
+    assert "its table 'orders' holds the records of topic refunds" in routed.unroutable[0].why
+
+
+def test_a_loaded_topic_is_not_moved_into_a_table_that_holds_another_topics_records(tmp_path):
+    store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "refunds", "app.x")
+    moved = _config(tmp_path, "moved", RAW + ORDERS.replace("table = orders", "table = sales"))
+    assert _bind(moved, store, move_loaded=True)[0] == EXIT_OK
+    bound = store.binding()
+    into = _config(tmp_path, "into", RAW.replace("app[.].*", "app[.]y.*") + ORDERS.replace("table = orders", "table = sales")
+                   + _route("x", "orders", "app.x"))
+    code, said = _bind(into, store, move_loaded=True)
+    assert code == EXIT_USAGE and store.binding() == bound, said
+    assert "refused: app.x would load into table orders, which holds the records of topic orders, refunds" in said[-1], said
+
+
+def test_a_stopped_topic_routed_back_into_its_own_table_goes_on_there_and_is_no_move(tmp_path):
+    """The config before --stop-loading, restored: the topic's table holds its records, and takes
+    its next ones; a newcomer that makes the same table's name stays out, as the topic keeps it."""
+    before = _config(tmp_path, "before", RT + NEWCOMER)
+    store = _loaded(before, "rt1.rej")
+    assert _bind(_config(tmp_path, "stopped", NEWCOMER), store, stop_loading=True)[0] == EXIT_OK
+    code, said = _bind(before, store)
+    assert code == EXIT_OK and said == ["job j1: added: [route rt] -> raw_{topic}", "bound; recorded in ZooKeeper"], said
+    check_job_binding(store.binding(), RouteBinding.of(before, Warehouse.of(before)), before, ["rt1.rej"])
+    routed = _routed_now(before, store, "rt1.rej", "raw_rt1-rej")
+    assert routed.loaded == ("rt1.rej",) and routed.unroutable[0].why.endswith("rt1.rej has loaded it and keeps it")
