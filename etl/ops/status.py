@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from etl.config import Config
+from etl.job.summary import written_files
 from etl.model.events import from_json as parse_event, to_json as event_json
 from etl.sink.markers import MARKER_NAME, marker_status
 from etl.source.kafka import KafkaMetadata
@@ -41,7 +42,7 @@ def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> d
         "total_lag": sum(r.lag for r in rows),
         "topics_not_loaded": [topic.to_json(config.topics_chooser) for topic in not_loaded],
         **({"tables": {t: list(routed.tables) for t, routed in topics.tables.topics.items()}} if topics.tables else {}),
-        "last_batch": None if last is None else {**last[0].header_json(), "files": len(last[0].file_ranges),
+        "last_batch": None if last is None else {**last[0].header_json(), "files": written_files(last[0]),
                                                  "partitions": list(last[0].partitions or [])},
         "lock": None if holder is None else holder.describe(),
         "events": [event_json(event) for event in store.events()],
