@@ -186,13 +186,14 @@ def _json_kind(text: bytes) -> str | None:
     """What JSON value `text` is whole, or None if it is none: its first byte is not enough
     (`not json` starts like null, `42abc` like a number). Parsed only on the error path."""
     try:
-        value = json.loads(text.decode("utf-8"), parse_constant=_no_constant)
+        value = json.loads(text.decode("utf-8"), parse_constant=refuse_constant)
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
     return _JSON_KINDS.get(type(value))
 
 
-def _no_constant(name: str):
+def refuse_constant(name: str):
+    """For json.loads: NaN and Infinity are not JSON (Python's parser takes them)."""
     raise ValueError(f"{name} is not JSON")
 
 

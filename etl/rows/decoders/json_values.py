@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from etl.model.schema import Column
 from etl.rows.decoders.base import converted_where_possible, wall_clock_to_utc
+from etl.rows.decoders.json_lines import refuse_constant
 from etl.rows.hive_values import float_overflow, out_of_range, outside_reason, shown, too_large_for_float
 
 _ZONED_RE = r"(?:Z|[+-]\d{2}:?\d{2})$"
@@ -133,7 +134,7 @@ def scalar_text(value: bytes | None, field: str) -> str | None:
         return None
     try:
         members = json.loads(value.decode("utf-8-sig"), parse_int=_Number, parse_float=_Number,
-                             parse_constant=_not_json, object_pairs_hook=_Members)
+                             parse_constant=refuse_constant, object_pairs_hook=_Members)
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
     found = [v for name, v in members if name == field] if isinstance(members, _Members) else []
@@ -142,7 +143,3 @@ def scalar_text(value: bytes | None, field: str) -> str | None:
     if isinstance(found[0], bool):
         return "true" if found[0] else "false"
     return str(found[0]) if isinstance(found[0], _Number) else None
-
-
-def _not_json(name: str):
-    raise ValueError(f"{name} is not JSON")
