@@ -330,10 +330,14 @@ def registered_partitions(spark, hive: HiveConfig, table: str) -> dict[str, str]
                             f"{_first_line(exc)}") from exc
 
 
+def table_exists(spark, database: str, table: str) -> bool:
+    return spark.catalog.tableExists(f"{quote_identifier(database)}.{quote_identifier(table)}")
+
+
 def partition_locations(spark, database: str, table: str) -> dict[str, str]:
     """Each partition of the table (`dt=2026-11-21/hour=10`) and the location the metastore holds
     for it, in one metastore call. A missing table has none."""
-    if not spark.catalog.tableExists(f"{quote_identifier(database)}.{quote_identifier(table)}"):
+    if not table_exists(spark, database, table):
         return {}
     catalog = spark._jsparkSession.sharedState().externalCatalog()
     columns = catalog.getTable(database, table).partitionColumnNames()

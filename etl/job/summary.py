@@ -26,7 +26,7 @@ class BatchSummary:
     @classmethod
     def of(cls, batch: Batch, resumed: bool, seconds: float, cap: int) -> "BatchSummary":
         """`cap`: [job] max_records_per_partition."""
-        return cls(batch.batch_id, resumed, _files(batch), batch.record_count, batch.rows or 0,
+        return cls(batch.batch_id, resumed, written_files(batch), batch.record_count, batch.rows or 0,
                    batch.rejected or 0, seconds, reached_cap=any(r.size >= cap for r in batch.ranges),
                    unmatched=dict(batch.unmatched or {}), dimension_changes=len(batch.dimension_changes),
                    ignored_fields=dict(batch.ignored_fields),
@@ -45,12 +45,14 @@ class BatchSummary:
                 f"{self.seconds:.1f}s")
 
 
-def _files(batch: Batch) -> int:
-    """The main table's files the batch wrote: one per range, or by event time one per range in
-    each Hive partition it placed rows in (a record from before they were counted: at least one
-    per partition)."""
+def written_files(batch: Batch) -> int:
+    """The Parquet files the batch wrote into its tables: one per range in each table its topic
+    is routed to (a split range writes a file into each table of its split, empty or not), or
+    by event time one per range in each Hive partition of each table it placed rows in (a record
+    from before they were counted: at least one per partition). Not counted: the rejected
+    table's files (the line says how many records were rejected) and split ranges' manifests."""
     if batch.partitions is None:
-        return len(batch.file_ranges)
+        return sum(len(batch.tables.get(r.topic) or (None,)) for r in batch.file_ranges)
     return sum(part.get("files", 1) for part in batch.partitions)
 
 

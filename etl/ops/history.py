@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from etl.job.summary import written_files
 from etl.model.batch import TABLE_ROWS_KEY, Batch, BatchState
 from etl.state.protocols import BatchPart
 
@@ -25,7 +26,7 @@ def batch_json(batch: Batch) -> dict:
     return {
         "batch_id": batch.batch_id, "kind": batch.kind.value, "state": batch.state.value,
         "planned_at": batch.planned_at, "planned_by": batch.planned_by, "committed_at": committed_at,
-        "duration_seconds": seconds, "files": len(batch.file_ranges), "records": batch.record_count,
+        "duration_seconds": seconds, "files": written_files(batch), "records": batch.record_count,
         "rows": rows, "rejected": batch.rejected,
         "rows_per_second": None if rows is None or not seconds else round(rows / seconds, 1),
         "snapshot": batch.snapshot or None,  # the committed offsets after it (etl.state.snapshots)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Mapping
 
 from etl.config import Config
+from etl.job.summary import written_files
 from etl.model.events import from_json as parse_event, to_json as event_json
 from etl.model.routes import Unroutable
 from etl.sink.markers import MARKER_NAME, marker_status
@@ -67,7 +68,7 @@ def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> d
         "not_loadable": [{"topic": u.topic, "why": u.why} for u in lag.not_loadable],
         "topics_not_loaded": [topic.to_json(config.topics_chooser) for topic in not_loaded],
         **({"tables": {t: list(routed.tables) for t, routed in topics.tables.topics.items()}} if topics.tables else {}),
-        "last_batch": None if last is None else {**last[0].header_json(), "files": len(last[0].file_ranges),
+        "last_batch": None if last is None else {**last[0].header_json(), "files": written_files(last[0]),
                                                  "partitions": list(last[0].partitions or [])},
         "lock": None if holder is None else holder.describe(),
         "events": [event_json(event) for event in store.events()],

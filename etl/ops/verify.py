@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from etl.context.job import JobContext
 from etl.errors import KafkaReadError, KafkaUnavailable
-from etl.hive.registrar import registered_partitions
+from etl.hive.registrar import registered_partitions, table_exists
 from etl.model.compaction import TableKind
 from etl.ops.compaction_check import check_superseded, switching
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
@@ -37,7 +37,7 @@ from etl.ops.inventory import Inventory
 from etl.ops.job_tables import job_tables, take_job_inventory
 from etl.ops.legacy_names import check_legacy_names
 from etl.ops.placement_check import check_placement
-from etl.ops.verify_deep import check_deep, check_readable, check_rewritten, offsets_in_kafka
+from etl.ops.verify_deep import check_deep, check_readable, check_rewritten, offsets_in_kafka, tables_to_read
 from etl.source.topics import not_loaded_topics
 
 
@@ -96,11 +96,13 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
         found = check_registered(inventories.get(name, Inventory()), locations, expected, open_batch)
         problems += switching(found, kind, name if routed and kind is TableKind.MAIN else None, compactions,
                               locations, view)
+    notices: list[str] = []
     if deep:
-        problems += _deep(context, spark, inventory, committed, events, [name for name, _ in tables])
-        problems += check_placement(config, fs, context.partitioner, inventories, manifests)
+        deep_problems, notices = _deep(context, spark, inventory, committed, events, inventories)
+        problems += deep_problems + check_placement(config, fs, context.partitioner, inventories, manifests)
+    not_loaded, topic_notices = _topics_not_loaded(context, committed)
     return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.paths), deep,
-                        *_topics_not_loaded(context, committed))
+                        not_loaded, notices + topic_notices)
 
 
 def _topics_not_loaded(context: JobContext, committed) -> tuple[list[dict], list[str]]:
@@ -116,13 +118,17 @@ def _topics_not_loaded(context: JobContext, committed) -> tuple[list[dict], list
     return [t.to_json(config.topics_chooser) for t in found], [f"topic not loaded: {t.describe(config.topics_chooser)}" for t in found]
 
 
-def _deep(context: JobContext, spark, inventory: Inventory, committed, events, tables: list[str]) -> list[Problem]:
-    """`tables`: the job's (job_tables), read with its rejected table as one."""
+def _deep(context: JobContext, spark, inventory: Inventory, committed, events,
+          inventories: dict[str, Inventory]) -> tuple[list[Problem], list[str]]:
+    """Problems and notices. `inventories`: each of the job's tables' (job_tables), read with its
+    rejected table as one, but those not created yet (etl.ops.verify_deep.tables_to_read)."""
     config, fs = context.config, context.fs
     broken = check_readable(fs, inventory)
     if broken:
-        return broken  # one broken file fails every read of the table: name them, read no rows
+        return broken, []  # one broken file fails every read of the table: name them, read no rows
     altered = check_rewritten(fs, inventory)  # merged files' values: what no count of rows sees
-    kafka = context.kafka
-    return altered + check_deep(spark, config.hive.database, (*tables, config.hive.rejected_table),
-                                inventory, committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))
+    kafka, database, rejected = context.kafka, config.hive.database, config.hive.rejected_table
+    found = tables_to_read(database, (*inventories, rejected), lambda table: table_exists(spark, database, table),
+                           lambda table: bool(inventories[table].files if table in inventories else inventory.rejected))
+    return altered + found.problems + check_deep(spark, database, found.present, inventory, committed, events,
+                                                 lambda *r: offsets_in_kafka(config, kafka, *r)), found.notices

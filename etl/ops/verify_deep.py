@@ -11,6 +11,8 @@ value, such as a date a merge read wrongly or a file edited by hand.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
+from typing import Callable
 
 import pyarrow.parquet as pq
 
@@ -70,18 +72,48 @@ _CORRUPT_ACTION = ("run `etl recover`: it moves the file out of the table (kept 
                    "_etl_moved_aside folder) and rewrites its range from Kafka while Kafka still holds it")
 
 
+@dataclass(frozen=True)
+class TablesToRead:
+    present: tuple[str, ...]  # in the metastore: read through Hive
+    problems: list[Problem]  # missing, with committed files in their folders
+    notices: list[str]  # missing, and nothing was ever written to them: fine
+
+
+def tables_to_read(database: str, tables: tuple[str, ...], exists: Callable[[str], bool],
+                   written: Callable[[str], bool]) -> TablesToRead:
+    """The tables `verify --deep` can read. A routed table is created by the batch that first
+    loads a record of its topics, so a table of topics still empty is not there yet, and is
+    fine: no row can be missing from it (an offset committed without a file is still checked
+    against the tables read). `written(table)`: its folder holds committed files."""
+    present, problems, notices = [], [], []
+    for table in tables:
+        if exists(table):
+            present.append(table)
+        elif written(table):
+            problems.append(Problem("missing_table", f"{database}.{table}", "is not in the metastore, yet its folder "
+                                    "holds committed files: analysts cannot read their rows",
+                                    "if it was dropped by mistake, create it again from its DDL (the tables are "
+                                    "EXTERNAL, so the files are intact) and register its partitions: `etl recover` "
+                                    "registers an open batch's; ALTER TABLE ... ADD PARTITION the others"))
+        else:
+            notices.append(f"table {database}.{table} does not exist yet: no committed range was written to it (its "
+                           f"topics had no record so far); the batch that first loads one creates it")
+    return TablesToRead(tuple(present), problems, notices)
+
+
 def check_deep(spark, database: str, tables: tuple[str, ...], inventory: Inventory,
                committed: dict[tuple[str, int], CommittedOffset], events: list[Event],
                offsets_in_kafka) -> list[Problem]:
-    """Read the tables (a routed job's every table, the rejected one last) through Hive, as one:
-    an offset is once in one of them. `offsets_in_kafka(topic, partition, start, end)` returns
+    """Read the tables (a routed job's every table, the rejected one last; those tables_to_read
+    finds present) through Hive, as one: an offset is once in one of them. `offsets_in_kafka(topic, partition, start, end)` returns
     the offsets Kafka holds in [start, end), or None if Kafka no longer holds that range at all."""
     try:
         union = _lineage_union(spark, database, tables)
         union.createOrReplaceTempView("etl_verify_rows")
         problems = _duplicates(spark)
     except Exception as exc:  # Spark's own error, through py4j: name it, never a raw traceback
-        where = f"{database}.{tables[0]}" + (f" (or one of {len(tables) - 2} more tables)" if len(tables) > 2 else "")
+        where = f"{database}.{(tables or ('',))[0]}" + (f" (or one of {len(tables) - 2} more tables)"
+                                                          if len(tables) > 2 else "")
         return [Problem("unreadable_table", where, f"reading the table through Hive failed: "
                         f"{_first_line(exc)}", "run `etl verify --deep` again; if it fails the same way, a file "
                         "of the table is broken: `etl recover` names and replaces broken files")]
@@ -104,6 +136,8 @@ def _lineage_union(spark, database: str, tables: tuple[str, ...]):
         name = f"{quote_identifier(database)}.{quote_identifier(table)}"
         spark.sql(f"REFRESH TABLE {name}")
         frames.append(spark.sql(f"SELECT kafka_topic AS t, kafka_partition AS p, kafka_offset AS o FROM {name}"))
+    if not frames:  # no table created yet: no row, so every committed offset must be explained
+        return spark.createDataFrame([], "t string, p int, o long")
     return functools.reduce(lambda union, frame: union.unionAll(frame), frames)
 
 

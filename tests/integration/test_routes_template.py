@@ -2,7 +2,7 @@
 Twelve topics land in twelve tables, each offset once; a topic created between runs gets its
 table; a topic whose name makes another's table is not loaded, and `etl status` says why; status
 and `etl run --dry-run` name each topic's table; `etl verify --deep` passes over all of them, read
-through Hive as one with the rejected table.
+through Hive as one with the rejected table, an empty topic's table never created included.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def _routed(write_config, name: str, **more):
 def test_twelve_topics_land_in_twelve_tables_by_template_each_offset_once(spark, new_topic, produce, write_config):
     name = f"rt{uuid.uuid4().hex[:8]}"
     topics = [new_topic(2, f"{name}.t{i:02d}") for i in range(12)]
+    empty = new_topic(1, f"{name}.empty")  # no record yet: its offsets are committed, its table not created
     for i, topic in enumerate(topics):
         produce(topic, events_by_partition(2, 10 + i))
     config = _routed(write_config, name)
@@ -55,3 +56,5 @@ def test_twelve_topics_land_in_twelve_tables_by_template_each_offset_once(spark,
     assert f"{table_name('{topic}', newcomer)} 7" in history.stdout, history.stdout  # rows by table
     verify = etl_command(config, "verify", "--deep")
     assert verify.returncode == 0 and "and every row (--deep): OK" in verify.stdout, verify.stdout + verify.stderr
+    assert not spark.catalog.tableExists(f"{DB}.{table_name('{topic}', empty)}")
+    assert f"notice: table {DB}.{table_name('{topic}', empty)} does not exist yet" in verify.stdout, verify.stdout

@@ -35,3 +35,15 @@ def test_a_record_written_before_files_were_counted_takes_each_partition_for_one
                   {"partition": "dt=2026-11-20/hour=11", "rows": 4, "late": 0})
     summary = BatchSummary.of(_batch([OffsetRange("t", 0, 0, 7, None)], partitions), False, 1.0, 1000)
     assert summary.files == 2
+
+
+def test_a_split_range_counts_a_file_in_each_of_its_tables():
+    # A split range writes a Parquet file into each table of its split (empty or not), then a
+    # manifest; a range of a topic one route takes whole writes one. Manifests and rejected
+    # files are not counted (the rejected records are, as "rejected").
+    split, whole = OffsetRange("events", 0, 0, 5, None), OffsetRange("orders", 0, 0, 2, None)
+    batch = Batch(batch_id=3, state=BatchState.COMMITTED, planned_at="2026-11-25T00:00:00Z", partition_values={},
+                  ranges=(split, whole, OffsetRange("events", 1, 4, 4, None)), rows=7, rejected=0,
+                  tables={"events": ["clicks", "views", "events_other"], "orders": ["orders"]})
+    summary = BatchSummary.of(batch, resumed=False, seconds=1.0, cap=1000)
+    assert summary.files == 4 and "COMMITTED: 4 files" in summary.describe()

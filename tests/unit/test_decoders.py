@@ -179,6 +179,23 @@ def test_json_that_is_not_an_object_is_rejected(events_decoder, value, kind):
     assert decoded.table.column("event_id").to_pylist() == [1, 3]
 
 
+@pytest.mark.parametrize("value", [b"not json", b"nullx", b"true false", b"42abc", b"[1,", b"NaN", b"\xff\x00garbage"])
+def test_bytes_that_are_no_json_value_are_invalid_json_not_another_kind(events_decoder, value):
+    # `not json` starts like null, `42abc` like a number: neither is one.
+    decoded = events_decoder.decode([event(0), value])
+    assert decoded.errors == [(1, "invalid JSON: expected a JSON object")]
+
+
+def test_an_object_after_a_utf8_byte_order_mark_is_read_as_without_it(events_decoder):
+    # RFC 8259 section 8.1 lets a parser ignore a BOM; producers on Windows (.NET's UTF8 encoding,
+    # PowerShell) write one. Only the object is read: the rejected table would keep the raw bytes.
+    bom = b"\xef\xbb\xbf"
+    decoded = events_decoder.decode([bom + event(0), event(1), bom + b' {"event_id": 2}', bom + b"[1]", bom + bom + b"{}"])
+    assert decoded.good.to_pylist() == [0, 1, 2]
+    assert decoded.table.column("event_id").to_pylist() == [0, 1, 2]
+    assert decoded.errors == [(3, "expected a JSON object, got array"), (4, "invalid JSON: expected a JSON object")]
+
+
 @pytest.mark.parametrize("empty", [None, b"", b"  \r\n"])
 def test_empty_messages_are_rejected(events_decoder, empty):
     decoded = events_decoder.decode([event(0), empty, event(2)])

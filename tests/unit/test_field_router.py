@@ -45,3 +45,21 @@ def test_a_number_is_compared_as_the_text_the_config_lists():
 def test_a_probe_of_another_field_is_refused():
     with pytest.raises(ValueError, match="not the one field 'kind'"):
         FieldRouter(TopicSplit("kind", {"a": "t"}), JsonDecoder(TableSchema((Column("other", "string"),), ())))
+
+
+def test_a_number_or_boolean_in_a_field_read_as_text_is_routed_by_its_json_text():
+    # values = 7, true, 1.5 with the field declared string (or not a column): as the message writes
+    # them, so 1.0 is not 1 and 1e2 not 100; a string "7" is the same text as the number 7.
+    split = TopicSplit("code", {"7": "sevens", "true": "trues", "1.5": "halves"}, None)
+    router = FieldRouter(split, JsonDecoder(TableSchema((Column("code", "string"),), ())))
+    routed = router.route([b'{"code":7}', b'{"code": true, "x": [1]}', b'{"code":1.5}', b'{"code":"7"}',
+                           b'{"code":1.0}', b'{"code":false}', b'{"code":[7]}', b'{"code":7,"code":7}',
+                           b'\xef\xbb\xbf{"code":7}', b'{"code":7'])
+    assert {t: rows.to_pylist() for t, rows in routed.by_table.items()} == {
+        "sevens": [0, 3, 8], "trues": [1], "halves": [2]}
+    reasons = dict(routed.rejected)
+    assert reasons[4] == "no route takes code = '1.0' (routes take: 7, true, 1.5)"
+    assert reasons[5] == "no route takes code = 'false' (routes take: 7, true, 1.5)"
+    assert reasons[6] == "field 'code': expected string, got array"
+    assert reasons[7] == "field 'code': expected string, got number"  # the probe's: a repeated field is not routed
+    assert sorted(reasons) == [4, 5, 6, 7, 9]  # 9 is no JSON: never routed, whatever the probe says of it

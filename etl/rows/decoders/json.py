@@ -34,7 +34,7 @@ class JsonDecoder(Decoder):
         self.read_schema = pa.schema([json_read_field(field) for field in self.output_schema])
 
     def decode(self, values: Sequence[bytes | None]) -> Decoded:
-        candidates, errors = json_object_candidates(values)
+        candidates, errors, values = json_object_candidates(values)
         lines = JsonLines(values if len(candidates) == len(values) else [values[i] for i in candidates])
         tables, line_errors = self._parse_isolating_errors(lines)
         errors = sorted(errors + [(candidates[position], reason) for position, reason in line_errors])

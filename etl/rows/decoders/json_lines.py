@@ -4,6 +4,7 @@ errors' row numbers and wording."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from typing import Sequence
 
@@ -15,7 +16,9 @@ import pyarrow.json as pa_json
 from etl.rows.decoders.base import EMPTY_MESSAGE, mask_without
 
 _JSON_OBJECT_START_RE = r"^[ \t\r\n]*\{"
-_JSON_KINDS = {"[": "array", '"': "string", "t": "boolean", "f": "boolean", "n": "null"}
+_JSON_KINDS: dict[type, str] = {list: "array", str: "string", bool: "boolean", type(None): "null", int: "number",
+                                float: "number"}
+_BOM = b"\xef\xbb\xbf"  # U+FEFF in UTF-8
 # RapidJSON, under pyarrow's reader, accepts NaN, Inf and Infinity (signed) as numbers; JSON does
 # not. A literal is one outside any string: after the complete strings and other characters
 # from the start, in a value's place. Screened for with a plain substring search first.
@@ -84,8 +87,10 @@ def read_json(block: pa.Buffer, read_schema: pa.Schema) -> pa.Table:
     return reader.read_all()
 
 
-def json_object_candidates(values: Sequence[bytes | None]) -> tuple[Sequence[int], list[tuple[int, str]]]:
-    """Indices of the values that start like a JSON object, and errors for the others.
+def json_object_candidates(values: Sequence[bytes | None]) -> tuple[Sequence[int], list[tuple[int, str]],
+                                                                    Sequence[bytes | None]]:
+    """Indices of the values that start like a JSON object, errors for the others, and the values
+    to parse: `values`, or a copy without the UTF-8 byte-order mark some start with.
 
     Screening matters for correctness, not only speed: pyarrow reads a top-level `null`
     as an all-NULL row (or crashes when it comes first), which would misalign the rows.
@@ -94,15 +99,30 @@ def json_object_candidates(values: Sequence[bytes | None]) -> tuple[Sequence[int
     starts_ok = pc.starts_with(binary, "{")  # nearly always so, and 10x cheaper than the regex
     all_start = _all_true(starts_ok)
     if not all_start:
+        values, binary = _without_byte_order_marks(values, binary)
         starts_ok = pc.match_substring_regex(binary, _JSON_OBJECT_START_RE)  # leading whitespace is allowed
         all_start = _all_true(starts_ok)
     literals = _non_json_literal_positions(binary)
     if all_start and not literals:
-        return range(len(values)), []
+        return range(len(values)), [], values
     flags = pc.and_kleene(starts_ok, mask_without(len(values), literals)).to_pylist()
     errors = [(i, _non_json_literal_reason(values[i]) if starts_ok[i].as_py() else _not_an_object_reason(values[i]))
               for i, ok in enumerate(flags) if not ok]
-    return [i for i, ok in enumerate(flags) if ok], errors
+    return [i for i, ok in enumerate(flags) if ok], errors, values
+
+
+def _without_byte_order_marks(values: Sequence[bytes | None], binary: pa.BinaryArray) \
+        -> tuple[Sequence[bytes | None], pa.BinaryArray]:
+    """The values with one leading UTF-8 byte-order mark removed. RFC 8259 (8.1) lets a parser
+    ignore it, and producers on Windows write it (.NET's Encoding.UTF8, PowerShell): the object
+    after it is unambiguous, so rejecting it would only leave good records to replay by hand."""
+    marked = pc.indices_nonzero(pc.fill_null(pc.starts_with(binary, _BOM.decode()), False)).to_pylist()
+    if not marked:
+        return values, binary
+    stripped = list(values)
+    for i in marked:
+        stripped[i] = stripped[i][len(_BOM):]
+    return stripped, pa.array(stripped, pa.binary())
 
 
 def _all_true(flags: pa.BooleanArray) -> bool:
@@ -158,9 +178,23 @@ def _not_an_object_reason(value: bytes | None) -> str:
     text = (value or b"").lstrip(b" \t\r\n")
     if not text:
         return EMPTY_MESSAGE
-    first = chr(text[0])
-    kind = "number" if first in "-0123456789" else _JSON_KINDS.get(first)
+    kind = _json_kind(text)
     return f"expected a JSON object, got {kind}" if kind else "invalid JSON: expected a JSON object"
+
+
+def _json_kind(text: bytes) -> str | None:
+    """What JSON value `text` is whole, or None if it is none: its first byte is not enough
+    (`not json` starts like null, `42abc` like a number). Parsed only on the error path."""
+    try:
+        value = json.loads(text.decode("utf-8"), parse_constant=refuse_constant)
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+    return _JSON_KINDS.get(type(value))
+
+
+def refuse_constant(name: str):
+    """For json.loads: NaN and Infinity are not JSON (Python's parser takes them)."""
+    raise ValueError(f"{name} is not JSON")
 
 
 def blamed_row(message: str, rows: int) -> int | None:

@@ -2,6 +2,7 @@
 doubles) into their final types, and the reasons given for the values that do not convert."""
 from __future__ import annotations
 
+import json
 import re
 
 import pyarrow as pa
@@ -9,6 +10,7 @@ import pyarrow.compute as pc
 
 from etl.model.schema import Column
 from etl.rows.decoders.base import converted_where_possible, wall_clock_to_utc
+from etl.rows.decoders.json_lines import refuse_constant
 from etl.rows.hive_values import float_overflow, out_of_range, outside_reason, shown, too_large_for_float
 
 _ZONED_RE = r"(?:Z|[+-]\d{2}:?\d{2})$"
@@ -113,3 +115,31 @@ def conversion_reason(column: Column, message: str) -> str:
         return f"field '{column.name}': cannot read {value[1]!r} as {column.hive_type}"
     detail = re.sub(r"^Failed to convert JSON to [^:]*: ", "", message)
     return f"field '{column.name}': expected {column.hive_type}: {detail}"
+
+
+class _Number(str):
+    """A JSON number's text, as the message writes it."""
+
+
+class _Members(list):
+    """A JSON object's (name, value) pairs, in order, repeated names kept."""
+
+
+def scalar_text(value: bytes | None, field: str) -> str | None:
+    """The text of `field` in the JSON object `value` when it is a number or a boolean, as the
+    message writes it (`7`, `1.5`, `1.0`, `true`); None when it is anything else, is missing or
+    repeated, or `value` is no JSON object. Python's parser, for single records: pyarrow's reader
+    has no type that takes a number and a string alike."""
+    if value is None:
+        return None
+    try:
+        members = json.loads(value.decode("utf-8-sig"), parse_int=_Number, parse_float=_Number,
+                             parse_constant=refuse_constant, object_pairs_hook=_Members)
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+    found = [v for name, v in members if name == field] if isinstance(members, _Members) else []
+    if len(found) != 1:
+        return None
+    if isinstance(found[0], bool):
+        return "true" if found[0] else "false"
+    return str(found[0]) if isinstance(found[0], _Number) else None
