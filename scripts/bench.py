@@ -3,7 +3,7 @@
 
 A benchmark, not a test: it prints figures (and checks that every run loaded exactly what it
 should), but never fails because something was slow. Needs the local stack
-(scripts/local-stack up) and the venv (scripts/setup).
+(scripts/local-stack up) and the venv with the dev extra (scripts/setup --tests).
 
     .venv/bin/python scripts/bench.py                      # 1M JSON records, 4 partitions, local[2], 3 repetitions
     .venv/bin/python scripts/bench.py --memory-check       # peak Python worker RSS: a 1M vs a 10M partition-batch
@@ -117,7 +117,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="also profile one range in this process (reader, decoder, whole task under cProfile)")
     parser.add_argument("--py-spy", action="store_true",
                         help="also run one more full batch with py-spy sampling the Spark Python workers "
-                             "(py-spy is in the dev extra that scripts/setup installs)")
+                             "(py-spy is in the dev extra that scripts/setup --tests installs)")
     parser.add_argument("--no-fixed-cost", action="store_true", help="skip the no-data run and Spark start-up timing")
     parser.add_argument("--load-threshold", type=float, default=1.0, help="measure when the 1-minute load is below this")
     parser.add_argument("--max-wait", type=float, default=None,

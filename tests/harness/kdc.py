@@ -1,4 +1,4 @@
-"""A real MIT Kerberos KDC for the Kerberos tests (Debian's krb5-kdc, installed by scripts/setup),
+"""A real MIT Kerberos KDC for the Kerberos tests (Debian's krb5-kdc, installed by scripts/setup --tests),
 in a private folder: its own krb5.conf, kdc.conf, database, realm and port on 127.0.0.1.
 
 Nothing reads or writes /etc/krb5.conf: every Kerberos client and tool of a test (kinit,
@@ -28,7 +28,7 @@ def _which(tool: str) -> str | None:
 
 
 def missing_tools() -> list[str]:
-    """The MIT Kerberos programs this machine lacks (scripts/setup installs them)."""
+    """The MIT Kerberos programs this machine lacks (scripts/setup --tests installs them)."""
     return [tool for tool in KDC_BINARIES if _which(tool) is None]
 
 

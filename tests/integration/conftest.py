@@ -296,7 +296,7 @@ def yarn(tmp_path_factory):
 def kdc(tmp_path_factory):
     missing = missing_tools()
     if missing:
-        pytest.fail(f"MIT Kerberos tools missing: {missing}; run scripts/setup", pytrace=False)
+        pytest.fail(f"MIT Kerberos tools missing: {missing}; run scripts/setup --tests", pytrace=False)
     # The harness points this process's own Kerberos clients at the KDC (os.environ: gssapi
     # reads it at each call); the session's later tests get the environment back as it was.
     saved = {key: os.environ.get(key) for key in ("KRB5_CONFIG", "KRB5_KDC_PROFILE", "KRB5CCNAME")}

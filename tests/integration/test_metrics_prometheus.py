@@ -19,7 +19,7 @@ from tests.harness.prometheus import PrometheusStack, free_port, missing_binarie
 from tests.harness.state import wait_for_lock_release
 
 pytestmark = pytest.mark.skipif(bool(missing_binaries()), reason=f"not installed: {missing_binaries()} "
-                                                                 f"(scripts/setup installs them)")
+                                                                 f"(scripts/setup --tests installs them)")
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ def connector_jars() -> str:
     """spark.jars: the Kafka connector and its dependencies, comma-separated absolute paths."""
     jars = sorted(str(path) for path in CONNECTOR_JARS.glob("*.jar"))
     if not jars:
-        raise SystemExit(f"peer_job: no jars in {CONNECTOR_JARS}; run scripts/setup")
+        raise SystemExit(f"peer_job: no jars in {CONNECTOR_JARS}; run scripts/setup --tests")
     return ",".join(jars)
 
 

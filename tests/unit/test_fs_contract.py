@@ -469,7 +469,7 @@ def test_filesystem_for_picks_the_backend_from_the_url(server):
 
 
 def test_kerberos_without_its_package_is_a_config_error_naming_the_extra(server, monkeypatch):
-    # scripts/setup installs the kerberos extra (requirements/kerberos.txt): hide it, as on a
+    # scripts/setup --tests installs the kerberos extra (requirements/kerberos.txt): hide it, as on a
     # machine without it.
     monkeypatch.setitem(sys.modules, "hdfs.ext.kerberos", None)
     with pytest.raises(ConfigError, match=r"requests-kerberos.*kafka-hive-etl\[kerberos\]"):

@@ -17,7 +17,7 @@ DASHBOARD = REPO / "deploy" / "grafana" / "etl-dashboard.json"
 GRAFANA_VARIABLES = {"$etl_job": ".+", "$__rate_interval": "5m", "$__interval": "1m", "$__range": "1d"}
 
 pytestmark = pytest.mark.skipif(bool(missing_binaries()), reason=f"not installed: {missing_binaries()} "
-                                                                 f"(scripts/setup installs them)")
+                                                                 f"(scripts/setup --tests installs them)")
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess:
