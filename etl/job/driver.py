@@ -183,6 +183,8 @@ class Job:
         plan = plan_ranges(positions, self.config.job)
         for skipped in plan.skipped:
             log.error("SKIPPING LOST OFFSETS: %s", skipped.describe())
+        for waiting in plan.waiting:
+            log.warning("%s", waiting.describe())
         if plan.is_empty:
             log.info("nothing to do: no new records in %s", ", ".join(topics) or "no topic")
             return None

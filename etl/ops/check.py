@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from etl.config import Config
-from etl.ops.status import PartitionStatus
+from etl.ops.status import PartitionStatus, partition_statuses
 from etl.source.kafka import KafkaMetadata
 from etl.state.protocols import OffsetPart
 
@@ -49,10 +49,7 @@ def read_lags(store: OffsetPart, kafka: KafkaMetadata) -> list[PartitionStatus]:
     """Each loaded partition's lag, as `etl status` counts it (from the earliest offset where the
     job has committed none)."""
     partitions = kafka.partitions(kafka.job_topics().loaded)
-    marks = kafka.watermarks(partitions)
-    committed = store.committed_offsets()
-    return [PartitionStatus(t, p, committed[(t, p)].value if (t, p) in committed else None, *marks[(t, p)])
-            for t, p in partitions]
+    return partition_statuses(kafka, partitions, {tp: c.value for tp, c in store.committed_offsets().items()})
 
 
 def judge(job: str, lags: list[PartitionStatus], warn_lag: int, crit_lag: int) -> CheckResult:

@@ -40,7 +40,7 @@ from etl.job.summary import BatchSummary
 from etl.model.batch import Batch
 from etl.ops.metrics_publish import JOB_LABEL, publish
 from etl.ops.metrics_tables import FileCounts, counted, merged, written_files
-from etl.ops.status import PartitionStatus
+from etl.ops.status import partition_statuses
 from etl.sink.warehouse import Warehouse
 from etl.state.store import ZooKeeperUnavailable
 from etl.state.totals import LoadTotals
@@ -261,8 +261,7 @@ def _partition_metrics(registry: CollectorRegistry, context: JobContext, committ
     committed lags from its earliest offset."""
     try:
         kafka = context.kafka
-        partitions = kafka.partitions(kafka.job_topics().loaded)
-        marks = kafka.watermarks(partitions)
+        statuses = partition_statuses(kafka, kafka.partitions(kafka.job_topics().loaded), committed)
     except EtlError as exc:
         log.warning("metrics: Kafka not read, so no lag: %s", exc)
         return
@@ -270,9 +269,8 @@ def _partition_metrics(registry: CollectorRegistry, context: JobContext, committ
                    [JOB_LABEL, "topic", "partition"], registry=registry)
     lag = Gauge("etl_lag_records", "Records in Kafka not yet committed to the table (latest - committed)",
                 [JOB_LABEL, "topic", "partition"], registry=registry)
-    for topic, partition in partitions:
-        labels = {JOB_LABEL: job, "topic": topic, "partition": str(partition)}
-        status = PartitionStatus(topic, partition, committed.get((topic, partition)), *marks[(topic, partition)])
+    for status in statuses:
+        labels = {JOB_LABEL: job, "topic": status.topic, "partition": str(status.partition)}
         if status.committed is not None:
             offset.labels(**labels).set(status.committed)
         lag.labels(**labels).set(status.lag)

@@ -18,26 +18,42 @@ class PartitionStatus:
     partition: int
     committed: int | None
     earliest: int
-    latest: int
+    latest: int  # what the job reads to: the last stable offset under read_committed
+    log_end: int | None = None  # the high watermark, asked where committed > latest
+
+    @property
+    def waiting(self) -> bool:
+        """Committed past the last stable offset: the job waits for a transaction still open
+        (etl.model.planner), and its lag is what the log holds past the committed offset."""
+        return self.committed is not None and self.committed > self.latest
 
     @property
     def lag(self) -> int:
-        return self.latest - (self.earliest if self.committed is None else self.committed)
+        """Never negative: a partition waiting on an open transaction lags by what the log holds past it."""
+        start = self.earliest if self.committed is None else self.committed
+        end = self.log_end if self.waiting and self.log_end is not None else self.latest
+        return max(0, end - start)
+
+
+def partition_statuses(kafka: KafkaMetadata, partitions: list[tuple[str, int]],
+                       committed: dict[tuple[str, int], int]) -> list[PartitionStatus]:
+    """Each partition where it stands, the log end asked only where the committed offset is past `latest`."""
+    marks = kafka.watermarks(partitions)
+    ends = kafka.log_ends([tp for tp in partitions if committed.get(tp, -1) > marks[tp][1]])
+    return [PartitionStatus(t, p, committed.get((t, p)), *marks[(t, p)], ends.get((t, p))) for t, p in partitions]
 
 
 def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> dict:
     topics = kafka.job_topics()
     partitions = kafka.partitions(topics.loaded)
-    marks = kafka.watermarks(partitions)
     committed = store.committed_offsets()
     not_loaded = not_loaded_topics(topics, {tp: c.value for tp, c in committed.items()}, kafka.topics_on_broker())
-    rows = [PartitionStatus(t, p, committed[(t, p)].value if (t, p) in committed else None, *marks[(t, p)])
-            for t, p in partitions]
+    rows = partition_statuses(kafka, partitions, {tp: c.value for tp, c in committed.items()})
     last = store.last_batch()
     holder = store.lock_holder()
     return {
         "job": config.job.name,
-        "partitions": [{**asdict(r), "lag": r.lag} for r in rows],
+        "partitions": [{**asdict(r), "lag": r.lag, "waiting": r.waiting} for r in rows],
         "total_lag": sum(r.lag for r in rows),
         "topics_not_loaded": [topic.to_json(config.topics_chooser) for topic in not_loaded],
         **({"tables": {t: list(routed.tables) for t, routed in topics.tables.topics.items()}} if topics.tables else {}),
@@ -57,7 +73,8 @@ def render_status(status: dict) -> str:
              f"{'topic':<30} {'part':>4} {'committed':>12} {'latest':>12} {'lag':>10}"]
     for p in status["partitions"]:
         committed = "-" if p["committed"] is None else p["committed"]
-        lines.append(f"{p['topic']:<30} {p['partition']:>4} {committed:>12} {p['latest']:>12} {p['lag']:>10}")
+        lines.append(f"{p['topic']:<30} {p['partition']:>4} {committed:>12} {p['latest']:>12} {p['lag']:>10}"
+                     + ("  waiting: a transaction open at 'latest'" if p.get("waiting") else ""))
     lines += [f"topic {topic} -> table {', '.join(tables)}" for topic, tables in status.get("tables", {}).items()]
     lines += [f"topic not loaded: {topic['detail']}" for topic in status["topics_not_loaded"]]
     last = status["last_batch"]

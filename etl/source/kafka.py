@@ -142,9 +142,18 @@ class KafkaMetadata:
         high = self._retry(lambda: self._list_offsets(partitions, OffsetSpec.latest()), "list latest offsets")
         return {tp: (low[tp], high[tp]) for tp in partitions}
 
-    def _list_offsets(self, partitions, spec) -> dict[tuple[str, int], int]:
+    def log_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Each partition's high watermark, where its log ends, whatever the isolation level (under
+        read_committed `watermarks` gives the last stable offset, which an open transaction holds
+        back). One batched request, asked only where a committed offset is past `latest`."""
+        if not partitions:
+            return {}
+        return self._retry(lambda: self._list_offsets(partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED),
+                           "list log end offsets")
+
+    def _list_offsets(self, partitions, spec, isolation: IsolationLevel | None = None) -> dict[tuple[str, int], int]:
         request = {TopicPartition(t, p): spec for t, p in partitions}
-        futures = self.admin.list_offsets(request, isolation_level=consumer_isolation(self.config),
+        futures = self.admin.list_offsets(request, isolation_level=isolation or consumer_isolation(self.config),
                                           request_timeout=self.config.metadata_timeout_seconds)
         try:
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}

@@ -131,6 +131,15 @@ def test_check_of_a_job_without_partitions_is_ok():
     assert judge("clicks", [], 1, 2).line == "ETL OK - job clicks: no partition to load | max_lag=0;1;2;0; total_lag=0;;;0;"
 
 
+def test_a_partition_waiting_past_the_last_stable_offset_never_lags_below_zero_and_can_warn():
+    """Committed at 34 under read_uncommitted; under read_committed Kafka's latest is the last
+    stable offset, 17, and the log ends at 40: the 6 offsets past the committed one are its lag."""
+    waiting = PartitionStatus("clicks", 0, 34, 0, 17, log_end=40)
+    assert waiting.lag == 6 and waiting.waiting
+    assert PartitionStatus("clicks", 0, 34, 0, 17).lag == 0  # the log end not asked: never negative
+    assert judge("clicks", [waiting], warn_lag=5, crit_lag=20).state is NagiosState.WARNING
+
+
 @pytest.mark.parametrize("line, level", [
     ("WARNING: Using incubator modules: jdk.incubator.vector", "WARNING"),
     ("%3|1764094000.123|FAIL|rdkafka#consumer-1| [thrd:x]: x: Connect failed", "ERROR"),
