@@ -58,11 +58,11 @@ _TRANSIENT = (*RETRYABLE_ZK_ERRORS, KazooTimeoutError, *RETRYABLE_OS_ERRORS)
 
 
 def _failed(args, message: str, code: int) -> int:
-    """The error on stderr (`etl: error: ...`, or a JSON record); `etl check` says UNKNOWN."""
-    logs.error(message, exit_code=code)
-    if getattr(args, "nagios", False):
-        return _nagios(unknown(message))
-    return code
+    """The error on stderr (`etl: error: ...`, or a JSON record with the code the process exits
+    with); `etl check` says UNKNOWN, and exits 3 whatever the error's own code."""
+    result = unknown(message) if getattr(args, "nagios", False) else None
+    logs.error(message, exit_code=code if result is None else int(result.state))
+    return code if result is None else _nagios(result)
 
 
 def _lock_held(exc: LockHeld, args) -> int:

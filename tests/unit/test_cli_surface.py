@@ -113,6 +113,16 @@ def test_check_says_unknown_and_exits_3_on_a_usage_or_config_error(args, says, t
     assert line.startswith("ETL UNKNOWN - ") and says in line, line
 
 
+def test_checks_config_error_under_json_logs_records_the_exit_code_it_exits_with(tmp_path):
+    """A plugin runner reads the exit code (3, UNKNOWN); a collector the record: they agree."""
+    done = etl("check", "--config", str(tmp_path / "missing.ini"), "--warn-lag", "1", "--crit-lag", "5",
+               "--log-format", "json")
+    assert done.returncode == NagiosState.UNKNOWN, done
+    [record] = json_lines(done.stderr)
+    assert "missing.ini" in record["message"] and record["exit_code"] == NagiosState.UNKNOWN, record
+    assert done.stdout.startswith("ETL UNKNOWN - ")
+
+
 def _lags(*lags: int) -> list[PartitionStatus]:
     return [PartitionStatus("clicks", p, 100, 0, 100 + lag) for p, lag in enumerate(lags)]
 
