@@ -158,7 +158,22 @@ class KafkaMetadata:
         try:
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
         except KafkaException as exc:
+            if _code(exc) == KafkaError._UNKNOWN_PARTITION:
+                raise self._stale_partitions(partitions, exc) from exc
             raise _as_unavailable(exc, "list offsets") from exc
+
+    def _stale_partitions(self, partitions, exc: KafkaException) -> Exception:
+        """The admin client's metadata lags partitions added since it last looked (librdkafka
+        refreshes it every topic.metadata.refresh.interval.ms, 5 minutes), while the consumer's
+        listed them: refresh it, and the retry (bounded) asks again; a last failure is transient."""
+        for topic in sorted({t for t, _ in partitions}):
+            try:
+                self.admin.list_topics(topic, timeout=self.config.metadata_timeout_seconds)
+            except KafkaException as refresh:
+                return _as_unavailable(refresh, f"refresh the metadata of {topic}")
+        return KafkaUnavailable(f"Kafka's metadata does not list every partition of "
+                                f"{', '.join(sorted({t for t, _ in partitions}))} yet ({exc.args[0]}): partitions were "
+                                f"added; the next run finds them")
 
     def offsets_at(self, partitions: list[tuple[str, int]], at_ms: int) -> dict[tuple[str, int], int | None]:
         """Each partition's first offset whose record's timestamp is at or after `at_ms` (Kafka's
@@ -225,9 +240,14 @@ class KafkaMetadata:
         return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}", fn)
 
 
+def _code(exc: KafkaException) -> int | None:
+    error = exc.args[0] if exc.args else None
+    return error.code() if isinstance(error, KafkaError) else None
+
+
 def _as_unavailable(exc: KafkaException, what: str) -> Exception:
     error = exc.args[0] if exc.args else None
-    code = error.code() if isinstance(error, KafkaError) else None
+    code = _code(exc)
     if code in RETRYABLE_KAFKA_CODES:
         return KafkaUnavailable(f"Kafka did not answer to {what}: {error}; check [kafka] bootstrap.servers "
                                 f"and that the brokers are up")

@@ -18,6 +18,7 @@ from etl.config import load_config
 from etl.errors import EXIT_RETRYABLE
 from etl.ops.run import run_job
 from etl.ops.verify import run_verify
+from etl.source.kafka import KafkaMetadata
 from tests.harness import kafka
 from tests.harness.data import DataSource, event, events_by_partition
 from tests.harness.etl_process import EtlProcess, etl_command, run_etl
@@ -72,8 +73,14 @@ def test_partitions_added_to_a_live_topic_are_loaded_from_their_first_offset(
     assert run_in_process(config) == 0  # a new topic under `latest`: its ends recorded, nothing loaded
     produce(topic, events_by_partition(2, 10, first_id=100))
     assert run_in_process(config) == 0
+    loop = KafkaMetadata(load_config(config).kafka, load_config(config).retry, "loop")  # a `--loop` run's, kept
+    assert loop.watermarks(loop.partitions((topic,))) == {(topic, 0): (0, 30), (topic, 1): (0, 30)}
     kafka.add_partitions(kafka_admin, topic, 4)
     produce(topic, events_by_partition(4, 15, first_id=1000))
+    try:  # its admin client's metadata still has 2 partitions where its consumer's has 4
+        assert loop.watermarks(loop.partitions((topic,)))[(topic, 3)] == (0, 15)
+    finally:
+        loop.close()
     assert run_in_process(config) == 0
 
     assert job_state(config).committed == {(topic, 0): 45, (topic, 1): 45, (topic, 2): 15, (topic, 3): 15}
