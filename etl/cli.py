@@ -248,8 +248,8 @@ def cmd_run(config: Config, args) -> int:
 
 def cmd_status(config: Config, args) -> int:
     from etl.context.job import JobContext
-    from etl.ops.status import collect_status, over_max_lag, render_over_max_lag, render_status
-    with JobContext(config) as context:
+    from etl.ops.status import asked_once, collect_status, over_max_lag, render_over_max_lag, render_status
+    with JobContext(config, retry=asked_once(config)) as context:  # an answer within the configured timeouts
         status = collect_status(config, context.store, context.kafka)
     over = None if args.max_lag is None else over_max_lag(status, args.max_lag)
     if args.json:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from etl.config import Config
-from etl.ops.status import PartitionStatus, partition_statuses
+from etl.ops.status import asked_once, PartitionStatus, partition_statuses
 from etl.source.kafka import KafkaMetadata
 from etl.state.protocols import OffsetPart
 
@@ -41,7 +41,7 @@ def run_check(config: Config, warn_lag: int, crit_lag: int) -> CheckResult:
     # Here, not at the top: etl.cli imports this module for every command, and the context
     # brings the job's modules (pyarrow, the decoders) that only the commands that run need.
     from etl.context.job import JobContext
-    with JobContext(config, create_nodes=False) as context:
+    with JobContext(config, create_nodes=False, retry=asked_once(config)) as context:
         return judge(config.job.name, read_lags(context.store, context.kafka), warn_lag, crit_lag)
 
 

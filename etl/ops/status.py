@@ -2,14 +2,20 @@
 job knows of but does not load (etl.source.topics)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-from etl.config import Config
+from etl.config import Config, RetryConfig
 from etl.model.events import from_json as parse_event, to_json as event_json
 from etl.sink.markers import MARKER_NAME, marker_status
 from etl.source.kafka import KafkaMetadata
 from etl.source.topics import not_loaded_topics
 from etl.state.protocols import StateStore
+
+
+def asked_once(config: Config) -> RetryConfig:
+    """`etl status` and `etl check` ask each service once, so that they answer within its
+    configured timeout ([kafka] metadata_timeout_seconds) and the asker decides when to ask again."""
+    return replace(config.retry, attempts=1)
 
 
 @dataclass(frozen=True)

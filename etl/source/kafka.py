@@ -19,6 +19,7 @@ from etl.errors import KafkaReadError, KafkaStalled, KafkaUnavailable, OffsetOut
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.retry import retry_idempotent
 from etl.source.chunk import RawChunk
+from etl.source.client_log import ClientLog
 from etl.source.topics import JobTopics, TopicRouting, matching_topics
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,11 @@ class KafkaMetadata:
     def __init__(self, config: KafkaConfig, retry: RetryConfig, job_name: str, routing: TopicRouting | None = None):
         """`routing`: with [route] sections, what gives each chosen topic its tables."""
         self.config, self.retry, self.routing = config, retry, routing
-        self.admin = AdminClient(dict(config.admin_client))
-        self.consumer = Consumer(consumer_settings(config, f"etl-{job_name}-planner"))
+        self.client_log = ClientLog()  # librdkafka's lines, summarised in the error when Kafka fails
+        self.admin = AdminClient({**config.admin_client, **self.client_log.settings()})
+        self.consumer = Consumer({**consumer_settings(config, f"etl-{job_name}-planner"), **self.client_log.settings()})
+        self.client_log.heard_from(self.admin)
+        self.client_log.heard_from(self.consumer)
 
     def close(self) -> None:
         self.consumer.close()
@@ -237,7 +241,13 @@ class KafkaMetadata:
         return found
 
     def _retry(self, fn, what: str):
-        return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}", fn)
+        try:
+            return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}", fn)
+        except KafkaUnavailable as exc:
+            heard = self.client_log.summary()
+            if heard:
+                raise KafkaUnavailable(f"{exc} (librdkafka: {heard})") from exc
+            raise
 
 
 def _code(exc: KafkaException) -> int | None:

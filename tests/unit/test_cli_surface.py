@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from etl import cli, logs
 from etl.hive.spark import DRIVER_LOG4J2, DRIVER_LOG4J2_JSON
 from etl.ops.check import NagiosState, judge
 from etl.ops.status import PartitionStatus
+from tests.harness.config_file import minimal_ini
 
 REPO = Path(__file__).resolve().parents[2]
 JARS = Path(pyspark.__file__).parent / "jars"
@@ -121,6 +123,32 @@ def test_checks_config_error_under_json_logs_records_the_exit_code_it_exits_with
     [record] = json_lines(done.stderr)
     assert "missing.ini" in record["message"] and record["exit_code"] == NagiosState.UNKNOWN, record
     assert done.stdout.startswith("ETL UNKNOWN - ")
+
+
+def _kafka_down_ini(tmp_path, request) -> str:
+    """A job whose bootstrap address is a free loopback port: nothing listens there."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ini = minimal_ini(request.config.rootpath / "warehouse_schema" / "events.sql",
+                      kafka="topics = a\nmetadata_timeout_seconds = 2")
+    path = tmp_path / "job.ini"
+    path.write_text(ini.replace("127.0.0.1:9092", f"127.0.0.1:{port}"))
+    return str(path)
+
+
+@pytest.mark.parametrize("command, code", [(["check", "--warn-lag", "1", "--crit-lag", "2"], NagiosState.UNKNOWN),
+                                           (["status"], 75)])
+def test_with_kafka_down_check_and_status_answer_in_one_line_without_librdkafkas(command, code, tmp_path, request):
+    """Kafka asked once (a check that retries answers after its runner gave up), and librdkafka's
+    connection failures, hundreds while it retries, summarised in the one error line."""
+    done = etl(command[0], "--config", _kafka_down_ini(tmp_path, request), *command[1:])
+    assert done.returncode == code, done
+    [error] = done.stderr.splitlines()
+    assert error.startswith("etl: error: Kafka did not answer") and "Connection refused" in error, error
+    if code == NagiosState.UNKNOWN:
+        [line] = done.stdout.splitlines()
+        assert line.startswith("ETL UNKNOWN - Kafka did not answer"), line
 
 
 def _lags(*lags: int) -> list[PartitionStatus]:
