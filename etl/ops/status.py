@@ -29,9 +29,10 @@ class PartitionStatus:
 
     @property
     def waiting(self) -> bool:
-        """Committed past the last stable offset: the job waits for a transaction still open
-        (etl.model.planner), and its lag is what the log holds past the committed offset."""
-        return self.committed is not None and self.committed > self.latest
+        """Committed past the last stable offset, within the log: the job waits for a transaction
+        still open (etl.model.planner), and its lag is what the log holds past the committed offset."""
+        return (self.committed is not None and self.log_end is not None
+                and self.latest < self.committed <= self.log_end)
 
     @property
     def lag(self) -> int:

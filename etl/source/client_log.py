@@ -28,7 +28,7 @@ class ClientLog(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__()
-        self.logger = logging.Logger("etl.librdkafka")  # no parent: nothing propagates to stderr
+        self.logger = logging.Logger("librdkafka")  # no parent: nothing propagates to stderr
         self.logger.addHandler(self)
         self.heard: Counter[str] = Counter()
         self.clients: list[_Polled] = []
