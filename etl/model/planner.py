@@ -21,6 +21,7 @@ skip those produced before the next run (Spark's Kafka source does the same).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from etl.config import JobConfig, OutOfRangePolicy, StartingOffsets
@@ -86,6 +87,11 @@ class Plan:
     @property
     def is_empty(self) -> bool:
         return not self.ranges
+
+    def notes(self) -> list[tuple[int, str]]:
+        """What a run logs of the plan, with the level: each skip an ERROR, each partition waiting a WARNING."""
+        return ([(logging.ERROR, f"SKIPPING LOST OFFSETS: {s.describe()}") for s in self.skipped]
+                + [(logging.WARNING, w.describe()) for w in self.waiting])
 
 
 def plan_ranges(positions: list[PartitionPosition], job: JobConfig) -> Plan:

@@ -77,3 +77,9 @@ def test_past_the_log_end_without_a_topic_id_to_tell_still_follows_the_policy():
     job = JobConfig(name="t", on_offset_out_of_range="earliest")
     plan = plan_ranges([waiting(lso=30, log_end=30, same_topic=False)], job)
     assert [(s.committed, s.restart_at) for s in plan.skipped] == [(34, 0)]
+
+
+def test_a_run_logs_each_skip_as_an_error_and_each_waiting_partition_as_a_warning():
+    job = JobConfig(name="t", on_offset_out_of_range="earliest")
+    notes = plan_ranges([waiting(), PartitionPosition("t", 1, 2, 10, 20)], job).notes()
+    assert [(level, note.split(":")[0]) for level, note in notes] == [(40, "SKIPPING LOST OFFSETS"), (30, "t[0]")]
