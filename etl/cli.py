@@ -58,11 +58,11 @@ _TRANSIENT = (*RETRYABLE_ZK_ERRORS, KazooTimeoutError, *RETRYABLE_OS_ERRORS)
 
 
 def _failed(args, message: str, code: int) -> int:
-    """The error on stderr (`etl: error: ...`, or a JSON record); `etl check` says UNKNOWN."""
-    logs.error(message, exit_code=code)
-    if getattr(args, "nagios", False):
-        return _nagios(unknown(message))
-    return code
+    """The error on stderr (`etl: error: ...`, or a JSON record with the code the process exits
+    with); `etl check` says UNKNOWN, and exits 3 whatever the error's own code."""
+    result = unknown(message) if getattr(args, "nagios", False) else None
+    logs.error(message, exit_code=code if result is None else int(result.state))
+    return code if result is None else _nagios(result)
 
 
 def _lock_held(exc: LockHeld, args) -> int:
@@ -248,8 +248,8 @@ def cmd_run(config: Config, args) -> int:
 
 def cmd_status(config: Config, args) -> int:
     from etl.context.job import JobContext
-    from etl.ops.status import collect_status, over_max_lag, render_over_max_lag, render_status
-    with JobContext(config) as context:
+    from etl.ops.status import asked_once, collect_status, over_max_lag, render_over_max_lag, render_status
+    with JobContext(config, retry=asked_once(config)) as context:  # an answer within the configured timeouts
         status = collect_status(config, context.store, context.kafka)
     over = None if args.max_lag is None else over_max_lag(status, args.max_lag)
     if args.json:

@@ -85,11 +85,15 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line; a traceback goes in "exc", never over several lines."""
+    """One JSON object per line; a traceback goes in "exc", never over several lines. PySpark's
+    loggers' keyword arguments (errorClass, fragment, ...) go in "context"."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {"ts": utc_timestamp(record.created), "level": record.levelname,
                                     "logger": record.name, "message": record.getMessage()}
+        context = getattr(record, "context", None)
+        if context:
+            entry["context"] = context
         entry.update(_fields)
         entry.update({key: getattr(record, key) for key in FIELDS if getattr(record, key, None) is not None})
         if record.exc_info:
@@ -131,6 +135,8 @@ def configure(verbosity: Verbosity | str = Verbosity.NORMAL, log_format: LogForm
     for old in [h for h in root.handlers if h.get_name() == HANDLER_NAME]:  # configured before, in this process
         root.removeHandler(old)
     root.addHandler(handler)
+    for name in PYSPARK_LOGGERS:
+        _adopt(name, handler)
     verbose = verbosity is Verbosity.VERBOSE
     root.setLevel(logging.INFO if verbose else logging.WARNING)  # other libraries: as quiet as the listed ones
     logging.getLogger("etl").setLevel({Verbosity.QUIET: logging.WARNING, Verbosity.NORMAL: logging.INFO,
@@ -140,6 +146,38 @@ def configure(verbosity: Verbosity | str = Verbosity.NORMAL, log_format: LogForm
     global _fields, _format
     _fields = {}  # a new command starts with no job or batch: an earlier one in this process had its own
     _format = chosen
+
+
+# PySpark's own loggers (pyspark.errors.exceptions.base: made when an exception with a query
+# context is, an AnalysisException the job catches included). Left to PySpark, each writes its
+# own JSON (`msg`, a local time without T or Z) straight to stderr, in text mode too.
+PYSPARK_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+
+
+class _KeywordLogger(logging.Logger):
+    """The class of PySpark's loggers when the job makes them first: their keyword arguments
+    become the record's `context`, as PySparkLogger's do (PySpark calls them so)."""
+
+    def _log(self, level, msg, args, exc_info=None, extra=None, stack_info=False, stacklevel=1,
+             **context: object) -> None:
+        super()._log(level, msg, args, exc_info, {**(extra or {}), "context": context}, stack_info, stacklevel + 1)
+
+
+def _adopt(name: str, handler: logging.Handler) -> None:
+    """PySpark's logger `name` writes through the job's handler alone (PySpark sets propagate
+    off: the root's handler never sees its records), whoever made it first."""
+    logger = logging.Logger.manager.loggerDict.get(name)
+    if not isinstance(logger, logging.Logger):
+        previous = logging.getLoggerClass()
+        logging.setLoggerClass(_KeywordLogger)
+        try:
+            logger = logging.getLogger(name)
+        finally:
+            logging.setLoggerClass(previous)
+    for old in list(logger.handlers):  # PySparkLogger's own JSON handler, or an earlier configure's
+        logger.removeHandler(old)
+    logging.Logger.addHandler(logger, handler)  # not PySparkLogger.addHandler: it sets its JSON formatter
+    logger.propagate = False
 
 
 def add_options(top: argparse.ArgumentParser, commands: Iterable[argparse.ArgumentParser]) -> None:
@@ -218,15 +256,46 @@ def wrapped(line: str, fields: dict[str, object]) -> str:
     text = line.rstrip("\r\n")
     if text.startswith("{"):
         try:
-            if isinstance(json.loads(text), dict):
-                return text
+            record = json.loads(text)
         except ValueError:
-            pass
+            record = None
+        if isinstance(record, dict):
+            return json.dumps(_from_pyspark(record, fields), ensure_ascii=False) if _is_pyspark(record) else text
     rdkafka, word = _RDKAFKA.match(text), _WORDS.match(text)
     level = (_SYSLOG_LEVELS[int(rdkafka.group(1))] if rdkafka
              else _LEVEL_OF_WORD[word.group(1).lower()] if word else "WARNING")
     return json.dumps({"ts": utc_timestamp(time.time()), "level": level, "logger": "stderr", "message": text,
                        **fields}, ensure_ascii=False)
+
+
+def _is_pyspark(record: dict) -> bool:
+    """A record in PySpark's JSON schema (pyspark.logger: `msg`, not `message`)."""
+    return "msg" in record and "message" not in record
+
+
+def _from_pyspark(record: dict, fields: dict[str, object]) -> dict:
+    """A PySpark record in the job's schema: `ts` in UTC (PySpark writes the writer's local time,
+    this machine's), `message`, and its exception as `exc` text."""
+    entry = {"ts": _utc_of_local(str(record.get("ts", ""))), "level": record.get("level", "WARNING"),
+             "logger": record.get("logger", "pyspark"), "message": record["msg"]}
+    if record.get("context"):
+        entry["context"] = record["context"]
+    error = record.get("exception")
+    if isinstance(error, dict):
+        frames = "".join(f"\n  File \"{f.get('file')}\", line {f.get('line')}, in {f.get('method')}"
+                         for f in error.get("stacktrace") or [] if isinstance(f, dict))
+        entry["exc"] = f"{error.get('class')}: {error.get('msg')}{frames}"
+    return {**entry, **fields}
+
+
+def _utc_of_local(stamp: str) -> str:
+    """'2026-11-28 01:40:12.123' (or ',123'), local time, as utc_timestamp writes it; now when unreadable."""
+    import datetime as dt
+    try:
+        local = dt.datetime.strptime(stamp.replace(",", "."), "%Y-%m-%d %H:%M:%S.%f")
+    except ValueError:
+        return utc_timestamp(time.time())
+    return utc_timestamp(local.astimezone().timestamp())  # naive: taken as this machine's local time
 
 
 def relay_stderr(fields: dict[str, object]) -> None:

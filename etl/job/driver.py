@@ -181,8 +181,8 @@ class Job:
         topics = chosen.loaded
         positions, topic_ids = planning_positions(self.store, self.kafka, topics)  # as `etl run --dry-run` shows
         plan = plan_ranges(positions, self.config.job)
-        for skipped in plan.skipped:
-            log.error("SKIPPING LOST OFFSETS: %s", skipped.describe())
+        for level, note in plan.notes():
+            log.log(level, "%s", note)
         if plan.is_empty:
             log.info("nothing to do: no new records in %s", ", ".join(topics) or "no topic")
             return None

@@ -23,7 +23,11 @@ def planning_positions(store: OffsetPart, kafka: KafkaMetadata,
     committed = store.committed_offsets()
     topic_ids = kafka.topic_ids(topics)
     recreated = recreated_partitions(store, kafka, committed, marks, topic_ids)
-    positions = [PartitionPosition(t, p, _value(committed.get((t, p))), *marks[(t, p)], recreated.get((t, p), ""))
+    # Past `latest`: an open transaction under read_committed, or a log cut short (etl.model.planner)
+    beyond = [tp for tp in partitions if tp in committed and committed[tp].value > marks[tp][1]]
+    ends, stored_ids = (kafka.log_ends(beyond), store.topic_ids()) if beyond else ({}, {})
+    positions = [PartitionPosition(t, p, _value(committed.get((t, p))), *marks[(t, p)], recreated.get((t, p), ""),
+                                   ends.get((t, p)), identity.same_topic(stored_ids.get(t), topic_ids.get(t)))
                  for t, p in partitions]
     return positions, topic_ids
 

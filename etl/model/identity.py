@@ -49,6 +49,12 @@ def topic_id_changed(topic: str, stored: str | None, current: str | None) -> str
     return None
 
 
+def same_topic(stored: str | None, current: str | None) -> bool:
+    """Whether the topic id says the topic is the one the offsets were committed for (False when
+    either id is unknown: then it cannot say)."""
+    return bool(stored) and stored == current
+
+
 def record_changed(topic: str, partition: int, stored: RecordFingerprint | None,
                    found: RecordFingerprint | None) -> str | None:
     """Why the partition is another incarnation, judged by its last committed record; None when

@@ -22,7 +22,7 @@ from enum import IntEnum
 
 from etl.config import Config
 from etl.model.routes import Unroutable
-from etl.ops.status import JobLag, PartitionStatus, read_job_lag
+from etl.ops.status import JobLag, PartitionStatus, asked_once, read_job_lag
 from etl.source.kafka import KafkaMetadata
 from etl.state.protocols import OffsetPart
 
@@ -46,7 +46,7 @@ def run_check(config: Config, warn_lag: int, crit_lag: int) -> CheckResult:
     # Here, not at the top: etl.cli imports this module for every command, and the context
     # brings the job's modules (pyarrow, the decoders) that only the commands that run need.
     from etl.context.job import JobContext
-    with JobContext(config, create_nodes=False) as context:
+    with JobContext(config, create_nodes=False, retry=asked_once(config)) as context:
         lags = read_lags(context.store, context.kafka)
         return judge(config.job.name, lags.partitions, warn_lag, crit_lag, lags.not_loadable)
 

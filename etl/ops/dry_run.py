@@ -59,7 +59,7 @@ def preview(context: JobContext) -> dict:
     tables = {t: list(routed.tables) for t, routed in chosen.tables.topics.items()} if chosen.tables else {}
     return {**_head(config, "new_batch" if plan.ranges else "nothing_to_do"), "topics": list(topics),
             "ranges": [_range(r, high[(r.topic, r.partition)], tables) for r in plan.ranges],
-            "skipped": [s.describe() for s in plan.skipped],
+            "skipped": [s.describe() for s in plan.skipped], "waiting": [p.describe() for p in plan.waiting],
             "target": _new_target(context, shown, context.clock()) if plan.ranges else None}
 
 
@@ -121,7 +121,8 @@ def render(preview: dict) -> str:
     action = preview["action"]
     if action == "nothing_to_do":
         return "\n".join([*lines, f"nothing to do: no new records in {', '.join(preview['topics']) or 'no topic'}",
-                          *[f"would skip lost offsets: {s}" for s in preview["skipped"]]])
+                          *[f"would skip lost offsets: {s}" for s in preview["skipped"]],
+                          *[f"waits: {w}" for w in preview["waiting"]]])
     if action == "complete_open_batch":
         lines.append(f"would complete batch {preview['batch_id']} ({preview['kind']}, left {preview['state']} by "
                      f"{preview['planned_by']}) with its recorded ranges; new batches are planned after it commits")
@@ -135,6 +136,7 @@ def render(preview: dict) -> str:
     if left:
         lines.append(f"  then {left} more offsets in later batches of the same run (max_records_per_partition)")
     lines += [f"would skip lost offsets: {s}" for s in preview.get("skipped", ())]
+    lines += [f"waits: {w}" for w in preview.get("waiting", ())]
     target = preview["target"]
     if target["partitions"] is None:
         lines.append(f"target partitions: {target['detail']}")

@@ -8,10 +8,10 @@ its partitions count in the lag as the loaded ones do, and it is named first (`n
 them (`etl_unloadable_topics`), so that none of them reads as fine."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Mapping
 
-from etl.config import Config
+from etl.config import Config, RetryConfig
 from etl.job.summary import written_files
 from etl.model.events import from_json as parse_event, to_json as event_json
 from etl.model.routes import Unroutable
@@ -21,17 +21,43 @@ from etl.source.topics import JobTopics, not_loaded_topics
 from etl.state.protocols import StateStore
 
 
+def asked_once(config: Config) -> RetryConfig:
+    """`etl status` and `etl check` ask each service once, so that they answer within its
+    configured timeout ([kafka] metadata_timeout_seconds) and the asker decides when to ask again."""
+    return replace(config.retry, attempts=1)
+
+
 @dataclass(frozen=True)
 class PartitionStatus:
     topic: str
     partition: int
     committed: int | None
     earliest: int
-    latest: int
+    latest: int  # what the job reads to: the last stable offset under read_committed
+    log_end: int | None = None  # the high watermark, asked where committed > latest
+
+    @property
+    def waiting(self) -> bool:
+        """Committed past the last stable offset, within the log: the job waits for a transaction
+        still open (etl.model.planner), and its lag is what the log holds past the committed offset."""
+        return (self.committed is not None and self.log_end is not None
+                and self.latest < self.committed <= self.log_end)
 
     @property
     def lag(self) -> int:
-        return self.latest - (self.earliest if self.committed is None else self.committed)
+        """Never negative: a partition waiting on an open transaction lags by what the log holds past it."""
+        start = self.earliest if self.committed is None else self.committed
+        end = self.log_end if self.waiting and self.log_end is not None else self.latest
+        return max(0, end - start)
+
+
+def partition_statuses(kafka: KafkaMetadata, partitions: list[tuple[str, int]],
+                       committed: dict[tuple[str, int], int]) -> list[PartitionStatus]:
+    """Each partition where it stands, the log end asked only where the committed offset is past `latest`."""
+    marks = kafka.watermarks(partitions)
+    past = [tp for tp in partitions if committed.get(tp, -1) > marks[tp][1]]
+    ends = kafka.log_ends(past) if past else {}
+    return [PartitionStatus(t, p, committed.get((t, p)), *marks[(t, p)], ends.get((t, p))) for t, p in partitions]
 
 
 @dataclass(frozen=True)
@@ -50,8 +76,7 @@ def read_job_lag(kafka: KafkaMetadata, committed: Mapping[tuple[str, int], int])
     with_offsets = {topic for topic, _ in committed}
     stuck = tuple(u for u in topics.unroutable if u.topic in with_offsets)
     partitions = kafka.partitions(tuple(dict.fromkeys([*topics.loaded, *(u.topic for u in stuck)])))
-    marks = kafka.watermarks(partitions)
-    return JobLag(topics, [PartitionStatus(t, p, committed.get((t, p)), *marks[(t, p)]) for t, p in partitions], stuck)
+    return JobLag(topics, partition_statuses(kafka, partitions, dict(committed)), stuck)
 
 
 def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> dict:
@@ -63,7 +88,7 @@ def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> d
     holder = store.lock_holder()
     return {
         "job": config.job.name,
-        "partitions": [{**asdict(r), "lag": r.lag} for r in rows],
+        "partitions": [{**asdict(r), "lag": r.lag, "waiting": r.waiting} for r in rows],
         "total_lag": sum(r.lag for r in rows),
         "not_loadable": [{"topic": u.topic, "why": u.why} for u in lag.not_loadable],
         "topics_not_loaded": [topic.to_json(config.topics_chooser) for topic in not_loaded],
@@ -86,7 +111,8 @@ def render_status(status: dict) -> str:
              f"{'topic':<30} {'part':>4} {'committed':>12} {'latest':>12} {'lag':>10}"]
     for p in status["partitions"]:
         committed = "-" if p["committed"] is None else p["committed"]
-        lines.append(f"{p['topic']:<30} {p['partition']:>4} {committed:>12} {p['latest']:>12} {p['lag']:>10}")
+        lines.append(f"{p['topic']:<30} {p['partition']:>4} {committed:>12} {p['latest']:>12} {p['lag']:>10}"
+                     + ("  waiting: a transaction open at 'latest'" if p.get("waiting") else ""))
     lines += [f"topic {topic} -> table {', '.join(tables)}" for topic, tables in status.get("tables", {}).items()]
     lines += [f"topic not loaded: {topic['detail']}" for topic in status["topics_not_loaded"]]
     last = status["last_batch"]

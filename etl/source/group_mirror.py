@@ -19,6 +19,7 @@ from typing import Callable, Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from etl.config import KafkaConfig
+from etl.source.client_log import ClientLog
 from etl.source.kafka import consumer_settings
 
 log = logging.getLogger(__name__)
@@ -31,12 +32,14 @@ class OffsetMirror:
     def __init__(self, config: KafkaConfig, on_failure: Callable[[], None] = lambda: None):
         self.config, self.group, self.on_failure = config, config.consumer_group, on_failure
         self.consumer: Consumer | None = None  # made at the first commit (see _client)
+        self.client_log = ClientLog()  # librdkafka's lines, summarised in the warning of a failed commit
 
     def _client(self, group: str) -> Consumer:
         """The consumer, made when first needed: a client made up front connects at once, and a
         command that fails before any commit (ZooKeeper down) would print its connection errors."""
         if self.consumer is None:
-            self.consumer = Consumer(mirror_settings(self.config, group))
+            self.consumer = Consumer({**mirror_settings(self.config, group), **self.client_log.settings()})
+            self.client_log.heard_from(self.consumer)
         return self.consumer
 
     def commit(self, offsets: Mapping[tuple[str, int], int]) -> bool:
@@ -52,7 +55,8 @@ class OffsetMirror:
         except KafkaException as exc:
             log.warning("the committed offsets of %d partitions were not mirrored to the Kafka consumer group %s: "
                         "%s. ZooKeeper holds them (this is only a mirror for Kafka's tools); the group shows older "
-                        "offsets until the next commit%s", len(request), self.group, exc.args[0], _remedy(exc))
+                        "offsets until the next commit%s%s", len(request), self.group, exc.args[0], _remedy(exc),
+                        _heard(self.client_log.summary()))
             self.on_failure()
             return False
         log.debug("mirrored the offsets of %d partitions to the Kafka consumer group %s", len(request), self.group)
@@ -70,6 +74,10 @@ def mirror_settings(config: KafkaConfig, group: str) -> dict:
     timeout_ms = max(1000, int(config.metadata_timeout_seconds * 1000))
     return {**consumer_settings(config, group), "session.timeout.ms": timeout_ms,
             "heartbeat.interval.ms": min(timeout_ms // 3, 3000)}
+
+
+def _heard(summary: str) -> str:
+    return f" (librdkafka: {summary})" if summary else ""
 
 
 def _remedy(exc: KafkaException) -> str:

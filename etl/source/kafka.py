@@ -20,6 +20,7 @@ from etl.errors import KafkaReadError, KafkaStalled, KafkaUnavailable, OffsetOut
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.retry import retry_idempotent
 from etl.source.chunk import RawChunk
+from etl.source.client_log import ClientLog
 from etl.source.topics import JobTopics, TopicRouting, matching_topics
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,11 @@ class KafkaMetadata:
     def __init__(self, config: KafkaConfig, retry: RetryConfig, job_name: str, routing: TopicRouting | None = None):
         """`routing`: with [route] sections, what gives each chosen topic its tables."""
         self.config, self.retry, self.routing = config, retry, routing
-        self.admin = AdminClient(dict(config.admin_client))
-        self.consumer = Consumer(consumer_settings(config, f"etl-{job_name}-planner"))
+        self.client_log = ClientLog()  # librdkafka's lines, summarised in the error when Kafka fails
+        self.admin = AdminClient({**config.admin_client, **self.client_log.settings()})
+        self.consumer = Consumer({**consumer_settings(config, f"etl-{job_name}-planner"), **self.client_log.settings()})
+        self.client_log.heard_from(self.admin)
+        self.client_log.heard_from(self.consumer)
 
     def close(self) -> None:
         self.consumer.close()
@@ -156,14 +160,38 @@ class KafkaMetadata:
         high = self._retry(lambda: self._list_offsets(partitions, OffsetSpec.latest()), "list latest offsets")
         return {tp: (low[tp], high[tp]) for tp in partitions}
 
-    def _list_offsets(self, partitions, spec) -> dict[tuple[str, int], int]:
+    def log_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Each partition's high watermark, where its log ends, whatever the isolation level (under
+        read_committed `watermarks` gives the last stable offset, which an open transaction holds
+        back). One batched request, asked only where a committed offset is past `latest`."""
+        if not partitions:
+            return {}
+        return self._retry(lambda: self._list_offsets(partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED),
+                           "list log end offsets")
+
+    def _list_offsets(self, partitions, spec, isolation: IsolationLevel | None = None) -> dict[tuple[str, int], int]:
         request = {TopicPartition(t, p): spec for t, p in partitions}
-        futures = self.admin.list_offsets(request, isolation_level=consumer_isolation(self.config),
+        futures = self.admin.list_offsets(request, isolation_level=isolation or consumer_isolation(self.config),
                                           request_timeout=self.config.metadata_timeout_seconds)
         try:
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
         except KafkaException as exc:
+            if _code(exc) == KafkaError._UNKNOWN_PARTITION:
+                raise self._stale_partitions(partitions, exc) from exc
             raise _as_unavailable(exc, "list offsets") from exc
+
+    def _stale_partitions(self, partitions, exc: KafkaException) -> Exception:
+        """The admin client's metadata lags partitions added since it last looked (librdkafka
+        refreshes it every topic.metadata.refresh.interval.ms, 5 minutes), while the consumer's
+        listed them: refresh it, and the retry (bounded) asks again; a last failure is transient."""
+        for topic in sorted({t for t, _ in partitions}):
+            try:
+                self.admin.list_topics(topic, timeout=self.config.metadata_timeout_seconds)
+            except KafkaException as refresh:
+                return _as_unavailable(refresh, f"refresh the metadata of {topic}")
+        return KafkaUnavailable(f"Kafka's metadata does not list every partition of "
+                                f"{', '.join(sorted({t for t, _ in partitions}))} yet ({exc.args[0]}): partitions were "
+                                f"added; the next run finds them")
 
     def offsets_at(self, partitions: list[tuple[str, int]], at_ms: int) -> dict[tuple[str, int], int | None]:
         """Each partition's first offset whose record's timestamp is at or after `at_ms` (Kafka's
@@ -227,12 +255,23 @@ class KafkaMetadata:
         return found
 
     def _retry(self, fn, what: str):
-        return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}", fn)
+        try:
+            return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}", fn)
+        except KafkaUnavailable as exc:
+            heard = self.client_log.summary()
+            if heard:
+                raise KafkaUnavailable(f"{exc} (librdkafka: {heard})") from exc
+            raise
+
+
+def _code(exc: KafkaException) -> int | None:
+    error = exc.args[0] if exc.args else None
+    return error.code() if isinstance(error, KafkaError) else None
 
 
 def _as_unavailable(exc: KafkaException, what: str) -> Exception:
     error = exc.args[0] if exc.args else None
-    code = error.code() if isinstance(error, KafkaError) else None
+    code = _code(exc)
     if code in RETRYABLE_KAFKA_CODES:
         return KafkaUnavailable(f"Kafka did not answer to {what}: {error}; check [kafka] bootstrap.servers "
                                 f"and that the brokers are up")

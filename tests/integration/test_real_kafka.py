@@ -5,6 +5,7 @@ open, and the broker SIGKILLed mid-batch. (A topic deleted and recreated: test_p
 test_operator_mistakes.py, by its topic id.)"""
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections import Counter
@@ -17,6 +18,7 @@ from etl.config import load_config
 from etl.errors import EXIT_RETRYABLE
 from etl.ops.run import run_job
 from etl.ops.verify import run_verify
+from etl.source.kafka import KafkaMetadata
 from tests.harness import kafka
 from tests.harness.data import DataSource, event, events_by_partition
 from tests.harness.etl_process import EtlProcess, etl_command, run_etl
@@ -71,8 +73,14 @@ def test_partitions_added_to_a_live_topic_are_loaded_from_their_first_offset(
     assert run_in_process(config) == 0  # a new topic under `latest`: its ends recorded, nothing loaded
     produce(topic, events_by_partition(2, 10, first_id=100))
     assert run_in_process(config) == 0
+    loop = KafkaMetadata(load_config(config).kafka, load_config(config).retry, "loop")  # a `--loop` run's, kept
+    assert loop.watermarks(loop.partitions((topic,))) == {(topic, 0): (0, 30), (topic, 1): (0, 30)}
     kafka.add_partitions(kafka_admin, topic, 4)
     produce(topic, events_by_partition(4, 15, first_id=1000))
+    try:  # its admin client's metadata still has 2 partitions where its consumer's has 4
+        assert loop.watermarks(loop.partitions((topic,)))[(topic, 3)] == (0, 15)
+    finally:
+        loop.close()
     assert run_in_process(config) == 0
 
     assert job_state(config).committed == {(topic, 0): 45, (topic, 1): 45, (topic, 2): 15, (topic, 3): 15}
@@ -238,6 +246,41 @@ def test_transactions_aborted_never_land_and_an_open_one_neither_stalls_nor_skip
     assert not rows(spark, f"{hive_table_name}_rejected")
     report = run_verify(load_config(config), deep=True)
     assert report.ok, report.render()
+
+
+def test_a_switch_to_read_committed_past_an_open_transaction_waits_for_it_and_never_loads_twice(
+        spark, new_topic, stack, write_config, hive_table_name, watermarks):
+    """A run under read_uncommitted commits past a transaction still open; the next, under
+    read_committed (and `earliest`, the production choice), finds the committed offset past the
+    last stable offset: the same topic, so it waits for the transaction instead of restarting at 0."""
+    topic = new_topic(partitions=1)
+    first, second = transactional(stack.kafka_bootstrap, "first"), transactional(stack.kafka_bootstrap, "second")
+    in_transaction(first, topic, range(0, 10), "commit")
+    in_transaction(second, topic, range(200, 205), None)  # open (the markers' offsets vary: not asserted)
+    in_transaction(first, topic, range(300, 310), "commit")
+    [(_, end)] = watermarks(topic).values()  # 25 records, 2 markers
+    assert end == 27
+    uncommitted = write_config(kafka={"topics": topic, "fetch_timeout_seconds": "5",
+                                      "isolation.level": "read_uncommitted"})
+    assert run_etl(uncommitted).returncode == 0
+    assert job_state(uncommitted).committed == {(topic, 0): 27}
+    loaded = rows(spark, hive_table_name)
+    assert len(loaded) == 25 and set(loaded.values()) == {1}  # the open transaction's 5 too
+
+    committed = write_config(kafka={"topics": topic, "fetch_timeout_seconds": "5"},
+                             job={"on_offset_out_of_range": "earliest"})
+    waiting = run_etl(committed)
+    assert waiting.returncode == 0, waiting.describe()
+    assert "waiting for the transaction open at offset" in waiting.stderr, waiting.describe()
+    assert job_state(committed).committed == {(topic, 0): 27} and rows(spark, hive_table_name) == loaded
+    status = etl_command(committed, "status", "--json")
+    [partition] = json.loads(status.stdout)["partitions"]
+    assert (partition["lag"], partition["waiting"]) == (0, True), status.describe()
+
+    second.commit_transaction(60)  # marker 27: the last stable offset passes the committed one
+    after = run_etl(committed)
+    assert after.returncode == 0, after.describe()
+    assert job_state(committed).committed == {(topic, 0): 28} and rows(spark, hive_table_name) == loaded
 
 
 # -------------------------------------------------------------------------------------------

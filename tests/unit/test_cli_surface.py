@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from etl import cli, logs
 from etl.hive.spark import DRIVER_LOG4J2, DRIVER_LOG4J2_JSON
 from etl.ops.check import NagiosState, judge
 from etl.ops.status import PartitionStatus
-from tests.harness.config_file import TWO_ROUTES, routed_ini
+from tests.harness.config_file import TWO_ROUTES, minimal_ini, routed_ini
 
 REPO = Path(__file__).resolve().parents[2]
 JARS = Path(pyspark.__file__).parent / "jars"
@@ -127,6 +128,42 @@ def test_check_says_unknown_and_exits_3_on_a_usage_or_config_error(args, says, t
     assert line.startswith("ETL UNKNOWN - ") and says in line, line
 
 
+def test_checks_config_error_under_json_logs_records_the_exit_code_it_exits_with(tmp_path):
+    """A plugin runner reads the exit code (3, UNKNOWN); a collector the record: they agree."""
+    done = etl("check", "--config", str(tmp_path / "missing.ini"), "--warn-lag", "1", "--crit-lag", "5",
+               "--log-format", "json")
+    assert done.returncode == NagiosState.UNKNOWN, done
+    [record] = json_lines(done.stderr)
+    assert "missing.ini" in record["message"] and record["exit_code"] == NagiosState.UNKNOWN, record
+    assert done.stdout.startswith("ETL UNKNOWN - ")
+
+
+def _kafka_down_ini(tmp_path, request) -> str:
+    """A job whose bootstrap address is a free loopback port: nothing listens there."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ini = minimal_ini(request.config.rootpath / "warehouse_schema" / "events.sql",
+                      kafka="topics = a\nmetadata_timeout_seconds = 2")
+    path = tmp_path / "job.ini"
+    path.write_text(ini.replace("127.0.0.1:9092", f"127.0.0.1:{port}"))
+    return str(path)
+
+
+@pytest.mark.parametrize("command, code", [(["check", "--warn-lag", "1", "--crit-lag", "2"], NagiosState.UNKNOWN),
+                                           (["status"], 75)])
+def test_with_kafka_down_check_and_status_answer_in_one_line_without_librdkafkas(command, code, tmp_path, request):
+    """Kafka asked once (a check that retries answers after its runner gave up), and librdkafka's
+    connection failures, hundreds while it retries, summarised in the one error line."""
+    done = etl(command[0], "--config", _kafka_down_ini(tmp_path, request), *command[1:])
+    assert done.returncode == code, done
+    [error] = done.stderr.splitlines()
+    assert error.startswith("etl: error: Kafka did not answer") and "Connection refused" in error, error
+    if code == NagiosState.UNKNOWN:
+        [line] = done.stdout.splitlines()
+        assert line.startswith("ETL UNKNOWN - Kafka did not answer"), line
+
+
 def _lags(*lags: int) -> list[PartitionStatus]:
     return [PartitionStatus("clicks", p, 100, 0, 100 + lag) for p, lag in enumerate(lags)]
 
@@ -143,6 +180,15 @@ def test_check_judges_the_largest_lag_against_both_thresholds(lags, state):
 
 def test_check_of_a_job_without_partitions_is_ok():
     assert judge("clicks", [], 1, 2).line == "ETL OK - job clicks: no partition to load | max_lag=0;1;2;0; total_lag=0;;;0;"
+
+
+def test_a_partition_waiting_past_the_last_stable_offset_never_lags_below_zero_and_can_warn():
+    """Committed at 34 under read_uncommitted; under read_committed Kafka's latest is the last
+    stable offset, 17, and the log ends at 40: the 6 offsets past the committed one are its lag."""
+    waiting = PartitionStatus("clicks", 0, 34, 0, 17, log_end=40)
+    assert waiting.lag == 6 and waiting.waiting
+    assert PartitionStatus("clicks", 0, 34, 0, 17).lag == 0  # the log end not asked: never negative
+    assert judge("clicks", [waiting], warn_lag=5, crit_lag=20).state is NagiosState.WARNING
 
 
 @pytest.mark.parametrize("line, level", [

@@ -6,14 +6,17 @@ test_reset_to_datetime.py."""
 from __future__ import annotations
 
 import re
+import socket
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from etl import cli
+from etl.config import load_config
 from etl.errors import ConfigError
 from etl.ops.reset import epoch_ms, parse_instant
 from etl.source.group_mirror import OffsetMirror, mirror_settings
+from tests.harness.config_file import minimal_ini
 
 
 def test_the_group_is_etl_dash_the_job_name_by_default(config_with):
@@ -107,3 +110,22 @@ def test_reset_offsets_takes_one_target(capsys, argv, says):
         cli.main(["reset-offsets", "--config", "never-read.ini", *argv])
     assert exited.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def test_a_commit_kafka_does_not_answer_is_one_warning_with_what_librdkafka_saw(tmp_path, request, caplog):
+    """Nothing listens at the bootstrap address: the commit fails within the metadata timeout,
+    and librdkafka's connection failures are summarised in the warning, not printed each."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ini = minimal_ini(request.config.rootpath / "warehouse_schema" / "events.sql",
+                      kafka="topics = a\nmetadata_timeout_seconds = 1")
+    (tmp_path / "job.ini").write_text(ini.replace("127.0.0.1:9092", f"127.0.0.1:{port}"))
+    config = load_config(tmp_path / "job.ini")
+    mirror = OffsetMirror(config.kafka)
+    try:
+        assert not mirror.commit({("a", 0): 5})
+    finally:
+        mirror.close()
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "etl.source.group_mirror"]
+    assert "were not mirrored" in warning and "(librdkafka: " in warning and "Connection refused" in warning, warning

@@ -5,6 +5,7 @@ import argparse
 import io
 import json
 import logging
+import os
 import re
 
 import pytest
@@ -243,3 +244,56 @@ def test_lines_go_to_the_stderr_of_the_moment_not_one_closed_since(captured, mon
         root.handlers[:] = saved
     assert "Logging error" not in second.getvalue()
     assert [line[2] for line in _lines(second)] == ["after the swap"]
+
+
+# What pyspark.errors.exceptions.base does when an exception with a query context is made (an
+# AnalysisException, say, also one the job catches): its own logger, its own JSON on stderr.
+PYSPARK_LOGS = """
+import sys
+from etl import logs
+logs.configure("normal", sys.argv[1])
+from pyspark.logger import PySparkLogger
+logger = PySparkLogger.getLogger("SQLQueryContextLogger")
+logger.propagate = False
+try:
+    raise ValueError("from the JVM")
+except ValueError:
+    logger.exception("[TABLE_OR_VIEW_NOT_FOUND] no table t", errorClass="TABLE_OR_VIEW_NOT_FOUND")
+"""
+
+
+def _pyspark_logs(log_format: str) -> list[str]:
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", PYSPARK_LOGS, log_format], capture_output=True, text=True,
+                          timeout=120, env={k: v for k, v in os.environ.items() if k != logs.FORMAT_ENV})
+    assert done.returncode == 0, done.stderr
+    return done.stderr.splitlines()
+
+
+def test_pysparks_own_lines_print_as_text_in_text_mode():
+    first, *traceback = _pyspark_logs("text")
+    assert TEXT_LINE.match(first).groups() == ("ERROR", "SQLQueryContextLogger", "[TABLE_OR_VIEW_NOT_FOUND] no table t")
+    assert not any(line.startswith("{") for line in traceback), traceback
+
+
+def test_pysparks_own_lines_follow_the_jobs_schema_in_json_mode():
+    [line] = _pyspark_logs("json")
+    record = json.loads(line)
+    assert "msg" not in record and record["message"] == "[TABLE_OR_VIEW_NOT_FOUND] no table t", record
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", record["ts"]), record
+    assert (record["level"], record["logger"]) == ("ERROR", "SQLQueryContextLogger")
+    assert record["context"] == {"errorClass": "TABLE_OR_VIEW_NOT_FOUND"} and "from the JVM" in record["exc"]
+
+
+def test_the_relay_puts_a_pyspark_json_line_into_the_jobs_schema():
+    """A child's line in PySpark's schema (a Python worker's): `msg`, a local time without T or Z."""
+    line = json.dumps({"ts": "2026-11-28 01:40:12.123", "level": "WARNING", "logger": "pyspark.worker", "msg": "slow",
+                       "context": {"taskId": 3}, "exception": {"class": "ValueError", "msg": "bad", "stacktrace": [
+                           {"class": None, "method": "f", "file": "w.py", "line": "7"}]}})
+    record = json.loads(logs.wrapped(line, {"job": "j1"}))
+    assert "msg" not in record and (record["message"], record["level"], record["job"]) == ("slow", "WARNING", "j1")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", record["ts"]), record
+    assert record["context"] == {"taskId": 3} and "ValueError: bad" in record["exc"] and "w.py" in record["exc"]
+    own = json.dumps({"ts": "2026-11-28T01:40:12.123Z", "level": "INFO", "logger": "etl", "message": "m"})
+    assert logs.wrapped(own, {"job": "j1"}) == own  # the job's own records pass unchanged
