@@ -15,13 +15,12 @@ from confluent_kafka import (Consumer, IsolationLevel, KafkaError, KafkaExceptio
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from etl.config import KafkaConfig, RetryConfig
-from etl.config.routes import Routes
 from etl.errors import KafkaReadError, KafkaStalled, KafkaUnavailable, OffsetOutOfRange, TopicNotFound
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.retry import retry_idempotent
 from etl.source.chunk import RawChunk
 from etl.source.client_log import ClientLog
-from etl.source.topics import JobTopics, TopicRouting, matching_topics
+from etl.source.topics import JobTopics, TopicRouting, matching_topics, missing_topic_todo
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +57,6 @@ def consumer_isolation(config: KafkaConfig) -> IsolationLevel:
     if config.client.get("isolation.level", "read_committed") == "read_uncommitted":
         return IsolationLevel.READ_UNCOMMITTED
     return IsolationLevel.READ_COMMITTED
-
-
-def missing_topic_todo(config: KafkaConfig, routes: Routes | None, topic: str) -> str:
-    """What to do about a chosen topic Kafka does not have, naming the key that chose it: [kafka]
-    topics or topics_regex, or with [route] sections (`routes`) each route's (a routed job's [kafka]
-    keys are the routes' topics put together: etl.config.routes.with_routed_topics)."""
-    if routes is None:
-        return "create it, or remove it from [kafka] topics" if config.topics_regex is None else \
-            "it was deleted after [kafka] topics_regex matched it; run again"
-    listing = [route for route in routes.of_topic(topic) if topic in route.topics]
-    if listing:
-        return f"create it, or remove it from {' and '.join(f'{r.describe()} topics' for r in listing)}"
-    matching = " and ".join(f"{r.describe()} topics_regex" for r in routes.of_topic(topic)) or "a [route] topics_regex"
-    return f"it was deleted after {matching} matched it; run again"
 
 
 class KafkaMetadata:

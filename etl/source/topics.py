@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Callable, Collection, Iterable, Mapping
 
+from etl.config import KafkaConfig
 from etl.config.kafka import HIDDEN_FILE_PREFIXES
 from etl.config.routes import Routes
 from etl.config.topic_pattern import TopicPattern
@@ -122,3 +123,17 @@ def not_loaded_topics(topics: JobTopics, committed: dict[tuple[str, int], int],
         NotLoadedTopic(topic, NotLoadedReason.HIDDEN, {}) for topic in topics.hidden] + unroutable + [
         NotLoadedTopic(topic, NotLoadedReason.UNCHOSEN if topic in on_broker else NotLoadedReason.DELETED, offsets)
         for topic, offsets in sorted(left.items())]
+
+
+def missing_topic_todo(config: KafkaConfig, routes: Routes | None, topic: str) -> str:
+    """What to do about a chosen topic Kafka does not have, naming the key that chose it: [kafka]
+    topics or topics_regex, or with [route] sections (`routes`) each route's (a routed job's [kafka]
+    keys are the routes' topics put together: etl.config.routes.with_routed_topics)."""
+    if routes is None:
+        return "create it, or remove it from [kafka] topics" if config.topics_regex is None else \
+            "it was deleted after [kafka] topics_regex matched it; run again"
+    listing = [route for route in routes.of_topic(topic) if topic in route.topics]
+    if listing:
+        return f"create it, or remove it from {' and '.join(f'{r.describe()} topics' for r in listing)}"
+    matching = " and ".join(f"{r.describe()} topics_regex" for r in routes.of_topic(topic)) or "a [route] topics_regex"
+    return f"it was deleted after {matching} matched it; run again"

@@ -315,7 +315,7 @@ def test_a_registry_route_may_hand_a_dimension_to_its_transform(tmp_path):
 
 def test_a_missing_topic_is_named_by_the_route_section_and_key_that_choose_it(tmp_path):
     """A routed job has no [kafka] topics: what chooses a topic is its routes' topics or topics_regex."""
-    from etl.source.kafka import missing_topic_todo
+    from etl.source.topics import missing_topic_todo
     (tmp_path / "job.ini").write_text(routed_ini(ROUTES + f"[route more]\ntopics = returns\ntable = more\n"
                                                  f"schema = {EVENTS_SCHEMA}\nfield = k\nvalues = a\n"
                                                  f"[route rest]\ntopics = returns\ntable = rest\n"
