@@ -4,7 +4,9 @@ It completes an open batch with exactly its recorded ranges (missing files rewri
 partition registered, offsets committed), deletes temp files, moves files whose Parquet footer
 cannot be read out of the table (etl.sink.aside), and rewrites every committed range that no file
 covers (a file deleted by hand, or moved out as broken) from Kafka, as a REPAIR batch, while
-Kafka still holds it. All of it only while holding the job lock, so it never touches what a live
+Kafka still holds it. A merged file it moves takes every range it holds along, each rewritten in
+the same repair, or nothing moves (etl.ops.repair_moves); so does a range whose rejected records
+an earlier recover moved out (etl.ops.rejected_moves). All of it only while holding the job lock, so it never touches what a live
 run is doing. What it must not fix silently (a file outside every plan, overlaps, offsets Kafka
 no longer holds) it reports with what the operator can do, and exits non-zero without changing
 anything. A gap Kafka no longer holds can be recorded as lost with --accept-loss, after which
@@ -27,13 +29,15 @@ from etl.job.write_mode import mode_of
 from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.model.compaction import CompactionState
 from etl.model.events import AcceptedLoss, MovedAside
-from etl.model.naming import FileRange, final_name, partition_path
+from etl.model.naming import FileRange, partition_path
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
 from etl.model.partitioning import padded_path
 from etl.ops.inventory import Inventory
 from etl.ops.job_tables import JobInventory, held_by_job
 from etl.ops.legacy_names import legacy_partitions, move_legacy_partitions
 from etl.ops.parts import damaged_ranges
+from etl.ops.repair_moves import files_to_move, merged_not_in_kafka
+from etl.ops.rejected_moves import stale_ranges
 from etl.ops.verify_deep import unreadable_files
 from etl.sink.aside import aside_path, aside_root, move_aside
 from etl.sink.fs import WarehouseFileSystem
@@ -70,7 +74,9 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
     batch = opened[0] if opened else None
     committed, events, inventory = store.committed_offsets(), store.events(), held.whole
     damaged = damaged_ranges(held.part_problems(batch))
-    moving = _files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch, damaged)
+    stale = stale_ranges(fs, warehouse, inventory, committed, events)
+    moves = files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch, damaged, stale)
+    moving = moves.paths
     staying = _without(inventory, set(moving))
     problems = [p for p in check_ranges(staying, committed, batch, events) if p.kind != "gap"]
     lines, actions = [], []
@@ -89,12 +95,19 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
                    if plan.state is not CompactionState.SWITCHED]
     if inventory.temps:
         actions.append(f"delete {len(inventory.temps)} temp files left by dead attempts")
+    if stale:
+        actions.append(f"rewrite whole {len(stale)} ranges whose rejected records an earlier `etl recover` moved out "
+                       f"of the table (`etl verify`: missing_rejected)")
     if moving:
-        actions.append(f"move {len(moving)} files out of the table (unreadable, or the rejected companion of a "
-                       f"range to rewrite): {', '.join(moving[:3])}")
+        actions.append(f"move {len(moving)} files out of the table (unreadable, or a file of a range to rewrite): "
+                       f"{', '.join(moving[:3])}")
+    if moves.shared:
+        actions.append(f"rewrite every range of the {len(moves.shared)} merged files it moves, so that none leaves "
+                       f"the tables: " + ", ".join(f"{path} ({len(ranges)} ranges)"
+                                                    for path, ranges in list(moves.shared.items())[:3]))
     gaps = [gap for walk in walk_partitions(staying, committed, batch, events) for gap in walk.gaps]
     rewrite, lost = _split_by_kafka(gaps, kafka, store, committed) if gaps else ([], [])
-    problems += _without_table(config, kafka, rewrite)
+    problems += _without_table(config, kafka, rewrite) + merged_not_in_kafka(moves, lost)
     if rewrite:
         actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka: "
                        f"{', '.join(_describe(s) for s in rewrite[:5])}")
@@ -108,31 +121,6 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
     elif lost:
         problems += [_lost(s) for s in lost]
     return Assessment(lines, problems, actions, batch, moving, rewrite, lost, legacy)
-
-
-def _files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | None,
-                   damaged: set[str] = frozenset()) -> list[str]:
-    """Every file of a range that is rewritten whole: a range with an unreadable file, or whose
-    parts do not match its manifest (`damaged`, by file name; etl.ops.parts), all its files go,
-    main parts, rejected file and manifest. Also rejected files whose main files are all gone
-    (their range is rewritten, rejected rows included, so the old ones must leave the table),
-    unless an open batch is still writing them. Files are matched by range, not by folder: by
-    event time a range's files sit in several partitions."""
-    planned = {(r.topic, r.partition, r.start, r.end) for r in batch.file_ranges} if batch else set()
-    files: dict = {}
-    for f in inventory.files + inventory.rejected:
-        files.setdefault(f.range, []).append(f.path)
-    main = {f.range for f in inventory.files}
-    moving = set(unreadable)
-    for r, paths in files.items():
-        if (r.topic, r.partition, r.start, r.end) in planned:
-            continue
-        whole = set(paths) & unreadable or final_name(r.topic, r.partition, r.start, r.end) in damaged
-        if whole or r not in main:
-            moving.update(paths)
-            if r in inventory.manifests:
-                moving.add(inventory.manifests[r])
-    return sorted(moving)
 
 
 def _without(inventory: Inventory, paths: set[str]) -> Inventory:
