@@ -36,7 +36,7 @@ from etl.ops.inventory import Inventory
 from etl.ops.job_tables import JobInventory, held_by_job
 from etl.ops.legacy_names import legacy_partitions, move_legacy_partitions
 from etl.ops.parts import damaged_ranges
-from etl.ops.repair_moves import files_to_move, merged_not_in_kafka
+from etl.ops.repair_moves import files_to_move, merged_not_in_kafka, origins_of, repair_batches
 from etl.ops.rejected_moves import stale_ranges
 from etl.ops.verify_deep import unreadable_files
 from etl.sink.aside import aside_path, aside_root, move_aside
@@ -64,6 +64,7 @@ class Assessment:
     rewrite: list[Span]  # committed ranges no file covers, that Kafka still holds
     lost: list[Span]  # committed ranges no file covers, that Kafka no longer holds (with --accept-loss)
     legacy: list[str] = field(default_factory=list)  # partitions named before dt was zero-padded
+    origins: dict[FileRange, str] = field(default_factory=dict)  # the partition each range to rewrite came from
 
 
 def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInventory, fs: WarehouseFileSystem,
@@ -109,7 +110,8 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
     rewrite, lost = _split_by_kafka(gaps, kafka, store, committed) if gaps else ([], [])
     problems += _without_table(config, kafka, rewrite) + merged_not_in_kafka(moves, lost)
     if rewrite:
-        actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka: "
+        actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka, into the partitions "
+                       f"they came from: "
                        f"{', '.join(_describe(s) for s in rewrite[:5])}")
     # A routed job's tables were all made after dt was zero-padded: none has a legacy name.
     legacy = legacy_partitions(fs, warehouse) if config.routes.implicit else []
@@ -120,7 +122,8 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
         actions.append(f"record {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
     elif lost:
         problems += [_lost(s) for s in lost]
-    return Assessment(lines, problems, actions, batch, moving, rewrite, lost, legacy)
+    origins = origins_of(inventory, config.hive.partitioning.event_column is None)
+    return Assessment(lines, problems, actions, batch, moving, rewrite, lost, legacy, origins)
 
 
 def _without(inventory: Inventory, paths: set[str]) -> Inventory:
@@ -292,8 +295,10 @@ def _repair(context: JobContext, inventory: Inventory, found: Assessment, out) -
         if found.lost:
             _record_losses(store, found.lost, out)
         if found.rewrite:
-            ranges = _repair_ranges(store, found.rewrite, config.job.max_records_per_partition)
-            out(f"done: {job.repair(ranges).describe()}")
+            committed = {key: offset.value for key, offset in store.committed_offsets().items()}
+            for planned, ranges in repair_batches(found.rewrite, found.origins, config.job.max_records_per_partition,
+                                                  committed):
+                out(f"done: {job.repair(ranges, planned).describe()}")
         out(f"done: deleted {len(inventory.temps)} temp files" if inventory.temps else "done")
     finally:
         store.release_lock()
@@ -314,11 +319,3 @@ def _record_losses(store: OperatorPart, lost: list[Span], out) -> None:
     for span in lost:
         store.record_event(AcceptedLoss(at, user, span.topic, span.partition, committed=span.lo, restart_at=span.hi))
     out(f"done: recorded {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
-
-
-def _repair_ranges(store: OffsetPart, spans: list[Span], cap: int) -> list[OffsetRange]:
-    """The gaps as ranges of a REPAIR batch, at most `cap` offsets each; each expects its
-    partition's committed offset not to move until the repair commits."""
-    committed = store.committed_offsets()
-    return [OffsetRange(s.topic, s.partition, lo, min(lo + cap, s.hi), committed[(s.topic, s.partition)].value)
-            for s in spans for lo in range(s.lo, s.hi, cap)]

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from etl.model.batch import Batch
-from etl.model.naming import FileRange, final_name
+from etl.model.batch import Batch, OffsetRange
+from etl.model.naming import FileRange, final_name, partition_values
 from etl.ops.coverage import Problem, Span
 from etl.ops.inventory import Inventory
 
@@ -88,3 +88,47 @@ def merged_not_in_kafka(moves: Moves, lost: list[Span]) -> list[Problem]:
                 "rewrite. Otherwise the damage cannot be repaired without losing those ranges' rows: leave the tables "
                 "as they are (`etl verify` keeps naming it) and decide with the data's owners"))
     return problems
+
+
+def origins_of(inventory: Inventory, planning_time: bool) -> dict[FileRange, str]:
+    """The Hive partition each range was written into, for its rewrite to go back there: its
+    rejected file's (a batch's planning-time partition, by event time too), else by planning time
+    its main file's. A range with neither left (a file deleted by hand) has none."""
+    found = {f.range: f.partition_path for f in inventory.files} if planning_time else {}
+    return found | {f.range: f.partition_path for f in inventory.rejected}
+
+
+def repair_batches(spans: list[Span], origins: dict[FileRange, str], cap: int,
+                   committed: dict[tuple[str, int], int]) -> list[tuple[dict[str, str] | None, list[OffsetRange]]]:
+    """The REPAIR batches that rewrite `spans`: one per partition its ranges came from (`origins`),
+    so that no row moves to another partition (one whose `_SUCCESS` was written, say), and one
+    into the repair's own planning-time partition (None) for offsets whose partition is not known.
+    A known range is rewritten with its own bounds, each piece at most `cap` offsets; each expects
+    its partition's committed offset not to move until the repair commits."""
+    grouped: dict[str | None, list[OffsetRange]] = {}
+    for span in spans:
+        for lo, hi, origin in _pieces(span, origins):
+            expected = committed[(span.topic, span.partition)]
+            grouped.setdefault(origin, []).extend(OffsetRange(span.topic, span.partition, start, min(start + cap, hi),
+                                                              expected) for start in range(lo, hi, cap))
+    return [(None if origin is None else partition_values(origin), ranges)
+            for origin, ranges in sorted(grouped.items(), key=lambda item: (item[0] is None, item[0] or ""))]
+
+
+def _pieces(span: Span, origins: dict[FileRange, str]) -> list[tuple[int, int, str | None]]:
+    """`span` cut at the bounds of the ranges whose partition is known, each piece with it."""
+    known = sorted((r.start, r.end, origin) for r, origin in origins.items()
+                   if (r.topic, r.partition) == (span.topic, span.partition) and r.start < span.hi and span.lo < r.end)
+    pieces: list[tuple[int, int, str | None]] = []
+    cursor = span.lo
+    for start, end, origin in known:
+        start, end = max(start, cursor), min(end, span.hi)
+        if start >= end:
+            continue
+        if cursor < start:
+            pieces.append((cursor, start, None))
+        pieces.append((start, end, origin))
+        cursor = end
+    if cursor < span.hi:
+        pieces.append((cursor, span.hi, None))
+    return pieces

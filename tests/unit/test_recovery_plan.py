@@ -20,10 +20,11 @@ from etl.config import load_config
 from etl.model.batch import OffsetRange
 from etl.model.compaction import Relocations, compacted_folder
 from etl.model.events import MovedAside
-from etl.model.naming import final_name
+from etl.model.naming import FileRange, final_name
 from etl.ops.coverage import Span
 from etl.ops.job_tables import held_by_job
 from etl.ops.recovery import assess
+from etl.ops.repair_moves import repair_batches
 from etl.ops.rejected_moves import check_moved_rejected
 from etl.sink.aside import aside_path, aside_root
 from etl.sink.fs import LocalFileSystem
@@ -237,3 +238,20 @@ def test_a_split_topics_part_lost_beside_merged_parts_rewrites_every_range_in_ev
     assert found.moving == sorted([merged_clicks, merged_rejected, view_parts[(0, 20)], view_parts[(40, 60)],
                                    *manifests.values()])
     assert found.rewrite == [Span("ev", 0, 0, 60, None)]
+
+
+# -- where a repair writes: the partitions its ranges came from -------------------------------
+def test_a_repair_rewrites_each_range_into_the_partition_it_came_from():
+    h22, h23 = "dt=2026-01-01/hour=22", "dt=2026-01-01/hour=23"
+    origins = {FileRange("t", 0, 0, 20): h22, FileRange("t", 0, 20, 40): h22, FileRange("t", 0, 60, 80): h23,
+               FileRange("u", 0, 0, 20): h23}
+    batches = repair_batches([Span("t", 0, 0, 100, None), Span("u", 0, 5, 10, None)], origins, cap=15,
+                             committed={("t", 0): 100, ("u", 0): 30})
+    assert batches == [
+        ({"dt": "2026-01-01", "hour": "22"}, [OffsetRange("t", 0, 0, 15, 100), OffsetRange("t", 0, 15, 20, 100),
+                                              OffsetRange("t", 0, 20, 35, 100), OffsetRange("t", 0, 35, 40, 100)]),
+        ({"dt": "2026-01-01", "hour": "23"}, [OffsetRange("t", 0, 60, 75, 100), OffsetRange("t", 0, 75, 80, 100),
+                                              OffsetRange("u", 0, 5, 10, 30)]),
+        # a file deleted by hand with no rejected file left: where it was is not known, so the repair's own hour
+        (None, [OffsetRange("t", 0, 40, 55, 100), OffsetRange("t", 0, 55, 60, 100),
+                OffsetRange("t", 0, 80, 95, 100), OffsetRange("t", 0, 95, 100, 100)])]
