@@ -4,13 +4,14 @@ It completes an open batch with exactly its recorded ranges (missing files rewri
 partition registered, offsets committed), deletes temp files, moves files whose Parquet footer
 cannot be read out of the table (etl.sink.aside), and rewrites every committed range that no file
 covers (a file deleted by hand, or moved out as broken) from Kafka, as a REPAIR batch, while
-Kafka still holds it. A merged file it moves takes every range it holds along, each rewritten in
-the same repair, or nothing moves (etl.ops.repair_moves); so does a range whose rejected records
-an earlier recover moved out (etl.ops.rejected_moves). All of it only while holding the job lock, so it never touches what a live
-run is doing. What it must not fix silently (a file outside every plan, overlaps, offsets Kafka
-no longer holds) it reports with what the operator can do, and exits non-zero without changing
-anything. A gap Kafka no longer holds can be recorded as lost with --accept-loss, after which
-`etl verify` accepts it.
+Kafka still holds it, into the partition it came from. A merged file it moves takes every range
+it holds along, each rewritten in the same repair, or nothing moves (etl.ops.repair_moves); a range
+whose rejected records an earlier recover moved out is rewritten whole (etl.ops.rejected_moves).
+All of it only while holding the job lock, so it never touches what a live run is doing. What it
+must not fix silently (a file outside every plan, overlaps, offsets Kafka no longer holds) it
+reports with what the operator can do, and exits non-zero without changing anything. A gap
+Kafka no longer holds can be recorded as lost with --accept-loss, after which `etl verify`
+accepts it.
 """
 from __future__ import annotations
 

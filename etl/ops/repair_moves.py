@@ -28,7 +28,7 @@ class Moves:
 
 
 def files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | None,
-                   damaged: AbstractSet[str] = frozenset(), stale: AbstractSet[FileRange] = frozenset()) -> Moves:
+                  damaged: AbstractSet[str] = frozenset(), stale: AbstractSet[FileRange] = frozenset()) -> Moves:
     """Every file of a range that is rewritten whole: a range with an unreadable file, or whose
     parts do not match its manifest (`damaged`, by file name; etl.ops.parts), or whose rejected
     records a move took out (`stale`: etl.ops.rejected_moves), all its files go, main parts,
