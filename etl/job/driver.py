@@ -121,15 +121,15 @@ class Job:
             return None
         return self._start(batch)
 
-    def repair(self, ranges: list[OffsetRange]) -> BatchSummary:
+    def repair(self, ranges: list[OffsetRange], planned: dict[str, str] | None = None) -> BatchSummary:
         """Rewrite committed ranges whose files were lost, as a REPAIR batch: planned, written and
         registered like any batch (so a crash is resumed the same way), committed without moving
-        an offset. Each range's `expected` is its partition's committed offset; a routed job's range
-        goes to the tables its topic's routes give it now (`etl recover` checked that it has some)."""
+        an offset. Each range's `expected` is its partition's committed offset; a routed job's range goes to the tables its
+        topic's routes give it now (`etl recover` checked it has some), into partition `planned`, where it came from (None: now's)."""
         self.store.assert_lock_held()
         self._locate_partitions()
         self._check_binding()
-        batch = self._new_batch(tuple(ranges), kind=BatchKind.REPAIR)
+        batch = self._new_batch(tuple(ranges), planned, kind=BatchKind.REPAIR)
         batch = planned_tables(batch, self.config, None if self.config.routes.implicit else self.kafka.job_topics().tables)
         self._refuse_foreign_files(batch)
         return self._start(batch)
@@ -191,11 +191,11 @@ class Job:
         self._refuse_foreign_files(batch)
         return batch
 
-    def _new_batch(self, ranges: tuple[OffsetRange, ...], **more) -> Batch:
-        """A PLANNED batch with its Placement: the planning-time partition, and by event time how
-        every attempt places rows (etl.model.partitioning)."""
+    def _new_batch(self, ranges: tuple[OffsetRange, ...], planned: dict[str, str] | None = None, **more) -> Batch:
+        """A PLANNED batch with its Placement (etl.model.partitioning), into `planned` when given."""
         planned_at = self.clock()
-        placement = Placement.of(self.partitioning, self.partitioner, planned_at, self.mode.late_before_ms(self.markers))
+        found = Placement.of(self.partitioning, self.partitioner, planned_at, self.mode.late_before_ms(self.markers))
+        placement = replace(found, planned=dict(planned)) if planned else found
         return Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
                      planned_at=planned_at.isoformat(timespec="seconds"), partition_values=placement.planned,
                      ranges=ranges, planned_by=self.store.me.describe(), updated_at=planned_at.isoformat(timespec="seconds"),

@@ -102,18 +102,18 @@ def _walk(key, files: list[WarehouseFile], offset: CommittedOffset | None, plann
         r = f.range
         if r.start < cursor:
             problems.append(_overlap(where, previous, f, cursor) if previous else _before_origin(where, f, origin))
-        for lo, hi in _unexplained(topic, partition, cursor, r.start, jumps):
+        for lo, hi in unexplained(topic, partition, cursor, r.start, jumps):
             spans.append(Span(topic, partition, lo, hi, None))
             problems.append(_gap(where, lo, hi, previous, f))
         spans.append(Span(topic, partition, r.start, r.end, f))
         cursor, previous = max(cursor, r.end), f
-    for lo, hi in _unexplained(topic, partition, cursor, committed, jumps):
+    for lo, hi in unexplained(topic, partition, cursor, committed, jumps):
         spans.append(Span(topic, partition, lo, hi, None))
         problems.append(_gap(where, lo, hi, previous, None))
     return PartitionWalk(spans, problems)
 
 
-def _unexplained(topic: str, partition: int, lo: int, hi: int, jumps) -> list[tuple[int, int]]:
+def unexplained(topic: str, partition: int, lo: int, hi: int, jumps) -> list[tuple[int, int]]:
     """The parts of [lo, hi) that no recorded jump of the committed offset skipped. A jump covers
     its own offsets only: a gap that also holds deleted files' offsets is partly unexplained."""
     pieces = []

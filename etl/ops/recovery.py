@@ -4,11 +4,14 @@ It completes an open batch with exactly its recorded ranges (missing files rewri
 partition registered, offsets committed), deletes temp files, moves files whose Parquet footer
 cannot be read out of the table (etl.sink.aside), and rewrites every committed range that no file
 covers (a file deleted by hand, or moved out as broken) from Kafka, as a REPAIR batch, while
-Kafka still holds it. All of it only while holding the job lock, so it never touches what a live
-run is doing. What it must not fix silently (a file outside every plan, overlaps, offsets Kafka
-no longer holds) it reports with what the operator can do, and exits non-zero without changing
-anything. A gap Kafka no longer holds can be recorded as lost with --accept-loss, after which
-`etl verify` accepts it.
+Kafka still holds it, into the partition it came from. A merged file it moves takes every range
+it holds along, each rewritten in the same repair, or nothing moves (etl.ops.repair_moves); a range
+whose rejected records an earlier recover moved out is rewritten whole (etl.ops.rejected_moves).
+All of it only while holding the job lock, so it never touches what a live run is doing. What it
+must not fix silently (a file outside every plan, overlaps, offsets Kafka no longer holds) it
+reports with what the operator can do, and exits non-zero without changing anything. A gap
+Kafka no longer holds can be recorded as lost with --accept-loss, after which `etl verify`
+accepts it.
 """
 from __future__ import annotations
 
@@ -27,13 +30,15 @@ from etl.job.write_mode import mode_of
 from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.model.compaction import CompactionState
 from etl.model.events import AcceptedLoss, MovedAside
-from etl.model.naming import FileRange, final_name, partition_path
+from etl.model.naming import FileRange, partition_path
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
 from etl.model.partitioning import padded_path
 from etl.ops.inventory import Inventory
 from etl.ops.job_tables import JobInventory, held_by_job
 from etl.ops.legacy_names import legacy_partitions, move_legacy_partitions
 from etl.ops.parts import damaged_ranges
+from etl.ops.repair_moves import files_to_move, merged_not_in_kafka, origins_of, repair_batches
+from etl.ops.rejected_moves import stale_ranges
 from etl.ops.verify_deep import unreadable_files
 from etl.sink.aside import aside_path, aside_root, move_aside
 from etl.sink.fs import WarehouseFileSystem
@@ -60,6 +65,7 @@ class Assessment:
     rewrite: list[Span]  # committed ranges no file covers, that Kafka still holds
     lost: list[Span]  # committed ranges no file covers, that Kafka no longer holds (with --accept-loss)
     legacy: list[str] = field(default_factory=list)  # partitions named before dt was zero-padded
+    origins: dict[FileRange, str] = field(default_factory=dict)  # the partition each range to rewrite came from
 
 
 def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInventory, fs: WarehouseFileSystem,
@@ -70,7 +76,9 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
     batch = opened[0] if opened else None
     committed, events, inventory = store.committed_offsets(), store.events(), held.whole
     damaged = damaged_ranges(held.part_problems(batch))
-    moving = _files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch, damaged)
+    stale = stale_ranges(fs, warehouse, inventory, committed, events)
+    moves = files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch, damaged, stale)
+    moving = moves.paths
     staying = _without(inventory, set(moving))
     problems = [p for p in check_ranges(staying, committed, batch, events) if p.kind != "gap"]
     lines, actions = [], []
@@ -89,14 +97,22 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
                    if plan.state is not CompactionState.SWITCHED]
     if inventory.temps:
         actions.append(f"delete {len(inventory.temps)} temp files left by dead attempts")
+    if stale:
+        actions.append(f"rewrite whole {len(stale)} ranges whose rejected records an earlier `etl recover` moved out "
+                       f"of the table (`etl verify`: missing_rejected)")
     if moving:
-        actions.append(f"move {len(moving)} files out of the table (unreadable, or the rejected companion of a "
-                       f"range to rewrite): {', '.join(moving[:3])}")
+        actions.append(f"move {len(moving)} files out of the table (unreadable, or a file of a range to rewrite): "
+                       f"{', '.join(moving[:3])}")
+    if moves.shared:
+        actions.append(f"rewrite every range of the {len(moves.shared)} merged files it moves, so that none leaves "
+                       f"the tables: " + ", ".join(f"{path} ({len(ranges)} ranges)"
+                                                    for path, ranges in list(moves.shared.items())[:3]))
     gaps = [gap for walk in walk_partitions(staying, committed, batch, events) for gap in walk.gaps]
     rewrite, lost = _split_by_kafka(gaps, kafka, store, committed) if gaps else ([], [])
-    problems += _without_table(config, kafka, rewrite)
+    problems += _without_table(config, kafka, rewrite) + merged_not_in_kafka(moves, lost)
     if rewrite:
-        actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka: "
+        actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka, into the partitions "
+                       f"they came from: "
                        f"{', '.join(_describe(s) for s in rewrite[:5])}")
     # A routed job's tables were all made after dt was zero-padded: none has a legacy name.
     legacy = legacy_partitions(fs, warehouse) if config.routes.implicit else []
@@ -107,32 +123,8 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
         actions.append(f"record {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
     elif lost:
         problems += [_lost(s) for s in lost]
-    return Assessment(lines, problems, actions, batch, moving, rewrite, lost, legacy)
-
-
-def _files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | None,
-                   damaged: set[str] = frozenset()) -> list[str]:
-    """Every file of a range that is rewritten whole: a range with an unreadable file, or whose
-    parts do not match its manifest (`damaged`, by file name; etl.ops.parts), all its files go,
-    main parts, rejected file and manifest. Also rejected files whose main files are all gone
-    (their range is rewritten, rejected rows included, so the old ones must leave the table),
-    unless an open batch is still writing them. Files are matched by range, not by folder: by
-    event time a range's files sit in several partitions."""
-    planned = {(r.topic, r.partition, r.start, r.end) for r in batch.file_ranges} if batch else set()
-    files: dict = {}
-    for f in inventory.files + inventory.rejected:
-        files.setdefault(f.range, []).append(f.path)
-    main = {f.range for f in inventory.files}
-    moving = set(unreadable)
-    for r, paths in files.items():
-        if (r.topic, r.partition, r.start, r.end) in planned:
-            continue
-        whole = set(paths) & unreadable or final_name(r.topic, r.partition, r.start, r.end) in damaged
-        if whole or r not in main:
-            moving.update(paths)
-            if r in inventory.manifests:
-                moving.add(inventory.manifests[r])
-    return sorted(moving)
+    origins = origins_of(inventory, config.hive.partitioning.event_column is None)
+    return Assessment(lines, problems, actions, batch, moving, rewrite, lost, legacy, origins)
 
 
 def _without(inventory: Inventory, paths: set[str]) -> Inventory:
@@ -304,8 +296,10 @@ def _repair(context: JobContext, inventory: Inventory, found: Assessment, out) -
         if found.lost:
             _record_losses(store, found.lost, out)
         if found.rewrite:
-            ranges = _repair_ranges(store, found.rewrite, config.job.max_records_per_partition)
-            out(f"done: {job.repair(ranges).describe()}")
+            committed = {key: offset.value for key, offset in store.committed_offsets().items()}
+            for planned, ranges in repair_batches(found.rewrite, found.origins, config.job.max_records_per_partition,
+                                                  committed):
+                out(f"done: {job.repair(ranges, planned).describe()}")
         out(f"done: deleted {len(inventory.temps)} temp files" if inventory.temps else "done")
     finally:
         store.release_lock()
@@ -326,11 +320,3 @@ def _record_losses(store: OperatorPart, lost: list[Span], out) -> None:
     for span in lost:
         store.record_event(AcceptedLoss(at, user, span.topic, span.partition, committed=span.lo, restart_at=span.hi))
     out(f"done: recorded {len(lost)} ranges as lost: {', '.join(_describe(s) for s in lost[:5])}")
-
-
-def _repair_ranges(store: OffsetPart, spans: list[Span], cap: int) -> list[OffsetRange]:
-    """The gaps as ranges of a REPAIR batch, at most `cap` offsets each; each expects its
-    partition's committed offset not to move until the repair commits."""
-    committed = store.committed_offsets()
-    return [OffsetRange(s.topic, s.partition, lo, min(lo + cap, s.hi), committed[(s.topic, s.partition)].value)
-            for s in spans for lo in range(s.lo, s.hi, cap)]

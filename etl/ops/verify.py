@@ -7,7 +7,9 @@ for it (recorded with the offset). So a deleted first file, or a partition whose
 all gone, is a gap. A gap is accepted only where ZooKeeper records why: a skip of lost
 offsets, an operator's reset, or a loss the operator accepted. Files never overlap; every
 file is in a registered Hive partition whose location is the folder the job writes; no temp
-file is left. By event time each range's files match its manifest (etl.ops.parts). A job with
+file is left. A range whose rejected file `etl recover` moved out has a rejected file in the table
+again, unless the range was rewritten whole (etl.ops.rejected_moves: `missing_rejected`). By
+event time each range's files match its manifest (etl.ops.parts). A job with
 [route] sections is checked over every table its committed topics and open batch map to, retired
 routes' included (etl.ops.job_tables), each partition's ranges across all of them; a split
 range's file must be in each table its manifest lists. A compacted
@@ -37,6 +39,7 @@ from etl.ops.inventory import Inventory
 from etl.ops.job_tables import job_tables, take_job_inventory
 from etl.ops.legacy_names import check_legacy_names
 from etl.ops.placement_check import check_placement
+from etl.ops.rejected_moves import check_moved_rejected
 from etl.ops.verify_deep import check_deep, check_readable, check_rewritten, offsets_in_kafka, tables_to_read
 from etl.source.topics import not_loaded_topics
 
@@ -83,6 +86,7 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
     held = take_job_inventory(fs, config, warehouse, tables)
     inventories, inventory, manifests = held.by_table, held.whole, held.manifests
     problems = check_ranges(inventory, committed, open_batch, events) + held.part_problems(open_batch)
+    problems += check_moved_rejected(fs, warehouse, inventory, committed, events)
     problems += check_temps(inventory, holder.describe() if holder else None)
     problems += check_superseded(inventory, compactions, warehouse)
     for _, view in tables:

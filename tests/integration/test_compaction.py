@@ -6,12 +6,19 @@ offset is in the table once, and `etl verify --deep` agrees.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
 
 from etl.config import load_config
+from etl.context.job import JobContext
+from etl.model.batch import utc_now
 from etl.model.compaction import COMPACTED_FOLDER
+from etl.ops.compact import run_compact
+from etl.ops.recovery import recover, recover_in
+from etl.ops.run import run_job
+from etl.ops.verify import run_verify
 from etl.state.store import ZkStateStore
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.state import wait_for_lock_release
@@ -173,3 +180,42 @@ def test_late_rows_for_a_compacted_partition_are_visible_through_hive_once(
     shown = table_offsets(spark, DB, hive_table_name)
     assert shown[(topic, 1, 24)] == 1
     check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: 30, 1: 25}), warehouse_dir)
+
+
+def test_a_file_lost_beside_a_merged_rejected_file_is_recovered_with_every_rejected_record(
+        spark, new_topic, produce, write_config, hive_table_name, warehouse_dir):
+    """Six batches of 10 records, every 7th not JSON, so each range has a rejected file; only the
+    rejected table's hour is compacted (one merged file holds all six ranges), then one main file
+    is lost. `etl verify` names the gap; `etl recover` moves the merged file out and so rewrites
+    every range it holds, their main files moved too: no rejected record leaves the tables. It
+    runs an hour later, and puts every range back into the hour it came from."""
+    topic = new_topic(partitions=1)
+    produce(topic, {0: bad_every_7th(60)})
+    config = write_config(kafka={"topics": topic}, job={"max_records_per_partition": "10", "max_rejected_ratio": "0.5"},
+                          compaction={"min_files": "2", "keep_superseded_minutes": "0"})
+    cfg = load_config(config)
+    assert run_job(cfg) == 0
+    [partition] = partitions_of(warehouse_dir, hive_table_name)
+    said: list[str] = []
+    assert run_compact(cfg, [partition], dry_run=False, as_json=False, out=said.append,
+                       tables=[cfg.hive.rejected_table]) == 0
+    rejected = parquet_files(warehouse_dir / f"{DB}.db" / cfg.hive.rejected_table)
+    assert [p.name for p in rejected] == [f"{topic}+0+{0:020d}+{60:020d}.parquet"], said
+    lost = warehouse_dir / f"{DB}.db" / hive_table_name / partition / f"{topic}+0+{20:020d}+{30:020d}.parquet"
+    lost.unlink()
+
+    found = run_verify(cfg, deep=False)  # the merged file's range [20, 30) has no main file left either
+    assert [p.kind for p in found.problems] == ["gap", "orphan_rejected_file"], found.render()
+    assert recover(cfg, dry_run=True, out=said.append) == 0
+    with JobContext(cfg, clock=lambda: utc_now() + dt.timedelta(hours=1)) as an_hour_later:
+        assert recover_in(an_hour_later, dry_run=False, out=said.append) == 0, said
+    check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: 60}), warehouse_dir)
+    assert any("rewrite every range of the 1 merged files" in line for line in said), said
+    for table in (hive_table_name, cfg.hive.rejected_table):  # no row went to the repair's own hour
+        assert set(partitions_of(warehouse_dir, table)) <= {partition}, said
+    assert [p.name for p in parquet_files(warehouse_dir / f"{DB}.db" / hive_table_name / partition)] == \
+        [f"{topic}+0+{lo:020d}+{lo + 10:020d}.parquet" for lo in range(0, 60, 10)]
+
+
+def bad_every_7th(count: int) -> list[bytes]:
+    return [b"not json" if i % 7 == 0 else records(1, i)[0] for i in range(count)]

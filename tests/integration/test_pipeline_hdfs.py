@@ -12,14 +12,19 @@ WebHDFS (etl.sink.fs), so the pipeline runs on both (test_pipeline.py locally, t
 HDFS). It does not differ between the WebHDFS protocol server and a real NameNode, so the
 pipeline no longer runs on the protocol server: it serves the unit contract suite's faults a
 real NameNode cannot produce on cue (tests/unit/test_fs_contract.py).
+
+`etl verify` and `etl recover` on HDFS: a file deleted there is a gap, rewritten once (the last test).
 """
 from __future__ import annotations
 
 from etl.config import load_config
+from etl.ops.recovery import recover
 from etl.ops.run import run_job
+from etl.ops.verify import run_verify
 from tests.harness.data import events_by_partition
+from tests.harness.hdfs import copy_to_local
 from tests.harness.jdbc import JdbcReader, offsets_sql, parse_offsets
-from tests.harness.oracle import expected_offsets, table_offsets
+from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader, table_offsets
 
 DB = "etl_test"
 
@@ -59,3 +64,35 @@ def test_n_records_land_exactly_once_on_hdfs_analysts_read_them_and_a_second_run
     assert run_job(config) == 0
     assert [(p, fs.info(p).modified) for p in sorted(fs.walk_files(table_dir))] == before
     assert table_offsets(spark, DB, hive_table_name) == expected
+
+
+def test_a_file_deleted_on_hdfs_is_a_gap_that_recover_rewrites_once(spark, new_topic, produce, write_config, hdfs,
+                                                                     tmp_path):
+    """The on-call path on HDFS, apart from the kill campaign's closing recover: a committed file
+    deleted on HDFS (its range's records had rejected ones too); `etl verify` is NOT OK naming the
+    gap; `etl recover` moves the rejected companion aside through WebHDFS and rewrites the range
+    from Kafka; then every (topic, partition, offset) is once in the tables (the oracle)."""
+    topic = new_topic(partitions=2)
+    produced = {p: [b"not json" if i % 7 == 0 else payload for i, payload in enumerate(events)]
+                for p, events in events_by_partition(2, 30).items()}
+    produce(topic, produced)
+    root = hdfs.scratch("recover")
+    config_path = write_config(kafka={"topics": topic}, warehouse=hdfs.warehouse(root),
+                               job={"max_records_per_partition": "10", "max_rejected_ratio": "0.5"})
+    config = load_config(config_path)
+    assert run_job(config) == 0
+    fs = hdfs.filesystem()
+    name = f"{topic}+1+{10:020d}+{20:020d}.parquet"
+    [gone] = [p for p in fs.walk_files(f"{root}/{DB}.db/{config.hive.table}") if p.endswith("/" + name)]
+    fs.delete(gone)
+
+    found = run_verify(config, deep=False)
+    assert [(p.kind, p.where) for p in found.problems] == [("gap", f"{topic}[1]"),
+                                                          ("orphan_rejected_file", f"{topic}[1]")], \
+        found.render()
+    said: list[str] = []
+    assert recover(config, dry_run=False, out=said.append) == 0, said
+    assert run_verify(config, deep=False).ok
+    copy = copy_to_local(fs, root, tmp_path / "warehouse-copy")
+    oracle = check_exactly_once(hive_reader(spark), config_path, expected_offsets(topic, {0: 30, 1: 30}), copy)
+    print(f"[hdfs-recover] {oracle.describe()}")
