@@ -57,6 +57,7 @@ class Commits(SessionBound):
                   for i in range(0, len(batch.ranges), RANGES_PER_CHUNK)]
         txn = self.client.transaction()
         self._fence(txn)
+        self._mark_checksummed(txn)
         txn.create(plan, dump({"base": self.offsets.pointer_version(), "range_count": len(batch.ranges),
                                "checksums": checksums(chunks)}))  # checked by every read (etl.state.chunks)
         self._commit_fenced(txn, f"start the plan of batch {batch.batch_id}")
@@ -82,9 +83,10 @@ class Commits(SessionBound):
 
     def read_ranges(self, batch_id: int, range_count: int, remedy: str) -> list:
         """The plan's ranges, each chunk checked against the checksum its plan node records."""
-        chunk, expected = ranges_source(self.client, self.paths, batch_id, remedy)
+        chunk, expected, plan_stat = ranges_source(self.client, self.paths, batch_id, remedy)
         paths = [chunk(batch_id, i) for i in range(-(-range_count // RANGES_PER_CHUNK))]
-        return [r for part in read_chunks(self.client, paths, expected, False, remedy) for r in part]
+        required = plan_stat is not None and self._must_record_checksums(plan_stat)
+        return [r for part in read_chunks(self.client, paths, expected, False, remedy, required) for r in part]
 
     # -- commit ---------------------------------------------------------------------------
     def prepare_commit(self, batch: Batch) -> str:

@@ -25,6 +25,9 @@
                 /table-relocations/<table>  the same for one of a routed job's tables, by its
                                    Hive name; absent until a routed table is compacted
                 /totals            rows, bytes, ... loaded since the first commit (etl.state.totals)
+                /checksummed       the mark that this job's state is checksummed: created with the first
+                                   parent this version wrote with its chunks' checksums; a parent
+                                   written since without them is refused (etl.state.chunks)
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ class ZkPaths:
         self.relocations = f"{self.job}/relocations"
         self.table_relocations = f"{self.job}/table-relocations"  # one child per compacted routed table
         self.totals = f"{self.job}/totals"  # moved by each commit (etl.state.totals)
+        self.checksummed = f"{self.job}/checksummed"  # the state's parents record checksums (etl.state.chunks)
 
     @staticmethod
     def child(parent: str, name: str) -> str:
