@@ -31,6 +31,7 @@ from etl.context.job import JobContext
 from etl.errors import KafkaReadError, KafkaUnavailable
 from etl.hive.registrar import registered_partitions
 from etl.model.compaction import TableKind
+from etl.model.events import MovedAside, Reset
 from etl.ops.compaction_check import check_superseded, switching
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
 from etl.ops.inventory import Inventory
@@ -122,7 +123,10 @@ def _deep(context: JobContext, spark, inventory: Inventory, committed, events, t
     broken = check_readable(fs, inventory)
     if broken:
         return broken  # one broken file fails every read of the table: name them, read no rows
-    altered = check_rewritten(fs, inventory)  # merged files' values: what no count of rows sees
+    moved = {source for event in events for source, _ in (event.moves if isinstance(event, MovedAside) else
+                                                           event.moved_aside if isinstance(event, Reset) else ())}
+    # merged files' values (what no count of rows sees); which must have checksums, ZooKeeper says
+    altered = check_rewritten(fs, inventory, context.store.checksummed_outputs(), moved)
     kafka = context.kafka
     return altered + check_deep(spark, config.hive.database, (*tables, config.hive.rejected_table),
                                 inventory, committed, events, lambda *r: offsets_in_kafka(config, kafka, *r))

@@ -12,6 +12,7 @@ from etl.state.batch_nodes import (drop_batch_remedy, has_record_chunks, merge_m
                                    partition_chunk_count, partition_chunks, record_chunk_count, record_chunks)
 from etl.state.chunks import damaged, decode, read_chunks
 from etl.state.commits import Commits
+from etl.state.compaction_records import CompactionRecords
 from etl.state.marker_chunks import header_with_markers, marker_paths
 from etl.state.records import OperatorRecords
 from etl.state.session import ZkSession
@@ -26,9 +27,10 @@ class ZkBatches(Commits):
     it adds the offsets part's pointer move and the totals to the header's transaction."""
 
     def __init__(self, session: ZkSession, offsets: SnapshotRecords, totals: TotalsRecords,
-                 operator: OperatorRecords):
+                 operator: OperatorRecords, compactions: CompactionRecords):
         super().__init__(session)
         self.offsets, self.totals, self.operator = offsets, totals, operator
+        self.compactions = compactions  # a REPAIR's plan drops the merged files it rewrites from their records
 
     # -- batches --------------------------------------------------------------------------
     def batch_ids(self) -> list[int]:

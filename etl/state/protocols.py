@@ -131,6 +131,8 @@ class CompactionPart(Protocol):
 
     def drop_compaction(self, plan: CompactionPlan, version: int) -> None: ...
 
+    def checksummed_outputs(self) -> dict[int, frozenset[str]]: ...
+
 
 class StateStore(LockPart, BatchPart, OffsetPart, OperatorPart, CompactionPart, Protocol):
     """All five parts: what a command that runs batches holds."""

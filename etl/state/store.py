@@ -43,8 +43,8 @@ class ZkStateStore:
         self.offsets = SnapshotRecords(self.session)
         self.totals = TotalsRecords(self.session)
         self.operator = OperatorRecords(self.session, self.offsets)
-        self.batches = ZkBatches(self.session, self.offsets, self.totals, self.operator)
         self.compactions = CompactionRecords(self.session)
+        self.batches = ZkBatches(self.session, self.offsets, self.totals, self.operator, self.compactions)
         # A job's first run under snapshots moves its offsets there: a no-op once the pointer exists.
         self.session.lock_taken = lambda: migrate_offsets(self.offsets)
 
@@ -218,6 +218,9 @@ class ZkStateStore:
 
     def drop_compaction(self, plan: CompactionPlan, version: int) -> None:
         self.compactions.drop_compaction(plan, version)
+
+    def checksummed_outputs(self) -> dict[int, frozenset[str]]:
+        return self.compactions.checksummed_outputs()
 
 
 def as_parts(store: ZkStateStore) -> StateStore:
