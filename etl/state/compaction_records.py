@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import json
 import zlib
+from typing import Collection
 
 from kazoo.exceptions import NoNodeError
 
 from etl.errors import StateConflict
 from etl.model.compaction import CompactionPlan, CompactionState, Relocations, compaction_of_folder
+from etl.state.chunks import damaged
 from etl.state.session import SessionBound
 from etl.state.znodes import dump
 
@@ -125,17 +127,28 @@ class CompactionRecords(SessionBound):
                        dump({"partition": plan.partition, "table": plan.table.value, "table_name": plan.table_name,
                              "folder": plan.target, "outputs": [o.name for o in plan.outputs]}))
 
-    def checksummed_outputs(self) -> dict[int, frozenset[str]]:
-        """By compaction id, the names of the merged files in its folder that record checksums."""
-        return self._read(self._checksummed_outputs, "read the merged files' records")
+    def checksummed_outputs(self, ids: Collection[int] | None = None) -> dict[int, frozenset[str]]:
+        """By compaction id (every one, or those of `ids` that have one), the names of the merged
+        files in its folder that record checksums."""
+        return self._read(lambda: self._checksummed_outputs(ids), "read the merged files' records")
 
-    def _checksummed_outputs(self) -> dict[int, frozenset[str]]:
-        try:
-            names = self.client.get_children(self.paths.merged)
-        except NoNodeError:
-            return {}
-        reads = {int(name): self.client.get_async(self.paths.child(self.paths.merged, name)) for name in names}
-        return {key: frozenset(json.loads(read.get()[0])["outputs"]) for key, read in sorted(reads.items())}
+    def _checksummed_outputs(self, ids: Collection[int] | None) -> dict[int, frozenset[str]]:
+        if ids is None:
+            try:
+                ids = [int(name) for name in self.client.get_children(self.paths.merged)]
+            except NoNodeError:
+                return {}
+        reads = {key: self.client.get_async(self.paths.merged_record(key)) for key in ids}
+        found = {}
+        for key, read in sorted(reads.items()):
+            try:
+                found[key] = frozenset(str(name) for name in json.loads(read.get()[0])["outputs"])
+            except NoNodeError:
+                continue  # none (an older version's compaction), or replaced meanwhile by a later one
+            except (ValueError, KeyError, TypeError) as exc:  # not JSON, or JSON of another shape
+                raise damaged(self.paths.merged_record(key), f"is not a record of merged files this version wrote "
+                              f"({type(exc).__name__}: {exc})", "Restore it from a ZooKeeper backup") from None
+        return found
 
     def forget_rewritten(self, txn, names: set[str]) -> None:
         """Add to a fenced transaction (a REPAIR batch's plan): `names` taken out of every merged

@@ -11,6 +11,7 @@ read or change these znodes is decided by etl.state.acl ([zookeeper] auth).
 """
 from __future__ import annotations
 
+from typing import Collection
 
 from kazoo.client import KazooClient
 
@@ -219,8 +220,8 @@ class ZkStateStore:
     def drop_compaction(self, plan: CompactionPlan, version: int) -> None:
         self.compactions.drop_compaction(plan, version)
 
-    def checksummed_outputs(self) -> dict[int, frozenset[str]]:
-        return self.compactions.checksummed_outputs()
+    def checksummed_outputs(self, ids: Collection[int] | None = None) -> dict[int, frozenset[str]]:
+        return self.compactions.checksummed_outputs(ids)
 
 
 def as_parts(store: ZkStateStore) -> StateStore:

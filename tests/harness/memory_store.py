@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from typing import Collection
 
 from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchKind, BatchState
@@ -386,8 +387,8 @@ class MemoryStore:
         self._check_compaction_version(plan, version, what)
         del self.state.compactions[plan.compaction_id]
 
-    def checksummed_outputs(self) -> dict[int, frozenset[str]]:
-        return dict(sorted(self.state.merged.items()))
+    def checksummed_outputs(self, ids: Collection[int] | None = None) -> dict[int, frozenset[str]]:
+        return {key: names for key, names in sorted(self.state.merged.items()) if ids is None or key in ids}
 
     def _check_compaction_version(self, plan: CompactionPlan, version: int, what: str) -> None:
         found = self.state.compactions.get(plan.compaction_id)

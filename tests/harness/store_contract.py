@@ -302,6 +302,7 @@ class StoreContract:
         switched(store, replace(compaction(3, old.partition), source=again.target, checksums=True,
                                 outputs=(OutputFile("n.parquet", ("a.parquet",)),)))
         assert store.checksummed_outputs() == {3: frozenset({"n.parquet"})}  # the replaced folder's is gone
+        assert store.checksummed_outputs([2, 3]) == {3: frozenset({"n.parquet"})} == store.checksummed_outputs([3])
 
     def test_a_repair_that_rewrites_a_merged_files_range_takes_it_out_of_its_record(self, stores: Stores):
         """`etl recover` rewrites the range of a merged file moved out by hand: its REPAIR batch's
