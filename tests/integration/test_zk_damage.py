@@ -137,6 +137,9 @@ def test_a_plan_chunk_crafted_with_other_ranges_is_refused_and_chunks_without_ch
     zk.set(chunk, original)
     zk.delete(store.paths.checksummed)  # a job an older version wrote: its root has no mark
     stripped(zk, store.paths.plan(1))
+    store.release_lock()
+    store = open_store()  # a command of this version on that job
+    assert store.acquire_lock() is None
     zk.set(chunk, json.dumps(crafted).encode())  # an old plan's chunk is not checked: it loads as written
     assert store.read_batch(1)[0].ranges[0].end == 1000
     zk.set(chunk, original)
@@ -216,3 +219,12 @@ def test_a_job_root_from_before_the_mark_loads_unchecked_and_is_marked_by_its_fi
     stripped(zk, old.paths.plan(2))
     with pytest.raises(StateDamaged, match=f"node {old.paths.plan(2)} records no checksums"):
         open_store().read_batch(2)
+
+
+def test_a_merged_files_record_holding_garbage_is_named(open_store, zk):
+    """`etl verify --deep` and `etl compact` ask /merged/<id> which merged files must carry checksums."""
+    store = open_store()
+    record = store.paths.merged_record(1)
+    zk.create(record, b"garbage", makepath=True)
+    with pytest.raises(StateDamaged, match=f"node {record} is not a record of merged files this version wrote"):
+        store.checksummed_outputs()
