@@ -111,7 +111,8 @@ class CompactionChooser:
         return CompactionPlan(compaction_id, choice.table, choice.partition, posixpath.relpath(folder, root),
                               compacted_folder(choice.partition, compaction_id), tuple(inputs), outputs,
                               self.clock().isoformat(timespec="seconds"), planned_by,
-                              marker=MARKER_NAME in self.fs.list_dir(folder), table_name=choice.table_name)
+                              marker=MARKER_NAME in self.fs.list_dir(folder), table_name=choice.table_name,
+                              checksums=True)  # merge_files records them in every merged file
 
 
 def _skip(choice: Choice, why: str) -> Choice:

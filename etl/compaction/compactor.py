@@ -29,7 +29,7 @@ from etl.compaction.switch import PartitionSwitch, plan_folder
 from etl.compaction.tables import TableViews
 from etl.config import Config
 from etl.errors import WarehouseError
-from etl.model.compaction import CompactionPlan, CompactionState, partition_of_folder
+from etl.model.compaction import CompactionPlan, CompactionState, compaction_of_folder, partition_of_folder
 from etl.model.naming import is_temp_name, temp_name
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
@@ -93,13 +93,14 @@ class Compactor:
     def _write_outputs(self, plan: CompactionPlan) -> None:
         target = self._folder(plan, plan.target)
         self.fs.makedirs(target)
+        proven = self._proven_inputs(plan)
         for index, output in enumerate(plan.outputs):
             final = posixpath.join(target, output.name)
             if self.fs.exists(final):
                 continue  # published by an earlier attempt
             temp = posixpath.join(target, temp_name(output.name))
             merge_files(self.fs, [self._source(plan, name) for name in output.inputs], temp, plan.ranges_of(output),
-                        self.config.job.row_group_size, str(self.config.job.compression))
+                        self.config.job.row_group_size, str(self.config.job.compression), proven)
             publish(self.fs, temp, final)
             faults.checkpoint(f"compact:merged:{index}")
         if plan.marker:
@@ -112,6 +113,13 @@ class Compactor:
         if absent:
             raise WarehouseError(f"compaction {plan.compaction_id}: {absent[0]} is not in {target} after it was "
                                  f"published; the next run writes it again")
+
+    def _proven_inputs(self, plan: CompactionPlan) -> set[str]:
+        """The inputs an earlier compaction merged with checksums, as its record in ZooKeeper says
+        (never as their own footers say: a file rewritten without the key would pass unchecked)."""
+        replaced = compaction_of_folder(plan.source)
+        names = set() if replaced is None else self.store.checksummed_outputs([replaced]).get(replaced, frozenset())
+        return {self._source(plan, name) for name in names}
 
     def _copy_marker(self, plan: CompactionPlan, target: str) -> None:
         final = posixpath.join(target, MARKER_NAME)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Collection
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -58,12 +59,13 @@ def _ranges(footer: dict) -> list[tuple[int, int]] | None:
 
 
 def merge_files(fs: WarehouseFileSystem, sources: list[str], target: str, ranges: list[tuple[int, int]],
-                row_group_size: int, compression: str) -> int:
+                row_group_size: int, compression: str, proven: Collection[str] = ()) -> int:
     """Write the rows of `sources`, in order, into `target` (a temp name); return its rows.
     Its row count and every column's checksum are checked against the inputs' before the caller
-    publishes it: MergeAltered (and `target` deleted) if any differs."""
+    publishes it: MergeAltered (and `target` deleted) if any differs. `proven`: the sources that
+    must record checksums, as their own compaction's record in ZooKeeper says."""
     schema = _merged_schema(fs, sources)
-    expected = inputs_checksums(fs, sources, schema)
+    expected = inputs_checksums(fs, sources, schema, proven)
     sink = ParquetSink(fs, target, schema, row_group_size, compression)
     rows, counters = 0, {}
     try:
@@ -88,14 +90,19 @@ def merge_files(fs: WarehouseFileSystem, sources: list[str], target: str, ranges
     return rows
 
 
-def inputs_checksums(fs: WarehouseFileSystem, sources: list[str], schema: pa.Schema) -> Checksums:
+def inputs_checksums(fs: WarehouseFileSystem, sources: list[str], schema: pa.Schema,
+                     proven: Collection[str] = ()) -> Checksums:
     """The checksums the merged file must have: the inputs' columns, in order, read apart from
     the merge. An input that records checksums of its own (merged before) must still match them:
-    a changed file is refused, not merged and so vouched for."""
+    a changed file is refused, not merged and so vouched for; so is one of `proven` that records
+    none (rewritten without its footer's key)."""
     merged = TableDigest(schema)
     for source in sources:
         with fs.open_read(source) as handle:
             own = recorded(pq.ParquetFile(handle).metadata.metadata or {})
+        if own is None and source in proven:
+            raise MergeAltered(f"{source} has no `etl.checksums` in its footer, yet its compaction's record in "
+                               f"ZooKeeper says its merge recorded them: it was rewritten since: {_ALTERED_ACTION}")
         alone = TableDigest(schema)
         digest_file(fs, source, [merged] if own is None else [merged, alone])
         altered = [] if own is None else own.differing(alone.result())

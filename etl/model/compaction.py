@@ -41,6 +41,16 @@ def compacted_folder(partition: str, compaction_id: int) -> str:
     return f"{COMPACTED_FOLDER}/{partition}/c{compaction_id:010d}"
 
 
+def compaction_of_folder(folder: str) -> int | None:
+    """The id of the compaction that made a compacted folder (or a path in one: its folder is
+    taken), or None if it is not one."""
+    name = posixpath.basename(folder)
+    parts = folder.split("/")
+    if COMPACTED_FOLDER not in parts[:-1] or len(name) != 11 or name[0] != "c" or not name[1:].isdigit():
+        return None
+    return int(name[1:])
+
+
 def partition_of_folder(folder: str) -> str | None:
     """The partition path a compacted folder holds, or None if `folder` is not one."""
     if not folder.startswith(COMPACTED_FOLDER + "/"):
@@ -103,6 +113,9 @@ class CompactionPlan:
     # table, which every route shares. Its JSON key is written only when set, so a one-table job's
     # plans are byte for byte what they were before routes could be compacted.
     table_name: str | None = None
+    # Its merged files record their checksums (`etl.checksums`, etl.sink.checksums): every plan this
+    # version makes. A record without the key is an older version's, whose files may have none.
+    checksums: bool = False
 
     @property
     def label(self) -> str:
@@ -139,7 +152,8 @@ class CompactionPlan:
                 "source": self.source, "target": self.target, "inputs": [f.to_json() for f in self.inputs],
                 "outputs": [f.to_json() for f in self.outputs], "planned_at": self.planned_at,
                 "planned_by": self.planned_by, "state": self.state.value, "switched_at": self.switched_at,
-                "marker": self.marker, **({"table_name": self.table_name} if self.table_name else {})}
+                "marker": self.marker, **({"table_name": self.table_name} if self.table_name else {}),
+                **({"checksums": True} if self.checksums else {})}
 
     @classmethod
     def from_json(cls, raw: dict) -> "CompactionPlan":
@@ -147,7 +161,7 @@ class CompactionPlan:
                    tuple(InputFile.from_json(f) for f in raw["inputs"]),
                    tuple(OutputFile.from_json(f) for f in raw["outputs"]), raw["planned_at"], raw["planned_by"],
                    CompactionState(raw["state"]), raw.get("switched_at"), bool(raw.get("marker")),
-                   raw.get("table_name"))
+                   raw.get("table_name"), raw.get("checksums") is True)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from etl.context.job import JobContext
 from etl.errors import KafkaReadError, KafkaUnavailable
 from etl.hive.registrar import registered_partitions, table_exists
 from etl.model.compaction import TableKind
+from etl.model.events import MovedAside, Reset
 from etl.ops.compaction_check import check_superseded, switching
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
 from etl.ops.inventory import Inventory
@@ -130,7 +131,10 @@ def _deep(context: JobContext, spark, inventory: Inventory, committed, events,
     broken = check_readable(fs, inventory)
     if broken:
         return broken, []  # one broken file fails every read of the table: name them, read no rows
-    altered = check_rewritten(fs, inventory)  # merged files' values: what no count of rows sees
+    moved = {source for event in events for source, _ in (event.moves if isinstance(event, MovedAside) else
+                                                           event.moved_aside if isinstance(event, Reset) else ())}
+    # merged files' values (what no count of rows sees); which must have checksums, ZooKeeper says
+    altered = check_rewritten(fs, inventory, context.store.checksummed_outputs(), moved)
     kafka, database, rejected = context.kafka, config.hive.database, config.hive.rejected_table
     found = tables_to_read(database, (*inventories, rejected), lambda table: table_exists(spark, database, table),
                            lambda table: bool(inventories[table].files if table in inventories else inventory.rejected))

@@ -6,21 +6,24 @@ Kafka too (compaction, transaction markers). Files whose Parquet footer cannot b
 named first: a single one makes every query of the table fail, so the rows are not read then.
 Every file a merge rewrote (etl.compaction.merge) is read whole and its values compared with the
 checksums its merge recorded from its inputs (etl.sink.checksums): a count cannot see a changed
-value, such as a date a merge read wrongly or a file edited by hand.
+value, such as a date a merge read wrongly or a file edited by hand. Which files must carry
+checksums, ZooKeeper's record of their compaction says, not the file.
 """
 from __future__ import annotations
 
 import functools
+import posixpath
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Collection, Mapping
 
 import pyarrow.parquet as pq
 
 from etl.hive.sql import quote_identifier, quote_literal
+from etl.model.compaction import compaction_of_folder
 from etl.model.events import Event
 from etl.ops.coverage import MAX_LISTED, PartitionWalk, Problem, walk_partitions
 from etl.ops.inventory import Inventory
-from etl.sink.checksums import file_checksums, open_exact, recorded
+from etl.sink.checksums import Checksums, file_checksums, open_exact, recorded
 from etl.sink.fs import WarehouseFileSystem
 from etl.state.znodes import CommittedOffset
 
@@ -44,28 +47,50 @@ def unreadable_files(fs: WarehouseFileSystem, inventory: Inventory) -> list[tupl
     return found
 
 
-def check_rewritten(fs: WarehouseFileSystem, inventory: Inventory) -> list[Problem]:
+def check_rewritten(fs: WarehouseFileSystem, inventory: Inventory, merged: Mapping[int, frozenset[str]],
+                    moved: Collection[str]) -> list[Problem]:
     """Every merged file, main or rejected, holds the values its merge recorded, column by column.
-    Files merged before merges recorded checksums have none to compare with and are skipped."""
+    Which files must record checksums is their compaction's record's to say (`merged`: by
+    compaction id, the names of its merged files that do, etl.state.compaction_records), never the
+    file's own footer: one of them without `etl.checksums` is named. `moved`: paths `etl recover`
+    or `etl reset-offsets` moved out of the table (their events): a file there since is a batch's.
+    Batch files, and files merged before merges recorded checksums (no record), are skipped."""
     problems = []
     for path in inventory.paths:
         with fs.open_read(path) as handle:
             parquet = open_exact(handle)
             expected, schema = recorded(parquet.metadata.metadata or {}), parquet.schema_arrow
         if expected is None:
-            continue
-        found = file_checksums(fs, path, schema)
-        altered = expected.differing(found)
-        if altered or found.rows != expected.rows:
-            shown = ", ".join(f"'{name}'" for name in altered) or "none"
-            problems.append(Problem("altered_file", path, f"holds other values than the merge that wrote it recorded "
-                                    f"from its inputs (column {shown}; {found.rows} rows, recorded "
-                                    f"{expected.rows}): it was changed after it was written",
-                                    "move the file out of the warehouse and run `etl recover`, which rewrites its "
-                                    "ranges from Kafka while Kafka still holds them"))
-            if len(problems) >= MAX_LISTED:
-                break
+            problems += _unproven(path, merged, moved)
+        else:
+            problems += _altered(fs, path, schema, expected)
+        if len(problems) >= MAX_LISTED:
+            break
     return problems
+
+
+def _unproven(path: str, merged: Mapping[int, frozenset[str]], moved: Collection[str]) -> list[Problem]:
+    compaction = compaction_of_folder(posixpath.dirname(path))
+    if compaction is None or posixpath.basename(path) not in merged.get(compaction, ()) or path in moved:
+        return []
+    return [Problem("altered_file", path, f"has no `etl.checksums` in its footer, yet compaction {compaction}'s record "
+                    f"in ZooKeeper says its merge recorded them: it was rewritten after its merge, and its values "
+                    f"cannot be proven", _ALTERED_ACTION)]
+
+
+def _altered(fs: WarehouseFileSystem, path: str, schema, expected: Checksums) -> list[Problem]:
+    found = file_checksums(fs, path, schema)
+    altered = expected.differing(found)
+    if not altered and found.rows == expected.rows:
+        return []
+    shown = ", ".join(f"'{name}'" for name in altered) or "none"
+    return [Problem("altered_file", path, f"holds other values than the merge that wrote it recorded from its inputs "
+                    f"(column {shown}; {found.rows} rows, recorded {expected.rows}): it was changed after it was "
+                    f"written", _ALTERED_ACTION)]
+
+
+_ALTERED_ACTION = ("move the file out of the warehouse and run `etl recover`, which rewrites its ranges from Kafka "
+                   "while Kafka still holds them")
 
 
 _CORRUPT_ACTION = ("run `etl recover`: it moves the file out of the table (kept under the warehouse's "

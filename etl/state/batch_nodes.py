@@ -106,14 +106,15 @@ def partition_chunk_count(header: dict) -> int:
 
 
 def ranges_source(client, paths, batch_id: int, remedy: str) -> tuple:
-    """Where a batch's ranges are (a function of batch id and index) and their checksums (None:
-    a plan from before checksums, or a batch planned before plan nodes, whose chunks are its own)."""
+    """Where a batch's ranges are (a function of batch id and index), their checksums (None: a
+    plan from before checksums, or a batch planned before plan nodes, whose chunks are its own)
+    and the plan node's stat (None without one)."""
     try:
-        data, _ = client.get(paths.plan(batch_id))
+        data, stat = client.get(paths.plan(batch_id))
     except NoNodeError:
-        return paths.chunk, None
+        return paths.chunk, None, None
     plan = decode(paths.plan(batch_id), data, None, False, remedy)
-    return paths.plan_chunk, plan.get("checksums") if isinstance(plan, dict) else None
+    return paths.plan_chunk, plan.get("checksums") if isinstance(plan, dict) else None, stat
 
 
 def drop_batch_remedy(paths, batch_id: int, state: str | None) -> str:

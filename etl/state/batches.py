@@ -12,6 +12,7 @@ from etl.state.batch_nodes import (drop_batch_remedy, has_record_chunks, merge_m
                                    partition_chunk_count, partition_chunks, record_chunk_count, record_chunks)
 from etl.state.chunks import damaged, decode, read_chunks
 from etl.state.commits import Commits
+from etl.state.compaction_records import CompactionRecords
 from etl.state.marker_chunks import header_with_markers, marker_paths
 from etl.state.records import OperatorRecords
 from etl.state.session import ZkSession
@@ -26,9 +27,10 @@ class ZkBatches(Commits):
     it adds the offsets part's pointer move and the totals to the header's transaction."""
 
     def __init__(self, session: ZkSession, offsets: SnapshotRecords, totals: TotalsRecords,
-                 operator: OperatorRecords):
+                 operator: OperatorRecords, compactions: CompactionRecords):
         super().__init__(session)
         self.offsets, self.totals, self.operator = offsets, totals, operator
+        self.compactions = compactions  # a REPAIR's plan drops the merged files it rewrites from their records
 
     # -- batches --------------------------------------------------------------------------
     def batch_ids(self) -> list[int]:
@@ -57,12 +59,14 @@ class ZkBatches(Commits):
             sums = header.get("checksums", {})
             ranges = self.read_ranges(batch_id, header["range_count"], remedy)
             records = [self.paths.record_chunk(batch_id, i) for i in range(record_chunk_count(header))]
-            header = merge_records(header, read_chunks(self.client, records, sums.get("records"), True, remedy))
+            required = self._must_record_checksums(stat)  # written since the mark: its chunks must be checked
+            header = merge_records(header, read_chunks(self.client, records, sums.get("records"), True, remedy,
+                                                       required))
             partitions = None
             if "partition_count" in header:
                 touched = [self.paths.touched(batch_id, i) for i in range(partition_chunk_count(header))]
-                partitions = [p for part in read_chunks(self.client, touched, sums.get("partitions"), False, remedy)
-                              for p in part]
+                partitions = [p for part in read_chunks(self.client, touched, sums.get("partitions"), False, remedy,
+                                                        required) for p in part]
             markers, sums = marker_paths(self.paths, batch_id, header)
             header = merge_markers(header, read_chunks(self.client, markers, sums, True, remedy))
             return Batch.from_json(header, ranges, partitions), stat.version
@@ -80,6 +84,7 @@ class ZkBatches(Commits):
             self._write_beside("partitions", self.paths.touched, partition_chunks(moved), batch.batch_id)
         txn = self.client.transaction()
         self._fence(txn)
+        self._mark_checksummed(txn)
         txn.set_data(node, header_with_markers(self, moved), version=version)
         results = self._commit_fenced(txn, f"move batch {batch.batch_id} to {to.value}")
         return moved, results[-1].version
@@ -116,6 +121,7 @@ class ZkBatches(Commits):
         self.store_records(batch, amended)
         txn = self.client.transaction()
         self._fence(txn)
+        self._mark_checksummed(txn)
         txn.set_data(self.paths.batch(batch.batch_id), header_with_markers(self, amended), version=version)
         results = self._commit_fenced(txn, f"update batch {batch.batch_id}")
         return amended, results[-1].version

@@ -8,8 +8,10 @@ and what to do, instead of a traceback or, worse, loading silently.
 
 Backward compatibility: a parent written before checksums has no `checksums` list; its chunks
 load unchecked, as they did (they are still decoded with care: garbage is named, not a
-traceback). The parent is written once per state change and never by a version that drops the
-list, so a chunk of a checked parent is always checked.
+traceback). The first parent this version writes marks the job's root (`<job>/checksummed`,
+etl.state.session) in the same transaction; a parent without the list written (created or last
+set) at or after the mark's zxid is refused, so removing a parent's list does not turn its chunks
+into unchecked ones: the edit itself is a write after the mark.
 """
 from __future__ import annotations
 
@@ -34,9 +36,15 @@ def checksums(chunks: list[bytes]) -> list[str]:
     return [checksum(chunk) for chunk in chunks]
 
 
-def read_chunks(client, paths: list[str], expected: list[str] | None, compressed: bool, remedy: str) -> list:
+def read_chunks(client, paths: list[str], expected: list[str] | None, compressed: bool, remedy: str,
+                required: bool = False) -> list:
     """The decoded JSON of each chunk, read together; each checked against `expected` (None: a
-    parent from before checksums). Any damage raises StateDamaged naming the node and `remedy`."""
+    parent from before checksums, refused when `required`: it was written since the job's root was
+    marked checksummed). Any damage raises StateDamaged naming the node and `remedy`."""
+    if expected is None and required and paths:
+        raise damaged(paths[0].rsplit("/", 1)[0], "records no checksums of its chunks, yet it was written after "
+                      "the job's root was marked as holding checksummed state (its `checksums` were removed by hand), "
+                      "so its chunks cannot be trusted", remedy)
     if expected is not None and len(expected) != len(paths):
         raise damaged(paths[0].rsplit("/", 1)[0], f"records {len(expected)} chunk checksums for {len(paths)} "
                       f"chunks", remedy)

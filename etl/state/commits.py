@@ -23,8 +23,10 @@ from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, utc_now_iso
 from etl.model.events import Skipped
 from etl.model.identity import RecordFingerprint
+from etl.model.naming import final_name
 from etl.state.batch_nodes import ranges_source
 from etl.state.chunks import checksums, read_chunks
+from etl.state.compaction_records import CompactionRecords
 from etl.state.marker_chunks import header_with_markers
 from etl.state.records import OperatorRecords
 from etl.state.session import SessionBound
@@ -43,6 +45,7 @@ class Commits(SessionBound):
     offsets: SnapshotRecords
     totals: TotalsRecords
     operator: OperatorRecords
+    compactions: CompactionRecords
 
     # -- plans ----------------------------------------------------------------------------
     def write_plan(self, batch: Batch) -> int:
@@ -57,6 +60,7 @@ class Commits(SessionBound):
                   for i in range(0, len(batch.ranges), RANGES_PER_CHUNK)]
         txn = self.client.transaction()
         self._fence(txn)
+        self._mark_checksummed(txn)
         txn.create(plan, dump({"base": self.offsets.pointer_version(), "range_count": len(batch.ranges),
                                "checksums": checksums(chunks)}))  # checked by every read (etl.state.chunks)
         self._commit_fenced(txn, f"start the plan of batch {batch.batch_id}")
@@ -68,6 +72,9 @@ class Commits(SessionBound):
         txn.create(self.paths.batch(batch.batch_id), header_with_markers(self, batch))
         for skipped in batch.skipped:
             self.operator.add_event(txn, Skipped.of(batch.batch_id, batch.planned_at, skipped))
+        if batch.kind is BatchKind.REPAIR:
+            self.compactions.forget_rewritten(txn, {final_name(r.topic, r.partition, r.start, r.end)
+                                                    for r in batch.ranges})
         self._commit_fenced(txn, f"store the plan of batch {batch.batch_id}")
         return 0  # a new znode's version
 
@@ -82,9 +89,10 @@ class Commits(SessionBound):
 
     def read_ranges(self, batch_id: int, range_count: int, remedy: str) -> list:
         """The plan's ranges, each chunk checked against the checksum its plan node records."""
-        chunk, expected = ranges_source(self.client, self.paths, batch_id, remedy)
+        chunk, expected, plan_stat = ranges_source(self.client, self.paths, batch_id, remedy)
         paths = [chunk(batch_id, i) for i in range(-(-range_count // RANGES_PER_CHUNK))]
-        return [r for part in read_chunks(self.client, paths, expected, False, remedy) for r in part]
+        required = plan_stat is not None and self._must_record_checksums(plan_stat)
+        return [r for part in read_chunks(self.client, paths, expected, False, remedy, required) for r in part]
 
     # -- commit ---------------------------------------------------------------------------
     def prepare_commit(self, batch: Batch) -> str:

@@ -12,16 +12,24 @@ A routed job's tables each have their own znode, `/table-relocations/<table>` (z
 one-table job's `/relocations` (about 71 KB a table-year), far below ZooKeeper's 1 MB a znode,
 and a switch rewrites its own table's only. `/relocations` keeps a one-table job's table and the
 job's rejected table, which every route shares; a one-table job never creates the other.
+
+A plan outlives its compaction only as `/merged/<id>`: the names of its merged files, when its
+record says they carry checksums (CompactionPlan.checksums). It is created by the SWITCHED
+transaction, which deletes the one of the folder it replaces, so there is one per compacted
+partition. `etl verify --deep` asks it which files must hold `etl.checksums`: the file being
+checked cannot say so itself, since a file rewritten without the key would then pass unchecked.
 """
 from __future__ import annotations
 
 import json
 import zlib
+from typing import Collection
 
 from kazoo.exceptions import NoNodeError
 
 from etl.errors import StateConflict
-from etl.model.compaction import CompactionPlan, CompactionState, Relocations
+from etl.model.compaction import CompactionPlan, CompactionState, Relocations, compaction_of_folder
+from etl.state.chunks import damaged
 from etl.state.session import SessionBound
 from etl.state.znodes import dump
 
@@ -101,9 +109,58 @@ class CompactionRecords(SessionBound):
         self._fence(txn)
         if to is CompactionState.SWITCHED:
             self._relocate(txn, moved)
+            self._record_merged(txn, moved)
         txn.set_data(self.paths.compaction(plan.compaction_id), dump(moved.to_json()), version=version)
         results = self._commit_fenced(txn, f"move compaction {plan.compaction_id} to {to.value}")
         return moved, results[-1].version
+
+    def _record_merged(self, txn, plan: CompactionPlan) -> None:
+        """Add to the SWITCHED transaction: the plan's merged files, if they carry checksums, and
+        the deletion of the record of the folder it replaces (no longer read by any query)."""
+        replaced = compaction_of_folder(plan.source)
+        if replaced is not None and self._read(lambda: self.client.exists(self.paths.merged_record(replaced)),
+                                               "look for the replaced folder's merged files") is not None:
+            txn.delete(self.paths.merged_record(replaced))
+        if plan.checksums:
+            self._read(lambda: self.client.ensure_path(self.paths.merged), "create the merged files' node")
+            txn.create(self.paths.merged_record(plan.compaction_id),
+                       dump({"partition": plan.partition, "table": plan.table.value, "table_name": plan.table_name,
+                             "folder": plan.target, "outputs": [o.name for o in plan.outputs]}))
+
+    def checksummed_outputs(self, ids: Collection[int] | None = None) -> dict[int, frozenset[str]]:
+        """By compaction id (every one, or those of `ids` that have one), the names of the merged
+        files in its folder that record checksums."""
+        return self._read(lambda: self._checksummed_outputs(ids), "read the merged files' records")
+
+    def _checksummed_outputs(self, ids: Collection[int] | None) -> dict[int, frozenset[str]]:
+        if ids is None:
+            try:
+                ids = [int(name) for name in self.client.get_children(self.paths.merged)]
+            except NoNodeError:
+                return {}
+        reads = {key: self.client.get_async(self.paths.merged_record(key)) for key in ids}
+        found = {}
+        for key, read in sorted(reads.items()):
+            try:
+                found[key] = frozenset(str(name) for name in json.loads(read.get()[0])["outputs"])
+            except NoNodeError:
+                continue  # none (an older version's compaction), or replaced meanwhile by a later one
+            except (ValueError, KeyError, TypeError) as exc:  # not JSON, or JSON of another shape
+                raise damaged(self.paths.merged_record(key), f"is not a record of merged files this version wrote "
+                              f"({type(exc).__name__}: {exc})", "Restore it from a ZooKeeper backup") from None
+        return found
+
+    def forget_rewritten(self, txn, names: set[str]) -> None:
+        """Add to a fenced transaction (a REPAIR batch's plan): `names` taken out of every merged
+        files' record that lists them. A REPAIR writes a range no file holds, so a merged file of
+        that name is gone (moved out by hand): the batch file taking its name has no checksums."""
+        for key, outputs in self.checksummed_outputs().items():
+            if outputs & names:
+                data, stat = self._read(lambda k=key: self.client.get(self.paths.merged_record(k)),
+                                        f"read compaction {key}'s merged files")
+                record = json.loads(data)
+                record["outputs"] = [name for name in record["outputs"] if name not in names]
+                txn.set_data(self.paths.merged_record(key), dump(record), version=stat.version)
 
     def _relocate(self, txn, plan: CompactionPlan) -> None:
         if plan.table_name is not None:

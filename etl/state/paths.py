@@ -22,9 +22,14 @@
                 /compactions       the last compaction id; its children: compactions under way
                 /relocations       where compacted partitions' files are now (etl.model.compaction):
                                    a one-table job's table and the job's rejected table
+                /merged/<id>       a switched compaction's merged files that record checksums: kept while
+                                   its folder is the partition's current one (etl.state.compaction_records)
                 /table-relocations/<table>  the same for one of a routed job's tables, by its
                                    Hive name; absent until a routed table is compacted
                 /totals            rows, bytes, ... loaded since the first commit (etl.state.totals)
+                /checksummed       the mark that this job's state is checksummed: created with the first
+                                   parent this version wrote with its chunks' checksums; a parent
+                                   written since without them is refused (etl.state.chunks)
 """
 from __future__ import annotations
 
@@ -48,8 +53,10 @@ class ZkPaths:
         self.pending_reset = f"{self.job}/pending-reset"  # a reset with files to move (etl.ops.reset)
         self.compactions = f"{self.job}/compactions"
         self.relocations = f"{self.job}/relocations"
+        self.merged = f"{self.job}/merged"  # the merged files of switched compactions that carry checksums
         self.table_relocations = f"{self.job}/table-relocations"  # one child per compacted routed table
         self.totals = f"{self.job}/totals"  # moved by each commit (etl.state.totals)
+        self.checksummed = f"{self.job}/checksummed"  # the state's parents record checksums (etl.state.chunks)
 
     @staticmethod
     def child(parent: str, name: str) -> str:
@@ -96,6 +103,9 @@ class ZkPaths:
 
     def compaction(self, compaction_id: int) -> str:
         return f"{self.compactions}/{compaction_id:010d}"
+
+    def merged_record(self, compaction_id: int) -> str:
+        return f"{self.merged}/{compaction_id:010d}"
 
     def table_relocation(self, table: str) -> str:
         """A routed table's relocations: Hive names (`[a-z0-9_]`, etl.config.routes) are safe znode names."""

@@ -27,7 +27,7 @@ its lock fails the fence, and nothing of the multi is applied.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Collection, Protocol
 
 from etl.model.batch import Batch, BatchState
 from etl.model.route_binding import JobBinding
@@ -130,6 +130,8 @@ class CompactionPart(Protocol):
                            **changes) -> tuple[CompactionPlan, int]: ...
 
     def drop_compaction(self, plan: CompactionPlan, version: int) -> None: ...
+
+    def checksummed_outputs(self, ids: Collection[int] | None = None) -> dict[int, frozenset[str]]: ...
 
 
 class StateStore(LockPart, BatchPart, OffsetPart, OperatorPart, CompactionPart, Protocol):

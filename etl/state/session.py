@@ -57,6 +57,7 @@ class ZkSession:
                                   **zk_acl.client_options(config))
         self.me = this_run()
         self._owner_version: int | None = None
+        self._checksummed_since: int | None = None  # the mark's zxid, once seen (it is never removed)
         self._session_lost = threading.Event()
         # Run each time this session takes the lock, before anything else is read under it: the
         # store moves a job's offsets from the layout before snapshots there (etl.state.migration).
@@ -219,6 +220,28 @@ class ZkSession:
         txn.delete(path)
         self._commit_fenced(txn, what)
 
+    # -- the mark that the job's state is checksummed (etl.state.chunks) -------------------
+    def mark_checksummed(self, txn) -> None:
+        """Add the job root's mark to a fenced transaction that writes a parent recording its
+        chunks' checksums, unless the job has it: the mark goes with that write or not at all."""
+        if self.checksummed_since() is None:
+            txn.create(self.paths.checksummed, dump({"why": "every parent of chunks written from here on records "
+                                                            "their checksums (etl.state.chunks)"}))
+
+    def checksummed_since(self) -> int | None:
+        """The zxid of the transaction that marked the job; None for a job no version with
+        checksums has written to yet."""
+        if self._checksummed_since is None:
+            stat = self._read(lambda: self.client.exists(self.paths.checksummed), "look for the checksums mark")
+            self._checksummed_since = None if stat is None else stat.czxid
+        return self._checksummed_since
+
+    def must_record_checksums(self, parent_stat) -> bool:
+        """Whether a parent of chunks must record their checksums: it was written (created or
+        last set) at or after the mark. One written before it may be an older version's."""
+        since = self.checksummed_since()
+        return since is not None and parent_stat.mzxid >= since
+
 
 class SessionBound:
     """A part of the job's state: its reads and fenced writes go through the run's session."""
@@ -242,6 +265,12 @@ class SessionBound:
 
     def _commit_fenced(self, txn, what: str) -> list:
         return self.session._commit_fenced(txn, what)
+
+    def _mark_checksummed(self, txn) -> None:
+        self.session.mark_checksummed(txn)
+
+    def _must_record_checksums(self, parent_stat) -> bool:
+        return self.session.must_record_checksums(parent_stat)
 
     def create_fenced(self, nodes: list[tuple[str, bytes]], what: str) -> None:
         self.session.create_fenced(nodes, what)

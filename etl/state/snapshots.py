@@ -82,9 +82,11 @@ class SnapshotRecords(SessionBound):
             raise damaged(self.paths.committed, "does not name a snapshot", self._pointer_gone()) from None
         node, remedy = self.paths.snapshot(name), _snapshot_remedy(self.paths.snapshot(name))
         try:
-            meta = decode(node, self.client.get(node)[0], None, False, remedy)
+            data, node_stat = self.client.get(node)
+            meta = decode(node, data, None, False, remedy)
             paths = [self.paths.snapshot_chunk(name, i) for i in range(meta["chunks"])]
-            chunks = read_chunks(self.client, paths, meta.get("checksums"), True, remedy)
+            chunks = read_chunks(self.client, paths, meta.get("checksums"), True, remedy,
+                                 self._must_record_checksums(node_stat))
             offsets = {}
             for path, chunk in zip(paths, chunks):
                 offsets.update(_decoded(path, chunk, stat.version, remedy))
@@ -150,6 +152,7 @@ class SnapshotRecords(SessionBound):
         self._read(lambda: self.client.ensure_path(self.paths.snapshots), "create the snapshots node")
         txn = self.client.transaction()
         self._fence(txn)
+        self._mark_checksummed(txn)
         txn.create(self.paths.snapshot("s-"), dump(meta), sequence=True)
         name = self._commit_fenced(txn, f"start a snapshot ({why})")[-1].rsplit("/", 1)[1]
         self.create_fenced([(self.paths.snapshot_chunk(name, i), c) for i, c in enumerate(chunks)],

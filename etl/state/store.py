@@ -11,6 +11,7 @@ read or change these znodes is decided by etl.state.acl ([zookeeper] auth).
 """
 from __future__ import annotations
 
+from typing import Collection
 
 from kazoo.client import KazooClient
 
@@ -43,8 +44,8 @@ class ZkStateStore:
         self.offsets = SnapshotRecords(self.session)
         self.totals = TotalsRecords(self.session)
         self.operator = OperatorRecords(self.session, self.offsets)
-        self.batches = ZkBatches(self.session, self.offsets, self.totals, self.operator)
         self.compactions = CompactionRecords(self.session)
+        self.batches = ZkBatches(self.session, self.offsets, self.totals, self.operator, self.compactions)
         # A job's first run under snapshots moves its offsets there: a no-op once the pointer exists.
         self.session.lock_taken = lambda: migrate_offsets(self.offsets)
 
@@ -218,6 +219,9 @@ class ZkStateStore:
 
     def drop_compaction(self, plan: CompactionPlan, version: int) -> None:
         self.compactions.drop_compaction(plan, version)
+
+    def checksummed_outputs(self, ids: Collection[int] | None = None) -> dict[int, frozenset[str]]:
+        return self.compactions.checksummed_outputs(ids)
 
 
 def as_parts(store: ZkStateStore) -> StateStore:

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from typing import Collection
 
 from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchKind, BatchState
 from etl.model.route_binding import JobBinding, binding_from_json
-from etl.model.compaction import CompactionPlan, CompactionState, Relocations
+from etl.model.compaction import CompactionPlan, CompactionState, Relocations, compaction_of_folder
 from etl.model.events import Bind, Event, PendingReset, Reset, Skipped
 from etl.model.events import from_json as parse_event, to_json as event_json
+from etl.model.naming import final_name
 from etl.state.commits import commit_conflict, offsets_after
 from etl.state.protocols import StateStore
 from etl.state.records import offsets_after_reset, origins_at_offsets
@@ -67,6 +69,7 @@ class MemoryState:
     compactions: dict[int, tuple[str, int]] = field(default_factory=dict)
     last_compaction_id: int = 0
     relocations: tuple[Relocations, int] | None = None  # main and rejected; `tables` always empty here
+    merged: dict[int, frozenset[str]] = field(default_factory=dict)  # a switched compaction's checksummed files
     table_relocations: dict[str, tuple[dict[str, str], int]] = field(default_factory=dict)  # a routed table's
     totals: tuple[LoadTotals, int] | None = None
 
@@ -160,6 +163,9 @@ class MemoryStore:
         self.state.batches[batch.batch_id] = (_batch_json(batch), 0)
         for skipped in batch.skipped:
             self.state.events.append(json.dumps(event_json(Skipped.of(batch.batch_id, batch.planned_at, skipped))))
+        if batch.kind is BatchKind.REPAIR:  # its files take the names of merged files gone from the table
+            gone = {final_name(r.topic, r.partition, r.start, r.end) for r in batch.ranges}
+            self.state.merged = {key: names - gone for key, names in self.state.merged.items()}
         return 0
 
     def batch_ids(self) -> list[int]:
@@ -368,6 +374,10 @@ class MemoryStore:
         elif to is CompactionState.SWITCHED:
             current, at = (Relocations(), -1) if self.state.relocations is None else self.state.relocations
             self.state.relocations = (current.moved(moved.table, moved.partition, moved.target), at + 1)
+        if to is CompactionState.SWITCHED:
+            self.state.merged.pop(compaction_of_folder(moved.source) or 0, None)  # the folder it replaces
+            if moved.checksums:
+                self.state.merged[moved.compaction_id] = frozenset(o.name for o in moved.outputs)
         self.state.compactions[plan.compaction_id] = (json.dumps(moved.to_json()), version + 1)
         return moved, version + 1
 
@@ -376,6 +386,9 @@ class MemoryStore:
         self._fence(what)
         self._check_compaction_version(plan, version, what)
         del self.state.compactions[plan.compaction_id]
+
+    def checksummed_outputs(self, ids: Collection[int] | None = None) -> dict[int, frozenset[str]]:
+        return {key: names for key, names in sorted(self.state.merged.items()) if ids is None or key in ids}
 
     def _check_compaction_version(self, plan: CompactionPlan, version: int, what: str) -> None:
         found = self.state.compactions.get(plan.compaction_id)

@@ -8,7 +8,9 @@ tests/integration/test_store_contract_zookeeper.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -18,9 +20,12 @@ from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, SkippedRa
 from etl.model.binding import Target
 from etl.model.compaction import CompactionPlan, CompactionState, InputFile, OutputFile, Relocations, TableKind
 from etl.model.events import AcceptedLoss, Bind, OffsetChange, PendingReset, Reset
+from etl.model.naming import final_name
 from etl.state.protocols import StateStore
 
 AT = "2026-01-01T00:00:00+00:00"
+# A compaction's record as versions before merged files' checksums were known to ZooKeeper wrote it.
+OLD_RECORD = Path(__file__).resolve().parents[1] / "fixtures" / "compaction_record_before_checksums.json"
 
 
 @dataclass(frozen=True)
@@ -279,6 +284,37 @@ class StoreContract:
             store.drop_compaction(switched, version - 1)
         store.drop_compaction(switched, version)
         assert store.open_compactions() == [] and store.next_compaction_id() == 2
+
+    def test_a_switch_records_which_merged_files_carry_checksums_while_their_folder_is_current(self, stores: Stores):
+        """What `etl verify --deep` asks, after the plan is gone: a file that must record checksums
+        is known from ZooKeeper, not from its own footer. An older version's record (no
+        `checksums` key: the stored fixture) leaves none, so its files are checked as before."""
+        store = stores.open()
+        store.acquire_lock()
+        old = CompactionPlan.from_json(json.loads(OLD_RECORD.read_text()))
+        assert not old.checksums and old.to_json() == json.loads(OLD_RECORD.read_text())  # stored as it was
+        plan = switched(store, replace(old, compaction_id=1, target=old.target.replace("c0000000007", "c0000000001")))
+        assert store.checksummed_outputs() == {}
+        store.drop_compaction(plan, store.open_compactions()[0][1])
+        again = switched(store, replace(compaction(2, old.partition), source=plan.target, checksums=True))
+        assert store.checksummed_outputs() == {2: frozenset({"m.parquet"})}
+        assert stores.open().checksummed_outputs() == {2: frozenset({"m.parquet"})}  # the plan is not needed
+        switched(store, replace(compaction(3, old.partition), source=again.target, checksums=True,
+                                outputs=(OutputFile("n.parquet", ("a.parquet",)),)))
+        assert store.checksummed_outputs() == {3: frozenset({"n.parquet"})}  # the replaced folder's is gone
+        assert store.checksummed_outputs([2, 3]) == {3: frozenset({"n.parquet"})} == store.checksummed_outputs([3])
+
+    def test_a_repair_that_rewrites_a_merged_files_range_takes_it_out_of_its_record(self, stores: Stores):
+        """`etl recover` rewrites the range of a merged file moved out by hand: its REPAIR batch's
+        file takes the name, and has no checksums. Other merged files stay in the record."""
+        store = stores.open()
+        store.acquire_lock()
+        gone, kept = final_name("t", 0, 0, 10), final_name("t", 1, 0, 5)
+        switched(store, replace(compaction(1), checksums=True, outputs=(OutputFile(gone, ("a.parquet",)),
+                                                                         OutputFile(kept, ("a.parquet",)))))
+        committed(store, batch(1))
+        store.write_plan(batch(2, (OffsetRange("t", 0, 0, 10, 10),), kind=BatchKind.REPAIR))
+        assert store.checksummed_outputs() == {1: frozenset({kept})}
 
     def test_a_routed_tables_switch_moves_only_that_tables_relocations(self, stores: Stores):
         store = stores.open()

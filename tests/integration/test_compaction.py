@@ -11,6 +11,8 @@ import json
 import os
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from etl.config import load_config
 from etl.context.job import JobContext
 from etl.model.batch import utc_now
@@ -19,6 +21,7 @@ from etl.ops.compact import run_compact
 from etl.ops.recovery import recover, recover_in
 from etl.ops.run import run_job
 from etl.ops.verify import run_verify
+from etl.sink.checksums import CHECKSUMS_KEY
 from etl.state.store import ZkStateStore
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.state import wait_for_lock_release
@@ -180,6 +183,18 @@ def test_late_rows_for_a_compacted_partition_are_visible_through_hive_once(
     shown = table_offsets(spark, DB, hive_table_name)
     assert shown[(topic, 1, 24)] == 1
     check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: 30, 1: 25}), warehouse_dir)
+
+    # Compacting it again merges compaction 1's files, which its record in ZooKeeper says carry
+    # checksums: one rewritten without `etl.checksums` is refused, not merged and so vouched for.
+    merged = late_file.parent / f"{topic}+0+{0:020d}+{30:020d}.parquet"
+    table = pq.read_table(merged, coerce_int96_timestamp_unit="us")
+    footer = {k: v for k, v in pq.ParquetFile(merged).metadata.metadata.items()
+              if k.startswith(b"etl.") and k != CHECKSUMS_KEY}
+    pq.write_table(table.replace_schema_metadata(footer), merged, use_deprecated_int96_timestamps=True)
+    again = etl_command(config, "compact", "--partition", partition)
+    assert again.returncode == 1 and f"{merged.name} has no `etl.checksums`" in again.stderr, again.describe()
+    assert not (root / COMPACTED_FOLDER / partition / "c0000000002").exists() or \
+        not any((root / COMPACTED_FOLDER / partition / "c0000000002").iterdir())  # rolled back
 
 
 def test_a_file_lost_beside_a_merged_rejected_file_is_recovered_with_every_rejected_record(

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl.model.compaction import COMPACTED_FOLDER
+from etl.sink.checksums import CHECKSUMS_KEY
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.jdbc import JdbcReader
 
@@ -130,11 +131,12 @@ EVENT_RECORDS = [(ts, T0, True) for ts in ("9999-12-30T00:00:00Z", "1500-06-01T1
 EVENT_PARTITIONS = ("dt=1500-06-01/hour=12", "dt=2026-11-20/hour=10", "dt=9999-12-30/hour=00")
 
 
-def rewrite_with_one_value_changed(path: Path) -> None:
+def rewrite_with_one_value_changed(path: Path, drop: tuple[bytes, ...] = ()) -> None:
     """The same rows and footer, one amount changed: what a merge that altered a value would have
-    published (pyarrow's read_table drops the footer's keys: they are put back)."""
+    published (pyarrow's read_table drops the footer's keys: they are put back, but those in `drop`)."""
     footer = {k: v for k, v in pq.ParquetFile(path).metadata.metadata.items() if k.startswith(b"etl.")}
-    assert b"etl.ranges" in footer
+    assert b"etl.ranges" in footer and CHECKSUMS_KEY in footer
+    footer = {k: v for k, v in footer.items() if k not in drop}
     table = pq.read_table(path, coerce_int96_timestamp_unit="us")
     amounts = table.column("amount").to_pylist()
     amounts[0] += 1
@@ -171,7 +173,12 @@ def test_verify_deep_on_event_time_with_far_dates_and_a_merged_file_changed_by_h
     before = pc.sum(pq.read_table(victim, columns=["amount"]).column("amount")).as_py()
     rewrite_with_one_value_changed(victim)
     assert pc.sum(pq.read_table(victim, columns=["amount"]).column("amount")).as_py() == before + 1
+    # Another merged file changed the same way and stripped of `etl.checksums`: it passed as one
+    # merged before checksums existed. ZooKeeper's record of its compaction says it has them.
+    [stripped] = [p for p in merged if "dt=9999-12-30" in str(p)]
+    rewrite_with_one_value_changed(stripped, drop=(CHECKSUMS_KEY,))
     altered = etl_command(config, "verify", "--deep", timeout=300)
     assert altered.returncode == 1, altered.describe()
     assert "[altered_file]" in altered.stdout and victim.name in altered.stdout, altered.describe()
     assert "column 'amount'" in altered.stdout, altered.describe()
+    assert f"{stripped.name}: has no `etl.checksums`" in altered.stdout, altered.describe()

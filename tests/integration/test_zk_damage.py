@@ -11,6 +11,7 @@ import zlib
 import pytest
 
 from etl.config import load_config
+from etl.errors import EXIT_BATCH_FAILED, StateDamaged
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.state.paths import ZkPaths
 from tests.harness.data import events_by_partition, loaded_job
@@ -72,6 +73,11 @@ def test_a_snapshot_chunk_crafted_well_formed_with_other_offsets_is_refused_by_i
         entry[2] = 5  # the committed offset: [topic, partition, offset, origin, last, max_event_ms, active_at]
     zk.set(chunk, zlib.compress(json.dumps(entries, separators=(",", ":"), sort_keys=True).encode()))
     every_command_names(config, chunk, "checksum", READS_SNAPSHOTS)
+    snapshot = chunk.rsplit("/", 1)[0]
+    meta = zk.get(snapshot)[0]
+    stripped(zk, snapshot)  # the parent's checksums removed too: refused, not loaded unchecked
+    every_command_names(config, snapshot, "records no checksums", (("run", "--dry-run"), ("run",)))
+    zk.set(snapshot, meta)
     zk.set(chunk, backup)
     assert run_etl(config).returncode == 0
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 30, 1: 30})
@@ -114,8 +120,8 @@ def planned(batch_id, ranges):
 
 def test_a_plan_chunk_crafted_with_other_ranges_is_refused_and_chunks_without_checksums_still_load(
         open_store, zk):
-    """Chunks written before checksums (the plan node and the snapshot's znode record none) load
-    as they did; a chunk whose parent records a checksum must match it."""
+    """Chunks written before checksums (the plan node records none, and the job's root has no
+    mark) load as they did; a chunk whose parent records a checksum must match it."""
     from etl.errors import StateDamaged
     store = open_store()
     assert store.acquire_lock() is None
@@ -129,8 +135,11 @@ def test_a_plan_chunk_crafted_with_other_ranges_is_refused_and_chunks_without_ch
     with pytest.raises(StateDamaged, match=chunk):
         store.read_batch(1)
     zk.set(chunk, original)
-    plan = json.loads(zk.get(store.paths.plan(1))[0])
-    zk.set(store.paths.plan(1), json.dumps({k: v for k, v in plan.items() if k != "checksums"}).encode())
+    zk.delete(store.paths.checksummed)  # a job an older version wrote: its root has no mark
+    stripped(zk, store.paths.plan(1))
+    store.release_lock()
+    store = open_store()  # a command of this version on that job
+    assert store.acquire_lock() is None
     zk.set(chunk, json.dumps(crafted).encode())  # an old plan's chunk is not checked: it loads as written
     assert store.read_batch(1)[0].ranges[0].end == 1000
     zk.set(chunk, original)
@@ -139,8 +148,83 @@ def test_a_plan_chunk_crafted_with_other_ranges_is_refused_and_chunks_without_ch
     batch, version = store.advance(batch, version, BatchState.REGISTERED)
     store.commit(batch, version)
     name = store.committed_state().snapshot
-    meta = json.loads(zk.get(store.paths.snapshot(name))[0])
-    assert "checksums" in meta
-    zk.set(store.paths.snapshot(name), json.dumps({k: v for k, v in meta.items() if k != "checksums"}).encode())
-    store.offsets._state_cache = None
+    assert "checksums" in json.loads(zk.get(store.paths.snapshot(name))[0])
+    assert zk.exists(store.paths.checksummed) is not None  # marked again by this version's first write
     assert {k: o.value for k, o in store.committed_offsets().items()} == {("t", p): 10 for p in range(3)}
+
+
+def stripped(zk, node: str) -> None:
+    """The node's JSON without its `checksums` list, as a hand edit leaves it."""
+    meta = json.loads(zk.get(node)[0])
+    zk.set(node, json.dumps({k: v for k, v in meta.items() if k != "checksums"}).encode())
+
+
+def moved_back(zk, chunk: str, offset: int) -> None:
+    """A snapshot chunk crafted well-formed: every partition's committed offset set to `offset`."""
+    entries = json.loads(zlib.decompress(zk.get(chunk)[0]))
+    for entry in entries:
+        entry[2] = offset
+    zk.set(chunk, zlib.compress(json.dumps(entries, separators=(",", ":"), sort_keys=True).encode()))
+
+
+def test_a_snapshot_stripped_of_its_checksums_is_refused_once_the_job_is_checksummed(open_store, zk):
+    """Removing the parent's `checksums` list made a crafted chunk (offset 49 moved back to 20)
+    load unchecked, as if written before checksums: the next run (and the dry run) planned 29
+    committed offsets again. The job's root records that its state is checksummed, so a parent
+    written since without checksums is refused, naming it (every command stops on it with exit 1
+    before writing anything: test_a_snapshot_chunk_crafted_well_formed_with_other_offsets_...)."""
+    store = open_store()
+    assert store.acquire_lock() is None
+    store.write_plan(planned(1, [OffsetRange("t", 0, 0, 49, None)]))
+    batch, version = store.read_batch(1)
+    batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=49, rejected=0)
+    batch, version = store.advance(batch, version, BatchState.REGISTERED)
+    store.commit(batch, version)
+    assert zk.exists(store.paths.checksummed) is not None  # marked with the first checksummed write
+    name = store.committed_state().snapshot
+    stripped(zk, store.paths.snapshot(name))
+    moved_back(zk, store.paths.snapshot_chunk(name, 0), 20)
+    reader = open_store()  # another command, with no cache of the state
+    with pytest.raises(StateDamaged, match=f"node {store.paths.snapshot(name)} records no checksums") as caught:
+        reader.committed_offsets()
+    assert caught.value.exit_code == EXIT_BATCH_FAILED and "ZooKeeper backup" in str(caught.value)
+
+
+def test_a_job_root_from_before_the_mark_loads_unchecked_and_is_marked_by_its_first_checksummed_write(
+        open_store, zk):
+    """A job whose state an older version wrote: no mark, parents without checksums. It loads as
+    before; the first checksummed state this version writes marks the root in the same
+    transaction; a parent written before the mark still loads, one changed since must be checked."""
+    store = open_store()
+    assert store.acquire_lock() is None
+    store.write_plan(planned(1, [OffsetRange("t", 0, 0, 49, None)]))
+    batch, version = store.read_batch(1)
+    batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=49, rejected=0)
+    batch, version = store.advance(batch, version, BatchState.REGISTERED)
+    store.commit(batch, version)
+    name = store.committed_state().snapshot
+    zk.delete(store.paths.checksummed)  # as an older version left the job: no mark ...
+    stripped(zk, store.paths.snapshot(name))  # ... and no checksums
+    stripped(zk, store.paths.plan(1))
+    old = open_store()
+    assert old.committed_offsets()[("t", 0)].value == 49  # loads unchecked, as before
+    assert old.read_batch(1)[0].ranges[0].end == 49
+    store.release_lock()
+    assert old.acquire_lock() is None
+    old.write_plan(planned(2, [OffsetRange("t", 0, 49, 60, 49)]))
+    mark = zk.exists(old.paths.checksummed)
+    assert mark is not None and mark.czxid == zk.exists(old.paths.plan(2)).czxid  # one transaction
+    assert open_store().committed_offsets()[("t", 0)].value == 49  # written before the mark: still loads
+    assert open_store().read_batch(1)[0].ranges[0].end == 49
+    stripped(zk, old.paths.plan(2))
+    with pytest.raises(StateDamaged, match=f"node {old.paths.plan(2)} records no checksums"):
+        open_store().read_batch(2)
+
+
+def test_a_merged_files_record_holding_garbage_is_named(open_store, zk):
+    """`etl verify --deep` and `etl compact` ask /merged/<id> which merged files must carry checksums."""
+    store = open_store()
+    record = store.paths.merged_record(1)
+    zk.create(record, b"garbage", makepath=True)
+    with pytest.raises(StateDamaged, match=f"node {record} is not a record of merged files this version wrote"):
+        store.checksummed_outputs()

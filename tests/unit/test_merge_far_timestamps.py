@@ -17,6 +17,7 @@ import pytest
 from etl.model.schema import arrow_schema, load_table_schema
 from etl.sink.fs import LocalFileSystem
 from etl.compaction.merge import merge_files
+from etl.sink.checksums import CHECKSUMS_KEY
 from etl.sink.parquet import ParquetSink
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "warehouse_schema"
@@ -134,6 +135,21 @@ def test_a_merged_input_changed_since_its_merge_is_refused(tmp_path):
     assert not (tmp_path / "again.parquet").exists()
 
 
+def test_a_merged_input_stripped_of_its_checksums_is_refused_when_its_record_says_it_has_them(tmp_path):
+    """The merge's side of the same downgrade: an input rewritten without `etl.checksums` (one value
+    changed) was merged unchecked, and the new file's checksums then vouched for the change."""
+    from etl.compaction.merge import MergeAltered
+    paths, _ = batch_files(tmp_path)
+    first = tmp_path / "first.parquet"
+    merge(paths[:2], first)
+    stripped_and_changed(str(first))
+    again = tmp_path / "again.parquet"
+    with pytest.raises(MergeAltered, match=rf"{first} has no `etl.checksums` in its footer, yet its compaction's"):
+        merge_files(LocalFileSystem(), [str(first), paths[2]], str(again), [(0, 11)], 4, "snappy", proven={str(first)})
+    assert not again.exists()
+    assert merge([str(first), paths[2]], again) == 11  # an older version's record says nothing: merged as before
+
+
 def test_verify_deep_names_a_merged_file_changed_by_hand(tmp_path):
     from etl.model.naming import FileRange
     from etl.ops.inventory import Inventory, WarehouseFile
@@ -144,11 +160,48 @@ def test_verify_deep_names_a_merged_file_changed_by_hand(tmp_path):
     inventory = Inventory(files=[WarehouseFile(str(target), "dt=2026-11-20/hour=10", FileRange("events", 0, 0, 11))]
                           + [WarehouseFile(p, "dt=2026-11-20/hour=10", FileRange("events", 0, i, i + 1))
                              for i, p in enumerate(paths)])
-    assert check_rewritten(LocalFileSystem(), inventory) == []  # batch files carry no checksum: skipped
+    assert check_rewritten(LocalFileSystem(), inventory, {}, ()) == []  # batch files carry no checksum: skipped
     changed_by_hand(str(target))
-    [problem] = check_rewritten(LocalFileSystem(), inventory)
+    [problem] = check_rewritten(LocalFileSystem(), inventory, {}, ())
     assert (problem.kind, problem.where) == ("altered_file", str(target))
     assert "column 'user_id'" in problem.detail and "11 rows, recorded 11" in problem.detail
+
+
+def stripped_and_changed(path: str) -> None:
+    """One value changed and the footer's keys put back, all but `etl.checksums`: a merged file
+    that no longer says it must be checked."""
+    changed_by_hand(path)
+    footer = pq.ParquetFile(path).metadata.metadata
+    table = pq.read_table(path, coerce_int96_timestamp_unit="us")
+    kept = {k: v for k, v in footer.items() if k.startswith(b"etl.") and k != CHECKSUMS_KEY}
+    pq.write_table(table.replace_schema_metadata(kept), path, use_deprecated_int96_timestamps=True)
+    assert CHECKSUMS_KEY not in pq.ParquetFile(path).metadata.metadata and b"etl.ranges" in kept
+
+
+def test_verify_deep_asks_zookeeper_not_the_file_whether_a_merged_file_must_carry_checksums(tmp_path):
+    """A merged file rewritten without its `etl.checksums` key (one value changed) passed as one
+    merged before checksums existed. Its compaction's record says its merge recorded them: it
+    is named. A compaction with no such record (an older version's) keeps today's behaviour."""
+    from etl.model.compaction import compacted_folder
+    from etl.model.naming import FileRange, final_name
+    from etl.ops.inventory import Inventory, WarehouseFile
+    from etl.ops.verify_deep import check_rewritten
+    paths, _ = batch_files(tmp_path)
+    folder = tmp_path / "events" / compacted_folder("dt=2026-11-20/hour=10", 3)
+    folder.mkdir(parents=True)
+    target = folder / final_name("events", 0, 0, 11)
+    merge(paths, target)
+    stripped_and_changed(str(target))
+    inventory = Inventory(files=[WarehouseFile(str(target), "dt=2026-11-20/hour=10", FileRange("events", 0, 0, 11))])
+    fs, record = LocalFileSystem(), {3: frozenset({target.name})}
+    [problem] = check_rewritten(fs, inventory, record, ())
+    assert (problem.kind, problem.where) == ("altered_file", str(target))
+    assert "has no `etl.checksums`" in problem.detail and "compaction 3's record" in problem.detail
+    assert "etl recover" in problem.action
+    assert check_rewritten(fs, inventory, {}, ()) == []  # merged by an older version: no record, not compared
+    assert check_rewritten(fs, inventory, {3: frozenset({"other.parquet"})}, ()) == []  # written there later
+    assert check_rewritten(fs, inventory, {4: record[3]}, ()) == []  # another compaction's folder
+    assert check_rewritten(fs, inventory, record, {str(target)}) == []  # rewritten by `etl recover` since
 
 
 def test_checksums_do_not_depend_on_chunks_or_time_unit_and_see_every_change():
