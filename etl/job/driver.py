@@ -30,8 +30,7 @@ from etl.hive.registrar import HiveRegistrar
 from etl.job import pins
 from etl.job.host import BatchHost
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
-from etl.job.packing import pack_ranges
-from etl.job import progress
+from etl.job import packing, progress
 from etl.job.partition_cap import partition_keys
 from etl.job.positions import planning_positions
 from etl.job.rejected_ratio import check_rejected_ratio
@@ -294,24 +293,20 @@ class Job:
             return self._on_executors(batch, loaded, partition_keys)
 
     def _on_executors(self, batch: Batch, loaded: dict[str, LoadedDimension], function, shown: bool = False) -> list:
-        """`function(task, lookups=...)` for each of the batch's ranges, each range in exactly one
-        Spark task: a range of [job] records_per_task records or more in a task of its own, as
-        the direct stream does, smaller ones packed a few to a task (etl.job.packing)."""
+        """`function(task, lookups=...)` for each range, each in one Spark task (etl.job.packing)."""
         tables = self._tables_of(batch)
         tasks = [self._range_task(batch, r, tables) for r in batch.file_ranges]
         context = self.spark.session().sparkContext
         # Each dimension is shipped once per executor, not once per task.
         broadcasts = {name: context.broadcast(to_ipc(d.table)) for name, d in loaded.items()}
-        packs = [[tasks[i] for i in pack] for pack in
-                 pack_ranges([r.size for r in batch.file_ranges], self.config.job.records_per_task,
-                             context.defaultParallelism)]
+        packs = packing.packed(tasks, [r.size for r in batch.file_ranges], self.config.job.records_per_task, context.defaultParallelism)
         rdd = context.parallelize(packs, len(packs))  # one RDD partition, one Spark task, per pack
         call = functools.partial(function, lookups=broadcasts)
         try:
             if not shown:
-                return rdd.flatMap(functools.partial(_each, call)).collect()
+                return rdd.flatMap(functools.partial(packing.run_each, call)).collect()
             with progress.reporting(context, batch.batch_id, len(tasks), self.config.job.progress_seconds) as seen:
-                return rdd.flatMap(functools.partial(_each, seen.counted(call))).collect()
+                return rdd.flatMap(functools.partial(packing.run_each, seen.counted(call))).collect()
         except Exception as exc:
             raise task_failure(batch, exc) from exc
         finally:
@@ -353,8 +348,3 @@ class Job:
     def _summary(self, batch: Batch, resumed: bool, seconds: float) -> BatchSummary:
         self.committed = batch  # for the observer's batch_committed (etl.ops.run)
         return BatchSummary.of(batch, resumed, seconds, self.config.job.max_records_per_partition)
-
-
-def _each(call, pack: list[RangeTask]) -> list:
-    """A pack's ranges one after the other in its task, each written and renamed on its own."""
-    return [call(task) for task in pack]

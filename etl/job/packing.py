@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def pack_ranges(sizes: Sequence[int], records_per_task: int, slots: int) -> list[list[int]]:
@@ -35,3 +38,13 @@ def pack_ranges(sizes: Sequence[int], records_per_task: int, slots: int) -> list
         heapq.heappush(bins, (load + sizes[i], b, members))
     packed = [sorted(members) for _, _, members in sorted(bins, key=lambda entry: entry[1])]
     return alone + packed
+
+
+def packed(items: Sequence[T], sizes: Sequence[int], records_per_task: int, slots: int) -> list[list[T]]:
+    """`items` (one per range, as `sizes`) grouped into tasks by pack_ranges."""
+    return [[items[i] for i in pack] for pack in pack_ranges(sizes, records_per_task, slots)]
+
+
+def run_each(call: Callable[[T], R], pack: list[T]) -> list[R]:
+    """A task's ranges one after the other, each written and renamed on its own by `call`."""
+    return [call(item) for item in pack]
