@@ -154,6 +154,7 @@ class JobConfig:
     avro_schema: FixedAvroSchema | None = None  # decoder avro without framing
     header_columns: tuple[HeaderColumn, ...] = ()  # Kafka record headers copied into columns
     progress_seconds: float = 10.0  # between two progress lines while a batch's tasks run
+    records_per_task: int = 10_000  # smaller ranges share a Spark task (etl.job.packing)
 
 
 @dataclass(frozen=True)

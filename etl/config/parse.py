@@ -124,6 +124,7 @@ def _job(s: Section, routed: bool = False) -> JobConfig:
         avro_schema=s.get("avro_schema", None, lambda raw: _avro_schema_file(resolve(s.path.parent, raw))),
         header_columns=s.get("header_columns", (), header_columns),
         progress_seconds=s.positive("progress_seconds", 10.0, float),
+        records_per_task=s.positive("records_per_task", 10_000),
     )
     s.reject_unknown()
     return job

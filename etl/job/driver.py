@@ -30,7 +30,7 @@ from etl.hive.registrar import HiveRegistrar
 from etl.job import pins
 from etl.job.host import BatchHost
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
-from etl.job import progress
+from etl.job import packing, progress
 from etl.job.partition_cap import partition_keys
 from etl.job.positions import planning_positions
 from etl.job.rejected_ratio import check_rejected_ratio
@@ -293,20 +293,20 @@ class Job:
             return self._on_executors(batch, loaded, partition_keys)
 
     def _on_executors(self, batch: Batch, loaded: dict[str, LoadedDimension], function, shown: bool = False) -> list:
-        """`function(task, lookups=...)` for each of the batch's ranges, one Spark task each."""
+        """`function(task, lookups=...)` for each range, each in one Spark task (etl.job.packing)."""
         tables = self._tables_of(batch)
         tasks = [self._range_task(batch, r, tables) for r in batch.file_ranges]
         context = self.spark.session().sparkContext
         # Each dimension is shipped once per executor, not once per task.
         broadcasts = {name: context.broadcast(to_ipc(d.table)) for name, d in loaded.items()}
-        # One RDD partition per range: Spark task i reads exactly range i, as the direct stream does.
-        rdd = context.parallelize(tasks, len(tasks))
+        packs = packing.packed(tasks, [r.size for r in batch.file_ranges], self.config.job.records_per_task, context.defaultParallelism)
+        rdd = context.parallelize(packs, len(packs))  # one RDD partition, one Spark task, per pack
         call = functools.partial(function, lookups=broadcasts)
         try:
             if not shown:
-                return rdd.map(call).collect()
+                return rdd.flatMap(functools.partial(packing.run_each, call)).collect()
             with progress.reporting(context, batch.batch_id, len(tasks), self.config.job.progress_seconds) as seen:
-                return rdd.map(seen.counted(call)).collect()
+                return rdd.flatMap(functools.partial(packing.run_each, seen.counted(call))).collect()
         except Exception as exc:
             raise task_failure(batch, exc) from exc
         finally:

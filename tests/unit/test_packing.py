@@ -1,0 +1,63 @@
+"""etl.job.packing: which ranges share a Spark task. Every range is in exactly one task; a large
+range keeps a task of its own; small ones fill at least every slot, evenly."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from etl.config.model import JobConfig
+from etl.job.packing import pack_ranges
+
+
+def _covered_once(packs: list[list[int]], count: int) -> None:
+    flat = list(itertools.chain.from_iterable(packs))
+    assert sorted(flat) == list(range(count)), packs
+    assert all(packs), "an empty task"
+
+
+def test_a_thousand_quiet_partitions_fill_the_two_slots_evenly():
+    packs = pack_ranges([3] * 1000, 10_000, slots=2)
+    _covered_once(packs, 1000)
+    assert sorted(len(p) for p in packs) == [500, 500]
+
+
+def test_a_range_at_or_over_the_limit_keeps_a_task_of_its_own():
+    sizes = [200, 30_000, 200, 10_000, 200]
+    packs = pack_ranges(sizes, 10_000, slots=2)
+    _covered_once(packs, len(sizes))
+    assert [1] in packs and [3] in packs
+    assert sorted(sum(sizes[i] for i in p) for p in packs if p not in ([1], [3])) == [200, 400]
+
+
+def test_small_ranges_take_as_many_tasks_as_their_records_need():
+    sizes = [4_000] * 10  # 40,000 records: 4 tasks of at most about 10,000
+    packs = pack_ranges(sizes, 10_000, slots=2)
+    _covered_once(packs, 10)
+    assert len(packs) == 4
+    assert max(sum(sizes[i] for i in p) for p in packs) <= 12_000
+
+
+def test_never_more_tasks_than_ranges():
+    assert pack_ranges([5], 10_000, slots=8) == [[0]]
+    assert pack_ranges([], 10_000, slots=2) == []
+
+
+def test_one_record_per_task_is_a_task_per_range_as_the_direct_stream_does():
+    sizes = [1, 3, 2]
+    assert sorted(pack_ranges(sizes, 1, slots=2)) == [[0], [1], [2]]
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3])
+def test_the_same_plan_packs_the_same_way_in_range_order(slots):
+    sizes = [7, 3, 3, 9, 1, 3, 2]
+    first = pack_ranges(sizes, 10, slots)
+    assert first == pack_ranges(sizes, 10, slots)
+    assert all(p == sorted(p) for p in first)
+    _covered_once(first, len(sizes))
+
+
+def test_the_default_packs_only_ranges_smaller_than_the_seeds_partitions():
+    """The seeds' shape (about 30,000 records a partition) keeps a task per partition."""
+    assert JobConfig(name="j").records_per_task == 10_000
+    assert len(pack_ranges([30_327] * 18, JobConfig(name="j").records_per_task, slots=2)) == 18
