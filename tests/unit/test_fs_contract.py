@@ -429,6 +429,26 @@ def test_remote_exceptions_map_to_errors_that_say_what_to_do(webhdfs):
         webhdfs.fs.makedirs(webhdfs.path("x"))
 
 
+def test_a_denied_access_names_the_user_the_permission_and_the_folder_and_exits_1():
+    """A real NameNode's answer when [warehouse] user may not write a folder (permissions on; seen
+    in tests/integration/test_hdfs_faults.py): the error, of the ETL's root and not retryable,
+    says who lacks which permission on which folder, and how to give it."""
+    from hdfs.util import HdfsError
+
+    from etl.errors import EXIT_BATCH_FAILED, EtlError, Retryable
+    from etl.sink.fs.webhdfs_client import hdfs_error
+    message = ('Permission denied: user=etl, access=WRITE, inode="/w/db.db/t":root:supergroup:drwxr-xr-x\n'
+               '\tat org.apache.hadoop.hdfs.server.namenode.FSPermissionChecker.check(FSPermissionChecker.java:1)')
+    error = hdfs_error(HdfsError(message, exception="AccessControlException"), "MKDIRS /w/db.db/t/dt=1", "/w/db.db/t/dt=1",
+                       "Check [warehouse] user")
+    assert isinstance(error, EtlError) and not isinstance(error, Retryable)
+    assert error.exit_code == EXIT_BATCH_FAILED
+    text = str(error)
+    assert "MKDIRS /w/db.db/t/dt=1: permission denied: HDFS user etl lacks WRITE permission on /w/db.db/t " \
+           "(owner root, group supergroup, drwxr-xr-x)" in text, text
+    assert "hdfs dfs -chown -R etl /w/db.db/t" in text and "FSPermissionChecker" not in text, text
+
+
 def test_an_exceeded_quota_says_so_and_how_to_raise_it_and_is_not_retryable(webhdfs):
     """A real NameNode's answer, when a folder's space quota cannot hold one more block, is
     seen in tests/integration/test_hdfs_faults.py; here the mapping of every quota exception."""
