@@ -11,10 +11,13 @@ was lost, standby answers, CREATE never sent twice, error mapping.
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import posixpath
+import subprocess
 import sys
 import uuid
+from pathlib import Path
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -494,3 +497,38 @@ def test_kerberos_without_its_package_is_a_config_error_naming_the_extra(server,
     monkeypatch.setitem(sys.modules, "hdfs.ext.kerberos", None)
     with pytest.raises(ConfigError, match=r"requests-kerberos.*kafka-hive-etl\[kerberos\]"):
         WebHdfsFileSystem(webhdfs_config(server.webhdfs_url("/w"), auth="kerberos", user=None))
+
+
+# -- the local backend's rename, killed inside it ----------------------------------------------
+def _rename_in_a_child(tmp_path, src: str, dst: str, **env: str) -> subprocess.CompletedProcess:
+    code = ("import sys; from etl.sink.fs import LocalFileSystem; "
+            "print(LocalFileSystem().rename_no_replace(sys.argv[1], sys.argv[2]))")
+    return subprocess.run([sys.executable, "-c", code, src, dst], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **env},
+                          start_new_session=True)
+
+
+def test_a_local_move_between_visible_folders_killed_inside_it_leaves_the_file_under_one_name(tmp_path):
+    """etl.ops.legacy_names moves a committed file from one registered partition's folder to
+    another's: were both names there at once (a link, then an unlink, killed in between), a
+    query would read its rows twice. SIGKILLed at the one step of the move that could be
+    interrupted, the file is still under exactly one of its names, whole."""
+    old, new = tmp_path / "dt=1-01-02" / "hour=05", tmp_path / "dt=0001-01-02" / "hour=05"
+    old.mkdir(parents=True)
+    new.mkdir(parents=True)
+    (old / FINAL).write_bytes(b"range 0-250")
+    done = _rename_in_a_child(tmp_path, str(old / FINAL), str(new / FINAL), ETL_FAULT_POINT="local:linked")
+    names = [str(p.relative_to(tmp_path)) for p in sorted(tmp_path.rglob(FINAL))]
+    assert names == [f"dt=0001-01-02/hour=05/{FINAL}"], (names, done.returncode, done.stderr[-500:])
+    assert (new / FINAL).read_bytes() == b"range 0-250"
+
+
+def test_without_renameat2_the_local_move_links_then_unlinks_and_still_never_overwrites(tmp_path, monkeypatch):
+    import etl.sink.fs.local as local
+    monkeypatch.setattr(local, "_renameat2", None)  # a C library or filesystem without RENAME_NOREPLACE
+    fs, src, dst = LocalFileSystem(), str(tmp_path / "_tmp.a"), str(tmp_path / FINAL)
+    Path(src).write_bytes(b"first")
+    assert fs.rename_no_replace(src, dst) is True and not os.path.exists(src)
+    Path(src).write_bytes(b"second")
+    assert fs.rename_no_replace(src, dst) is False
+    assert Path(dst).read_bytes() == b"first" and Path(src).read_bytes() == b"second"
