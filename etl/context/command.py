@@ -127,7 +127,8 @@ class CommandContext:
         A routed job's ensures the database and the rejected table (its tables: `table_registrar`)."""
         if self._registrar is None:
             from etl.hive.registrar import HiveRegistrar
-            registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse, owner=self._owner())
+            registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse, owner=self._owner(),
+                                      fs=self.fs)
             registrar.ensure_tables()
             self._registrar = registrar
         return self._registrar
@@ -158,7 +159,7 @@ class CommandContext:
     def _table_client(self, hive: HiveConfig, warehouse: Warehouse) -> HiveRegistrar:
         """A routed table's Hive client, on the job's Spark session (which `registrar()` starts)."""
         from etl.hive.registrar import HiveRegistrar
-        return HiveRegistrar(self.registrar().spark, hive, warehouse, owner=self._owner())
+        return HiveRegistrar(self.registrar().spark, hive, warehouse, owner=self._owner(), fs=self.fs)
 
     def _owner(self) -> str:
         return ZkPaths(self.config.zookeeper.root, self.config.job.name).job  # the job's own znode
