@@ -36,7 +36,6 @@ from etl.model.compaction import TableKind
 from etl.model.naming import partition_values
 from etl.model.schema import Column, normalise_hive_type
 from etl.model.table_ddl import TableDdl, ddl_file
-from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse, same_location
 
 log = logging.getLogger(__name__)
@@ -77,13 +76,10 @@ def _table_facts(table, name: str) -> TableFacts:
 
 
 class HiveRegistrar:
-    def __init__(self, spark, hive: HiveConfig, warehouse: Warehouse, owner: str | None = None,
-                 fs: WarehouseFileSystem | None = None):
+    def __init__(self, spark, hive: HiveConfig, warehouse: Warehouse, owner: str | None = None):
         """`owner`: the job's ZooKeeper path, recorded in (and checked against) each table's
-        etl.owner property (etl.model.binding); None only for read-only uses. `fs`: the warehouse's
-        filesystem, which makes a new database's and table's folder as the job's user before the
-        metastore is asked to (None: the metastore makes them)."""
-        self.spark, self.hive, self.warehouse, self.owner, self.fs = spark, hive, warehouse, owner, fs
+        etl.owner property (etl.model.binding); None only for read-only uses."""
+        self.spark, self.hive, self.warehouse, self.owner = spark, hive, warehouse, owner
 
     def ensure_tables(self) -> None:
         """Create the database, the table and its rejected companion if they are missing, or
@@ -91,7 +87,6 @@ class HiveRegistrar:
         the job's rejected table; each table's view ensures its own (`ensure_table`)."""
         db = self.hive.database
         location = self.warehouse.hive_uri(self.warehouse.database_root)
-        self._own_folder(self.warehouse.database_root)
         self._sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(db)} LOCATION {quote_literal(location)}",
                   f"create database {db}")
         if self.hive.table is not None:
@@ -120,19 +115,12 @@ class HiveRegistrar:
             self._evolve(table, ddl, columns, found)
             return
         log.info("creating Hive table %s.%s from %s", self.hive.database, table, ddl.source)
-        self._own_folder(location)
         self._sql(ddl.render(self.hive.database, table, self.warehouse.hive_uri(location)), f"create table {table}")
         created = self._read_table(table)  # as created: a job that created it at the same time claimed it
         if created is None:
             raise HiveError(f"Hive created {self.hive.database}.{table}, then did not find it. {NOTHING_CHANGED}")
         self._claim(table, created)
         self._mark_cascaded(table, columns)  # no partition yet: nothing to cascade to
-
-    def _own_folder(self, folder: str) -> None:
-        """Make `folder` as the job's user, when it is missing: the metastore would make it as its
-        own user, and with HDFS permissions on the job could then not write the partitions in it."""
-        if self.fs is not None:
-            self.fs.makedirs(folder)
 
     def _read_table(self, table: str) -> TableFacts | None:
         """What ensuring needs of a table, in one metastore call (Spark's catalog.listColumns alone
