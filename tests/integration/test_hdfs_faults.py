@@ -187,7 +187,8 @@ def test_a_table_folder_the_job_may_not_write_exits_1_naming_it_and_the_permissi
     topic = new_topic(partitions=2)
     source = DataSource(topic, 2, produce)
     source.produce(300)
-    root = hdfs.job_folder("denied")  # the job's own: it writes the database's folder there
+    root = hdfs.job_folder("denied")  # the job's own, with the database's folder in it
+    hdfs.filesystem().makedirs(f"{root}/{DB}.db")
     table_dir = f"{root}/{DB}.db/{hive_table_name}"
     hdfs.admin().makedirs(table_dir)  # the superuser's, mode 755: the job may not write it
     config = hdfs_config(write_config, topic, hdfs, root)
