@@ -1,6 +1,6 @@
 """Test-only fault points, so that crash tests can break the job at an exact step.
 
-`ETL_FAULT_POINT` names one point (19 in all; <p> is a Kafka partition, <i> an output's index):
+`ETL_FAULT_POINT` names one point (20 in all; <p> is a Kafka partition, <i> an output's index):
   state:PLANNED | state:WRITTEN | state:REGISTERED | state:COMMITTED   (driver, right after
       the batch reached that state in ZooKeeper)
   registered:<table>  (driver, a routed batch's partition added to that table in Hive, the
@@ -14,6 +14,9 @@
   commit:snapshot-written   (store, the offsets' snapshot written, the pointer not yet moved)
   migrate:snapshot-written  (store, the old offset znodes copied to a snapshot, no pointer yet)
   legacy:file-moved         (`etl recover`, after each file of a padded partition is moved)
+  local:linked              (a local filesystem's move without renameat2's RENAME_NOREPLACE:
+                             the new name linked, the old not yet unlinked; unreached where it is
+                             one atomic rename)
   compact:PLANNED           (a compaction's plan stored in ZooKeeper, no file merged yet)
   compact:merged:<i>        (the compaction's output i published in its new folder)
   compact:WRITTEN           (every merged file in place, WRITTEN recorded; Hive reads the old folder)

@@ -168,12 +168,15 @@ class DimensionConfig:
     name: str
     source: str  # as written in the config, for messages
     kind: DimensionKind
-    path: Path | None  # kind file: the local Parquet or CSV file
+    path: Path | None  # kind file: the local Parquet or CSV file (None for one on the warehouse's HDFS)
     format: DimensionFormat | None  # kind file
     table: str | None  # kind hive: db.table
     join_key: str | None  # the event column; None: not joined, only handed to the transform
     dimension_key: str | None  # the source's key column (default: join_key)
     columns: tuple[str, ...]
+    # kind file, on the warehouse's HDFS (source hdfs:// or webhdfs://): its absolute path there,
+    # read through the warehouse's filesystem; `path` is then None
+    warehouse_path: str | None = None
 
     @property
     def joined(self) -> bool:

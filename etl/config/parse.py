@@ -74,7 +74,8 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
     retry = _retry(Section(parser, "retry", path, required=False))
     kafka = kafka_section(Section(parser, "kafka", path), job.name, routed)
     hive = _hive(Section(parser, "hive", path), routed)
-    dimensions = dimension_sections(parser, path, job, routed)
+    warehouse = replace(warehouse_section(Section(parser, "warehouse", path)), retry=retry)
+    dimensions = dimension_sections(parser, path, job, warehouse, routed)
     names = [d.name for d in dimensions]
     routes = parse_routes(parser, path, job.decoder, dimensions, hive.rejected_table, _avro_schema_file) if routed \
         else implicit_routes(hive, kafka, job, names)
@@ -85,7 +86,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
         job=job,
         kafka=with_routed_topics(kafka, routes) if routed else kafka,
         zookeeper=_zookeeper(Section(parser, "zookeeper", path)),
-        warehouse=replace(warehouse_section(Section(parser, "warehouse", path)), retry=retry),
+        warehouse=warehouse,
         hive=hive,
         routes=routes,
         retry=retry,

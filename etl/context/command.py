@@ -128,6 +128,7 @@ class CommandContext:
         if self._registrar is None:
             from etl.hive.registrar import HiveRegistrar
             registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse, owner=self._owner())
+            self._own_folders(self.warehouse.database_root, self.warehouse.rejected_root, self.warehouse.table_root)
             registrar.ensure_tables()
             self._registrar = registrar
         return self._registrar
@@ -139,6 +140,7 @@ class CommandContext:
         name = view.hive.the_table
         if name not in self._table_registrars:
             registrar = self._table_client(view.hive, warehouse)
+            self._own_folders(warehouse.table_root)
             registrar.ensure_table(ddl)
             self._table_registrars[name] = registrar
         registrar = self._table_registrars[name]
@@ -159,6 +161,13 @@ class CommandContext:
         """A routed table's Hive client, on the job's Spark session (which `registrar()` starts)."""
         from etl.hive.registrar import HiveRegistrar
         return HiveRegistrar(self.registrar().spark, hive, warehouse, owner=self._owner())
+
+    def _own_folders(self, *folders: str) -> None:
+        """Make the tables' folders as the job's warehouse user before the metastore is asked for
+        the tables: it would make a missing one as its own user, and with HDFS permissions on the
+        job could then not write its partitions there. Nothing to do where they exist."""
+        for folder in filter(None, folders):  # a routed job's warehouse has no table_root
+            self.fs.makedirs(folder)
 
     def _owner(self) -> str:
         return ZkPaths(self.config.zookeeper.root, self.config.job.name).job  # the job's own znode

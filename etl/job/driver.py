@@ -66,7 +66,7 @@ class Job:
         self._table_registrar, self._spec_for, self._probe_for = host.table_registrar, host.spec_for, host.probe_for
         self._registrar: HiveRegistrar | None = None
         self.committed: Batch | None = None  # the last batch this Job committed
-        self.dimensions = DimensionLoader(self.config.dimensions, host.dimension_schema, self.spark.session)
+        self.dimensions = DimensionLoader(self.config.dimensions, host.dimension_schema, self.spark.session, files=self.fs)
         # The clock that partitions a batch is the one that closes its window.
         self.partitioning = self.config.hive.partitioning
         self.partitioner = host.partitioner

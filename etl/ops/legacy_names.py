@@ -11,9 +11,12 @@ hours go to the padded partition; this module moves what the old names hold:
      The `_SUCCESS` marker follows; temp files of dead attempts are deleted;
   3. the old partition is dropped (the tables are EXTERNAL: no file is deleted). Its folder
      stays, empty: the job never deletes folders.
-Every step is idempotent, so a crash anywhere is carried on by the next `etl recover`. A file
-found in both folders (a crash inside a local filesystem's link-then-unlink move) is dropped
-from the old one when both copies are the same size; otherwise the move stops, naming both.
+Every step is idempotent, so a crash anywhere is carried on by the next `etl recover`. Each
+file's move is one atomic rename (WebHDFS RENAME; renameat2 RENAME_NOREPLACE on a local
+filesystem), so a crash never leaves a file in both folders, which a query would read twice.
+Only a local filesystem without RENAME_NOREPLACE moves in two steps (link, then unlink): a file
+a crash left in both folders is dropped from the old one when both copies are the same size;
+otherwise the move stops, naming both.
 
 Only the main table: rejected rows go to the batch's planning-time partition, never a year
 before 1000. A legacy partition that was compacted is refused: its files live in the compacted

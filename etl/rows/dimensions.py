@@ -1,14 +1,15 @@
 """Dimension sources: reference data loaded once per batch on the driver, pinned in the plan.
 
-Each [dimension] is read once per batch (pyarrow for a Parquet or CSV file; Spark, then
-Arrow, for a Hive table), checked (its key unique, its columns castable without loss to the
-DDL's types) and handed to the tasks as Arrow IPC bytes in a Spark broadcast.
+Each [dimension] is read once per batch (pyarrow for a Parquet or CSV file, local or on the
+warehouse's HDFS through the warehouse's filesystem; Spark, then Arrow, for a Hive table),
+checked (its key unique, its columns castable without loss to the DDL's types) and handed to
+the tasks as Arrow IPC bytes in a Spark broadcast.
 
 A batch's plan pins the snapshot of every dimension it used: a file's path, size and
-modification time; a Hive table's location and the files listed with their sizes and
-modification times. A batch resumed after a crash compares the pins with what is there now,
-so that one batch's files never mix two versions of reference data unless the operator chose
-so ([job] on_dimension_change). Each snapshot is taken before and after the read; a source
+modification time (on HDFS, the NameNode's, in milliseconds); a Hive table's location and the
+files listed with their sizes and modification times. A batch resumed after a crash compares
+the pins with what is there now, so that one batch's files never mix two versions of reference
+data unless the operator chose so ([job] on_dimension_change). Each snapshot is taken before and after the read; a source
 that changed while it was read is read again.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ import datetime as dt
 import hashlib
 import os
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import BinaryIO, Callable, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,6 +33,23 @@ READ_ATTEMPTS = 3
 # A Hive table's files are listed in the pin up to this many; beyond, the pin keeps their
 # digest and totals only, so that a batch header stays far below ZooKeeper's 1 MB limit.
 MAX_LISTED_FILES = 100
+
+
+class _FileInfo(Protocol):
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def modified(self) -> float: ...  # seconds since the epoch
+
+
+class WarehouseFiles(Protocol):
+    """What the loader needs of the warehouse's filesystem (etl.sink.fs, which rows may not
+    import: the job hands it down) to read a dimension file on the warehouse's HDFS."""
+
+    def info(self, path: str) -> _FileInfo | None: ...
+
+    def open_read(self, path: str) -> BinaryIO: ...
 
 
 @dataclass(frozen=True)
@@ -121,16 +139,19 @@ def from_ipc(data: bytes) -> pa.Table:
 class DimensionLoader:
     """Takes snapshots of and loads the job's dimensions; `spark` is asked for only when a
     Hive table is a source. `schema_of(dimension)`: the DDL a joined dimension's key and
-    columns are cast to (with routes, a route's that joins it: etl.job.assemble.dimension_schema)."""
+    columns are cast to (with routes, a route's that joins it: etl.job.assemble.dimension_schema).
+    `files`: the warehouse's filesystem, which reads the files on the warehouse's HDFS."""
 
     def __init__(self, dimensions: tuple[DimensionConfig, ...], schema_of: Callable[[DimensionConfig], TableSchema],
-                 spark: Callable[[], object]):
-        self.dimensions, self._schema_of, self._spark = dimensions, schema_of, spark
+                 spark: Callable[[], object], files: WarehouseFiles | None = None):
+        self.dimensions, self._schema_of, self._spark, self._files = dimensions, schema_of, spark, files
 
     def snapshot(self, dimension: DimensionConfig) -> Snapshot | None:
         """What the source is now; None when it is gone."""
         if dimension.kind == DimensionKind.HIVE:
             return _hive_snapshot(self._spark(), dimension)
+        if dimension.warehouse_path is not None:
+            return _warehouse_snapshot(self._warehouse_files(dimension), dimension)
         return _file_snapshot(dimension)
 
     def load_all(self) -> dict[str, LoadedDimension]:
@@ -151,8 +172,8 @@ class DimensionLoader:
 
     def check_source(self, dimension: DimensionConfig) -> None:
         """Start-up check of a file source: it exists and has the columns, of castable types."""
-        if dimension.kind != DimensionKind.FILE:
-            return  # a Hive source is checked when it is loaded, once Spark runs
+        if dimension.kind != DimensionKind.FILE or dimension.path is None:
+            return  # a Hive source, or a file on HDFS, is checked when it is loaded, once the clients run
         if not dimension.path.is_file():
             raise ConfigError(f"[dimension {dimension.name}] source: {dimension.path} does not exist")
         if dimension.format == DimensionFormat.PARQUET:
@@ -179,22 +200,38 @@ class DimensionLoader:
     def _read(self, dimension: DimensionConfig) -> pa.Table:
         if dimension.kind == DimensionKind.HIVE:
             return self._read_hive(dimension)
+        where = dimension.path if dimension.warehouse_path is None else dimension.warehouse_path
         try:
-            if dimension.format == DimensionFormat.PARQUET:
-                self._check_columns(dimension, pq.read_schema(dimension.path).names, DimensionError)
-                return pq.read_table(dimension.path, columns=self._wanted(dimension))
-            return self._read_csv(dimension)
-        except (OSError, pa.ArrowException) as exc:
-            raise DimensionError(f"dimension {dimension.name}: cannot read {dimension.path}: {exc}") from exc
+            # A file on HDFS is read whole into memory once: it is broadcast whole anyway.
+            source = dimension.path if dimension.warehouse_path is None else self._warehouse_bytes(dimension)
 
-    def _read_csv(self, dimension: DimensionConfig) -> pa.Table:
+            def opened():
+                return pa.BufferReader(source) if isinstance(source, bytes) else source
+            if dimension.format == DimensionFormat.PARQUET:
+                self._check_columns(dimension, pq.read_schema(opened()).names, DimensionError)
+                return pq.read_table(opened(), columns=self._wanted(dimension))
+            return self._read_csv(dimension, opened)
+        except (OSError, pa.ArrowException) as exc:
+            raise DimensionError(f"dimension {dimension.name}: cannot read {where}: {exc}") from exc
+
+    def _read_csv(self, dimension: DimensionConfig, opened: Callable[[], object]) -> pa.Table:
         wanted = self._wanted(dimension)
-        with pa_csv.open_csv(dimension.path) as reader:
+        with pa_csv.open_csv(opened()) as reader:
             header = reader.schema.names
         self._check_columns(dimension, header, DimensionError)
         types = {name: self._target_type(dimension, name) for name in wanted if dimension.joined}
         options = pa_csv.ConvertOptions(include_columns=wanted, column_types=types)
-        return pa_csv.read_csv(dimension.path, convert_options=options)
+        return pa_csv.read_csv(opened(), convert_options=options)
+
+    def _warehouse_files(self, dimension: DimensionConfig) -> WarehouseFiles:
+        if self._files is None:
+            raise DimensionError(f"dimension {dimension.name}: {dimension.source} is on the warehouse's HDFS, but "
+                                 f"this command was given no warehouse filesystem to read it through")
+        return self._files
+
+    def _warehouse_bytes(self, dimension: DimensionConfig) -> bytes:
+        with self._warehouse_files(dimension).open_read(str(dimension.warehouse_path)) as handle:
+            return handle.read()
 
     def _read_hive(self, dimension: DimensionConfig) -> pa.Table:
         spark = self._spark()
@@ -233,6 +270,15 @@ def _file_snapshot(dimension: DimensionConfig) -> Snapshot | None:
         return None
     path = str(dimension.path)
     return Snapshot.of(dimension.source, path, [FileStamp(path, stat.st_size, stat.st_mtime_ns)])
+
+
+def _warehouse_snapshot(files: WarehouseFiles, dimension: DimensionConfig) -> Snapshot | None:
+    path = str(dimension.warehouse_path)
+    info = files.info(path)
+    if info is None:
+        return None
+    # HDFS keeps milliseconds: as Hive tables' stamps are, in nanoseconds
+    return Snapshot.of(dimension.source, path, [FileStamp(path, info.size, round(info.modified * 1000) * 1_000_000)])
 
 
 def _hive_snapshot(spark, dimension: DimensionConfig) -> Snapshot | None:

@@ -4,11 +4,18 @@ in safe mode, Hadoop's own DFSAdmin, and a local copy of a warehouse on HDFS for
 
 The shared pair is started once per test session, by the first test that asks for it (the
 `hdfs` fixture of tests/integration/conftest.py); a bare `scripts/local-stack up` never starts
-it. Faults that reach beyond a test's own folder (a killed daemon, safe mode) take a private
+it. ETL_TEST_HDFS=private gives that fixture a private pair instead, started for the session
+(to try a change of scripts/stack/hdfs-node's settings without restarting the shared pair).
+
+Permissions are on (scripts/stack/hdfs-node): the OS user that runs the daemons and the tests
+is the HDFS superuser, and the ETL writes as JOB_USER, an ordinary user. A test's warehouse is
+a folder the superuser created and gave to JOB_USER (Hdfs.job_folder), as an administrator
+would. Faults that reach beyond a test's own folder (a killed daemon, safe mode) take a private
 pair; a space quota is set on the test's own table folder, so the shared pair serves it.
 """
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import posixpath
@@ -29,6 +36,7 @@ HDFS_NODE = REPO / "scripts" / "stack" / "hdfs-node"
 JARS = REPO / ".stack" / "jars" / "hadoop"
 SHARED_DIR = REPO / ".stack" / "hdfs"
 DFSADMIN = "org.apache.hadoop.hdfs.tools.DFSAdmin"
+JOB_USER = "etl"  # the HDFS user the ETL writes as ([warehouse] user): not the superuser
 
 
 @dataclass(frozen=True)
@@ -51,15 +59,29 @@ class Hdfs:
         """A fresh folder path of a test's own (not created)."""
         return f"/etl-tests/{what}-{uuid.uuid4().hex[:12]}"
 
+    def job_folder(self, what: str, owner: str = JOB_USER) -> str:
+        """A fresh folder of a test's own (Hdfs.scratch), created by the superuser and given to
+        `owner`, the job's user, as an administrator gives a job its warehouse folder."""
+        path = self.scratch(what)
+        admin = self.admin()
+        admin.makedirs(path)
+        admin.set_owner(path, owner=owner)
+        return path
+
+    def admin(self):
+        """An HdfsCLI client as the HDFS superuser (the OS user that runs the daemons)."""
+        from hdfs import InsecureClient
+        return InsecureClient(f"http://127.0.0.1:{self.http_port}", user=getpass.getuser(), timeout=30)
+
     def warehouse(self, root: str, **overrides: str) -> dict:
         """A [warehouse] section: the ETL writes `root` through WebHDFS, Hive reads it as hdfs://."""
-        return {"url": f"{self.webhdfs_url}{root}", "hive_location": f"{self.hdfs_uri}{root}", "user": "etl",
+        return {"url": f"{self.webhdfs_url}{root}", "hive_location": f"{self.hdfs_uri}{root}", "user": JOB_USER,
                 "timeout_seconds": "30", **overrides}
 
-    def filesystem(self, root: str = "/"):
+    def filesystem(self, root: str = "/", user: str = JOB_USER):
         from etl.config import RetryConfig, WarehouseConfig
         from etl.sink.fs.webhdfs import WebHdfsFileSystem
-        return WebHdfsFileSystem(WarehouseConfig(url=f"{self.webhdfs_url}{root}", user="etl", timeout_seconds=30.0,
+        return WebHdfsFileSystem(WarehouseConfig(url=f"{self.webhdfs_url}{root}", user=user, timeout_seconds=30.0,
                                                  retry=RetryConfig(attempts=3, initial_wait_seconds=0.1,
                                                                    max_wait_seconds=0.5)))
 

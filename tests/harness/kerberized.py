@@ -54,6 +54,10 @@ def secure_hdfs_settings(keytab: Path) -> dict[str, str]:
         "dfs.data.transfer.protection": "authentication",
         "ignore.secure.ports.for.testing": "true",
         "dfs.http.policy": "HTTP_ONLY",
+        # These tests are about authentication: the ETL's principal creates its own warehouse
+        # folder at the root, which only hdfs/localhost, this NameNode's superuser, may do with
+        # permissions on (tests/integration/test_hdfs_faults.py covers permissions).
+        "dfs.permissions.enabled": "false",
     }
 
 

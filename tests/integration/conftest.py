@@ -236,13 +236,18 @@ def registry_process(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def hdfs():
+def hdfs(tmp_path_factory):
     """The shared HDFS (tests.harness.hdfs.Hdfs): a NameNode and a DataNode of Hadoop's jars,
-    started once per session by `scripts/local-stack up hdfs`, only when a test asks for it.
-    Keep to folders of the test's own (Hdfs.scratch); faults beyond them take a PrivateHdfs."""
-    from tests.harness.hdfs import shared_hdfs
+    started once per session by `scripts/local-stack up hdfs`, only when a test asks for it;
+    with ETL_TEST_HDFS=private, a private pair of the same settings, for this session only.
+    Keep to folders of the test's own (Hdfs.job_folder); faults beyond them take a PrivateHdfs."""
+    from tests.harness.hdfs import PrivateHdfs, shared_hdfs
+    if os.environ.get("ETL_TEST_HDFS") == "private":
+        with PrivateHdfs(tmp_path_factory.mktemp("session-hdfs")) as cluster:
+            yield cluster.hdfs
+        return
     try:
-        return shared_hdfs()
+        yield shared_hdfs()
     except StackDown as exc:
         pytest.fail(str(exc), pytrace=False)
 

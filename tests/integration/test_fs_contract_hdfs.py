@@ -54,7 +54,7 @@ def cluster(request):
     if external is not None:
         return external
     hdfs = request.getfixturevalue("hdfs")
-    return WebHdfsFileSystem(webhdfs_config(hdfs.webhdfs_url)), hdfs.scratch("contract")
+    return WebHdfsFileSystem(webhdfs_config(hdfs.webhdfs_url)), hdfs.job_folder("contract")
 
 
 @pytest.fixture

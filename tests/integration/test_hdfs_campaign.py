@@ -31,7 +31,7 @@ def test_random_sigkills_on_an_hdfs_warehouse_then_completion_is_exactly_once(
     topic = new_topic(partitions=4)
     source = DataSource(topic, 4, produce)
     source.produce(150)
-    root = hdfs.scratch("campaign")
+    root = hdfs.job_folder("campaign")
     config = write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"},
                           spark=dict(FAST_START_JVM), job={"max_records_per_partition": "50"},
                           warehouse=hdfs.warehouse(root))

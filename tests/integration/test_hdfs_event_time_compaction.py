@@ -22,7 +22,7 @@ def test_event_time_partitions_then_compaction_on_hdfs_keep_every_offset_once(
     topic = new_topic(partitions=2)
     produce(topic, {p: [json.dumps({"event_id": p * 100 + i, "ts": f"2026-11-20 {10 + i % 2:02d}:15:00"}).encode()
                         for i in range(24)] for p in range(2)})
-    root = hdfs.scratch("event-time")
+    root = hdfs.job_folder("event-time")
     config = write_config(kafka={"topics": topic}, job={"max_records_per_partition": "6"},
                           hive={"partition_by": "column:ts"},
                           compaction={"min_files": "2", "keep_superseded_minutes": "0"}, warehouse=hdfs.warehouse(root))

@@ -83,7 +83,7 @@ def test_datanode_sigkilled_during_an_upload_fails_the_run_and_a_rerun_is_exactl
     topic = new_topic(partitions=2)
     source = DataSource(topic, 2, produce)
     source.produce({0: 200, 1: 20_000})  # partition 1's first chunk is only part of its range
-    root = hdfs.scratch("datanode-killed")
+    root = hdfs.job_folder("datanode-killed")
     config = hdfs_config(write_config, topic, hdfs, root)
     run = EtlProcess(config, fault="writing:1", action="sleep:8")  # long enough to be seen and the DataNode killed
     try:
@@ -111,7 +111,7 @@ def test_namenode_sigstopped_during_a_rename_fails_the_run_and_a_rerun_is_exactl
     topic = new_topic(partitions=1)  # one task: the one whose RENAME meets the stopped NameNode
     source = DataSource(topic, 1, produce)
     source.produce(300)
-    root = hdfs.scratch("namenode-stopped")
+    root = hdfs.job_folder("namenode-stopped")
     config = hdfs_config(write_config, topic, hdfs, root, timeout_seconds="5")
     fs = hdfs.filesystem()
     run = EtlProcess(config, fault="closed:0", action="sleep:4")  # long enough to be seen and the NameNode stopped
@@ -137,7 +137,7 @@ def test_namenode_in_safe_mode_fails_the_batch_and_a_rerun_is_exactly_once(
     topic = new_topic(partitions=2)
     source = DataSource(topic, 2, produce)
     source.produce(300)
-    root = hdfs.scratch("safe-mode")
+    root = hdfs.job_folder("safe-mode")
     config = hdfs_config(write_config, topic, hdfs, root)
     run = EtlProcess(config, fault="state:PLANNED", action="sleep:10")
     try:
@@ -163,7 +163,7 @@ def test_a_space_quota_exceeded_on_the_table_folder_fails_clearly_and_a_rerun_is
     topic = new_topic(partitions=2)
     source = DataSource(topic, 2, produce)
     source.produce(300)
-    root = hdfs.scratch("quota")
+    root = hdfs.job_folder("quota")
     table_dir = f"{root}/{DB}.db/{hive_table_name}"
     hdfs.filesystem().makedirs(table_dir)
     hdfs.dfsadmin("-setSpaceQuota", "1k", table_dir)  # less than one block: no file fits
@@ -176,3 +176,28 @@ def test_a_space_quota_exceeded_on_the_table_folder_fails_clearly_and_a_rerun_is
 
     hdfs.dfsadmin("-clrSpaceQuota", table_dir)
     print(f"[hdfs] quota cleared: {rerun_is_exactly_once(spark, config, source, hdfs, root, tmp_path)}")
+
+
+def test_a_table_folder_the_job_may_not_write_exits_1_naming_it_and_the_permission(
+        spark, private_hdfs, new_topic, produce, write_config, hive_table_name, tmp_path):
+    """Permissions on (scripts/stack/hdfs-node), the job as its own user: its table's folder,
+    made by the superuser and not given to it, fails the run with exit 1, the folder and the
+    missing permission named, nothing committed; once given to the job, a rerun loads it once."""
+    hdfs = private_hdfs.hdfs
+    topic = new_topic(partitions=2)
+    source = DataSource(topic, 2, produce)
+    source.produce(300)
+    root = hdfs.job_folder("denied")  # the job's own, with the database's folder in it
+    hdfs.filesystem().makedirs(f"{root}/{DB}.db")
+    table_dir = f"{root}/{DB}.db/{hive_table_name}"
+    hdfs.admin().makedirs(table_dir)  # the superuser's, mode 755: the job may not write it
+    config = hdfs_config(write_config, topic, hdfs, root)
+    failed = run_etl(config)
+    assert failed.returncode == EXIT_BATCH_FAILED, failed.describe()  # an operator must act
+    assert any(f"HDFS user etl lacks WRITE permission on {table_dir} (owner " in line
+               and f"hdfs dfs -chown -R etl {table_dir}" in line for line in errors(failed)), failed.describe()
+    assert job_state(config).committed == {}
+    print(f"[hdfs] table folder not the job's: exit {failed.returncode}: {errors(failed)}")
+
+    hdfs.admin().set_owner(table_dir, owner="etl")
+    print(f"[hdfs] folder given to the job: {rerun_is_exactly_once(spark, config, source, hdfs, root, tmp_path)}")

@@ -17,11 +17,18 @@ real NameNode cannot produce on cue (tests/unit/test_fs_contract.py).
 """
 from __future__ import annotations
 
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from etl.config import load_config
 from etl.ops.recovery import recover
 from etl.ops.run import run_job
 from etl.ops.verify import run_verify
+from etl.state.store import ZkStateStore
 from tests.harness.data import events_by_partition
+from tests.harness.enrichment import enriched_schema
 from tests.harness.hdfs import copy_to_local
 from tests.harness.jdbc import JdbcReader, offsets_sql, parse_offsets
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader, table_offsets
@@ -38,7 +45,7 @@ def test_n_records_land_exactly_once_on_hdfs_analysts_read_them_and_a_second_run
         spark, thrift_url, new_topic, produce, write_config, hive_table_name, hdfs):
     topic = new_topic(partitions=4)
     produce(topic, events_by_partition(4, 250))
-    root = hdfs.scratch("pipeline")
+    root = hdfs.job_folder("pipeline")
     config = load_config(write_config(kafka={"topics": topic}, warehouse=hdfs.warehouse(root)))
     assert config.warehouse.is_webhdfs
     expected = expected_offsets(topic, {p: 250 for p in range(4)})
@@ -76,7 +83,7 @@ def test_a_file_deleted_on_hdfs_is_a_gap_that_recover_rewrites_once(spark, new_t
     produced = {p: [b"not json" if i % 7 == 0 else payload for i, payload in enumerate(events)]
                 for p, events in events_by_partition(2, 30).items()}
     produce(topic, produced)
-    root = hdfs.scratch("recover")
+    root = hdfs.job_folder("recover")
     config_path = write_config(kafka={"topics": topic}, warehouse=hdfs.warehouse(root),
                                job={"max_records_per_partition": "10", "max_rejected_ratio": "0.5"})
     config = load_config(config_path)
@@ -96,3 +103,39 @@ def test_a_file_deleted_on_hdfs_is_a_gap_that_recover_rewrites_once(spark, new_t
     copy = copy_to_local(fs, root, tmp_path / "warehouse-copy")
     oracle = check_exactly_once(hive_reader(spark), config_path, expected_offsets(topic, {0: 30, 1: 30}), copy)
     print(f"[hdfs-recover] {oracle.describe()}")
+
+
+def test_dimension_files_on_the_warehouse_hdfs_enrich_the_rows_and_are_pinned(
+        spark, new_topic, produce, write_config, hive_table_name, hdfs, tmp_path):
+    """A Parquet dimension named hdfs://, a CSV one named webhdfs://, both read through the
+    warehouse's filesystem (as the job's user), joined, and pinned by the NameNode's size and
+    modification time."""
+    topic = new_topic(partitions=2)
+    codes, users = ["DE", "FR", "XX"], ["u0", "u1", "u9"]
+    produce(topic, {p: [json.dumps({"event_id": p * 10 + i, "user_id": users[i % 3], "country_code": codes[i % 3]})
+                        .encode() for i in range(6)] for p in range(2)})
+    root = hdfs.job_folder("dimensions")
+    fs = hdfs.filesystem()
+    countries, tiers = f"{root}/dims/countries.parquet", f"{root}/dims/users.csv"
+    with fs.open_write(countries) as out:
+        pq.write_table(pa.table({"code": ["DE", "FR"], "country_name": ["Germany", "France"]}), out)
+    with fs.open_write(tiers) as out:
+        out.write(b"user_id,user_tier\nu0,gold\nu1,silver\n")
+    config = load_config(write_config(
+        kafka={"topics": topic}, warehouse=hdfs.warehouse(root), hive={"schema": str(enriched_schema(tmp_path))},
+        **{"dimension countries": {"source": f"{hdfs.hdfs_uri}{countries}", "join_key": "country_code",
+                                   "dimension_key": "code", "columns": "country_name"},
+           "dimension users": {"source": f"{hdfs.webhdfs_url}{tiers}", "join_key": "user_id",
+                               "columns": "user_tier"}}))
+
+    assert run_job(config) == 0
+    rows = spark.sql(f"SELECT country_code, country_name, user_id, user_tier FROM {DB}.{hive_table_name}").collect()
+    assert len(rows) == 12
+    for row in rows:
+        assert row.country_name == {"DE": "Germany", "FR": "France"}.get(row.country_code), row
+        assert row.user_tier == {"u0": "gold", "u1": "silver"}.get(row.user_id), row
+    with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
+        pins = store.last_batch()[0].dimensions
+    for name, path in (("countries", countries), ("users", tiers)):
+        assert pins[name]["location"] == path
+        assert pins[name]["files"] == [[path, fs.info(path).size, round(fs.info(path).modified * 1000) * 1_000_000]]

@@ -144,7 +144,7 @@ def yarn_config(yarn, write_config, tmp_path):
     shutil.copy(EVENTS_SCHEMA, tmp_path / EVENTS_SCHEMA.name)
 
     def make(topic: str, **sections) -> Path:
-        root = yarn.hdfs.scratch("yarn")
+        root = yarn.hdfs.job_folder("yarn")
         return write_config(kafka={"topics": topic, **sections.pop("kafka", {})},
                             warehouse=yarn.hdfs.warehouse(root), hive={"schema": EVENTS_SCHEMA.name}, **sections)
     return make

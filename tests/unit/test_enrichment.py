@@ -21,8 +21,10 @@ from etl.model.batch import Batch
 from etl.model.batch import BatchState
 from etl.rows.dimensions import MAX_LISTED_FILES, DimensionLoader, FileStamp, Snapshot
 from etl.sink.fs import LocalFileSystem
+from etl.sink.fs.webhdfs import WebHdfsFileSystem
 from etl.source.chunk import RawChunk
-from tests.harness.enrichment import countries_csv, enriched_schema
+from tests.harness.enrichment import COUNTRIES_CSV, countries_csv, enriched_schema
+from tests.harness.webhdfs_server import WebHdfsTestServer
 
 
 def ini(tmp_path: Path, schema: Path, job: str = "", dimensions: str = "") -> Path:
@@ -136,3 +138,54 @@ def test_a_gone_source_can_only_be_restored():
     message = str(pins.change_error(Batch(7, BatchState.PLANNED, "", {}, ()), ["d"], {"d": pinned}, {"d": None}))
     assert "batch 7" in message and "pinned /x.csv (size 5, modified 1970-01-01" in message
     assert "now it is gone" in message and "Restore d (a source that is gone cannot be used" in message
+
+
+# -- a dimension file on the warehouse's HDFS ---------------------------------------------------
+def hdfs_ini(tmp_path: Path, url: str, source: str) -> Path:
+    path = ini(tmp_path, enriched_schema(tmp_path),
+               dimensions=f"[dimension countries]\nsource = {source}\njoin_key = country_code\n"
+                          f"dimension_key = code\ncolumns = country_name\n")
+    return Path(path).write_text(path.read_text().replace(
+        f"url = file://{tmp_path}/wh", f"url = {url}/wh\nhive_location = hdfs://ns1/wh\nuser = etl")) and path
+
+
+@pytest.mark.parametrize("source", ["webhdfs://127.0.0.1:{port}/dims/countries.csv", "hdfs://ns1/dims/countries.csv",
+                                    "hdfs:///dims/countries.csv"])
+def test_a_dimension_file_on_the_hdfs_warehouse_is_read_through_its_filesystem_and_pinned(tmp_path, source):
+    with WebHdfsTestServer(tmp_path / "served") as server:
+        url = server.webhdfs_url("")
+        config = load_config(hdfs_ini(tmp_path, url, source.format(port=url.rpartition(":")[2])))
+        (dimension,) = config.dimensions
+        assert (dimension.path, dimension.warehouse_path, dimension.format) == (None, "/dims/countries.csv", "csv")
+        fs = WebHdfsFileSystem(config.warehouse)
+        with fs.open_write("/dims/countries.csv") as out:
+            out.write(COUNTRIES_CSV.encode())
+        schema = writer_spec(config).schema  # a file on HDFS is checked when it is loaded, not at start-up
+        loader = DimensionLoader(config.dimensions, lambda _dimension: schema, lambda: None, files=fs)
+        loaded = loader.load_all()["countries"]
+        assert loaded.table.to_pydict() == {"code": ["DE", "FR"], "country_name": ["Germany", "France"]}
+        assert loaded.snapshot.location == "/dims/countries.csv"
+        assert [(f.path, f.size) for f in loaded.snapshot.files] == [("/dims/countries.csv", len(COUNTRIES_CSV))]
+
+        fs.delete("/dims/countries.csv")  # replaced: another version, pinned apart from the first
+        with fs.open_write("/dims/countries.csv") as out:
+            out.write(b"code,country_name\nDE,Deutschland\n")
+        assert loader.snapshot(dimension) != loaded.snapshot
+        fs.delete("/dims/countries.csv")
+        assert loader.snapshot(dimension) is None
+        with pytest.raises(DimensionError, match=r"dimension countries: source .* does not exist"):
+            loader.load_all()
+
+
+@pytest.mark.parametrize("url, source, message", [
+    ("file", "hdfs://ns1/dims/c.csv", r"\[dimension countries\] source: .*on HDFS needs a warehouse on HDFS"),
+    ("webhdfs", "hdfs://other/dims/c.csv", r"\[dimension countries\] source: .*another HDFS than the warehouse's"),
+    ("webhdfs", "webhdfs://elsewhere:1/dims/c.csv", r"\[dimension countries\] source: .*another HDFS than the "),
+    ("webhdfs", "hdfs://ns1/dims/c.txt", r"\[dimension countries\] source: .*Parquet \(\.parquet\) or CSV"),
+])
+def test_a_dimension_on_hdfs_must_be_on_the_warehouse_s_own(tmp_path, url, source, message):
+    path = hdfs_ini(tmp_path, "webhdfs://127.0.0.1:9870", source) if url == "webhdfs" else \
+        ini(tmp_path, enriched_schema(tmp_path), dimensions=f"[dimension countries]\nsource = {source}\n"
+                                                            f"join_key = country_code\ncolumns = country_name\n")
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)

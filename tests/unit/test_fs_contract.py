@@ -11,10 +11,13 @@ was lost, standby answers, CREATE never sent twice, error mapping.
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import posixpath
+import subprocess
 import sys
 import uuid
+from pathlib import Path
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -429,6 +432,26 @@ def test_remote_exceptions_map_to_errors_that_say_what_to_do(webhdfs):
         webhdfs.fs.makedirs(webhdfs.path("x"))
 
 
+def test_a_denied_access_names_the_user_the_permission_and_the_folder_and_exits_1():
+    """A real NameNode's answer when [warehouse] user may not write a folder (permissions on; seen
+    in tests/integration/test_hdfs_faults.py): the error, of the ETL's root and not retryable,
+    says who lacks which permission on which folder, and how to give it."""
+    from hdfs.util import HdfsError
+
+    from etl.errors import EXIT_BATCH_FAILED, EtlError, Retryable
+    from etl.sink.fs.webhdfs_client import hdfs_error
+    message = ('Permission denied: user=etl, access=WRITE, inode="/w/db.db/t":root:supergroup:drwxr-xr-x\n'
+               '\tat org.apache.hadoop.hdfs.server.namenode.FSPermissionChecker.check(FSPermissionChecker.java:1)')
+    error = hdfs_error(HdfsError(message, exception="AccessControlException"), "MKDIRS /w/db.db/t/dt=1", "/w/db.db/t/dt=1",
+                       "Check [warehouse] user")
+    assert isinstance(error, EtlError) and not isinstance(error, Retryable)
+    assert error.exit_code == EXIT_BATCH_FAILED
+    text = str(error)
+    assert "MKDIRS /w/db.db/t/dt=1: permission denied: HDFS user etl lacks WRITE permission on /w/db.db/t " \
+           "(owner root, group supergroup, drwxr-xr-x)" in text, text
+    assert "hdfs dfs -chown -R etl /w/db.db/t" in text and "FSPermissionChecker" not in text, text
+
+
 def test_an_exceeded_quota_says_so_and_how_to_raise_it_and_is_not_retryable(webhdfs):
     """A real NameNode's answer, when a folder's space quota cannot hold one more block, is
     seen in tests/integration/test_hdfs_faults.py; here the mapping of every quota exception."""
@@ -474,3 +497,38 @@ def test_kerberos_without_its_package_is_a_config_error_naming_the_extra(server,
     monkeypatch.setitem(sys.modules, "hdfs.ext.kerberos", None)
     with pytest.raises(ConfigError, match=r"requests-kerberos.*kafka-hive-etl\[kerberos\]"):
         WebHdfsFileSystem(webhdfs_config(server.webhdfs_url("/w"), auth="kerberos", user=None))
+
+
+# -- the local backend's rename, killed inside it ----------------------------------------------
+def _rename_in_a_child(tmp_path, src: str, dst: str, **env: str) -> subprocess.CompletedProcess:
+    code = ("import sys; from etl.sink.fs import LocalFileSystem; "
+            "print(LocalFileSystem().rename_no_replace(sys.argv[1], sys.argv[2]))")
+    return subprocess.run([sys.executable, "-c", code, src, dst], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **env},
+                          start_new_session=True)
+
+
+def test_a_local_move_between_visible_folders_killed_inside_it_leaves_the_file_under_one_name(tmp_path):
+    """etl.ops.legacy_names moves a committed file from one registered partition's folder to
+    another's: were both names there at once (a link, then an unlink, killed in between), a
+    query would read its rows twice. SIGKILLed at the one step of the move that could be
+    interrupted, the file is still under exactly one of its names, whole."""
+    old, new = tmp_path / "dt=1-01-02" / "hour=05", tmp_path / "dt=0001-01-02" / "hour=05"
+    old.mkdir(parents=True)
+    new.mkdir(parents=True)
+    (old / FINAL).write_bytes(b"range 0-250")
+    done = _rename_in_a_child(tmp_path, str(old / FINAL), str(new / FINAL), ETL_FAULT_POINT="local:linked")
+    names = [str(p.relative_to(tmp_path)) for p in sorted(tmp_path.rglob(FINAL))]
+    assert names == [f"dt=0001-01-02/hour=05/{FINAL}"], (names, done.returncode, done.stderr[-500:])
+    assert (new / FINAL).read_bytes() == b"range 0-250"
+
+
+def test_without_renameat2_the_local_move_links_then_unlinks_and_still_never_overwrites(tmp_path, monkeypatch):
+    import etl.sink.fs.local as local
+    monkeypatch.setattr(local, "_renameat2", None)  # a C library or filesystem without RENAME_NOREPLACE
+    fs, src, dst = LocalFileSystem(), str(tmp_path / "_tmp.a"), str(tmp_path / FINAL)
+    Path(src).write_bytes(b"first")
+    assert fs.rename_no_replace(src, dst) is True and not os.path.exists(src)
+    Path(src).write_bytes(b"second")
+    assert fs.rename_no_replace(src, dst) is False
+    assert Path(dst).read_bytes() == b"first" and Path(src).read_bytes() == b"second"

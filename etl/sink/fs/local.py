@@ -1,15 +1,23 @@
 """The local-disk backend of the warehouse filesystem (file:///...), the embedded default.
 
 `rename_no_replace` is the commit point of every file. It must be atomic and must never
-overwrite: POSIX rename(2) silently replaces, so the local backend links the temp file to
-its final name (link(2) fails with EEXIST) and then unlinks the temp name.
+overwrite: POSIX rename(2) silently replaces, so the local backend asks Linux's renameat2(2)
+with RENAME_NOREPLACE (fails with EEXIST), one atomic step: the file is under exactly one of
+its names at every instant, which a move between two registered partitions' folders
+(etl.ops.legacy_names) needs, or a query would read its rows twice. Where the filesystem or
+the kernel lacks it (EINVAL, ENOSYS), it links the file to its new name (link(2) fails with
+EEXIST) and then unlinks the old one: a kill in between leaves both names, harmless for a
+temp file's publication (a temp name is hidden from readers), and repaired by `etl recover`
+for a move (docs/operating.md, Known limits).
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 from typing import BinaryIO, Iterator
 
+from etl import faults
 from etl.errors import WarehouseError
 from etl.sink.fs.base import FileInfo, PathExists, PathNotFound
 
@@ -39,7 +47,11 @@ class LocalFileSystem:
     def rename_no_replace(self, src: str, dst: str) -> bool:
         """Publish src as dst. True if dst was created, False if dst already existed."""
         try:
-            os.link(src, dst)
+            if not _rename_noreplace(src, dst):
+                os.link(src, dst)  # the filesystem cannot: two steps, see the module's docstring
+                _fsync_dir(os.path.dirname(dst))
+                faults.checkpoint("local:linked")
+                self.delete(src)
         except FileExistsError:
             return False
         except FileNotFoundError as exc:
@@ -49,7 +61,6 @@ class LocalFileSystem:
         except OSError as exc:
             raise WarehouseError(f"cannot publish {src} as {dst}: {exc}") from exc
         _fsync_dir(os.path.dirname(dst))  # the new name must survive a power loss: offsets are committed next
-        self.delete(src)
         return True
 
     def exists(self, path: str) -> bool:
@@ -104,6 +115,25 @@ class LocalFileSystem:
             os.makedirs(path, exist_ok=True)
         except OSError as exc:
             raise WarehouseError(f"cannot create folder {path}: {exc}; check that no file is in the way") from exc
+
+
+_AT_FDCWD = -100  # <fcntl.h>: paths relative to the working folder
+_RENAME_NOREPLACE = 1  # <linux/fs.h>
+_UNSUPPORTED = (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP)
+_renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)  # glibc 2.28+
+
+
+def _rename_noreplace(src: str, dst: str) -> bool:
+    """Move src to dst in one atomic step unless dst exists (FileExistsError); False when this
+    filesystem, kernel or C library cannot, and nothing was done."""
+    if _renameat2 is None:
+        return False
+    if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _UNSUPPORTED:
+        return False
+    raise OSError(code, os.strerror(code), src, None, dst)
 
 
 def _fsync_dir(path: str) -> None:

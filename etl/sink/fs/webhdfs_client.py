@@ -17,6 +17,7 @@ the call: starting up, or standby during a failover).
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, TypeVar
 
 import requests
@@ -171,7 +172,7 @@ def _error_for(name: str, message: str, what: str, path: str, hint: str, *, miss
     if name == "FileAlreadyExistsException":
         return PathExists(f"{what}: {path} already exists ({message}); it was left as it is")
     if name in _DENIED_EXCEPTIONS or denied:
-        return WarehouseError(f"{what}: permission denied ({name or 'HTTP 401'}: {message}). {hint}")
+        return WarehouseError(_denied(name, message, what, hint))
     if "Quota" in name and "Exceeded" in name:  # DSQuota, NSQuota, QuotaByStorageType: a folder is full
         return WarehouseError(f"{what}: a folder's HDFS quota is exceeded ({name}: {message}). Nothing was "
                               f"published; free space there, or raise its quota (hdfs dfsadmin -setSpaceQuota "
@@ -180,6 +181,26 @@ def _error_for(name: str, message: str, what: str, path: str, hint: str, *, miss
         return WarehouseUnavailable(f"{what}: the NameNode is in safe mode ({message}); run again once it has "
                                     f"left safe mode (hdfs dfsadmin -safemode get)")
     return WarehouseError(f"{what}: WebHDFS answered {status}{name + ': ' if name else ''}{message}")
+
+
+# How a NameNode with dfs.permissions.enabled words a refusal (FSPermissionChecker): the user,
+# the access it lacks, and the inode that refused it, with its owner, group and mode.
+_PERMISSION_DENIED = re.compile(r'user=(?P<user>[^,]+), access=(?P<access>\w+), inode="(?P<inode>[^"]+)"'
+                                r'(?::(?P<owner>[^:\s]*):(?P<group>[^:\s]*):(?P<mode>[-dlrwxstST+]+))?')
+
+
+def _denied(name: str, message: str, what: str, hint: str) -> str:
+    """A refusal, worded for the operator: who lacks which permission on which path, and how to
+    give it, when the NameNode's message says so (permissions on); else its message and the hint."""
+    found = _PERMISSION_DENIED.search(message)
+    if found is None:
+        return f"{what}: permission denied ({name or 'HTTP 401'}: {message}). {hint}"
+    user, access, inode = found["user"], found["access"], found["inode"]
+    held = f" (owner {found['owner']}, group {found['group']}, {found['mode']})" if found["mode"] else ""
+    return (f"{what}: permission denied: HDFS user {user} lacks {access} permission on {inode}{held}. Give "
+            f"the folder to the job's user (hdfs dfs -chown -R {user} {inode}) or grant "
+            f"{user} {access} on it (hdfs dfs -chmod, hdfs dfs -setfacl), or set [warehouse] user to the folder's "
+            f"owner, then run again")
 
 
 def _one_line(message: str) -> str:
