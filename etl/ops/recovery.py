@@ -27,7 +27,7 @@ from etl.job.write_mode import mode_of
 from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.model.compaction import CompactionState
 from etl.model.events import AcceptedLoss, MovedAside
-from etl.model.naming import FileRange, final_name, partition_path
+from etl.model.naming import partition_path
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
 from etl.model.partitioning import padded_path
 from etl.ops.inventory import Inventory
@@ -118,16 +118,16 @@ def _files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | No
     (their range is rewritten, rejected rows included, so the old ones must leave the table),
     unless an open batch is still writing them. Files are matched by range, not by folder: by
     event time a range's files sit in several partitions."""
-    planned = {(r.topic, r.partition, r.start, r.end) for r in batch.file_ranges} if batch else set()
+    planned = {r.file_range for r in batch.file_ranges} if batch else set()
     files: dict = {}
     for f in inventory.files + inventory.rejected:
         files.setdefault(f.range, []).append(f.path)
     main = {f.range for f in inventory.files}
     moving = set(unreadable)
     for r, paths in files.items():
-        if (r.topic, r.partition, r.start, r.end) in planned:
+        if r in planned:
             continue
-        whole = set(paths) & unreadable or final_name(r.topic, r.partition, r.start, r.end) in damaged
+        whole = set(paths) & unreadable or r.name in damaged
         if whole or r not in main:
             moving.update(paths)
             if r in inventory.manifests:
@@ -144,7 +144,8 @@ def _without(inventory: Inventory, paths: set[str]) -> Inventory:
 def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store: OffsetPart, committed) -> tuple[list[Span], list[Span]]:
     """Each gap split at the earliest offset Kafka still holds: what can be rewritten, what is lost.
     A recreated topic holds none of the committed records any more, whatever its offsets say, nor
-    does a deleted one."""
+    does a deleted one, and Kafka holds none of an incarnation the partition left (etl.model.identity):
+    its gaps are lost, never rewritten from the new topic."""
     on_broker = kafka.topics_on_broker()
     marks = kafka.watermarks(sorted({(g.topic, g.partition) for g in gaps if g.topic in on_broker}))
     recreated = recreated_partitions(store, kafka, committed, marks, kafka.topic_ids(sorted({t for t, _ in marks})),
@@ -152,11 +153,12 @@ def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store: OffsetPart, c
     rewrite, lost = [], []
     for g in gaps:
         key = (g.topic, g.partition)
-        low = g.hi if key in recreated or key not in marks else marks[key][0]
+        gone = key in recreated or key not in marks or g.incarnation != committed[key].incarnation
+        low = g.hi if gone else marks[key][0]
         if g.lo < low:
-            lost.append(Span(g.topic, g.partition, g.lo, min(low, g.hi), None))
+            lost.append(Span(g.topic, g.partition, g.lo, min(low, g.hi), None, g.incarnation))
         if g.hi > low:
-            rewrite.append(Span(g.topic, g.partition, max(g.lo, low), g.hi, None))
+            rewrite.append(Span(g.topic, g.partition, max(g.lo, low), g.hi, None, g.incarnation))
     return rewrite, lost
 
 
@@ -174,7 +176,7 @@ def _without_table(config: Config, kafka: KafkaMetadata, rewrite: list[Span]) ->
 
 
 def _describe(span: Span) -> str:
-    return f"{span.topic}[{span.partition}] [{span.lo}, {span.hi})"
+    return f"{span.where} [{span.lo}, {span.hi})"
 
 
 def _lost(span: Span) -> Problem:
@@ -189,14 +191,13 @@ class _InventoryFiles:
 
     def __init__(self, inventory: Inventory):
         self.manifests = inventory.manifests
-        self.present = {(f.partition_path, f.range.topic, f.range.partition, f.range.start, f.range.end)
-                        for f in inventory.files}
+        self.present = {(f.partition_path, f.range) for f in inventory.files}
 
     def has_file(self, values: Mapping[str, str], r: OffsetRange) -> bool:
-        return (partition_path(dict(values)), r.topic, r.partition, r.start, r.end) in self.present
+        return (partition_path(dict(values)), r.file_range) in self.present
 
     def has_manifest(self, r: OffsetRange) -> bool:
-        return FileRange(r.topic, r.partition, r.start, r.end) in self.manifests
+        return r.file_range in self.manifests
 
 
 def _missing_files(batch: Batch, inventory: Inventory) -> list:
@@ -332,5 +333,5 @@ def _repair_ranges(store: OffsetPart, spans: list[Span], cap: int) -> list[Offse
     """The gaps as ranges of a REPAIR batch, at most `cap` offsets each; each expects its
     partition's committed offset not to move until the repair commits."""
     committed = store.committed_offsets()
-    return [OffsetRange(s.topic, s.partition, lo, min(lo + cap, s.hi), committed[(s.topic, s.partition)].value)
-            for s in spans for lo in range(s.lo, s.hi, cap)]
+    return [OffsetRange(s.topic, s.partition, lo, min(lo + cap, s.hi), committed[(s.topic, s.partition)].value,
+                        s.incarnation) for s in spans for lo in range(s.lo, s.hi, cap)]
