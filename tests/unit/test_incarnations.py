@@ -243,3 +243,17 @@ def test_a_backwards_reset_moves_out_only_the_current_incarnations_files():
     inventory = Inventory([wfile(0, 20), wfile(20, 30), wfile(0, 5, NEW), wfile(5, 9, NEW)])
     refusals, moving = _backwards([OffsetChange("events", 0, 9, 5)], inventory, True, {("events", 0): NEW})
     assert refusals == [] and moving == [wfile(5, 9, NEW).path]
+
+
+def test_by_event_time_each_incarnations_range_is_checked_against_its_own_manifest():
+    from etl.ops.parts import check_parts
+    from etl.sink.manifest import Part
+
+    other = "dt=2026-11-27/hour=11"
+    old = [wfile(0, 20), WarehouseFile(f"/wh/{other}/{final_name('events', 0, 0, 20)}", other, FileRange("events", 0, 0, 20))]
+    new = [wfile(0, 20, NEW)]
+    manifests = [RangeManifest("events", 0, 0, 20, (Part(FOLDER, 10), Part(other, 10))),
+                 RangeManifest("events", 0, 0, 20, (Part(FOLDER, 20),), incarnation=NEW)]
+    assert check_parts(Inventory(old + new), manifests, None) == []
+    problems = check_parts(Inventory(old), manifests, None)  # the new incarnation's part is gone
+    assert [(p.kind, p.where) for p in problems] == [("missing_part", f"events[0] {final_name('events', 0, 0, 20, NEW)}")]
