@@ -98,7 +98,7 @@ class CompactionChooser:
             facts, named = read_facts(self.fs, path), parse_final_name(name)
             ranges = tuple(facts.ranges or [(named.start, named.end)])
             offset = committed.get((named.topic, named.partition))
-            if offset is None or ranges[-1][1] > offset.value:
+            if offset is None or ranges[-1][1] > _committed_end(offset, named.incarnation):
                 return _skip(choice, f"{name} reaches past the committed offset; `etl verify` explains")
             inputs.append(InputFile(name, self.fs.info(path).size, facts.rows, ranges))
         try:
@@ -113,6 +113,12 @@ class CompactionChooser:
                               self.clock().isoformat(timespec="seconds"), planned_by,
                               marker=MARKER_NAME in self.fs.list_dir(folder), table_name=choice.table_name,
                               checksums=True)  # merge_files records them in every merged file
+
+
+def _committed_end(offset, incarnation: str) -> int:
+    """Where the partition's incarnation (etl.model.identity) committed up to; -1 for one
+    ZooKeeper records no offsets of (its files are `etl verify`'s to name, not to merge)."""
+    return max((i.end for i in offset.incarnations if i.tag == incarnation), default=-1)
 
 
 def _skip(choice: Choice, why: str) -> Choice:

@@ -10,27 +10,29 @@ from etl.model.naming import final_name
 def plan_outputs(inputs: list[InputFile], target_bytes: int) -> tuple[OutputFile, ...]:
     """One merged file per Kafka partition, or several when its files hold more than
     `target_bytes`: consecutive files in offset order, each output named by its lowest start
-    and highest end. Ranges that overlap are refused: the partition holds a copy (`etl verify`)."""
-    by_partition: dict[tuple[str, int], list[InputFile]] = {}
+    and highest end. Ranges that overlap are refused: the partition holds a copy (`etl verify`).
+    A recreated topic's incarnations (etl.model.identity) are merged apart, each output named
+    with its incarnation's tag: their offsets overlap, their records are others."""
+    by_partition: dict[tuple[str, int, str], list[InputFile]] = {}
     for f in inputs:
         by_partition.setdefault(f.kafka_partition, []).append(f)
     outputs = []
-    for (topic, partition), files in sorted(by_partition.items()):
+    for (topic, partition, incarnation), files in sorted(by_partition.items()):
         files.sort(key=lambda f: f.ranges[0])
         _refuse_overlaps(topic, partition, files)
         group: list[InputFile] = []
         for f in files:
             if group and sum(g.size for g in group) + f.size > target_bytes:
-                outputs.append(_output(topic, partition, group))
+                outputs.append(_output(topic, partition, incarnation, group))
                 group = []
             group.append(f)
-        outputs.append(_output(topic, partition, group))
+        outputs.append(_output(topic, partition, incarnation, group))
     return tuple(outputs)
 
 
-def _output(topic: str, partition: int, group: list[InputFile]) -> OutputFile:
+def _output(topic: str, partition: int, incarnation: str, group: list[InputFile]) -> OutputFile:
     start, end = min(r[0] for f in group for r in f.ranges), max(r[1] for f in group for r in f.ranges)
-    return OutputFile(final_name(topic, partition, start, end), tuple(f.name for f in group))
+    return OutputFile(final_name(topic, partition, start, end, incarnation), tuple(f.name for f in group))
 
 
 def _refuse_overlaps(topic: str, partition: int, files: list[InputFile]) -> None:

@@ -32,7 +32,7 @@ from etl.job.host import BatchHost
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.job import packing, progress
 from etl.job.partition_cap import partition_keys
-from etl.job.positions import planning_positions
+from etl.job.positions import planning_positions, tagged
 from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
 from etl.job.batch_tables import (BatchTables, planned_tables, refuse_lost_topics, register_routed,
@@ -180,7 +180,7 @@ class Job:
         refuse_lost_topics(chosen, self._committed_topics, self.config)
         topics = chosen.loaded
         positions, topic_ids = planning_positions(self.store, self.kafka, topics)  # as `etl run --dry-run` shows
-        plan = plan_ranges(positions, self.config.job)
+        plan = tagged(plan_ranges(positions, self.config.job), self.store, topic_ids)  # a recreated topic's incarnation
         for level, note in plan.notes():
             log.log(level, "%s", note)
         if plan.is_empty:

@@ -61,7 +61,7 @@ def event_range(fs: WarehouseFileSystem, task: RangeTask, chunks: Chunks,
     """The range's manifest, and whether this attempt published it."""
     r = task.range
     root = task.split.manifest_root if task.split else task.table_root
-    path = manifest_path(root, r.topic, r.partition, r.start, r.end)
+    path = manifest_path(root, r.topic, r.partition, r.start, r.end, r.incarnation)
     found = read_manifest(fs, path)
     if found is not None:
         if task.split is None:  # routed tables post-date the padded names: a split range has no legacy part
@@ -204,4 +204,4 @@ class _RangeSplit:
                              rejected=count, rejected_partition=partition_path(self.placement.planned) if count else "",
                              unmatched=self.unmatched, ignored_fields=self.ignored_fields,
                              max_event_ms=self.max_event_ms,
-                             last_record=None if last is None else last.to_json())
+                             last_record=None if last is None else last.to_json(), incarnation=r.incarnation)

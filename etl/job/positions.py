@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 
 from etl.model import identity
-from etl.model.planner import PartitionPosition
+from etl.model.incarnations import with_incarnations
+from etl.model.planner import PartitionPosition, Plan
 from etl.source.kafka import KafkaMetadata
 from etl.state.protocols import OffsetPart
 
@@ -30,6 +31,13 @@ def planning_positions(store: OffsetPart, kafka: KafkaMetadata,
                                    ends.get((t, p)), identity.same_topic(stored_ids.get(t), topic_ids.get(t)))
                  for t, p in partitions]
     return positions, topic_ids
+
+
+def tagged(plan: Plan, store: OffsetPart, topic_ids: dict[str, str | None]) -> Plan:
+    """`plan` with the incarnation of its topic each range reads (etl.model.incarnations), by the
+    committed state (cached by the store since planning_positions read it)."""
+    current = {key: c.incarnation for key, c in store.committed_offsets().items()}
+    return with_incarnations(plan, current, store.topic_ids(), topic_ids)
 
 
 def _value(committed) -> int | None:

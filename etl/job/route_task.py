@@ -42,7 +42,7 @@ def run_split_range_task(task: RangeTask, lookups: Mapping[str, object] | None =
     """The split task: `task.split` is set. `lookups`: dimension name -> Spark broadcast."""
     assert task.split is not None
     fs, r = filesystem_for(task.warehouse), task.range
-    path = manifest_path(task.split.manifest_root, r.topic, r.partition, r.start, r.end)
+    path = manifest_path(task.split.manifest_root, r.topic, r.partition, r.start, r.end, r.incarnation)
     manifest, published = read_manifest(fs, path), False
     if manifest is None:
         manifest = split_range(fs, task, range_chunks(task), opened_tables(lookups))
@@ -132,7 +132,8 @@ class _SplitWriter:
         fingerprint = last_record(last)
         return RangeManifest(r.topic, r.partition, r.start, r.end, tuple(parts), rejected=count,
                              rejected_partition=target.partition if count else "", unmatched=unmatched,
-                             ignored_fields=ignored, last_record=None if fingerprint is None else fingerprint.to_json())
+                             ignored_fields=ignored, last_record=None if fingerprint is None else fingerprint.to_json(),
+                             incarnation=r.incarnation)
 
 
 def _check_same_rows(fs: WarehouseFileSystem, final: str, rows: int) -> None:

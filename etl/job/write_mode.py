@@ -75,7 +75,7 @@ class WarehouseFiles:
 
     def has_manifest(self, r: OffsetRange) -> bool:
         root = self.tables.manifest_root(r)
-        return self.fs.exists(manifest_path(root, r.topic, r.partition, r.start, r.end))
+        return self.fs.exists(manifest_path(root, r.topic, r.partition, r.start, r.end, r.incarnation))
 
 
 class WriteMode(Protocol):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from etl.errors import StateConflict
-from etl.model.naming import final_name
+from etl.model.naming import FileRange, final_name
 
 
 class BatchState(str, Enum):
@@ -41,22 +41,29 @@ class OffsetRange:
     start: int
     end: int
     expected: int | None
+    incarnation: str = ""  # the topic's incarnation the range reads (etl.model.identity): "" the first
 
     @property
     def size(self) -> int:
         return self.end - self.start
 
     @property
+    def file_range(self) -> FileRange:
+        return FileRange(self.topic, self.partition, self.start, self.end, self.incarnation)
+
+    @property
     def file_name(self) -> str:
-        return final_name(self.topic, self.partition, self.start, self.end)
+        return final_name(self.topic, self.partition, self.start, self.end, self.incarnation)
 
     def to_json(self) -> list:
-        return [self.topic, self.partition, self.start, self.end, self.expected]
+        # The first incarnation's ranges are stored as before tags existed.
+        return [self.topic, self.partition, self.start, self.end, self.expected, *([self.incarnation] if self.incarnation else [])]
 
     @classmethod
     def from_json(cls, raw: list) -> "OffsetRange":
-        topic, partition, start, end, expected = raw
-        return cls(topic, int(partition), int(start), int(end), None if expected is None else int(expected))
+        topic, partition, start, end, expected, *tag = raw
+        return cls(topic, int(partition), int(start), int(end), None if expected is None else int(expected),
+                   str(tag[0]) if tag else "")
 
 
 class BatchKind(str, Enum):
@@ -76,18 +83,25 @@ class SkippedRange:
     low: int
     high: int
     recreated: str = ""  # why the topic is taken for another incarnation (etl.model.identity), if it is
+    incarnation: str = ""  # the tag of the incarnation loaded from restart_at on, when it is a new one
 
     def describe(self) -> str:
         if self.recreated:
-            return f"{self.recreated}; restarting at {self.restart_at}"
+            return f"{self.recreated}; restarting at {self.restart_at}{self._tagged()}"
         if self.committed < self.low:
             return (f"{self.topic}[{self.partition}]: offsets [{self.committed}, {self.low}) were deleted "
                     f"from Kafka before they were loaded; restarting at {self.restart_at}")
         return (f"{self.topic}[{self.partition}]: committed offset {self.committed} is beyond the log end "
-                f"{self.high} (topic recreated?); restarting at {self.restart_at}")
+                f"{self.high} (topic recreated?); restarting at {self.restart_at}{self._tagged()}")
+
+    def _tagged(self) -> str:
+        return f" as incarnation {self.incarnation} (its files are named +{self.incarnation})" if self.incarnation else ""
 
     def to_json(self) -> dict:
-        return self.__dict__.copy()
+        raw = self.__dict__.copy()
+        if not self.incarnation:  # as versions before incarnations stored it
+            del raw["incarnation"]
+        return raw
 
 
 # In a routed batch's extra, from WRITTEN on: table -> the rows written to it (etl.job.batch_tables).

@@ -69,9 +69,10 @@ class InputFile:
     ranges: tuple[tuple[int, int], ...]
 
     @property
-    def kafka_partition(self) -> tuple[str, int]:
+    def kafka_partition(self) -> tuple[str, int, str]:
+        """The Kafka partition and the topic's incarnation (etl.model.identity) whose offsets it holds."""
         parsed = parse_final_name(self.name)
-        return parsed.topic, parsed.partition
+        return parsed.topic, parsed.partition, parsed.incarnation
 
     def to_json(self) -> list:
         return [self.name, self.size, self.rows, [list(r) for r in self.ranges]]

@@ -37,6 +37,7 @@ class Skipped:
     low: int
     high: int
     recreated: str = ""
+    incarnation: str = ""  # the new incarnation's tag, when the skip entered one (etl.model.identity)
     kind = EventKind.SKIPPED
 
     @classmethod
@@ -44,8 +45,9 @@ class Skipped:
         return cls(batch_id, at, **skipped.to_json())
 
     def describe(self) -> str:
+        into = f" of the topic's new incarnation {self.incarnation}" if self.incarnation else ""
         return (f"batch {self.batch_id} at {self.at}: skipped {self.topic}[{self.partition}] from committed "
-                f"{self.committed} to {self.restart_at} (Kafka held [{self.low}, {self.high}])")
+                f"{self.committed} to {self.restart_at}{into} (Kafka held [{self.low}, {self.high}])")
 
     def jumps(self) -> list[Jump]:
         return [(self.topic, self.partition, self.committed, self.restart_at)]
@@ -156,12 +158,14 @@ class UnknownEvent:
 Event = Union[Skipped, Reset, AcceptedLoss, MovedAside, Bind, UnknownEvent]
 KINDS = {cls.kind: cls for cls in (Skipped, Reset, AcceptedLoss, MovedAside, Bind)}
 _STORED_AS = {"previous": "from"}  # field -> JSON key, where Python's names differ
+_ADDED = {"incarnation"}  # fields added later, stored only when set: events as earlier versions stored them
 
 
 def to_json(event: Event) -> dict:
     if isinstance(event, UnknownEvent):
         return dict(event.raw)
-    data = {_STORED_AS.get(name, name): value for name, value in asdict(event).items()}
+    data = {_STORED_AS.get(name, name): value for name, value in asdict(event).items()
+            if not (name in _ADDED and not value)}
     return {"kind": event.kind.value, **_lists(data)}
 
 

@@ -16,11 +16,26 @@ and the topic id, when there is one, still decides. The next commit fingerprints
 
 Here are the witnesses and how each judges; etl.job.positions.recreated_partitions asks the store
 and Kafka for them.
+
+Incarnations. Loaded on from a recreated topic (on_offset_out_of_range = earliest), a partition
+enters the topic's next incarnation, whose offsets restart and overlap the old ones'. Its files
+carry the incarnation's tag (etl.model.naming), so that both incarnations' files stay in the table
+under distinct names and are checked apart. The first incarnation the job loaded has the tag ""
+(plain names: every file written before tags existed is of it); a later one is tagged with the
+first INCARNATION_LENGTH characters of its topic id, as Kafka prints it (base64url), so that an
+operator finds the tag in `kafka-topics --describe`. Kafka draws topic ids at random: two
+incarnations of one topic share a tag with a chance of about 2^-60, the only way two
+incarnations could be mixed up. Where the broker reports no topic id the tag is drawn at random,
+as long. A partition's tag, and the incarnations it left (each one's origin and end), are stored
+with its committed offset (etl.state.znodes.CommittedOffset).
 """
 from __future__ import annotations
 
 import hashlib
+import secrets
 from dataclasses import dataclass
+
+from etl.model.naming import INCARNATION_LENGTH
 
 
 @dataclass(frozen=True)
@@ -67,3 +82,27 @@ def record_changed(topic: str, partition: int, stored: RecordFingerprint | None,
                 f"(timestamp {found.timestamp_ms} vs {stored.timestamp_ms}, value hash {found.digest} vs "
                 f"{stored.digest}): the topic was deleted and recreated")
     return None
+
+
+@dataclass(frozen=True)
+class Incarnation:
+    """The offsets [origin, end) one incarnation of a partition committed; `tag` "" is the first."""
+
+    tag: str
+    origin: int | None  # None: committed by a version that did not record the origin
+    end: int
+
+    def to_json(self) -> list:
+        return [self.tag, self.origin, self.end]
+
+    @classmethod
+    def from_json(cls, raw: list) -> "Incarnation":
+        tag, origin, end = raw
+        return cls(str(tag), None if origin is None else int(origin), int(end))
+
+
+def incarnation_tag(topic_id: str | None) -> str:
+    """The tag of a new incarnation: its topic id's first characters, or random without one."""
+    if topic_id:
+        return topic_id[:INCARNATION_LENGTH]
+    return secrets.token_urlsafe(INCARNATION_LENGTH)[:INCARNATION_LENGTH]

@@ -4,8 +4,13 @@ place. The other names there belong to the room that writes them: range manifest
 and compacted folders (etl.model.compaction).
 
 A committed file is `<topic>+<partition>+<from:020d>+<until:020d>.parquet`. The offsets are
-zero-padded so that a plain sort of the names is an offset sort. Temp files start with `_`,
-which Hive and Spark skip, and end in `.inprogress`, so that a reader's `*.parquet` glob
+zero-padded so that a plain sort of the names is an offset sort. A file of a recreated topic's
+later incarnation (etl.model.identity) carries that incarnation's tag after its offsets,
+`<topic>+<partition>+<from:020d>+<until:020d>+<tag>.parquet`: its offsets restart at 0 and
+would otherwise take the old incarnation's names. The first incarnation's files keep the plain
+name, so every name written before incarnations were named still parses, as the first's.
+
+Temp files start with `_`, which Hive and Spark skip, and end in `.inprogress`, so that a reader's `*.parquet` glob
 (DuckDB, pyarrow), which skips no `_` name, does not match them either. They sit beside their
 final name so that the publishing rename never crosses a directory or filesystem.
 """
@@ -21,7 +26,12 @@ TEMP_PREFIX = "_tmp."
 TEMP_SUFFIX = ".inprogress"
 # A topic may not start with '_' or '.' (the config refuses it: Hive would hide its files),
 # so a temp name can never parse as a committed one.
-_FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9-][A-Za-z0-9._-]*)\+(?P<partition>\d+)\+(?P<start>\d{20})\+(?P<end>\d{20})\.parquet$")
+# A tag is INCARNATION_LENGTH characters of the base64url alphabet Kafka prints topic ids in.
+INCARNATION_LENGTH = 11
+_TAG = rf"[A-Za-z0-9_-]{{{INCARNATION_LENGTH}}}"
+_TAG_RE = re.compile(_TAG)
+_FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9-][A-Za-z0-9._-]*)\+(?P<partition>\d+)\+(?P<start>\d{20})\+(?P<end>\d{20})"
+                       rf"(?:\+(?P<incarnation>{_TAG}))?\.parquet$")
 
 
 @dataclass(frozen=True, order=True)
@@ -30,10 +40,18 @@ class FileRange:
     partition: int
     start: int
     end: int
+    incarnation: str = ""  # the topic's incarnation: "" for the first the job loaded (etl.model.identity)
+
+    @property
+    def name(self) -> str:
+        return final_name(self.topic, self.partition, self.start, self.end, self.incarnation)
 
 
-def final_name(topic: str, partition: int, start: int, end: int) -> str:
-    return f"{topic}+{partition}+{start:020d}+{end:020d}{EXTENSION}"
+def final_name(topic: str, partition: int, start: int, end: int, incarnation: str = "") -> str:
+    if incarnation and not _TAG_RE.fullmatch(incarnation):
+        raise ValueError(f"{incarnation!r} is not an incarnation tag ({INCARNATION_LENGTH} characters of [A-Za-z0-9_-])")
+    tag = f"+{incarnation}" if incarnation else ""
+    return f"{topic}+{partition}+{start:020d}+{end:020d}{tag}{EXTENSION}"
 
 
 def parse_final_name(name: str) -> FileRange | None:
@@ -41,7 +59,8 @@ def parse_final_name(name: str) -> FileRange | None:
     match = _FINAL_RE.match(name)
     if not match:
         return None
-    return FileRange(match["topic"], int(match["partition"]), int(match["start"]), int(match["end"]))
+    return FileRange(match["topic"], int(match["partition"]), int(match["start"]), int(match["end"]),
+                     match["incarnation"] or "")
 
 
 def temp_name(final: str) -> str:

@@ -5,6 +5,11 @@ Every Kafka partition with a committed offset is walked, whether or not any file
 found: its files must tile [origin, committed), where the origin is the first offset the job
 planned for it. A gap is accepted only where ZooKeeper records why (a skip, a reset, an
 accepted loss). Each problem found carries what the operator can do about it.
+
+A partition of a recreated topic is walked once per incarnation the job loaded of it
+(etl.model.identity): each incarnation's files, told apart by their names' tags, must tile the
+offsets ZooKeeper records it committed, [origin, end), apart from the others'. A recorded skip,
+reset or loss explains the same offsets in every incarnation of its partition.
 """
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from dataclasses import asdict, dataclass
 
 from etl.model.batch import Batch
 from etl.model.events import Event, explained_jumps
+from etl.model.identity import Incarnation
+from etl.model.naming import FileRange
 from etl.ops.inventory import Inventory, WarehouseFile
 from etl.sink.warehouse import same_location
 from etl.state.znodes import CommittedOffset
@@ -43,6 +50,11 @@ class Span:
     lo: int
     hi: int
     file: WarehouseFile | None
+    incarnation: str = ""  # the topic's incarnation whose offsets these are (etl.model.identity)
+
+    @property
+    def where(self) -> str:
+        return describe_partition(self.topic, self.partition, self.incarnation)
 
 
 def check_ranges(inventory: Inventory, committed: dict[tuple[str, int], CommittedOffset],
@@ -73,15 +85,37 @@ def walk_partitions(inventory: Inventory, committed: dict[tuple[str, int], Commi
             for key in sorted(set(by_partition) | set(committed))]
 
 
-def _planned(open_batch: Batch | None) -> set:
-    return {(r.topic, r.partition, r.start, r.end) for r in open_batch.file_ranges} if open_batch else set()
+def _planned(open_batch: Batch | None) -> set[FileRange]:
+    return {r.file_range for r in open_batch.file_ranges} if open_batch else set()
+
+
+def describe_partition(topic: str, partition: int, incarnation: str = "") -> str:
+    return f"{topic}[{partition}]" + (f" (incarnation {incarnation})" if incarnation else "")
 
 
 def _walk(key, files: list[WarehouseFile], offset: CommittedOffset | None, planned, jumps,
           manifested=frozenset()) -> PartitionWalk:
+    """Each incarnation of the partition walked over its own files; files of an incarnation
+    ZooKeeper records no offsets of are named."""
+    if offset is None:
+        return _walk_incarnation(key, files, None, planned, jumps, manifested)
+    spans, problems = [], []
+    known = {i.tag for i in offset.incarnations}
+    for incarnation in offset.incarnations:
+        walk = _walk_incarnation(key, [f for f in files if f.range.incarnation == incarnation.tag], incarnation,
+                                 planned if incarnation.tag == offset.incarnation else set(), jumps, manifested)
+        spans += walk.spans
+        problems += walk.problems
+    problems += [_unknown_incarnation(f) for f in files if f.range.incarnation not in known]
+    return PartitionWalk(spans, problems)
+
+
+def _walk_incarnation(key, files: list[WarehouseFile], offset: Incarnation | None, planned, jumps,
+                      manifested) -> PartitionWalk:
     topic, partition = key
-    where = f"{topic}[{partition}]"
-    committed = None if offset is None else offset.value
+    tag = "" if offset is None else offset.tag
+    where = describe_partition(topic, partition, tag)
+    committed = None if offset is None else offset.end
     # By event time one range has a file in each partition it touched, and a manifest: walked once
     # (etl.ops.parts checks its parts against the manifest). Without a manifest a second file of a
     # range is a copy: an overlap.
@@ -91,9 +125,8 @@ def _walk(key, files: list[WarehouseFile], offset: CommittedOffset | None, plann
             loaded.append(f)
             walked.add(f.range)
     problems = [_uncovered(where, f, committed) for f in files
-                if (committed is None or f.range.end > committed)
-                and (f.range.topic, f.range.partition, f.range.start, f.range.end) not in planned]
-    if committed is None:
+                if (committed is None or f.range.end > committed) and f.range not in planned]
+    if offset is None or committed is None:
         return PartitionWalk([], problems)
     # A job state written before origins were recorded: start at the first file, as before.
     origin = offset.origin if offset.origin is not None else (loaded[0].range.start if loaded else committed)
@@ -103,14 +136,21 @@ def _walk(key, files: list[WarehouseFile], offset: CommittedOffset | None, plann
         if r.start < cursor:
             problems.append(_overlap(where, previous, f, cursor) if previous else _before_origin(where, f, origin))
         for lo, hi in unexplained(topic, partition, cursor, r.start, jumps):
-            spans.append(Span(topic, partition, lo, hi, None))
+            spans.append(Span(topic, partition, lo, hi, None, tag))
             problems.append(_gap(where, lo, hi, previous, f))
-        spans.append(Span(topic, partition, r.start, r.end, f))
+        spans.append(Span(topic, partition, r.start, r.end, f, tag))
         cursor, previous = max(cursor, r.end), f
     for lo, hi in unexplained(topic, partition, cursor, committed, jumps):
-        spans.append(Span(topic, partition, lo, hi, None))
+        spans.append(Span(topic, partition, lo, hi, None, tag))
         problems.append(_gap(where, lo, hi, previous, None))
     return PartitionWalk(spans, problems)
+
+
+def _unknown_incarnation(f: WarehouseFile) -> Problem:
+    where = describe_partition(f.range.topic, f.range.partition, f.range.incarnation)
+    return Problem("uncovered_file", where, f"{f.path} is of an incarnation of the topic that ZooKeeper records no "
+                   f"committed offsets of", "it was not written by this job's current state (a copied file, another "
+                   "job writing to the same table?): move it out of the warehouse after checking where it came from")
 
 
 def unexplained(topic: str, partition: int, lo: int, hi: int, jumps) -> list[tuple[int, int]]:
@@ -168,12 +208,10 @@ def _check_rejected(inventory: Inventory, planned) -> list[Problem]:
     # By range, not by folder: by event time the rejected file sits in the planning-time partition
     # and the range's main files in the partitions of its rows.
     main = {f.range for f in inventory.files}
-    return [Problem("orphan_rejected_file", f"{f.range.topic}[{f.range.partition}]",
+    return [Problem("orphan_rejected_file", describe_partition(f.range.topic, f.range.partition, f.range.incarnation),
                     f"{f.path} has no matching file in the main table",
                     "check whether the main file was moved by hand; restore it, or move this file out")
-            for f in inventory.rejected
-            if f.range not in main
-            and (f.range.topic, f.range.partition, f.range.start, f.range.end) not in planned]
+            for f in inventory.rejected if f.range not in main and f.range not in planned]
 
 
 def check_temps(inventory: Inventory, lock_held_by: str | None) -> list[Problem]:
@@ -194,8 +232,7 @@ def check_registered(inventory: Inventory, locations: dict[str, str], expected: 
     planned = _planned(open_batch)
     # A folder holding only files of the open batch is registered when that batch is (by event
     # time its ranges write into many folders, not only its planning-time one).
-    settled = {f.partition_path for f in inventory.files
-               if (f.range.topic, f.range.partition, f.range.start, f.range.end) not in planned}
+    settled = {f.partition_path for f in inventory.files if f.range not in planned}
     missing = sorted(path for path in settled if path not in locations)
     problems = [Problem("unregistered_partition", path, "holds committed files but is not a partition of the Hive "
                         "table, so analysts do not see them",

@@ -1,6 +1,7 @@
 """What the warehouse holds for one job: committed files, rejected files and temp files.
 
-Built from file names alone (they encode topic+partition+from+until), so taking stock of a
+Built from file names alone (they encode topic+partition+from+until, and a recreated topic's
+incarnation: etl.model.naming), so taking stock of a
 table costs one directory listing per Hive partition and reads no data. By event time a range
 has a file in each Hive partition it touched (all with its name) and a manifest under
 `_etl_ranges/` (etl.sink.manifest); the manifests are listed by name too. A range of a topic
@@ -105,5 +106,5 @@ def _ranges_of(fs: WarehouseFileSystem, path: str, partition: str, named: FileRa
         ranges = read_facts(fs, path).ranges
     except Exception:  # unreadable: listed under its name, for `etl verify --deep` and `etl recover` to name
         ranges = None
-    return [WarehouseFile(path, partition, FileRange(named.topic, named.partition, start, end))
+    return [WarehouseFile(path, partition, FileRange(named.topic, named.partition, start, end, named.incarnation))
             for start, end in ranges or [(named.start, named.end)]]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from etl.model.batch import Batch
-from etl.model.naming import FileRange, final_name
+from etl.model.naming import FileRange
 from etl.ops.coverage import Problem
 from etl.ops.inventory import Inventory
 from etl.sink.manifest import RangeManifest
@@ -28,13 +28,13 @@ _ACTION = ("run `etl recover`: it moves the range's remaining files out of the t
 
 
 def check_parts(inventory: Inventory, manifests: list[RangeManifest], open_batch: Batch | None) -> list[Problem]:
-    planned = {(r.topic, r.partition, r.start, r.end) for r in open_batch.file_ranges} if open_batch else set()
+    planned = {r.file_range for r in open_batch.file_ranges} if open_batch else set()
     folders = _folders_by_range(inventory)
-    listed = {FileRange(m.topic, m.partition, m.start, m.end): m for m in manifests
+    listed = {m.file_range: m for m in manifests
               if not any(part.table for part in m.parts)}  # a split's: per table, check_split_parts
     problems = []
     for file_range in sorted(set(folders) | set(listed)):
-        if (file_range.topic, file_range.partition, file_range.start, file_range.end) in planned:
+        if file_range in planned:
             continue
         problems += _range_problems(file_range, folders.get(file_range, set()), listed.get(file_range))
     return problems
@@ -46,16 +46,16 @@ def check_split_parts(inventories: dict[str, Inventory], manifests: list[RangeMa
     each (table, partition) its manifest lists; the walk sees the range once, by its manifest, so a
     file gone from one table would hide behind the others, and a copy in another of its tables'
     partitions beside them. `inventories`: each table's, by name."""
-    planned = {(r.topic, r.partition, r.start, r.end) for r in open_batch.file_ranges} if open_batch else set()
+    planned = {r.file_range for r in open_batch.file_ranges} if open_batch else set()
     present: dict[FileRange, set[tuple[str, str]]] = defaultdict(set)
     for table, inventory in inventories.items():
         for f in inventory.files:
             present[f.range].add((table, f.partition_path))
     problems = []
     for m in manifests:
-        file_range = FileRange(m.topic, m.partition, m.start, m.end)
+        file_range = m.file_range
         listed = {(part.table, part.partition) for part in m.parts if part.table}
-        if not listed or (m.topic, m.partition, m.start, m.end) in planned:
+        if not listed or file_range in planned:
             continue
         name, tables = f"{m.topic}[{m.partition}] {_name(file_range)}", {table for table, _ in listed}
         found = {(table, path) for table, path in present.get(file_range, set()) if table in tables}
@@ -97,4 +97,4 @@ def _range_problems(file_range: FileRange, folders: set[str], manifest: RangeMan
 
 
 def _name(file_range: FileRange) -> str:
-    return final_name(file_range.topic, file_range.partition, file_range.start, file_range.end)
+    return file_range.name

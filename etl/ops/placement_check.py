@@ -24,7 +24,7 @@ def check_placement(config, fs: WarehouseFileSystem, partitioner, inventories: d
     column = config.hive.partitioning.event_column  # None by planning time: no row has a partition of its own
     if not manifests or column is None:
         return []
-    counted = {(p.table, m.topic, m.partition, m.start, m.end, p.partition): p.rows for m in manifests for p in m.parts}
+    counted = {(p.table, m.file_range, p.partition): p.rows for m in manifests for p in m.parts}
     by_path: dict[tuple[str, str], list] = {}
     for table, inventory in inventories.items():
         for f in inventory.files:
@@ -55,7 +55,7 @@ def check_placement(config, fs: WarehouseFileSystem, partitioner, inventories: d
 def _counted(counted: dict, table: str, f) -> int | None:
     """The rows the manifest lists for the file's part: a split's names its table, a one-table or
     whole-routed range's names none."""
-    key = (f.range.topic, f.range.partition, f.range.start, f.range.end, f.partition_path)
+    key = (f.range, f.partition_path)
     rows = counted.get((table, *key))
     return counted.get(("", *key)) if rows is None else rows
 

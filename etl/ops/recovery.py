@@ -136,7 +136,8 @@ def _without(inventory: Inventory, paths: set[str]) -> Inventory:
 def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store: OffsetPart, committed) -> tuple[list[Span], list[Span]]:
     """Each gap split at the earliest offset Kafka still holds: what can be rewritten, what is lost.
     A recreated topic holds none of the committed records any more, whatever its offsets say, nor
-    does a deleted one."""
+    does a deleted one, and Kafka holds none of an incarnation the partition left (etl.model.identity):
+    its gaps are lost, never rewritten from the new topic."""
     on_broker = kafka.topics_on_broker()
     marks = kafka.watermarks(sorted({(g.topic, g.partition) for g in gaps if g.topic in on_broker}))
     recreated = recreated_partitions(store, kafka, committed, marks, kafka.topic_ids(sorted({t for t, _ in marks})),
@@ -144,11 +145,12 @@ def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store: OffsetPart, c
     rewrite, lost = [], []
     for g in gaps:
         key = (g.topic, g.partition)
-        low = g.hi if key in recreated or key not in marks else marks[key][0]
+        gone = key in recreated or key not in marks or g.incarnation != committed[key].incarnation
+        low = g.hi if gone else marks[key][0]
         if g.lo < low:
-            lost.append(Span(g.topic, g.partition, g.lo, min(low, g.hi), None))
+            lost.append(Span(g.topic, g.partition, g.lo, min(low, g.hi), None, g.incarnation))
         if g.hi > low:
-            rewrite.append(Span(g.topic, g.partition, max(g.lo, low), g.hi, None))
+            rewrite.append(Span(g.topic, g.partition, max(g.lo, low), g.hi, None, g.incarnation))
     return rewrite, lost
 
 
@@ -166,7 +168,7 @@ def _without_table(config: Config, kafka: KafkaMetadata, rewrite: list[Span]) ->
 
 
 def _describe(span: Span) -> str:
-    return f"{span.topic}[{span.partition}] [{span.lo}, {span.hi})"
+    return f"{span.where} [{span.lo}, {span.hi})"
 
 
 def _lost(span: Span) -> Problem:
@@ -181,14 +183,13 @@ class _InventoryFiles:
 
     def __init__(self, inventory: Inventory):
         self.manifests = inventory.manifests
-        self.present = {(f.partition_path, f.range.topic, f.range.partition, f.range.start, f.range.end)
-                        for f in inventory.files}
+        self.present = {(f.partition_path, f.range) for f in inventory.files}
 
     def has_file(self, values: Mapping[str, str], r: OffsetRange) -> bool:
-        return (partition_path(dict(values)), r.topic, r.partition, r.start, r.end) in self.present
+        return (partition_path(dict(values)), r.file_range) in self.present
 
     def has_manifest(self, r: OffsetRange) -> bool:
-        return FileRange(r.topic, r.partition, r.start, r.end) in self.manifests
+        return r.file_range in self.manifests
 
 
 def _missing_files(batch: Batch, inventory: Inventory) -> list:

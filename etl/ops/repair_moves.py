@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from etl.model.batch import Batch, OffsetRange
-from etl.model.naming import FileRange, final_name, partition_values
+from etl.model.naming import FileRange, partition_values
 from etl.ops.coverage import Problem, Span
 from etl.ops.inventory import Inventory
 
@@ -40,7 +40,7 @@ def files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | Non
     A merged file (etl.compaction.merge) holds several ranges: moving it takes all of them out,
     so each of them is rewritten whole too, its other files moved with it, and so on until no
     range to rewrite has a file left in the tables."""
-    planned = {(r.topic, r.partition, r.start, r.end) for r in batch.file_ranges} if batch else set()
+    planned = {r.file_range for r in batch.file_ranges} if batch else set()
     by_range: dict[FileRange, list[str]] = {}
     by_path: dict[str, list[FileRange]] = {}
     for f in inventory.files + inventory.rejected:
@@ -48,13 +48,13 @@ def files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | Non
         by_path.setdefault(f.path, []).append(f.range)
     main = {f.range for f in inventory.files}
     seeds = {r for r, paths in by_range.items()
-             if (r.topic, r.partition, r.start, r.end) not in planned
-             and (set(paths) & unreadable or final_name(r.topic, r.partition, r.start, r.end) in damaged
+             if r not in planned
+             and (set(paths) & unreadable or r.name in damaged
                   or r not in main or r in stale)}
     ranges, todo = set(), list(seeds)
     while todo:
         r = todo.pop()
-        if r in ranges or (r.topic, r.partition, r.start, r.end) in planned:
+        if r in ranges or r in planned:
             continue
         ranges.add(r)
         todo += [other for path in by_range.get(r, []) for other in by_path[path]]
@@ -66,7 +66,7 @@ def files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | Non
 
 
 def _order(r: FileRange) -> tuple:
-    return r.topic, r.partition, r.start, r.end
+    return r.topic, r.partition, r.incarnation, r.start, r.end
 
 
 def merged_not_in_kafka(moves: Moves, lost: list[Span]) -> list[Problem]:
@@ -74,7 +74,7 @@ def merged_not_in_kafka(moves: Moves, lost: list[Span]) -> list[Problem]:
     intact but for sharing the file, and that Kafka no longer holds, would leave the tables with it
     (--accept-loss does not apply: nothing of it was lost yet)."""
     def gone(r: FileRange) -> bool:
-        return r in moves.pulled and any((s.topic, s.partition) == (r.topic, r.partition)
+        return r in moves.pulled and any((s.topic, s.partition, s.incarnation) == (r.topic, r.partition, r.incarnation)
                                          and s.lo < r.end and r.start < s.hi for s in lost)
     problems = []
     for path, ranges in moves.shared.items():
@@ -110,7 +110,7 @@ def repair_batches(spans: list[Span], origins: dict[FileRange, str], cap: int,
         for lo, hi, origin in _pieces(span, origins):
             expected = committed[(span.topic, span.partition)]
             grouped.setdefault(origin, []).extend(OffsetRange(span.topic, span.partition, start, min(start + cap, hi),
-                                                              expected) for start in range(lo, hi, cap))
+                                                              expected, span.incarnation) for start in range(lo, hi, cap))
     return [(None if origin is None else partition_values(origin), ranges)
             for origin, ranges in sorted(grouped.items(), key=lambda item: (item[0] is None, item[0] or ""))]
 
@@ -118,7 +118,8 @@ def repair_batches(spans: list[Span], origins: dict[FileRange, str], cap: int,
 def _pieces(span: Span, origins: dict[FileRange, str]) -> list[tuple[int, int, str | None]]:
     """`span` cut at the bounds of the ranges whose partition is known, each piece with it."""
     known = sorted((r.start, r.end, origin) for r, origin in origins.items()
-                   if (r.topic, r.partition) == (span.topic, span.partition) and r.start < span.hi and span.lo < r.end)
+                   if (r.topic, r.partition, r.incarnation) == (span.topic, span.partition, span.incarnation)
+                   and r.start < span.hi and span.lo < r.end)
     pieces: list[tuple[int, int, str | None]] = []
     cursor = span.lo
     for start, end, origin in known:

@@ -148,7 +148,8 @@ def _reset_locked(context: JobContext, targets, yes, move_aside, out, report: di
     topic_ids = kafka.topic_ids(sorted({c.topic for c in changes}))
     warehouse, fs = context.located(), context.fs
     inventory = held_by_job(fs, config, store, warehouse).whole  # a routed job's every table
-    refusals, moving = _backwards(changes, inventory, move_aside)
+    current = {key: c.incarnation for key, c in store.committed_offsets().items()}
+    refusals, moving = _backwards(changes, inventory, move_aside, current)
     report.update(changes=[{**c.__dict__, "backwards": c.old is not None and c.new < c.old} for c in changes],
                   refusals=refusals, move_out=moving, applied=False)
     if isinstance(targets, datetime):
@@ -178,17 +179,21 @@ def _reset_locked(context: JobContext, targets, yes, move_aside, out, report: di
     return EXIT_OK
 
 
-def _backwards(changes: list[OffsetChange], inventory: Inventory, move_aside: bool) -> tuple[list[str], list[str]]:
+def _backwards(changes: list[OffsetChange], inventory: Inventory, move_aside: bool,
+               current: dict[tuple[str, int], str] | None = None) -> tuple[list[str], list[str]]:
     """What a backwards reset must refuse, and the files it moves out of the table: every
     committed file (its parts in every partition, its rejected companion, its manifest) at or
     after the new offset, so that the
-    offsets are loaded again exactly once. An offset inside a file is always refused."""
+    offsets are loaded again exactly once. An offset inside a file is always refused. Only the
+    files of each partition's `current` incarnation (etl.model.identity) count: a recreated
+    topic's earlier incarnations hold other records at the same offsets."""
     refusals, moving = [], []
     files = inventory.files + inventory.rejected
     for c in changes:
         if c.old is None or c.new >= c.old:
             continue
-        mine = [f for f in files if (f.range.topic, f.range.partition) == (c.topic, c.partition)]
+        tag = (current or {}).get((c.topic, c.partition), "")
+        mine = [f for f in files if (f.range.topic, f.range.partition, f.range.incarnation) == (c.topic, c.partition, tag)]
         inside = [f for f in mine if f.range.start < c.new < f.range.end]
         # Each file once: a merged file (etl compact) is in the inventory once per range it holds.
         after = sorted({f.path for f in mine if f.range.start >= c.new})

@@ -5,11 +5,13 @@ committed offset in ZooKeeper is walked, whether or not any file of it is found,
 files must tile [origin, committed), where the origin is the first offset the job planned
 for it (recorded with the offset). So a deleted first file, or a partition whose files are
 all gone, is a gap. A gap is accepted only where ZooKeeper records why: a skip of lost
-offsets, an operator's reset, or a loss the operator accepted. Files never overlap; every
-file is in a registered Hive partition whose location is the folder the job writes; no temp
-file is left. A range whose rejected file `etl recover` moved out has a rejected file in the table
-again, unless the range was rewritten whole (etl.ops.rejected_moves: `missing_rejected`). By
-event time each range's files match its manifest (etl.ops.parts). A job with
+offsets, an operator's reset, or a loss the operator accepted. A recreated topic's partition
+is walked once per incarnation the job loaded of it, each over its own files and committed
+offsets (etl.ops.coverage). Files never overlap within an incarnation; every file is in a
+registered Hive partition whose location is the folder the job writes; no temp file is left. A
+range whose rejected file `etl recover` moved out has a rejected file in the table again, unless
+the range was rewritten whole (etl.ops.rejected_moves: `missing_rejected`). By event time each
+range's files match its manifest (etl.ops.parts). A job with
 [route] sections is checked over every table its committed topics and open batch map to, retired
 routes' included (etl.ops.job_tables), each partition's ranges across all of them; a split
 range's file must be in each table its manifest lists. A compacted

@@ -8,6 +8,11 @@ Every file a merge rewrote (etl.compaction.merge) is read whole and its values c
 checksums its merge recorded from its inputs (etl.sink.checksums): a count cannot see a changed
 value, such as a date a merge read wrongly or a file edited by hand. Which files must carry
 checksums, ZooKeeper's record of their compaction says, not the file.
+
+A recreated topic's incarnations (etl.model.identity) hold other records at the same offsets:
+rows are told apart by the incarnation tag in their file's name, and an offset is once per
+incarnation. Kafka holds only the current incarnation's records: an earlier incarnation's
+missing offsets cannot be checked against it.
 """
 from __future__ import annotations
 
@@ -21,7 +26,8 @@ import pyarrow.parquet as pq
 from etl.hive.sql import quote_identifier, quote_literal
 from etl.model.compaction import compaction_of_folder
 from etl.model.events import Event
-from etl.ops.coverage import MAX_LISTED, PartitionWalk, Problem, walk_partitions
+from etl.model.naming import INCARNATION_LENGTH
+from etl.ops.coverage import MAX_LISTED, PartitionWalk, Problem, describe_partition, walk_partitions
 from etl.ops.inventory import Inventory
 from etl.sink.checksums import Checksums, file_checksums, open_exact, recorded
 from etl.sink.fs import WarehouseFileSystem
@@ -145,14 +151,21 @@ def check_deep(spark, database: str, tables: tuple[str, ...], inventory: Invento
     ranges = _committed_ranges(walk_partitions(inventory, committed, None, events))
     if not ranges:
         return problems
-    spark.createDataFrame(ranges, "t string, p int, lo long, hi long").createOrReplaceTempView("etl_verify_ranges")
-    found = {(r.t, r.p, r.lo): r.n for r in spark.sql(
-        "SELECT r.t, r.p, r.lo, count(DISTINCT v.o) AS n FROM etl_verify_ranges r LEFT JOIN etl_verify_rows v "
-        "ON v.t = r.t AND v.p = r.p AND v.o >= r.lo AND v.o < r.hi GROUP BY r.t, r.p, r.lo").collect()}
-    for t, p, lo, hi in ranges:
-        if found.get((t, p, lo), 0) < hi - lo:
-            problems += _missing(spark, t, p, lo, hi, offsets_in_kafka)
+    spark.createDataFrame(ranges, "t string, p int, i string, lo long, hi long").createOrReplaceTempView(
+        "etl_verify_ranges")
+    found = {(r.t, r.p, r.i, r.lo): r.n for r in spark.sql(
+        "SELECT r.t, r.p, r.i, r.lo, count(DISTINCT v.o) AS n FROM etl_verify_ranges r LEFT JOIN etl_verify_rows v "
+        "ON v.t = r.t AND v.p = r.p AND v.i = r.i AND v.o >= r.lo AND v.o < r.hi GROUP BY r.t, r.p, r.i, r.lo").collect()}
+    for t, p, i, lo, hi in ranges:
+        if found.get((t, p, i, lo), 0) < hi - lo:
+            current = committed[(t, p)].incarnation == i
+            problems += _missing(spark, t, p, i, lo, hi, offsets_in_kafka if current else _gone_from_kafka)
     return problems
+
+
+# The incarnation tag in a file's name (etl.model.naming), as Spark gives the file's URI; "" for
+# the first incarnation's plain names. Written into a SQL string literal: each backslash doubled.
+_INCARNATION_OF_FILE = r"(?:\\+|%2B)([A-Za-z0-9_-]{" + str(INCARNATION_LENGTH) + r"})\\.parquet$"
 
 
 def _lineage_union(spark, database: str, tables: tuple[str, ...]):
@@ -160,33 +173,40 @@ def _lineage_union(spark, database: str, tables: tuple[str, ...]):
     for table in tables:
         name = f"{quote_identifier(database)}.{quote_identifier(table)}"
         spark.sql(f"REFRESH TABLE {name}")
-        frames.append(spark.sql(f"SELECT kafka_topic AS t, kafka_partition AS p, kafka_offset AS o FROM {name}"))
+        frames.append(spark.sql(f"SELECT kafka_topic AS t, kafka_partition AS p, kafka_offset AS o, "
+                                f"regexp_extract(input_file_name(), '{_INCARNATION_OF_FILE}', 1) AS i FROM {name}"))
     if not frames:  # no table created yet: no row, so every committed offset must be explained
-        return spark.createDataFrame([], "t string, p int, o long")
+        return spark.createDataFrame([], "t string, p int, o long, i string")
     return functools.reduce(lambda union, frame: union.unionAll(frame), frames)
 
 
 def _duplicates(spark) -> list[Problem]:
-    rows = spark.sql("SELECT t, p, o, count(*) AS n FROM etl_verify_rows GROUP BY t, p, o HAVING count(*) > 1 "
-                     f"ORDER BY t, p, o LIMIT {MAX_LISTED}").collect()
-    return [Problem("duplicate_offset", f"{r.t}[{r.p}] offset {r.o}", f"appears {r.n} times in the table and its "
-                    f"rejected table", "run `etl verify` (without --deep) to find the overlapping files")
+    rows = spark.sql("SELECT t, p, i, o, count(*) AS n FROM etl_verify_rows GROUP BY t, p, i, o HAVING count(*) > 1 "
+                     f"ORDER BY t, p, i, o LIMIT {MAX_LISTED}").collect()
+    return [Problem("duplicate_offset", f"{describe_partition(r.t, r.p, r.i)} offset {r.o}", f"appears {r.n} times in "
+                    f"the table and its rejected table", "run `etl verify` (without --deep) to find the overlapping files")
             for r in rows]
 
 
-def _committed_ranges(walks: list[PartitionWalk]) -> list[tuple[str, int, int, int]]:
+def _committed_ranges(walks: list[PartitionWalk]) -> list[tuple[str, int, str, int, int]]:
     """Every committed offset range a row must exist for: the files' ranges, plus the gaps
     between them (and up to the committed offset) that no recorded skip or reset explains."""
-    return [(s.topic, s.partition, s.lo, s.hi) for walk in walks for s in walk.spans]
+    return [(s.topic, s.partition, s.incarnation, s.lo, s.hi) for walk in walks for s in walk.spans]
 
 
-def _missing(spark, t: str, p: int, lo: int, hi: int, offsets_in_kafka) -> list[Problem]:
+def _gone_from_kafka(*_) -> None:
+    """What Kafka holds of an incarnation the partition left: nothing (the topic was deleted)."""
+    return None
+
+
+def _missing(spark, t: str, p: int, i: str, lo: int, hi: int, offsets_in_kafka) -> list[Problem]:
     spark.range(lo, hi).createOrReplaceTempView("etl_verify_expected")
     absent = [r.id for r in spark.sql(
         f"SELECT e.id FROM etl_verify_expected e LEFT ANTI JOIN (SELECT o FROM etl_verify_rows "
-        f"WHERE t = {quote_literal(t)} AND p = {int(p)}) v ON v.o = e.id ORDER BY e.id").collect()]
+        f"WHERE t = {quote_literal(t)} AND p = {int(p)} AND i = {quote_literal(i)}) v ON v.o = e.id "
+        f"ORDER BY e.id").collect()]
     in_kafka = offsets_in_kafka(t, p, absent[0], absent[-1] + 1)
-    where = f"{t}[{p}] offsets [{lo}, {hi})"
+    where = f"{describe_partition(t, p, i)} offsets [{lo}, {hi})"
     if in_kafka is None:
         return [Problem("unverifiable", where, f"{len(absent)} offsets are not in the table (first {absent[0]}) "
                         f"and Kafka no longer holds them, so compaction cannot be told from loss",

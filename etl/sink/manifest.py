@@ -21,7 +21,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from etl.errors import WarehouseError
-from etl.model.naming import final_name, temp_name
+from etl.model.naming import FileRange, final_name, temp_name
 from etl.model.partitioning import padded_path
 from etl.sink.commit import publish
 from etl.sink.fs import PathNotFound, WarehouseFileSystem
@@ -51,10 +51,15 @@ class RangeManifest:
     ignored_fields: dict = field(default_factory=dict)  # writer-schema field the table lacks -> records
     max_event_ms: int | None = None  # the latest event time among the range's rows
     last_record: list | None = None  # etl.model.identity.RecordFingerprint json
+    incarnation: str = ""  # the topic's incarnation (etl.model.identity): "" the first
+
+    @property
+    def file_range(self) -> FileRange:
+        return FileRange(self.topic, self.partition, self.start, self.end, self.incarnation)
 
     @property
     def file_name(self) -> str:
-        return final_name(self.topic, self.partition, self.start, self.end)
+        return self.file_range.name
 
     @property
     def rows(self) -> int:
@@ -62,6 +67,8 @@ class RangeManifest:
 
     def to_json(self) -> dict:
         raw = dict(self.__dict__)
+        if not self.incarnation:  # as versions before incarnations wrote it
+            del raw["incarnation"]
         raw["parts"] = [[p.partition, p.rows, p.late, *([p.table] if p.table else [])] for p in self.parts]
         return raw
 
@@ -78,8 +85,8 @@ def manifest_dir(table_root: str, topic: str, partition: int) -> str:
     return posixpath.join(table_root, RANGES_DIR, f"{topic}+{partition}")
 
 
-def manifest_path(table_root: str, topic: str, partition: int, start: int, end: int) -> str:
-    name = final_name(topic, partition, start, end).removesuffix(".parquet") + SUFFIX
+def manifest_path(table_root: str, topic: str, partition: int, start: int, end: int, incarnation: str = "") -> str:
+    name = final_name(topic, partition, start, end, incarnation).removesuffix(".parquet") + SUFFIX
     return posixpath.join(manifest_dir(table_root, topic, partition), name)
 
 

@@ -184,10 +184,12 @@ def _moved(batch: Batch, r: OffsetRange, found: CommittedOffset | None, skipped:
     last = RecordFingerprint.from_json(batch.last_records.get(f"{r.topic}:{r.partition}"))
     high, active = _event_time(batch, r, found)
     if found is None:
-        return CommittedOffset(r.end, 0, r.start, last, high, active)
+        return CommittedOffset(r.end, 0, r.start, last, high, active, r.incarnation)
     # After a skip the old record is no witness of the new log; else keep it when the range read none.
     kept = last or (None if (r.topic, r.partition) in skipped else found.last)
-    return CommittedOffset(r.end, 0, found.origin, kept, high, active)
+    if r.incarnation != found.incarnation:  # the topic was recreated: the new incarnation starts at the range
+        return CommittedOffset(r.end, 0, r.start, kept, high, active, r.incarnation, found.incarnations)
+    return CommittedOffset(r.end, 0, found.origin, kept, high, active, found.incarnation, found.past)
 
 
 def _event_time(batch: Batch, r: OffsetRange, found: CommittedOffset | None) -> tuple[int | None, str | None]:

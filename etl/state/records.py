@@ -127,7 +127,9 @@ def offsets_after_reset(state: CommittedState, event: Reset, topic_ids: dict[str
         # record loaded is no witness once the position moved by hand.
         origin = change.new if found is None or found.origin is not None and change.new < found.origin \
             else found.origin
-        offsets[(change.topic, change.partition)] = CommittedOffset(change.new, 0, origin)
+        # A reset moves within the partition's current incarnation (etl.model.identity).
+        kept = ("", ()) if found is None else (found.incarnation, found.past)
+        offsets[(change.topic, change.partition)] = CommittedOffset(change.new, 0, origin, None, None, None, *kept)
     for topic, topic_id in topic_ids.items():
         if topic_id:
             ids[topic] = topic_id
@@ -137,5 +139,7 @@ def offsets_after_reset(state: CommittedState, event: Reset, topic_ids: dict[str
 
 
 def origins_at_offsets(state: CommittedState) -> dict[tuple[str, int], CommittedOffset]:
-    """A rebind's offsets: every partition's origin moved to its committed offset."""
-    return {key: CommittedOffset(found.value, 0, found.value, found.last) for key, found in state.offsets.items()}
+    """A rebind's offsets: every partition's origin moved to its committed offset, in its current
+    incarnation; the new table holds none of the incarnations it left."""
+    return {key: CommittedOffset(found.value, 0, found.value, found.last, incarnation=found.incarnation)
+            for key, found in state.offsets.items()}

@@ -24,7 +24,7 @@ from kazoo.exceptions import NoNodeError
 
 from etl.errors import StateConflict, StateDamaged
 from etl.model.batch import utc_now_iso
-from etl.model.identity import RecordFingerprint
+from etl.model.identity import Incarnation, RecordFingerprint
 from etl.state.chunks import checksums, damaged, decode, read_chunks
 from etl.state.session import SessionBound
 from etl.state.znodes import CommittedOffset, dump
@@ -183,13 +183,23 @@ class SnapshotRecords(SessionBound):
 
 def _encode(key: tuple[str, int], found: CommittedOffset) -> list:
     last = None if found.last is None else found.last.to_json()
-    return [key[0], key[1], found.value, found.origin, last, found.max_event_ms, found.active_at]
+    entry = [key[0], key[1], found.value, found.origin, last, found.max_event_ms, found.active_at]
+    if found.incarnation or found.past:  # a recreated topic's; the others' entries are as before incarnations
+        entry += [found.incarnation, [i.to_json() for i in found.past]]
+    return entry
 
 
 def _decode(entries: list[list], version: int) -> dict[tuple[str, int], CommittedOffset]:
     return {(topic, partition): CommittedOffset(value, version, origin, RecordFingerprint.from_json(last), high,
-                                                active)
-            for topic, partition, value, origin, last, high, active in entries}
+                                                active, *_incarnations(more))
+            for topic, partition, value, origin, last, high, active, *more in entries}
+
+
+def _incarnations(more: list) -> tuple[str, tuple[Incarnation, ...]]:
+    if not more:
+        return "", ()
+    tag, past = more
+    return str(tag), tuple(Incarnation.from_json(i) for i in past)
 
 
 def _decoded(path: str, entries, version: int, remedy: str) -> dict[tuple[str, int], CommittedOffset]:

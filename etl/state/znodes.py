@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass, fields
 
 from etl.model.batch import utc_now_iso
-from etl.model.identity import RecordFingerprint
+from etl.model.identity import Incarnation, RecordFingerprint
 
 
 def dump(obj) -> bytes:
@@ -80,6 +80,15 @@ class CommittedOffset:
     # when a batch last committed new records of the partition.
     max_event_ms: int | None = None
     active_at: str | None = None
+    # The topic's incarnation the offset is of ("" the first), and those the partition left, oldest
+    # first: `origin` and `value` are the current one's (etl.model.identity).
+    incarnation: str = ""
+    past: tuple[Incarnation, ...] = ()
+
+    @property
+    def incarnations(self) -> tuple[Incarnation, ...]:
+        """Every incarnation of the partition the job committed, the current one last."""
+        return (*self.past, Incarnation(self.incarnation, self.origin, self.value))
 
     def to_bytes(self) -> bytes:
         raw = {"offset": self.value, "origin": self.origin, "last": None if self.last is None else self.last.to_json()}

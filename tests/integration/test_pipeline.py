@@ -9,7 +9,9 @@ import pytest
 from etl.config import load_config
 from etl.errors import OffsetOutOfRange
 from etl.job.packing import pack_ranges
+from etl.ops.recovery import recover
 from etl.ops.run import run_job
+from etl.ops.verify import run_verify
 from etl.state.store import ZkStateStore
 from tests.harness.data import event, events_by_partition
 from tests.harness.etl_process import etl_command, run_etl
@@ -112,26 +114,46 @@ def test_too_many_rejects_fail_the_batch_and_a_raised_ratio_resumes_it(
 
 
 def test_a_recreated_topic_triggers_the_out_of_range_policy(
-        spark, new_topic, produce, write_config, hive_table_name, kafka_admin, stack, zk_root):
+        spark, new_topic, produce, write_config, hive_table_name, kafka_admin, stack, zk_root, warehouse_dir):
     topic = new_topic(partitions=1)
     produce(topic, events_by_partition(1, 30))
-    config = write_config(kafka={"topics": topic})
+    config = write_config(kafka={"topics": topic}, job={"max_records_per_partition": "20"})
     assert run_in_process(config) == 0
     recreate_topic(kafka_admin, topic)
-    produce(topic, events_by_partition(1, 5, first_id=500))
+    produce(topic, events_by_partition(1, 25, first_id=500))
 
-    with pytest.raises(OffsetOutOfRange, match=rf"{topic}' was deleted and recreated.*committed offset 30, Kafka holds \[0, 5\]"):
+    with pytest.raises(OffsetOutOfRange, match=rf"{topic}' was deleted and recreated.*committed offset 30, Kafka holds \[0, 25\]"):
         run_in_process(config)
     result = run_etl(config)
     assert result.returncode == 1 and "on_offset_out_of_range = earliest" in result.stderr
 
-    skipping = write_config(kafka={"topics": topic}, job={"on_offset_out_of_range": "earliest"})
+    # No hand step: the new incarnation's [0, 20) does not take the old [0, 20)'s name.
+    skipping = write_config(kafka={"topics": topic}, job={"on_offset_out_of_range": "earliest",
+                                                          "max_records_per_partition": "20"})
     outcome = run_etl(skipping)
     assert outcome.returncode == 0, outcome.stderr[-2000:]
     assert "SKIPPING LOST OFFSETS" in outcome.stderr
     status = etl_command(skipping, "status")
     assert "skipped" in status.stdout and "from committed 30 to 0" in status.stdout
-    # Both incarnations' records are kept: 30 old rows and 5 new ones.
+    # Both incarnations' records are kept: 30 old rows and 25 new ones, the new under the topic id's tag.
+    assert sum(table_offsets(spark, DB, hive_table_name).values()) == 55
+    cfg = load_config(skipping)
+    with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
+        tag = store.topic_ids()[topic][:11]
+    names = sorted(f.name for f in data_files(warehouse_dir, hive_table_name) if f.suffix == ".parquet")
+    assert names == sorted([f"{topic}+0+{0:020d}+{20:020d}.parquet", f"{topic}+0+{20:020d}+{30:020d}.parquet",
+                            f"{topic}+0+{0:020d}+{20:020d}+{tag}.parquet", f"{topic}+0+{20:020d}+{25:020d}+{tag}.parquet"])
+    report = run_verify(cfg, deep=True)
+    assert report.ok, report.render()
+
+    # An old incarnation's file lost is a gap Kafka cannot fill: recover reports it, rewrites nothing.
+    old_first = f"{topic}+0+{0:020d}+{20:020d}.parquet"
+    next(f for f in data_files(warehouse_dir, hive_table_name) if f.name == old_first).unlink()
+    report = run_verify(cfg, deep=False)
+    assert [p.kind for p in report.problems] == ["gap"] and "[0, 20)" in report.render(), report.render()
+    out: list[str] = []
+    assert recover(cfg, dry_run=False, out=out.append) == 1
+    assert any("[lost]" in line and f"{topic}[0] [0, 20)" in line for line in out), out
     assert sum(table_offsets(spark, DB, hive_table_name).values()) == 35
 
 
