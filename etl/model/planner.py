@@ -125,10 +125,14 @@ def _start(position: PartitionPosition, job: JobConfig, known_topic: bool) -> in
     return position.committed
 
 
-def _out_of_range_message(positions: list[PartitionPosition]) -> str:
-    listed = "; ".join(p.describe() for p in positions[:20])
+def _listed(positions: list[PartitionPosition]) -> str:
+    """The first 20 partitions described, and how many more."""
     more = f" (and {len(positions) - 20} more)" if len(positions) > 20 else ""
-    return (f"committed offsets are no longer valid in Kafka: {listed}{more}. Nothing was written. "
+    return "; ".join(p.describe() for p in positions[:20]) + more
+
+
+def _out_of_range_message(positions: list[PartitionPosition]) -> str:
+    return (f"committed offsets are no longer valid in Kafka: {_listed(positions)}. Nothing was written. "
             f"Records were deleted by retention before they were loaded, or the topic was recreated. "
             f"To skip what was lost and go on from the earliest offset, set "
             f"[job] on_offset_out_of_range = earliest for one run (the skipped ranges are recorded in "
@@ -136,9 +140,7 @@ def _out_of_range_message(positions: list[PartitionPosition]) -> str:
 
 
 def _truncated_message(positions: list[PartitionPosition]) -> str:
-    listed = "; ".join(p.describe() for p in positions[:20])
-    more = f" (and {len(positions) - 20} more)" if len(positions) > 20 else ""
-    return (f"{listed}{more}. Nothing was written. Restarting at the earliest offset would load again "
+    return (f"{_listed(positions)}. Nothing was written. Restarting at the earliest offset would load again "
             f"what was loaded, so the job does not, whatever [job] on_offset_out_of_range says. Move the "
             f"offsets to where loading should go on with `etl reset-offsets --to TOPIC:PARTITION=OFFSET` "
             f"(the log end to load only what is written from now on)")

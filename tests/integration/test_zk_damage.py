@@ -167,19 +167,24 @@ def moved_back(zk, chunk: str, offset: int) -> None:
     zk.set(chunk, zlib.compress(json.dumps(entries, separators=(",", ":"), sort_keys=True).encode()))
 
 
-def test_a_snapshot_stripped_of_its_checksums_is_refused_once_the_job_is_checksummed(open_store, zk):
-    """Removing the parent's `checksums` list made a crafted chunk (offset 49 moved back to 20)
-    load unchecked, as if written before checksums: the next run (and the dry run) planned 29
-    committed offsets again. The job's root records that its state is checksummed, so a parent
-    written since without checksums is refused, naming it (every command stops on it with exit 1
-    before writing anything: test_a_snapshot_chunk_crafted_well_formed_with_other_offsets_...)."""
-    store = open_store()
+def committed_to_49(store):
+    """`store` with one batch committed: partition t[0] loaded to offset 49."""
     assert store.acquire_lock() is None
     store.write_plan(planned(1, [OffsetRange("t", 0, 0, 49, None)]))
     batch, version = store.read_batch(1)
     batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=49, rejected=0)
     batch, version = store.advance(batch, version, BatchState.REGISTERED)
     store.commit(batch, version)
+    return store
+
+
+def test_a_snapshot_stripped_of_its_checksums_is_refused_once_the_job_is_checksummed(open_store, zk):
+    """Removing the parent's `checksums` list made a crafted chunk (offset 49 moved back to 20)
+    load unchecked, as if written before checksums: the next run (and the dry run) planned 29
+    committed offsets again. The job's root records that its state is checksummed, so a parent
+    written since without checksums is refused, naming it (every command stops on it with exit 1
+    before writing anything: test_a_snapshot_chunk_crafted_well_formed_with_other_offsets_...)."""
+    store = committed_to_49(open_store())
     assert zk.exists(store.paths.checksummed) is not None  # marked with the first checksummed write
     name = store.committed_state().snapshot
     stripped(zk, store.paths.snapshot(name))
@@ -195,13 +200,7 @@ def test_a_job_root_from_before_the_mark_loads_unchecked_and_is_marked_by_its_fi
     """A job whose state an older version wrote: no mark, parents without checksums. It loads as
     before; the first checksummed state this version writes marks the root in the same
     transaction; a parent written before the mark still loads, one changed since must be checked."""
-    store = open_store()
-    assert store.acquire_lock() is None
-    store.write_plan(planned(1, [OffsetRange("t", 0, 0, 49, None)]))
-    batch, version = store.read_batch(1)
-    batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=49, rejected=0)
-    batch, version = store.advance(batch, version, BatchState.REGISTERED)
-    store.commit(batch, version)
+    store = committed_to_49(open_store())
     name = store.committed_state().snapshot
     zk.delete(store.paths.checksummed)  # as an older version left the job: no mark ...
     stripped(zk, store.paths.snapshot(name))  # ... and no checksums
