@@ -29,7 +29,7 @@ def with_incarnations(plan: Plan, current: dict[tuple[str, int], str], stored_id
     ranges = tuple(replace(r, incarnation=entered.get((r.topic, r.partition), current.get((r.topic, r.partition), "")))
                    for r in plan.ranges)
     skipped = tuple(replace(s, incarnation=entered.get((s.topic, s.partition), "")) for s in plan.skipped)
-    return Plan(ranges, skipped)
+    return replace(plan, ranges=ranges, skipped=skipped)  # keeps the partitions waiting on a transaction
 
 
 def _enters_new(skip: SkippedRange, stored_id: str | None, topic_id: str | None) -> bool:

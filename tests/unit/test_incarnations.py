@@ -257,3 +257,13 @@ def test_by_event_time_each_incarnations_range_is_checked_against_its_own_manife
     assert check_parts(Inventory(old + new), manifests, None) == []
     problems = check_parts(Inventory(old), manifests, None)  # the new incarnation's part is gone
     assert [(p.kind, p.where) for p in problems] == [("missing_part", f"events[0] {final_name('events', 0, 0, 20, NEW)}")]
+
+
+def test_tagging_a_plan_keeps_the_partitions_that_wait_for_an_open_transaction():
+    """The run logs a waiting partition's WARNING from the tagged plan: tagging must not drop it."""
+    waiting = PartitionPosition("t", 0, committed=27, low=0, high=11, log_end=27, same_topic=True)
+    moving = PartitionPosition("t", 1, committed=0, low=0, high=5)
+    plan = plan_ranges([waiting, moving], JobConfig(name="j"))
+    assert plan.waiting == (waiting,)
+    tagged = with_incarnations(plan, {}, {}, {"t": None})
+    assert tagged.waiting == (waiting,) and [n for _, n in tagged.notes()] == [n for _, n in plan.notes()]
