@@ -101,8 +101,13 @@ class Incarnation:
         return cls(str(tag), None if origin is None else int(origin), int(end))
 
 
+_BASE64URL = str.maketrans("+/", "-_")
+
+
 def incarnation_tag(topic_id: str | None) -> str:
-    """The tag of a new incarnation: its topic id's first characters, or random without one."""
+    """The tag of a new incarnation: its topic id's first characters in base64url (as Kafka's tools
+    print it; confluent-kafka prints standard base64, whose '+' and '/' no file name may carry),
+    or random without one."""
     if topic_id:
-        return topic_id[:INCARNATION_LENGTH]
+        return topic_id[:INCARNATION_LENGTH].translate(_BASE64URL)
     return secrets.token_urlsafe(INCARNATION_LENGTH)[:INCARNATION_LENGTH]

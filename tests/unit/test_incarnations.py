@@ -81,6 +81,15 @@ def test_a_new_incarnation_is_tagged_by_its_topic_ids_first_characters_or_at_ran
     assert all(parse_final_name(final_name("t", 0, 0, 1, tag)).incarnation == tag for tag in drawn)
 
 
+@pytest.mark.parametrize("printed", ["k/WTVTNOT6O2yf0KxLm1Qw", "av+/OgCxQs4eRclsDaco3g"])
+def test_a_topic_id_printed_in_standard_base64_tags_its_incarnation_in_base64url(printed):
+    # confluent-kafka prints a topic id in standard base64, Kafka's own tools in base64url: about
+    # one id in three holds a '+' or a '/' in its first 11 characters, which no file name may carry.
+    tag = incarnation_tag(printed)
+    assert tag == printed[:11].replace("+", "-").replace("/", "_")
+    assert parse_final_name(final_name("t", 0, 0, 1, tag)).incarnation == tag
+
+
 def test_a_ranges_and_a_manifests_names_carry_the_incarnation_and_the_firsts_are_stored_as_before():
     first, later = OffsetRange("events", 0, 0, 5, 30), OffsetRange("events", 0, 0, 5, 30, NEW)
     assert first.to_json() == ["events", 0, 0, 5, 30]  # what versions before incarnations read
