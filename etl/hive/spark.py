@@ -22,6 +22,8 @@ LOOPBACK = "127.0.0.1"
 DRIVER_LOG4J2 = Path(__file__).with_name("log4j2-driver.properties")
 DRIVER_LOG4J2_JSON = Path(__file__).with_name("log4j2-driver-json.properties")  # over it, with JSON logs
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+METASTORE_FILTER_HOOK = "spark.hadoop.hive.metastore.filter.hook"
+AUTHORIZATION_FILTER_HOOK = "org.apache.hadoop.hive.ql.security.authorization.plugin.AuthorizationMetaStoreFilterHook"
 JVM_EXIT_SECONDS = 10  # how long a failed start waits to learn whether the driver JVM died
 JVM_DEATH_CHECK_SECONDS = 1.0  # the same, for a command that failed later (its JVM is usually alive)
 WARM_UP_PATIENCE_SECONDS = 60.0  # how long a failed command waits for Spark's start-up work
@@ -123,9 +125,9 @@ def _start(config: Config, archive: ArchivePlan | None):
     master = submitted.get("spark.master", None) or config.spark.get("spark.master", "local[*]")
     if master.startswith("local"):
         builder = _loopback_only(builder, submitted, config.spark)
-    builder = builder.config("spark.sql.warehouse.dir", config.warehouse.hive_root)  # Hive's view of it
-    if config.hive.metastore != "embedded":
-        builder = builder.config("spark.hadoop.hive.metastore.uris", config.hive.metastore)
+    given = set(config.spark) | {key for key, _ in submitted.getAll()}
+    for key, value in hive_settings(config, given).items():
+        builder = builder.config(key, value)
     with _jvm_stdout_on_stderr():
         spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
@@ -133,6 +135,22 @@ def _start(config: Config, archive: ArchivePlan | None):
         atexit.register(_record_at_exit, archive, spark)
     log.debug("Spark session started, master %s", spark.sparkContext.master)
     return spark
+
+
+def hive_settings(config: Config, given: set[str]) -> dict[str, str]:
+    """The session's metastore settings; `given`: the keys the [spark] section or spark-submit set.
+
+    Hive's session switches hive.metastore.filter.hook to AuthorizationMetaStoreFilterHook on its
+    first authorization check (the first partition lookup of a process). The switch closes the
+    metastore client's connection under the call in flight, which fails and is retried after
+    hive.metastore.client.connect.retry.delay: 1.1 s of every batch's registration. Set from the
+    start, the switch changes nothing; a hook of the job's own is kept."""
+    settings = {"spark.sql.warehouse.dir": config.warehouse.hive_root}  # Hive's view of it
+    if config.hive.metastore != "embedded":
+        settings["spark.hadoop.hive.metastore.uris"] = config.hive.metastore
+    if METASTORE_FILTER_HOOK not in given:
+        settings[METASTORE_FILTER_HOOK] = AUTHORIZATION_FILTER_HOOK
+    return settings
 
 
 def _driver_java_options(builder, settings: dict[str, str], archive_options: str):
