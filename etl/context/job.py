@@ -166,9 +166,11 @@ class JobContext(CommandContext):
         return SparkStarter(self.config, on_start=warm_python_workers)
 
     def registrar(self) -> HiveRegistrar:
-        """The first call starts Spark and the metastore client and ensures the tables: the
-        observer's TABLES phase, whoever asks first (a batch, or a compaction)."""
+        """The first call starts Spark (the observer's SPARK phase), then the metastore client,
+        and ensures the tables (TABLES), whoever asks first (a batch, or a compaction)."""
         if self._registrar is None:
+            with timed(self.observer, Phase.SPARK):
+                self.spark.session()
             with timed(self.observer, Phase.TABLES):
                 return super().registrar()
         return super().registrar()
@@ -176,6 +178,7 @@ class JobContext(CommandContext):
     def table_registrar(self, view: Config, warehouse: Warehouse, ddl: TableDdl | None = None) -> HiveRegistrar:
         """A routed job's table, ensured on first use: also the TABLES phase."""
         if view.hive.the_table not in self._table_registrars:
+            self.registrar()  # Spark and the job's own tables, each its own phase
             with timed(self.observer, Phase.TABLES):
                 return super().table_registrar(view, warehouse, ddl)
         return super().table_registrar(view, warehouse, ddl)

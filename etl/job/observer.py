@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 class Phase(StrEnum):
     SETUP = "setup"  # ZooKeeper session, lock, Kafka metadata client (etl.ops.run)
     PLAN = "plan"  # read the open batch or plan a new one, and store the plan
-    TABLES = "tables"  # start Spark and create or evolve the tables: once per process
+    SPARK = "spark"  # start the driver JVM, the SparkContext and the session: once per process
+    TABLES = "tables"  # the metastore client, and create or evolve the tables: once per process
     DIMENSIONS = "dimensions"  # load (or re-check) the dimension tables of a batch
     TASKS = "tasks"  # the Spark tasks that read Kafka and write the files
     CHECK = "check"  # every planned file is there, temp files swept, WRITTEN stored
@@ -52,6 +53,41 @@ class JobObserver:
 
 
 NO_OBSERVER = JobObserver()
+
+
+class PhaseTimeline(JobObserver):
+    """Each phase as it ended, `(phase, started, seconds)`, passed on to `inner` as well.
+    `started` is on time.monotonic()'s clock, which on Linux is the system's: whoever started the
+    process places each phase in the process's life (`etl run --json`'s last line; the bench)."""
+
+    def __init__(self, inner: JobObserver = NO_OBSERVER):
+        self.inner = inner
+        self.timeline: list[tuple[Phase, float, float]] = []
+
+    def phase_done(self, phase: Phase, seconds: float) -> None:
+        self.timeline.append((phase, time.monotonic() - seconds, seconds))
+        self.inner.phase_done(phase, seconds)
+
+    def batch_committed(self, summary: "BatchSummary", batch: "Batch") -> None:
+        self.inner.batch_committed(summary, batch)
+
+    def lock_held(self) -> None:
+        self.inner.lock_held()
+
+    def consumer_group_commit_failed(self) -> None:
+        self.inner.consumer_group_commit_failed()
+
+    def written_bytes(self, batch: "Batch", warehouse: "Warehouse") -> int | None:
+        return self.inner.written_bytes(batch, warehouse)
+
+    def report(self) -> dict:
+        """What `etl run --json` prints last: each phase's seconds summed, and the timeline."""
+        summed: dict[str, float] = {}
+        for phase, _, seconds in self.timeline:
+            summed[phase.value] = summed.get(phase.value, 0.0) + seconds
+        return {"event": "phases", "seconds": {k: round(v, 4) for k, v in summed.items()},
+                "timeline": [[phase.value, round(started, 4), round(seconds, 4)] for phase, started, seconds in self.timeline],
+                "clock": "monotonic"}
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from etl.config import Config
 from etl.context.job import JobContext
 from etl.errors import EXIT_OK, LockHeld
 from etl.job.driver import Job
-from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
+from etl.job.observer import NO_OBSERVER, JobObserver, Phase, PhaseTimeline, timed
 from etl.job.pending_reset import finish_pending_reset
 from etl.model.batch import utc_now
 from etl.ops.compact import compaction_tables
@@ -39,9 +39,14 @@ def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batc
             observer: JobObserver = NO_OBSERVER, emit: Emit | None = None,
             clock: Callable[[], dt.datetime] = utc_now) -> int:
     """Raises LockHeld, having done nothing, when another run holds the job's lock. `clock`: the
-    run's one clock, which plans batches, closes markers' windows and finishes compactions."""
-    with JobContext(config, clock, moves_offsets=True, runs_batches=True, observer=observer) as context:
-        return run_in(context, loop, interval, max_batches, emit)
+    run's one clock, which plans batches, closes markers' windows and finishes compactions. With
+    `emit`, a run that ends well emits its phases last (PhaseTimeline.report)."""
+    timeline = PhaseTimeline(observer)
+    with JobContext(config, clock, moves_offsets=True, runs_batches=True, observer=timeline) as context:
+        code = run_in(context, loop, interval, max_batches, emit)
+    if emit is not None:
+        emit(timeline.report())
+    return code
 
 
 def run_in(context: JobContext, loop: bool = False, interval: float = 60.0, max_batches: int | None = None,

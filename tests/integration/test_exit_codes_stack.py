@@ -65,11 +65,15 @@ def test_history_json_runs_and_reports_after_two_batches(
     assert "COMMITTED" in capsys.readouterr().out  # the plain text stays the default
     produce(topic, events_by_partition(2, 20, first_id=100))
     assert main(["run", "--config", config, "--json"]) == EXIT_OK
-    [committed] = json_lines(capsys.readouterr().out)
+    committed, phases = json_lines(capsys.readouterr().out)
     assert (committed["event"], committed["batch_id"], committed["rows"], committed["resumed"]) == \
         ("committed", 2, 40, False)
+    assert phases["event"] == "phases" and phases["seconds"]["tasks"] > 0 and phases["seconds"]["commit"] > 0
+    assert [step[0] for step in phases["timeline"]][-1] == "cleanup"  # the lock released, last
     assert main(["run", "--config", config, "--json"]) == EXIT_OK
-    assert json_lines(capsys.readouterr().out) == [{"event": "nothing_to_do", "job": load_config(config).job.name}]
+    nothing, phases = json_lines(capsys.readouterr().out)
+    assert nothing == {"event": "nothing_to_do", "job": load_config(config).job.name}
+    assert "spark" not in phases["seconds"] and "plan" in phases["seconds"]  # nothing new: no JVM
 
     assert main(["history", "--config", config, "--json"]) == EXIT_OK
     batches = json.loads(capsys.readouterr().out)["batches"]
