@@ -12,6 +12,7 @@ should), but never fails because something was slow. Needs the local stack
     .venv/bin/python scripts/bench.py --formats            # the same events as JSON, Avro and Protobuf; Avro row by row
     .venv/bin/python scripts/bench.py --side-by-side       # ours vs Spark's own Kafka source + file sink (issue 27)
     .venv/bin/python scripts/bench.py --cluster-shape      # the seeds' shape, spark-submit on local[2], standalone, YARN
+    .venv/bin/python scripts/bench.py --fixed-cost         # a scheduled etl run, exec to exit, phase by phase
     .venv/bin/python scripts/bench.py --routes             # 20 topics into 20 tables in one run vs one table vs 20 jobs
     .venv/bin/python scripts/bench.py --compaction         # one partition of 504 small files: queries, etl compact, merge
     .venv/bin/python scripts/bench.py --json --json-out bench.json
@@ -118,6 +119,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--py-spy", action="store_true",
                         help="also run one more full batch with py-spy sampling the Spark Python workers "
                              "(py-spy is in the dev extra that scripts/setup --tests installs)")
+    parser.add_argument("--fixed-cost", action="store_true",
+                        help="only: a scheduled `etl run` process phase by phase, exec to exit: nothing new, one "
+                             "record, the seeds' shape (medians of --repeat)")
     parser.add_argument("--no-fixed-cost", action="store_true", help="skip the no-data run and Spark start-up timing")
     parser.add_argument("--load-threshold", type=float, default=1.0, help="measure when the 1-minute load is below this")
     parser.add_argument("--max-wait", type=float, default=None,

@@ -20,6 +20,7 @@ from tests.perf.formats import formats_bench
 from tests.perf.load import loadavg
 from tests.perf.memory import memory_check
 from tests.perf.plot import draw
+from tests.perf.process_phases import process_phases
 from tests.perf.profiling import profile
 from tests.perf.report import render
 from tests.perf.scaling import partition_scaling
@@ -70,6 +71,9 @@ def measure(bench: BenchRun) -> None:
         return
     if args.crash_compare:
         crash_compare_bench(bench)
+        return
+    if args.fixed_cost:
+        process_phases(bench)
         return
     if args.cluster_shape:
         cluster_shape(bench)
