@@ -10,13 +10,15 @@ collection order. A run that selects none of them is not reordered.
 
 At the end of a run, the report adds where the suite's time went by module (setup, call and
 teardown summed): the module-scoped fixtures that --durations shows once are counted there too;
-then how many `etl` processes the tests waited for, and their seconds, by command. Every test's
-seconds are kept in pytest's cache (`.pytest_cache/v/etl/test-seconds`), for a look at more than
-the slowest 40.
+then how many `etl` processes the tests waited for, and their seconds, by command; last, the
+coverage line: the tests run, passed, failed and skipped (the skips by reason), and the SIGKILLs
+that landed by what they killed (tests/harness/kills.py), so that a cut in coverage shows in the
+report. Every test's seconds are kept in pytest's cache (`.pytest_cache/v/etl/test-seconds`), for
+a look at more than the slowest 40.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import pytest
 
@@ -60,6 +62,7 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
     for module, seconds in slowest:
         terminalreporter.write_line(f"{seconds:8.1f}s {100 * seconds / total:5.1f}%  {module}")
     _report_etl_processes(terminalreporter)
+    _report_coverage(terminalreporter)
     cache = getattr(config, "cache", None)  # none under -p no:cacheprovider
     if cache is not None:
         cache.set("etl/test-seconds", {test: round(seconds, 2) for test, seconds in
@@ -77,3 +80,70 @@ def _report_etl_processes(terminalreporter) -> None:
     for command, times in sorted(by_command.items(), key=lambda pair: -sum(pair[1])):
         terminalreporter.write_line(f"{sum(times):8.1f}s {len(times):5d} x etl {command} "
                                     f"(median {sorted(times)[len(times) // 2]:.1f}s)")
+
+
+def _report_coverage(terminalreporter) -> None:
+    """One line that a cut in coverage changes: the tests by outcome, from pytest's own reports,
+    and the SIGKILLs that landed by what they killed; then the skips by reason, and the cleanup
+    kills (leftovers killed after a test: not coverage) and those that found their target gone."""
+    from tests.harness.kills import CLEANUP, FAULT_POINT, KILLS
+    outcomes = outcomes_of(terminalreporter.stats)
+    on_purpose = [kill for kill in KILLS if kill.landed and kill.purpose != CLEANUP]
+    counted = Counter(f"{kill.what} (fault point)" if kill.by == FAULT_POINT else kill.what for kill in on_purpose)
+    terminalreporter.section(f"coverage: {outcomes.describe()}, SIGKILLs landed: {len(on_purpose)}"
+                             f"{_breakdown(counted)}")
+    for reason, count in sorted(outcomes.skip_reasons.items(), key=lambda pair: (-pair[1], pair[0])):
+        terminalreporter.write_line(f"{count:5d} skipped: {reason}")
+    cleanup = Counter(kill.what for kill in KILLS if kill.landed and kill.purpose == CLEANUP)
+    missed = sum(1 for kill in KILLS if not kill.landed)
+    terminalreporter.write_line(f"cleanup SIGKILLs landed (leftovers killed so that the next test starts clean, not "
+                                f"coverage): {sum(cleanup.values())}{_breakdown(cleanup)}")
+    terminalreporter.write_line(f"SIGKILLs that found their target already gone: {missed}")
+
+
+def _breakdown(counted: Counter) -> str:
+    return f" ({', '.join(f'{what} {n}' for what, n in sorted(counted.items(), key=lambda p: (-p[1], p[0])))})" \
+        if counted else ""
+
+
+class Outcomes:
+    """The tests of a run by outcome, each test once under its worst (a test that passed and
+    then failed its teardown counts as an error), and the skipped tests by reason."""
+
+    ORDER = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+
+    def __init__(self, by_test: dict[str, str], skip_reasons: dict[str, str]):
+        self.by_test = by_test
+        self.counts = Counter(by_test.values())
+        self.skip_reasons = Counter(skip_reasons[test] for test, outcome in by_test.items() if outcome == "skipped")
+
+    def describe(self) -> str:
+        always = ("passed", "failed", "skipped")
+        parts = [f"{self.counts[outcome]} {outcome if outcome != 'error' else 'errors'}" for outcome in self.ORDER
+                 if outcome in always or self.counts[outcome]]
+        return f"{len(self.by_test)} tests run ({', '.join(parts)})"
+
+
+def outcomes_of(stats: dict[str, list]) -> Outcomes:
+    """Outcomes from terminalreporter.stats, where pytest files a test's reports (setup, call,
+    teardown) under their outcome (a passed setup or teardown under none)."""
+    by_test: dict[str, str] = {}
+    skip_reasons: dict[str, str] = {}
+    for outcome in Outcomes.ORDER:
+        for report in stats.get(outcome, ()):
+            if getattr(report, "when", None) not in ("setup", "call", "teardown"):
+                continue  # a collection error, a warning: not a test
+            if report.nodeid not in by_test or _WORSE[outcome] > _WORSE[by_test[report.nodeid]]:
+                by_test[report.nodeid] = outcome
+            if outcome == "skipped":
+                skip_reasons[report.nodeid] = _skip_reason(report)
+    return Outcomes(by_test, skip_reasons)
+
+
+_WORSE = {"passed": 0, "xfailed": 1, "skipped": 2, "xpassed": 3, "failed": 4, "error": 5}
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")

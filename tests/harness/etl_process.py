@@ -22,6 +22,7 @@ from typing import Callable
 
 import psutil
 
+from tests.harness.kills import CLEANUP, ON_PURPOSE, fault_point_landed, sigkill
 from tests.harness.paths import ETL
 from tests.harness.warehouse_files import TEMP_PREFIX
 
@@ -41,8 +42,12 @@ class EtlProcess:
     PySpark daemon and its workers, executor JVMs), because PySpark's worker daemon puts
     itself in a process group of its own: `kill()` SIGKILLs all those groups at once, like a
     lost machine, and `reap()` makes sure no orphan of a dead run keeps writing behind the
-    next run's back.
+    next run's back. Every kill is recorded (tests/harness/kills.py), and so is a `kill` fault
+    point's, once the exit code shows it landed.
     """
+
+    _exit_noted = False  # class attributes: tests/perf/crash_compare.PeerProcess skips __init__
+    _kill_landed = False
 
     def __init__(self, config: Path | str, command: str = "run", *args: str, fault: str | None = None,
                  action: str | None = None, env: dict | None = None, workdir: Path | None = None):
@@ -82,8 +87,14 @@ class EtlProcess:
     def descendants_matching(self, word: str) -> list[int]:
         return self.tree.matching(word)
 
-    def kill(self) -> bool:
-        """SIGKILL the job's process group and every group its descendants live in, at once.
+    @property
+    def name(self) -> str:
+        """What a kill of it killed, in the suite's report."""
+        return f"etl {self.command}"
+
+    def kill(self, purpose: str = ON_PURPOSE) -> bool:
+        """SIGKILL the job's process group and every group its descendants live in, at once: one
+        kill, recorded with its `purpose` (CLEANUP: a leftover killed in a `finally`).
         Returns False when the job had already exited (nothing was killed)."""
         self._snapshot()
         if self.popen.poll() is not None:
@@ -95,11 +106,7 @@ class EtlProcess:
             except OSError:
                 pass
         groups.discard(os.getpgrp())  # never our own group
-        for group in groups:
-            try:
-                os.killpg(group, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self._kill_landed = sigkill(groups, self.name, group=True, purpose=purpose) or self._kill_landed
         return True
 
     def reap(self, grace: float = 5.0) -> list[str]:
@@ -114,11 +121,8 @@ class EtlProcess:
             time.sleep(0.1)
         killed = []
         for proc in alive:
-            try:
-                killed.append(_short_cmdline(proc))
-                proc.kill()
-            except psutil.Error:
-                pass
+            killed.append(_short_cmdline(proc))
+            sigkill(proc.pid, f"{self.name}'s leftover", purpose=CLEANUP)
         return killed
 
     def reap_in_background(self, grace: float = 10.0) -> None:
@@ -155,7 +159,7 @@ class EtlProcess:
         try:
             code = self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.kill()
+            self.kill(CLEANUP)
             self.popen.wait(30)
             self.reap(0)
             raise TimeoutError(f"etl {self.command} (fault {self.fault} {self.action}) did not exit within "
@@ -163,7 +167,17 @@ class EtlProcess:
         self.poll()
         self.tree.stop()
         FINISHED.append((self.command, self.seconds))
+        self._note_fault_point_kill(code)
         return code
+
+    def _note_fault_point_kill(self, code: int) -> None:
+        """A `kill` fault point SIGKILLs the job from inside: recorded once, when it exited -9
+        with no kill of ours landed."""
+        if self._exit_noted:
+            return
+        self._exit_noted = True
+        if code == -signal.SIGKILL and self.fault and self.action in (None, "kill") and not self._kill_landed:
+            fault_point_landed(self.name)
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str, poll: float = 0.1) -> float:
         """Poll `predicate` until true; fail (with the job's output) if the job exits first or
@@ -362,7 +376,7 @@ def take_over_past_its_session(first: EtlProcess, zk, config: Path | str) -> Tak
         gone_after = wait_for_lock_release(zk, config)
         second = run_etl(config)
     except BaseException:
-        first.kill()
+        first.kill(CLEANUP)
         raise
     finally:
         first.cont()

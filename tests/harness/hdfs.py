@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
 import posixpath
-import signal
 import subprocess
 import time
 import urllib.request
@@ -28,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.harness.etl_process import die_with_us
+from tests.harness.kills import sigkill
 from tests.harness.paths import REPO
 from tests.harness.services import stop_roles
 from tests.harness.stack import StackDown, _read_env_file
@@ -123,6 +122,10 @@ def shared_hdfs() -> Hdfs:
     return Hdfs(int(rpc.rpartition(":")[2]), int(http.rpartition(":")[2]), SHARED_DIR / "conf-namenode")
 
 
+# A role's name in the suite's report of SIGKILLs (tests/harness/kills.py).
+ROLE_NAMES = {"namenode": "NameNode", "datanode": "DataNode"}
+
+
 class PrivateHdfs:
     """A NameNode and a DataNode of the test's own, on free ports, its data in `workdir`."""
 
@@ -161,7 +164,7 @@ class PrivateHdfs:
     def kill(self, role: str) -> None:
         """SIGKILL the daemon, as a lost machine would, and reap it."""
         proc = self.procs.pop(role)
-        os.kill(proc.pid, signal.SIGKILL)
+        sigkill(proc.pid, ROLE_NAMES.get(role, role))
         proc.wait(30)
 
     def stop(self) -> None:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from tests.harness.etl_process import die_with_us
+from tests.harness.kills import CLEANUP, sigkill
 from tests.harness.services import free_port, port_open
 
 REALM = "ETL.TEST"
@@ -148,7 +149,7 @@ class Kdc:
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                sigkill(self.proc.pid, "KDC", purpose=CLEANUP)
                 self.proc.wait(20)
 
     def __enter__(self) -> "Kdc":

@@ -24,6 +24,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from tests.harness.kills import CLEANUP, sigkill
 from tests.harness.paths import REPO
 
 PROMETHEUS = "/usr/bin/prometheus"
@@ -126,7 +127,7 @@ class PrometheusStack:
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                process.kill()
+                sigkill(process.pid, "Prometheus or its exporter", purpose=CLEANUP)
                 process.wait()
         self.processes.clear()
 

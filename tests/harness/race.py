@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.harness.kills import CLEANUP, sigkill
 from tests.harness.warehouse_files import TEMP_PREFIX
 
 
@@ -55,7 +56,7 @@ def race_range_task(task, attempts: int, env: dict | None = None, timeout: float
         for proc in procs:
             proc.join(30)
             if proc.is_alive():
-                proc.kill()
+                sigkill(proc.pid, "racing task attempt", purpose=CLEANUP)
     collected.sort()
     return RaceOutcome([c[1] for c in collected], [c[2] for c in collected], [c[4] for c in collected if c[4]],
                        max_temps)

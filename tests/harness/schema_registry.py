@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from tests.harness.etl_process import die_with_us
+from tests.harness.kills import CLEANUP, ON_PURPOSE, sigkill
 from tests.harness.paths import REPO
 from tests.harness.schema_registry_server import (TEST_REQUESTS, Request, SchemaRegistryServer, basic_auth_header,
                                                   schema_fetches)
@@ -85,7 +86,7 @@ class RegistryProcess:
         deadline = time.monotonic() + timeout
         while b"listening on" not in self.log_path.read_bytes()[output_from:]:
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.kill()
+                self.kill(CLEANUP)
                 output = self.log_path.read_bytes()[output_from:].decode(errors="replace")
                 raise RuntimeError(f"the schema registry test server did not listen on {self.port}:\n{output}")
             time.sleep(0.05)
@@ -94,8 +95,10 @@ class RegistryProcess:
     def stop(self, timeout: float = 20) -> None:
         self._end(signal.SIGTERM, timeout)
 
-    def kill(self) -> None:
-        self._end(signal.SIGKILL, 20)
+    def kill(self, purpose: str = ON_PURPOSE) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            sigkill(self.proc.pid, "schema registry", purpose=purpose)
+            self.proc.wait(20)
 
     def _end(self, sig: signal.Signals, timeout: float) -> None:
         if self.proc is not None and self.proc.poll() is None:

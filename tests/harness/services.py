@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from tests.harness.etl_process import FAULT_ENV, die_with_us
+from tests.harness.kills import CLEANUP, sigkill
 from tests.harness.paths import REPO
 
 
@@ -34,7 +35,7 @@ def stop_roles(procs: dict[str, subprocess.Popen], roles: Iterable[str]) -> None
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                sigkill(proc.pid, role, purpose=CLEANUP)
                 proc.wait(30)
 
 
@@ -72,6 +73,7 @@ class _Service:
     tests on the shared stack (SIGSTOP of the shared broker or metastore would)."""
 
     name = "service"
+    what = "private service"  # in the suite's report of SIGKILLs (tests/harness/kills.py)
 
     def __init__(self, workdir: Path):
         self.workdir = Path(workdir)
@@ -104,7 +106,7 @@ class _Service:
         """SIGKILL the service, as a lost machine would; start() runs it again on the same
         ports and folder (a Kafka broker recovers its log from there)."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+            sigkill(self.proc.pid, self.what)
             self.proc.wait(20)
 
     def stop(self) -> None:
@@ -114,7 +116,7 @@ class _Service:
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                sigkill(self.proc.pid, self.what, purpose=CLEANUP)
                 self.proc.wait(20)
 
     def __enter__(self):
@@ -129,6 +131,7 @@ class PrivateBroker(_Service):
     on free ports, with the shared broker's settings (scripts/stack/kafka-node)."""
 
     name = "kafka"
+    what = "Kafka broker"
 
     def __init__(self, workdir: Path):
         super().__init__(workdir)
@@ -161,6 +164,7 @@ class PrivateMetastore(_Service):
     scripts/local-stack starts the shared one."""
 
     name = "metastore"
+    what = "Hive metastore"
 
     def command(self) -> list[str]:
         import pyspark

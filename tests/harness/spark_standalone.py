@@ -10,16 +10,15 @@ finished, with their state, in its /json/.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 from tests.harness.etl_process import die_with_us
+from tests.harness.kills import CLEANUP, sigkill
 from tests.harness.paths import REPO
 from tests.harness.services import free_port
 
@@ -118,5 +117,5 @@ class SparkStandalone:
                 try:
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
+                    sigkill(proc.pid, f"Spark standalone {name}", purpose=CLEANUP)
                     proc.wait(30)

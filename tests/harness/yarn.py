@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from tests.harness.etl_process import die_with_us
 from tests.harness.hdfs import PrivateHdfs
+from tests.harness.kills import sigkill
 from tests.harness.paths import REPO
 from tests.harness.services import free_port, stop_roles
 
@@ -149,12 +149,9 @@ def container_pids(container_id: str) -> list[int]:
     return pids
 
 
-def kill_container(container_id: str) -> list[int]:
-    """SIGKILL every process of the container, as a lost machine would; returns their pids."""
+def kill_container(container_id: str, what: str = "YARN container") -> list[int]:
+    """SIGKILL every process of the container at once (one kill of `what`), as a lost machine
+    would; returns their pids."""
     pids = container_pids(container_id)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    sigkill(pids, what)
     return pids

@@ -32,6 +32,7 @@ from tests.harness.campaign import campaign_seed, kill_campaign
 from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
 from tests.harness.etl_process import EtlProcess, Finished, run_etl, take_over_past_its_session
+from tests.harness.kills import CLEANUP
 from tests.harness.oracle import check_exactly_once, hive_reader, table_offsets
 from tests.harness.race import race_range_task, range_task_for
 from tests.harness.recovery import recover_or_run
@@ -334,7 +335,7 @@ def test_a_run_whose_session_expired_cannot_commit_after_another_run_took_over(
     try:
         first.wait_until(lambda: job_state(config).last_state == target, 300, f"batch 1 {target}", poll=0.2)
     except BaseException:
-        first.kill()
+        first.kill(CLEANUP)
         raise
     took = take_over_past_its_session(first, zk, config)
     report(f"{point}: driver SIGSTOPped; session 0x{took.session:x} expired, lock gone after "
@@ -438,7 +439,7 @@ def test_broker_stopping_mid_batch_fails_the_run_cleanly_and_the_next_run_comple
             code = run.wait(600)
             failed_after = time.monotonic() - stopped_at
     finally:
-        run.kill()
+        run.kill(CLEANUP)
         run.reap()
     assert code == EXIT_RETRYABLE, run.describe()  # a stalled broker: a retry helps
     assert "no progress for 5.0s" in run.stderr and "is the broker up?" in run.stderr, run.describe()
@@ -513,7 +514,7 @@ def test_metastore_unreachable_at_register_fails_with_hive_error_and_the_next_ru
                 code = run.wait(900)
                 failed_after = time.monotonic() - stopped_at
         finally:
-            run.kill()
+            run.kill(CLEANUP)
             run.reap()
         assert code == EXIT_RETRYABLE, run.describe()  # the metastore did not answer: a retry helps
         errors = [line for line in run.stderr.splitlines() if line.startswith("etl: error")]

@@ -24,6 +24,7 @@ from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
 from tests.harness.etl_process import EtlProcess, run_etl
 from tests.harness.hdfs import PrivateHdfs, copy_to_local
+from tests.harness.kills import CLEANUP
 from tests.harness.oracle import check_exactly_once, hive_reader
 from tests.harness.services import paused
 from tests.harness.state import job_state
@@ -92,7 +93,7 @@ def test_datanode_sigkilled_during_an_upload_fails_the_run_and_a_rerun_is_exactl
         private_hdfs.kill("datanode")
         code = run.wait(600)
     finally:
-        run.kill()
+        run.kill(CLEANUP)
         run.reap()
     assert code == EXIT_RETRYABLE, run.describe()
     assert any("upload to the DataNode" in line and "the file is incomplete" in line for line in errors(run)), \
@@ -121,7 +122,7 @@ def test_namenode_sigstopped_during_a_rename_fails_the_run_and_a_rerun_is_exactl
         with paused(private_hdfs.pid("namenode")):  # the task's RENAME meets a frozen NameNode
             code = run.wait(600)
     finally:
-        run.kill()
+        run.kill(CLEANUP)
         run.reap()
     assert code == EXIT_RETRYABLE, run.describe()
     assert any("RENAME" in line and "no answer" in line and "is up and reachable" in line
@@ -148,7 +149,7 @@ def test_namenode_in_safe_mode_fails_the_batch_and_a_rerun_is_exactly_once(
         finally:
             hdfs.dfsadmin("-safemode", "leave")
     finally:
-        run.kill()
+        run.kill(CLEANUP)
         run.reap()
     assert code == EXIT_RETRYABLE, run.describe()
     assert any("in safe mode" in line and "run again once it has left safe mode" in line

@@ -22,6 +22,7 @@ from etl.source.kafka import KafkaMetadata
 from tests.harness import kafka
 from tests.harness.data import DataSource, event, events_by_partition
 from tests.harness.etl_process import EtlProcess, etl_command, run_etl
+from tests.harness.kills import CLEANUP
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader, table_offsets
 from tests.harness.services import PrivateBroker
 from tests.harness.state import job_state
@@ -302,7 +303,7 @@ def test_broker_sigkilled_mid_batch_fails_the_run_and_after_its_restart_the_reru
             broker.kill()
             code = run.wait(600)
         finally:
-            run.kill()
+            run.kill(CLEANUP)
             run.reap()
         assert code == EXIT_RETRYABLE, run.describe()
         assert "is the broker up?" in run.stderr, run.describe()

@@ -20,6 +20,7 @@ import pytest
 from etl.errors import EXIT_RETRYABLE
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import EtlProcess, run_etl, take_over_past_its_session
+from tests.harness.kills import CLEANUP
 from tests.harness.oracle import check_exactly_once, hive_reader
 from tests.harness.state import job_state
 from tests.integration.test_pipeline import recreate_topic
@@ -45,7 +46,7 @@ def test_a_routed_run_stopped_mid_registration_past_its_session_commits_nothing_
                          poll=0.2)
         assert job_state(config).last_state == "WRITTEN"
     except BaseException:
-        first.kill()
+        first.kill(CLEANUP)
         raise
     took = take_over_past_its_session(first, zk, config)
     print(f"[routes-faults] driver SIGSTOPped between two tables' registrations; session 0x{took.session:x} "

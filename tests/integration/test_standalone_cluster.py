@@ -13,7 +13,6 @@ the task on a new executor, and the table holds every offset once, in files that
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 
 from tests.harness.cluster_submit import check_executors_loaded_the_archive, probe_dir, read_probes, spark_submit
 from tests.harness.data import events_by_partition
+from tests.harness.kills import CLEANUP, sigkill
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader
 
 pytestmark = pytest.mark.slow
@@ -47,7 +47,7 @@ def finish(proc: subprocess.Popen, cwd: Path, timeout: float = 600) -> tuple[str
     try:
         proc.wait(timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        sigkill(proc.pid, "spark-submit", group=True, purpose=CLEANUP)
         proc.wait()
     stdout, stderr = (cwd / "stdout").read_text(errors="replace"), (cwd / "stderr").read_text(errors="replace")
     assert proc.returncode == 0, f"exit {proc.returncode}\n{stdout}\n{stderr[-6000:]}"
@@ -150,8 +150,7 @@ def test_a_sigkilled_executor_mid_batch_is_replaced_and_its_task_rerun_exactly_o
         time.sleep(0.2)
     assert victim is not None, "partition 0's task never reached closed:0 on an executor"
     killed = processes_in(victim)
-    for pid in killed:
-        os.kill(pid, signal.SIGKILL)
+    sigkill(killed, "Spark executor")
     assert any("CoarseGrainedExecutorBackend" in cmd for cmd in killed.values()), killed
     assert any("environment/bin/python" in cmd for cmd in killed.values()), killed
     stdout, stderr = finish(proc, tmp_path / "submit")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 import uuid
@@ -34,6 +33,7 @@ from etl.config import load_config
 from etl.state.store import ZkStateStore
 from tests.harness.cluster_submit import SPARK_HOME, probe_dir, read_probes, spark_submit
 from tests.harness.data import events_by_partition
+from tests.harness.kills import CLEANUP, fault_point_landed, sigkill
 from tests.harness.oracle import expected_offsets, table_offsets
 from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.state import job_state
@@ -118,7 +118,7 @@ def submit(yarn: PrivateYarn, mode: str, config: Path, archive: Path, probes: Pa
         stdout, stderr = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            sigkill(proc.pid, "spark-submit", group=True, purpose=CLEANUP)
             proc.wait()
     result = subprocess.CompletedProcess(line.command, proc.returncode, stdout, stderr)
     return Submission(yarn, result, tag, time.monotonic() - started)
@@ -240,7 +240,7 @@ def test_an_executor_container_killed_mid_batch_is_replaced_and_the_batch_loads_
             for pid in paused_workers():
                 container = _environ(pid).get("CONTAINER_ID")
                 if container:
-                    assert kill_container(container), container
+                    assert kill_container(container, "YARN executor container"), container
                     killed.append(container)
                     break
             assert proc.poll() is None and time.monotonic() < deadline, "no executor paused at writing:0"
@@ -313,6 +313,7 @@ def test_the_application_master_killed_mid_batch_attempt_2_resumes_the_open_batc
     assert "batch 1 (resumed) COMMITTED: 4 files, 400 rows, 0 rejected" in attempt_2, attempt_2[-4000:]
     assert attempt_1 in logs and "COMMITTED" not in logs[logs.index(attempt_1):].split("End of LogType")[0]
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, counts)
+    fault_point_landed("YARN ApplicationMaster")
     print(f"[yarn] AM SIGKILLed at PLANNED, maxAppAttempts=2: {done.app_id}, {done.seconds:.0f}s, attempt 2 "
           f"waited for attempt 1's lock and resumed the batch exactly once")
 
@@ -336,6 +337,7 @@ def test_the_application_master_killed_with_one_attempt_fails_the_application_an
     assert table_offsets(spark, DB, hive_table_name) == {}
     state = job_state(config)
     assert (state.last_batch_id, state.last_state, state.committed) == (1, "PLANNED", {}), state
+    fault_point_landed("YARN ApplicationMaster")
     print(f"[yarn] AM SIGKILLed, maxAppAttempts=1: spark-submit {killed.result.returncode} after "
           f"{killed.seconds:.0f}s; batch 1 left PLANNED, nothing committed")
 

@@ -16,6 +16,7 @@ from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.identity import RecordFingerprint
 from etl.state.store import ZkStateStore
 from etl.state.znodes import CommittedOffset, dump
+from tests.harness.kills import fault_point_landed
 
 RETRY = RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)
 OLD = {("clicks", 0): CommittedOffset(120, 0, 0, RecordFingerprint(119, 1767225600000, "00aa11bb22cc33dd")),
@@ -114,6 +115,7 @@ def test_a_move_killed_before_the_pointer_is_done_again_by_the_next_run(stack, z
     env = {**os.environ, "ETL_FAULT_POINT": "migrate:snapshot-written", "ETL_FAULT_ACTION": "kill"}
     done = subprocess.run([sys.executable, "-c", code], env=env, start_new_session=True, timeout=60)
     assert done.returncode == -signal.SIGKILL
+    fault_point_landed("offsets' move to a snapshot")
     assert zk.exists(f"{zk_root}/job/committed") is None and len(zk.get_children(f"{zk_root}/job/snapshots")) == 1
     with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
         take_lock(store)

@@ -276,6 +276,10 @@ class PeerProcess(EtlProcess):
         self.ended: float | None = None
         self.tree = ProcessTree(self.popen)
 
+    @property
+    def name(self) -> str:
+        return "peer job run"
+
 
 @dataclass(frozen=True)
 class PeerMark:

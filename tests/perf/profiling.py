@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.harness.kills import CLEANUP, sigkill
 from tests.perf.common import say
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked, value_maker
@@ -40,7 +41,7 @@ def py_spy_batch(run: BenchRun, config) -> dict:
             try:
                 spy.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                spy.kill()
+                sigkill(spy.pid, "py-spy", purpose=CLEANUP)
     return {"phases": phases, **summarize_stacks(sorted(out_dir.glob("*.txt")))}
 
 # -- 4: fixed cost -------------------------------------------------------------------------

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 
+from tests.harness.kills import CLEANUP, fault_point_landed, sigkill
+
 
 def test_fault_kill_from_a_task_kills_the_task_itself(tmp_path):
     """A task that hits a `kill` fault point must die with its job, as on a lost machine.
@@ -31,6 +33,8 @@ def test_fault_kill_from_a_task_kills_the_task_itself(tmp_path):
         assert job.wait(10) == -signal.SIGKILL  # the job's group was killed
         assert "still running" not in task.stdout and task.returncode == -signal.SIGKILL, (
             f"the task process survived its own kill fault point (rc {task.returncode}, {task.stdout!r})")
+        fault_point_landed("a job's process group")
+        fault_point_landed("a job's task")
     finally:
         if job.poll() is None:
-            job.kill()
+            sigkill(job.pid, "sleep", purpose=CLEANUP)

@@ -3,8 +3,6 @@ that then execs the real program in the same pid (java's jspawnhelper), so a des
 seen before its exec must be known, in the end, by what it became."""
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +10,7 @@ import time
 import psutil
 
 from tests.harness.etl_process import ProcessTree
+from tests.harness.kills import CLEANUP, sigkill
 
 CHILD = """
 import os, pathlib, sys, time
@@ -52,5 +51,5 @@ def test_a_descendant_seen_before_its_exec_is_known_by_what_it_became(tmp_path):
         assert {proc.pid for proc in tree.alive()} >= set(tree.matching("became-this"))
     finally:
         tree.stop()
-        os.killpg(popen.pid, signal.SIGKILL)
+        sigkill(popen.pid, "process tree", group=True, purpose=CLEANUP)
         popen.wait(10)
