@@ -6,7 +6,9 @@ Session fixtures live until the session ends: the YARN over its private HDFS and
 cluster (test_airflow_dag.py, test_standalone_cluster.py, test_yarn.py) start, then the KDC with
 its kerberized HDFS and metastore (test_kerberos*.py) start last and idle never. A module moves
 as a whole (its module-scoped fixtures are set up once) and the order inside a group is
-collection order. A run that selects none of them is not reordered.
+collection order. A run that selects none of them is not reordered. On several workers
+(ETL_TEST_WORKERS, tests/harness/parallel.py) they run first instead, all on one worker, while
+the other workers take the rest, a whole module at a time.
 
 At the end of a run, the report adds where the suite's time went by module (setup, call and
 teardown summed): the module-scoped fixtures that --durations shows once are counted there too;
@@ -21,6 +23,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 import pytest
+
+from tests.harness import parallel
 
 # Session fixtures that start clusters of the session's own, by the group they run in (1 first).
 CLUSTER_GROUPS = {"yarn": 1, "spark_standalone": 1, "kdc": 2}
@@ -39,6 +43,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         module = item.nodeid.split("::", 1)[0]
         by_module[module] = max(by_module.get(module, 0), _group(item))
     items.sort(key=lambda item: by_module[item.nodeid.split("::", 1)[0]])  # stable: collection order within
+    if parallel.on_worker():  # the cluster modules run first, on one worker (tests/harness/parallel.py)
+        parallel.clusters_first(items, {module for module, group in by_module.items() if group})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    return parallel.ModuleScheduling(config, log)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    parallel.send_to_controller(session.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    parallel.receive_from_worker(node)
 
 
 MODULES_REPORTED = 25

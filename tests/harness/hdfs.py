@@ -15,6 +15,7 @@ pair; a space quota is set on the test's own table folder, so the shared pair se
 """
 from __future__ import annotations
 
+import fcntl
 import getpass
 import json
 import posixpath
@@ -111,8 +112,12 @@ class Hdfs:
 
 def shared_hdfs() -> Hdfs:
     """The shared NameNode and DataNode, started by `scripts/local-stack up hdfs` if they are not
-    running (the script waits until HDFS serves writes); StackDown if it cannot."""
-    done = subprocess.run([str(REPO / "scripts" / "local-stack"), "up", "hdfs"], capture_output=True, text=True)
+    running (the script waits until HDFS serves writes); StackDown if it cannot. One pytest worker
+    at a time (tests.harness.parallel): two would both start the pair."""
+    (REPO / ".stack").mkdir(exist_ok=True)
+    with open(REPO / ".stack" / "hdfs-up.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run([str(REPO / "scripts" / "local-stack"), "up", "hdfs"], capture_output=True, text=True)
     if done.returncode != 0:
         raise StackDown(f"scripts/local-stack up hdfs failed:\n{done.stdout}\n{done.stderr}")
     env = _read_env_file(REPO / ".stack" / "env")

@@ -148,3 +148,48 @@ def _wait(predicate, what: str, timeout: float = 10) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"{what}: not within {timeout}s"
         time.sleep(0.02)
+
+
+CLUSTER_TESTS = """
+import time
+import pytest
+
+@pytest.mark.parametrize("i", range(6))
+def test_where(yarn, i):
+    time.sleep(0.1)
+    with open("{name}", "a") as f:
+        f.write(f"{{yarn}}\\n")
+"""
+
+
+def test_on_two_workers_the_report_counts_every_workers_kills_and_a_cluster_module_runs_on_one(pytester, monkeypatch):
+    """tests.harness.parallel: each worker's kills and etl processes reach the controller's report,
+    and the modules that ask for a cluster fixture run as one group on one worker."""
+    pytester.makeconftest((REPO / "tests" / "conftest.py").read_text() + '''
+
+@pytest.fixture(scope="session")
+def yarn():
+    import os
+    return os.getpid()
+
+
+parallel.CLUSTER_MODULES = frozenset({"test_cluster_one.py", "test_cluster_two.py"})
+''')
+    body = """
+        import os, subprocess
+        from tests.harness.kills import sigkill
+
+        def test_kills_one():
+            sleep = subprocess.Popen(["sleep", "60"])
+            assert sigkill(sleep.pid, "etl run")
+            sleep.wait(10)
+    """
+    pytester.makepyfile(test_a=body, test_b=body.replace("etl run", "DataNode"),
+                        test_cluster_one=CLUSTER_TESTS.format(name="one"), test_cluster_two=CLUSTER_TESTS.format(name="two"))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--no-loadscope-reorder")
+    result.assert_outcomes(passed=14)
+    result.stdout.fnmatch_lines(["*= coverage: 14 tests run (14 passed, 0 failed, 0 skipped), SIGKILLs landed: 2 "
+                                 "(DataNode 1, etl run 1) =*"])
+    pids = {line for name in ("one", "two") for line in (pytester.path / name).read_text().split()}
+    assert len(pids) == 1, pids  # one worker's session fixture served all twelve
