@@ -176,9 +176,8 @@ class HiveRegistrar:
 
     def _catalog_call(self, what: str, call, then: str = NOTHING_CHANGED):
         """`call` with Spark's external catalog; `then`, as for _sql."""
-        catalog = self.spark._jsparkSession.sharedState().externalCatalog()
-        try:
-            return call(catalog)
+        try:  # the first call also makes the Hive client, which fails when the metastore is down
+            return call(self.spark._jsparkSession.sharedState().externalCatalog())
         except Exception as exc:
             raise _failure(exc)(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
                                 f"{then}") from exc
