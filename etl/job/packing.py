@@ -18,6 +18,8 @@ import heapq
 import math
 from typing import Callable, Sequence, TypeVar
 
+from etl.source.reused import reusing_consumers
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -46,5 +48,9 @@ def packed(items: Sequence[T], sizes: Sequence[int], records_per_task: int, slot
 
 
 def run_each(call: Callable[[T], R], pack: list[T]) -> list[R]:
-    """A task's ranges one after the other, each written and renamed on its own by `call`."""
-    return [call(item) for item in pack]
+    """A task's ranges one after the other, each written and renamed on its own by `call`; the
+    ranges of a pack of several share a Kafka consumer (etl.source.reused)."""
+    if len(pack) == 1:
+        return [call(pack[0])]
+    with reusing_consumers():
+        return [call(item) for item in pack]

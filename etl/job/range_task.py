@@ -23,7 +23,8 @@ from etl.rows.decoders import Decoder
 from etl.rows.dimensions import from_ipc
 from etl.sink.manifest import Part
 from etl.source.chunk import RawChunk
-from etl.source.kafka import read_range
+from etl.source.kafka import consumer_settings, read_range
+from etl.source.reused import reused_consumer
 from etl.source.prefetch import prefetched
 
 # Kafka is read this many chunks ahead of decoding and writing (a chunk: <= 10,000 records).
@@ -84,9 +85,10 @@ class RangeResult:
 def range_chunks(task: RangeTask) -> Iterator[RawChunk]:
     """The task's range from Kafka, in chunks, read ahead of the caller."""
     r = task.range
+    shared = reused_consumer(consumer_settings(task.kafka, task.consumer_group))  # a pack's (etl.job.packing)
     chunks = read_range(task.kafka, task.consumer_group, r.topic, r.partition, r.start, r.end,
                         with_keys=task.writer.key_column is not None,
-                        with_headers=bool(task.writer.header_columns))
+                        with_headers=bool(task.writer.header_columns), shared=shared)
     return prefetched(chunks, READ_AHEAD_CHUNKS, name=f"read {r.topic}[{r.partition}]")
 
 

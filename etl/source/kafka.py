@@ -264,29 +264,31 @@ def _as_unavailable(exc: KafkaException, what: str) -> Exception:
 
 
 def read_range(config: KafkaConfig, group: str, topic: str, partition: int, start: int, end: int,
-               with_keys: bool, with_headers: bool = False) -> Iterator[RawChunk]:
+               with_keys: bool, with_headers: bool = False, shared: Consumer | None = None) -> Iterator[RawChunk]:
     """Yield the records of [start, end) in offset order, in chunks.
 
     Offsets may have gaps (compaction, transaction markers), so the read ends when the
     position reaches `end`, not after end - start records. It never waits forever: no
-    progress for fetch_timeout_seconds is an error, and the task fails.
+    progress for fetch_timeout_seconds is an error, and the task fails. `shared`: a consumer
+    other ranges use too (etl.source.reused), unassigned at the end, not closed.
     """
-    consumer = Consumer(consumer_settings(config, group))
+    consumer = shared or Consumer(consumer_settings(config, group))
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
-        yield from _consume_until(consumer, config, topic, partition, start, end, with_keys, with_headers)
+        yield from _consume_until(consumer, config, topic, partition, start, end, with_keys, with_headers,
+                                  only_this_partition=shared is not None)
     finally:
-        consumer.close()
+        consumer.unassign() if shared else consumer.close()
 
 
 def _consume_until(consumer, config, topic, partition, start, end, with_keys,
-                   with_headers) -> Iterator[RawChunk]:
+                   with_headers, only_this_partition: bool = False) -> Iterator[RawChunk]:
     position, deadline = start, time.monotonic() + config.fetch_timeout_seconds
     while position < end:
         # Never ask for more than the range still needs: consume() waits out its timeout
         # until it has num_messages, which would cost every range's last call a full second.
         messages = consumer.consume(num_messages=min(CONSUME_BATCH, end - position), timeout=1.0)
-        records, log_ends = _records_of(messages, topic, partition, position, end)
+        records, log_ends = _records_of(messages, topic, partition, position, end, only_this_partition)
         if records and records[-1].offset() >= end:
             records = [m for m in records if m.offset() < end]
             position = end
@@ -303,10 +305,14 @@ def _consume_until(consumer, config, topic, partition, start, end, with_keys,
                                f"The batch stays open and the next run resumes it")
 
 
-def _records_of(messages: list, topic: str, partition: int, position: int, end: int) -> tuple[list, bool]:
+def _records_of(messages: list, topic: str, partition: int, position: int, end: int, only_this_partition=False) -> tuple[list, bool]:
     """The records among `messages`, and whether an end-of-log event at or past `end` came.
 
-    Most calls return only records; events are looked at one by one only when there are some."""
+    Most calls return only records; events are looked at one by one only when there are some.
+    `only_this_partition`: a shared consumer's (small ranges), whose records of an earlier
+    assignment are never this range's, should librdkafka still hand one out."""
+    if only_this_partition:
+        messages = [m for m in messages if m.error() is not None or (m.partition() == partition and m.topic() == topic)]
     if all(error is None for error in map(Message.error, messages)):
         return messages, False
     records = [m for m in messages if _is_record(m, topic, partition, position, end)]

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from etl.config.model import JobConfig
-from etl.job.packing import pack_ranges
+from etl.job.packing import pack_ranges, run_each
 
 
 def _covered_once(packs: list[list[int]], count: int) -> None:
@@ -61,3 +61,31 @@ def test_the_default_packs_only_ranges_smaller_than_the_seeds_partitions():
     """The seeds' shape (about 30,000 records a partition) keeps a task per partition."""
     assert JobConfig(name="j").records_per_task == 10_000
     assert len(pack_ranges([30_327] * 18, JobConfig(name="j").records_per_task, slots=2)) == 18
+
+
+def test_a_pack_of_several_ranges_shares_one_consumer_per_settings_and_closes_it_at_its_end():
+    from etl.source import reused
+    settings = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}  # nothing listens: no fetch is made
+    seen = []
+
+    def call(item):
+        seen.append((item, reused.reused_consumer(settings), reused.reused_consumer({**settings, "group.id": "h"})))
+        return item
+
+    assert run_each(call, ["a", "b", "c"]) == ["a", "b", "c"]
+    consumers = {id(first) for _, first, _ in seen}
+    assert len(consumers) == 1 and seen[0][1] is not seen[0][2]  # one per settings, the same for every range
+    with pytest.raises(RuntimeError):  # closed with the pack
+        seen[0][1].assign([])
+    assert reused.reused_consumer(settings) is None  # outside a pack: each range makes its own
+    run_each(call, ["alone"])
+    assert seen[-1][1] is None  # a range with a task of its own reads with its own consumer, as before
+
+
+def test_a_shared_consumers_record_of_an_earlier_assignment_is_never_the_ranges():
+    from confluent_kafka import Message
+    from etl.source.kafka import _records_of
+    messages = [Message(topic=t, partition=p, offset=o, value=b"{}") for t, p, o in (("t", 0, 7), ("t", 1, 3), ("u", 0, 8))]
+    records, _ = _records_of(messages, "t", 0, 7, 10, only_this_partition=True)
+    assert [(m.topic(), m.partition(), m.offset()) for m in records] == [("t", 0, 7)]
+    assert _records_of(messages, "t", 0, 7, 10)[0] == messages  # a consumer of its own: no check, no cost
