@@ -143,7 +143,7 @@ def hive_settings(config: Config, given: set[str]) -> dict[str, str]:
     Hive's session switches hive.metastore.filter.hook to AuthorizationMetaStoreFilterHook on its
     first authorization check (the first partition lookup of a process). The switch closes the
     metastore client's connection under the call in flight, which fails and is retried after
-    hive.metastore.client.connect.retry.delay: 1.1 s of every batch's registration. Set from the
+    hive.metastore.client.connect.retry.delay: 1.1 s of each process's first registration. Set from the
     start, the switch changes nothing; a hook of the job's own is kept."""
     settings = {"spark.sql.warehouse.dir": config.warehouse.hive_root}  # Hive's view of it
     if config.hive.metastore != "embedded":

@@ -270,15 +270,17 @@ def read_range(config: KafkaConfig, group: str, topic: str, partition: int, star
     Offsets may have gaps (compaction, transaction markers), so the read ends when the
     position reaches `end`, not after end - start records. It never waits forever: no
     progress for fetch_timeout_seconds is an error, and the task fails. `shared`: a consumer
-    other ranges use too (etl.source.reused), unassigned at the end, not closed.
-    """
+    other ranges use too (etl.source.reused), unassigned at the end, not closed."""
     consumer = shared or Consumer(consumer_settings(config, group))
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         yield from _consume_until(consumer, config, topic, partition, start, end, with_keys, with_headers,
                                   only_this_partition=shared is not None)
     finally:
-        consumer.unassign() if shared else consumer.close()
+        if shared:
+            consumer.unassign()
+        else:
+            consumer.close()
 
 
 def _consume_until(consumer, config, topic, partition, start, end, with_keys,
