@@ -277,10 +277,7 @@ def read_range(config: KafkaConfig, group: str, topic: str, partition: int, star
         yield from _consume_until(consumer, config, topic, partition, start, end, with_keys, with_headers,
                                   only_this_partition=shared is not None)
     finally:
-        if shared:
-            consumer.unassign()
-        else:
-            consumer.close()
+        (consumer.unassign if shared else consumer.close)()  # a shared consumer reads the pack's next range
 
 
 def _consume_until(consumer, config, topic, partition, start, end, with_keys,
