@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from etl.config import DecoderKind
+from tests.harness.paths import ETL as ETL_CLI
 from tests.harness.paths import REPO
 
 # Avro and Protobuf carry the JSON events' logical content (tests/perf/formats.py): one table.
@@ -34,3 +36,14 @@ def summarize(values: list[float]) -> dict:
 
 def rate(records: int, nbytes: int, seconds: float) -> dict:
     return {"records_per_s": records / seconds if seconds else None, "mb_per_s": nbytes / MB / seconds if seconds else None}
+
+
+def etl_run_json(ini) -> subprocess.CompletedProcess:
+    """One whole `etl run --json` process of the job `ini`, as a schedule starts it; an error if
+    it fails."""
+    done = subprocess.run([ETL_CLI, "run", "--json", "--config", str(ini)],
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable}, capture_output=True, text=True,
+                          timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"etl run --config {ini} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return done

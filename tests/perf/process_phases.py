@@ -11,15 +11,12 @@ session) and from the last phase to exit (Spark's stop, the JVM's and the interp
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
-import sys
 import time
 
 from etl.job.observer import Phase
-from tests.harness.paths import ETL as ETL_CLI
-from tests.perf.common import say, summarize
+from tests.perf.common import etl_run_json, say, summarize
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked, value_maker
 from tests.perf.seeds_shape import SEEDS_PARTITIONS, SEEDS_RECORDS
@@ -35,13 +32,12 @@ def process_phases(run: BenchRun) -> None:
     jobs = {"nothing new": ("idle", 1, 0), "one record": ("one", 1, 1),
             "seeds' shape": ("seeds", SEEDS_PARTITIONS, SEEDS_RECORDS)}
     make = value_maker("json", run.args.record_bytes)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     state = {}
     for label, (name, partitions, _) in jobs.items():
         topic = run.new_topic(partitions, f"fixed-{name}")
         produce_checked(run.stack.kafka_bootstrap, topic, {p: 1 for p in range(partitions)}, make)
         ini = run.ini(f"fixed-{name}", [topic], "json", SEEDS_RECORDS)
-        _phases_of(_etl_run(ini, env))  # the first run: tables created, the first records loaded
+        _phases_of(etl_run_json(ini))  # the first run: tables created, the first records loaded
         state[label] = {"topic": topic, "ini": ini, "ends": {p: 1 for p in range(partitions)}, "runs": []}
     for rep in range(1, run.args.repeat + 1):
         for label, (_, partitions, records) in jobs.items():
@@ -50,7 +46,7 @@ def process_phases(run: BenchRun) -> None:
                 per = {p: records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)}
                 produced = produce_checked(run.stack.kafka_bootstrap, job["topic"], per, make, start=job["ends"])
                 job["ends"] = {p: high for p, (_low, high) in produced["watermarks"].items()}
-            timed, _stats = run.measure(f"fixed cost, {label} #{rep}", lambda: _timed_run(job["ini"], env))
+            timed, _stats = run.measure(f"fixed cost, {label} #{rep}", lambda: _timed_run(job["ini"]))
             job["runs"].append(timed)
             say("  " + ", ".join(f"{k.split(' (')[0]} {v:.2f}s" for k, v in timed.items() if v >= 0.05))
     run.report["process_phases"] = {label: {row: summarize([r.get(row, 0.0) for r in job["runs"]]) for row in ROWS}
@@ -58,17 +54,9 @@ def process_phases(run: BenchRun) -> None:
     say("\n" + render(run.report["process_phases"]))
 
 
-def _etl_run(ini, env) -> subprocess.CompletedProcess:
-    done = subprocess.run([ETL_CLI, "run", "--json", "--config", str(ini)], env=env, capture_output=True, text=True,
-                          timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"etl run exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-    return done
-
-
-def _timed_run(ini, env) -> dict[str, float]:
+def _timed_run(ini) -> dict[str, float]:
     started = time.monotonic()
-    done = _etl_run(ini, env)
+    done = etl_run_json(ini)
     ended = time.monotonic()
     return split(_phases_of(done), started, ended)
 

@@ -11,15 +11,11 @@ interleaved, each checked for exactly the committed ranges and one row per recor
 """
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
-import sys
 
 from etl.config.routes import table_name
-from tests.harness.paths import ETL as ETL_CLI
 from etl.config import DecoderKind
-from tests.perf.common import SCHEMAS, say, summarize
+from tests.perf.common import SCHEMAS, etl_run_json, say, summarize
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked, value_maker
 from tests.perf.phases import check_loaded
@@ -48,13 +44,13 @@ def routes_bench(run: BenchRun) -> None:
         f"as one topic of {count} partitions into one table, and as {count} jobs run one after another")
     for inis in jobs.values():  # first runs, not timed: the tables are created, the first records loaded
         for ini in inis:
-            _etl_run(ini)
+            etl_run_json(ini)
     times: dict[str, dict[str, list[float]]] = {name: {"process": [], "batch": []} for name in jobs}
     for rep in range(1, run.args.repeat + 1):
         for name, inis in jobs.items():
             expected = _produce(run, single if name == "one_table" else None, topics.get(name, []), per_topic, make, ends)
             label = f"many tables: {name.replace('_', ' ')} #{rep}"
-            done, stats = run.measure(label, lambda: [_etl_run(ini) for ini in inis])
+            done, stats = run.measure(label, lambda: [etl_run_json(ini) for ini in inis])
             for ini in inis:
                 config = load_config(ini)
                 mine = [r for r in expected if r[0] in config.kafka.topics]
@@ -96,15 +92,6 @@ def _produced(run: BenchRun, topic: str, counts: dict[int, int], make, ends) -> 
         ranges.append((topic, p, ends[topic][p], high))
         ends[topic][p] = high
     return ranges
-
-
-def _etl_run(ini) -> subprocess.CompletedProcess:
-    done = subprocess.run([ETL_CLI, "run", "--json", "--config", str(ini)],
-                          env={**os.environ, "PYSPARK_PYTHON": sys.executable}, capture_output=True, text=True,
-                          timeout=900)
-    if done.returncode != 0:
-        raise RuntimeError(f"etl run --config {ini} exited {done.returncode}:\n{done.stderr[-3000:]}")
-    return done
 
 
 def routes_scaling(run: BenchRun) -> None:
