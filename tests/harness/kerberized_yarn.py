@@ -27,7 +27,8 @@ from tests.harness.etl_process import die_with_us
 from tests.harness.kdc import REALM, Kdc
 from tests.harness.kerberized import KerberizedHdfs, _properties, secure_hdfs_settings
 from tests.harness.paths import REPO
-from tests.harness.services import free_port, port_open, stop_roles
+from tests.harness.ports import free_port, free_run
+from tests.harness.services import stop_roles
 
 YARN_NODE = REPO / "scripts" / "stack" / "yarn-node"
 RM_PRINCIPAL = f"rm/localhost@{REALM}"
@@ -52,14 +53,6 @@ def secure_yarn_settings(hdfs_keytab: Path, yarn_keytab: Path) -> dict[str, str]
     }
 
 
-def _free_run(length: int) -> int:
-    """A free port whose next `length - 1` ports are free too (yarn-node's RM uses RM_PORT..+3)."""
-    while True:
-        port = free_port()
-        if port + length < 65536 and not any(port_open(port + i) for i in range(1, length)):
-            return port
-
-
 class KerberizedYarn:
     """A private ResourceManager and NodeManager secured by `kdc`, over `hdfs` (principals and
     keytab made here)."""
@@ -73,7 +66,7 @@ class KerberizedYarn:
         kdc.add_principal(NM_PRINCIPAL, self.keytab)
         self.extra = self.workdir / "secure-site.xml"
         self.extra.write_text(_properties(secure_yarn_settings(hdfs.keytab, self.keytab)))
-        self.rm_port, self.rm_web_port = _free_run(4), free_port()
+        self.rm_port, self.rm_web_port = free_run(4)  # yarn-node's RM uses RM_PORT..+3, free_port()
         self.nm_ports = [free_port() for _ in range(3)]  # RPC, localizer, HTTP
         self.procs: dict[str, subprocess.Popen] = {}
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from tests.harness.kills import CLEANUP, sigkill
 from tests.harness.paths import REPO
+from tests.harness.ports import free_port
 
 PROMETHEUS = "/usr/bin/prometheus"
 PUSHGATEWAY = "/usr/bin/prometheus-pushgateway"
@@ -36,12 +36,6 @@ EXAMPLE = REPO / "deploy" / "prometheus"
 
 def missing_binaries() -> list[str]:
     return [path for path in (PROMETHEUS, PUSHGATEWAY, PROMTOOL, NODE_EXPORTER) if shutil.which(path) is None]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PrometheusStack:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,12 +15,7 @@ from typing import Iterable
 from tests.harness.etl_process import FAULT_ENV, die_with_us
 from tests.harness.kills import CLEANUP, sigkill
 from tests.harness.paths import REPO
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.harness.ports import free_port, port_open  # noqa: F401  (the harnesses import them from here)
 
 
 def stop_roles(procs: dict[str, subprocess.Popen], roles: Iterable[str]) -> None:
@@ -37,14 +31,6 @@ def stop_roles(procs: dict[str, subprocess.Popen], roles: Iterable[str]) -> None
             except subprocess.TimeoutExpired:
                 sigkill(proc.pid, role, purpose=CLEANUP)
                 proc.wait(30)
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 class paused:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -23,28 +22,11 @@ from tests.harness.etl_process import die_with_us
 from tests.harness.hdfs import PrivateHdfs
 from tests.harness.kills import sigkill
 from tests.harness.paths import REPO
-from tests.harness.services import free_port, stop_roles
+from tests.harness.ports import free_port, free_run
+from tests.harness.services import stop_roles
 
 YARN_NODE = REPO / "scripts" / "stack" / "yarn-node"
 YARN_CLI = REPO / "scripts" / "stack" / "yarn-cli"
-
-
-def free_port_run(length: int) -> int:
-    """A free port whose next `length - 1` ports are free too (the ResourceManager takes 4)."""
-    for _ in range(100):
-        first = free_port()
-        if all(_free(first + i) for i in range(1, length)):
-            return first
-    raise RuntimeError(f"no {length} consecutive free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 class PrivateYarn:
@@ -54,7 +36,7 @@ class PrivateYarn:
         self.workdir = Path(workdir)
         self.private_hdfs = PrivateHdfs(self.workdir / "hdfs")
         self.hdfs = self.private_hdfs.hdfs
-        self.rm_port = free_port_run(4)
+        self.rm_port = free_run(4)  # the ResourceManager takes 4
         self.rm_web_port = free_port()
         self.nm_ports = [free_port() for _ in range(3)]  # RPC, localizer, HTTP
         self.procs: dict[str, subprocess.Popen] = {}
