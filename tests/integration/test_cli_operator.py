@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from kazoo.exceptions import NoNodeError
 
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import ProcessTree
+from tests.harness.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -167,12 +167,6 @@ def test_dry_run_by_event_time_says_the_partitions_are_known_after_reading(new_t
 
 
 # -- etl check --------------------------------------------------------------------------------
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def check(config, warn: int, crit: int) -> Done:
     done = etl("check", "--config", str(config), "--warn-lag", str(warn), "--crit-lag", str(crit))
     assert len(done.stdout.splitlines()) == 1, done
@@ -195,7 +189,7 @@ def test_check_answers_ok_warning_critical_and_unknown(new_topic, produce, write
     assert json.loads(status.stdout)["total_lag"] == 14, status  # the lag as `etl status` counts it
 
     missing_topic = write_config(kafka={"topics": f"{topic}-missing"})
-    unreachable = write_config(kafka={"topics": topic}, zookeeper={"hosts": f"127.0.0.1:{_closed_port()}",
+    unreachable = write_config(kafka={"topics": topic}, zookeeper={"hosts": f"127.0.0.1:{free_port()}",
                                                                    "session_timeout_seconds": "1"})
     for config in (missing_topic, unreachable):
         done = check(config, 5, 10)

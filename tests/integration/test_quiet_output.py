@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from etl.hive.spark import DRIVER_LOG4J2
 from tests.harness.data import events_by_partition
 from tests.harness.paths import EVENTS_SCHEMA, REPO
+from tests.harness.ports import free_port
 
 SPARK_SUBMIT = Path(pyspark.__file__).parent / "bin" / "spark-submit"
 JOB_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (INFO|WARNING|ERROR) etl[.\w]*: ")
@@ -24,22 +24,15 @@ INFO = re.compile(r"\bINFO\b|\"level\": \"INFO\"")
 PROGRESS = re.compile(r" INFO etl\.job\.progress: batch 1 tasks: [0-4]/4 ranges done, [\d,]+ rows, [\d,]+ rows/s$")
 
 
-def _closed_port() -> int:
-    """A port nothing listens on: bound, then released."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _unreachable_zookeeper_ini(tmp_path: Path) -> Path:
     path = tmp_path / "etl.ini"
     path.write_text(f"""[job]
 name = quiet
 [kafka]
-bootstrap.servers = 127.0.0.1:{_closed_port()}
+bootstrap.servers = 127.0.0.1:{free_port()}
 topics = a
 [zookeeper]
-hosts = 127.0.0.1:{_closed_port()}
+hosts = 127.0.0.1:{free_port()}
 session_timeout_seconds = 2
 [warehouse]
 url = file://{tmp_path / "warehouse"}
