@@ -23,6 +23,7 @@ from etl.ops.run import run_job
 from etl.ops.verify import run_verify
 from etl.sink.checksums import CHECKSUMS_KEY
 from etl.state.store import ZkStateStore
+from tests.harness.campaign import within_one_planning_hour
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.state import wait_for_lock_release
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader, table_offsets
@@ -114,6 +115,7 @@ def test_sigkill_at_every_step_of_a_compaction_is_carried_on_exactly_once(
     """Each round: more records loaded into the partition (by then compacted: the new files go to
     its current folder), a compaction SIGKILLed at one step, then carried on by the next `etl run`
     or `etl compact`. Hive is read after every step: never an offset twice, never one missing."""
+    within_one_planning_hour(240)  # about 60 s serially; every round's files in the one partition
     topic, config = loaded(new_topic, produce, write_config)
     [partition] = partitions_of(warehouse_dir, hive_table_name)
     produced = dict(RECORDS)

@@ -21,6 +21,7 @@ import pytest
 from etl.config import load_config
 from etl.config.routes import table_name
 from etl.model.compaction import COMPACTED_FOLDER
+from tests.harness.campaign import within_one_planning_hour
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import check_exactly_once, hive_reader, job_tables
 from tests.harness.paths import EVENTS_SCHEMA
@@ -28,6 +29,7 @@ from tests.harness.state import wait_for_lock_release
 from tests.integration.test_compaction import KILL_POINTS, committed_offsets, pending_compactions
 
 DB = "etl_test"
+CAMPAIGN_SECONDS = 300  # 95 s serially, 3 times that on a loaded two-worker suite; every round in one hour
 BATCH = 6  # max_records_per_partition: 12 records a partition make two files in each table
 
 
@@ -158,6 +160,7 @@ def test_sigkill_at_every_step_of_a_routed_compaction_is_carried_on_exactly_once
     """Rounds alternate table a (`--table a --partition P`) with the rejected table; each killed
     compaction is carried on in turn by `etl recover`, `etl compact` and `etl run`. Then
     [compaction] after_run compacts the routed job at the end of `etl run`."""
+    within_one_planning_hour(CAMPAIGN_SECONDS)
     job = _loaded(new_topic, produce, write_config)
     read = hive_reader(spark)
     # recover first: it finishes a compaction short of SWITCHED, and leaves a SWITCHED one for the

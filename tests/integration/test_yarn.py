@@ -283,6 +283,9 @@ AM_KILLED = ("spark.yarn.appMasterEnv.ETL_FAULT_POINT=state:PLANNED", "spark.yar
 # The killed AM's ZooKeeper session holds the lock until it expires: the server's 4 s minimum,
 # not the tests' usual 10 s, so that the next attempt or submission waits less.
 SHORT_SESSION = {"zookeeper": {"session_timeout_seconds": "4"}}
+# Attempt 2 must come while attempt 1's session still holds the lock. YARN starts it within a few
+# seconds on a quiet machine, but took longer than 4 s on a two-worker suite's load (5 to 9).
+AM_RESTART_SESSION = {"zookeeper": {"session_timeout_seconds": "20"}}
 
 
 def test_the_application_master_killed_mid_batch_attempt_2_resumes_the_open_batch_exactly_once(
@@ -295,7 +298,7 @@ def test_the_application_master_killed_mid_batch_attempt_2_resumes_the_open_batc
     topic = new_topic(partitions=4)
     counts = {p: 100 for p in range(4)}
     produce(topic, events_by_partition(4, 100))
-    config = yarn_config(topic, **SHORT_SESSION)
+    config = yarn_config(topic, **AM_RESTART_SESSION)
     schema = config.parent / EVENTS_SCHEMA.name
 
     done = submit(yarn, "cluster", config, packed_env, probes, *AM_KILLED, "spark.yarn.maxAppAttempts=2",
