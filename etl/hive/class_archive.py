@@ -64,7 +64,7 @@ def plan_archive(jvm: JvmConfig, spark_settings: Mapping[str, str]) -> ArchivePl
     when another process is recording (this JVM starts as it always did)."""
     directory = jvm.class_archive_dir or default_archive_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    key = archive_key(spark_settings)
+    key = archive_key(spark_settings, jvm)
     found = _whole_archive(directory, key)
     if found is not None:
         os.utime(found)  # mapped today: not stale
@@ -84,9 +84,10 @@ def plan_archive(jvm: JvmConfig, spark_settings: Mapping[str, str]) -> ArchivePl
     return ArchivePlan(f"-XX:ArchiveClassesAtExit={recording} {QUIET}", directory, key, recording, lock_fd)
 
 
-def archive_key(spark_settings: Mapping[str, str]) -> str:
+def archive_key(spark_settings: Mapping[str, str], jvm: JvmConfig) -> str:
     """A hash of what an archive is valid for: the java binary, Spark's jars (names, sizes,
-    times) and the driver's settings (heap size and JVM options decide the archive's layout)."""
+    times) and the driver's settings (heap size and JVM options decide the archive's layout),
+    with the options [jvm] adds to them."""
     from pyspark.find_spark_home import _find_spark_home
     digest = hashlib.sha256()
     java = _java_binary()
@@ -96,6 +97,7 @@ def archive_key(spark_settings: Mapping[str, str]) -> str:
     for key, value in sorted(spark_settings.items()):
         if key.startswith("spark.driver."):
             digest.update(f"{key}={value}\n".encode())
+    digest.update(jvm.quick_start_options(spark_settings.get("spark.driver.extraJavaOptions", "")).encode())
     return digest.hexdigest()[:24]
 
 

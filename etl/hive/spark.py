@@ -119,7 +119,8 @@ def _start(config: Config, archive: ArchivePlan | None):
         if key == "spark.master" and submitted.contains("spark.master"):
             continue
         builder = builder.config(key, value)
-    builder = _driver_java_options(builder, config.spark, archive.java_options if archive else "")
+    own = (config.jvm.quick_start_options(config.spark.get(DRIVER_JAVA_OPTIONS, "")), archive.java_options if archive else "")
+    builder = _driver_java_options(builder, config.spark, " ".join(part for part in own if part))
     if not submitted.contains("spark.master") and "spark.master" not in config.spark:
         builder = builder.master("local[*]")
     master = submitted.get("spark.master", None) or config.spark.get("spark.master", "local[*]")
@@ -153,16 +154,16 @@ def hive_settings(config: Config, given: set[str]) -> dict[str, str]:
     return settings
 
 
-def _driver_java_options(builder, settings: dict[str, str], archive_options: str):
+def _driver_java_options(builder, settings: dict[str, str], own_options: str):
     """Under `etl run` pyspark starts the driver JVM with these options: Spark's INFO lines stay
-    off (DRIVER_LOG4J2), unless the [spark] options name a log4j config of their own, and the
-    class archive's. Under spark-submit the JVM is up before the job starts: --driver-java-options
+    off (DRIVER_LOG4J2), unless the [spark] options name a log4j config of their own, and
+    `own_options` ([jvm]: its quick start and class archive). Under spark-submit the JVM is up before the job starts: --driver-java-options
     says it there."""
     if _under_spark_submit():
         return builder
     given = settings.get(DRIVER_JAVA_OPTIONS, "")
     log4j = "" if "log4j" in given else _log4j_options()
-    options = " ".join(part for part in (given, log4j, archive_options) if part)
+    options = " ".join(part for part in (given, log4j, own_options) if part)
     return builder if options == given else builder.config(DRIVER_JAVA_OPTIONS, options)
 
 

@@ -15,11 +15,6 @@ from typing import Mapping
 from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.stack import Stack
 
-# [spark] settings that only make the driver JVM start faster (C1 JIT only, serial GC): Spark
-# and Hive start-up is most of a short run on this 2-core machine, and every crash test starts
-# dozens of runs. They change no behaviour of the job.
-FAST_START_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
-
 Sections = Mapping[str, Mapping[str, object] | None]
 
 

@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 
 from tests.harness import kafka
 from tests.harness.campaign import kill_campaign
-from tests.harness.config_file import FAST_START_JVM, JobTuning, write_config
+from tests.harness.config_file import JobTuning, write_config
 from tests.harness.data import DataSource
 from tests.harness.etl_process import run_etl
 from tests.harness.oracle import check_exactly_once, hive_reader
@@ -76,8 +76,7 @@ def soak(options: SoakOptions) -> int:
     zk.start(timeout=30)
     config = write_config(workdir / "etl.ini", stack, job_name=f"soak-{tag}", zk_root=zk_root,
                           warehouse_dir=warehouse_dir, table=table, tuning=SOAK_TUNING,
-                          kafka={"topics": topic}, job={"max_records_per_partition": options.max_records},
-                          spark=FAST_START_JVM)
+                          kafka={"topics": topic}, job={"max_records_per_partition": options.max_records})
     spark, ok = None, False
     try:
         spark = spark_session(stack.metastore_uri, f"file://{warehouse_dir}")

@@ -24,7 +24,7 @@ from kazoo.exceptions import NoNodeError
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.state.store import ZkStateStore
 from tests.harness import kafka
-from tests.harness.config_file import FAST_START_JVM, JobTuning, write_config as write_ini_config
+from tests.harness.config_file import JobTuning, write_config as write_ini_config
 from tests.harness.etl_process import settled_reapers
 from tests.harness.kdc import Kdc, missing_tools
 from tests.harness.kerberized import KerberizedHdfs, KerberizedMetastore
@@ -64,7 +64,7 @@ def jvm_class_archive(stack, zk, tmp_path_factory):
     that every `etl` command of the suite maps it, and no test pays for recording it, or says so
     in its output, by chance of order. One real `etl run` of a throwaway job records it when the
     user's cache has none for this venv, and maps it otherwise. Its driver settings are the
-    write_config fixture's (FAST_START_JVM), which are part of the archive's name. tests/integration/
+    write_config fixture's, which are part of the archive's name. tests/integration/
     test_class_archive_runs.py checks recording and mapping themselves, in a folder of its own."""
     from tests.harness.data import events_by_partition
     from tests.harness.etl_process import run_etl
@@ -75,7 +75,7 @@ def jvm_class_archive(stack, zk, tmp_path_factory):
     kafka.produce(topic, events_by_partition(1, 10), bootstrap=stack.kafka_bootstrap)
     config = write_ini_config(work / "etl.ini", stack, job_name="jvm-class-archive", zk_root=root,
                               warehouse_dir=work / "warehouse", table=f"t_{uuid.uuid4().hex[:8]}",
-                              tuning=TEST_TUNING, kafka={"topics": topic}, spark=FAST_START_JVM)
+                              tuning=TEST_TUNING, kafka={"topics": topic})
     done = run_etl(config)
     kafka.delete_topics(admin, [topic])
     zk.delete(root, recursive=True)
@@ -194,8 +194,7 @@ def write_config(request, tmp_path, stack, zk_root, warehouse_dir, hive_table_na
 
     Each keyword is a section: a dict whose values override or add keys (None removes the
     key), or None to drop the whole section. `kafka={"topics": ...}` or
-    `kafka={"topics_regex": ...}` is required. [spark] starts with FAST_START_JVM (the driver
-    JVM's options that only make it start sooner: Spark's start-up is most of a test's run).
+    `kafka={"topics_regex": ...}` is required.
     Example: write_config(job={"max_records_per_partition": "10"}, kafka={"topics": "a,b"}).
     """
     counter = itertools.count(1)
@@ -205,8 +204,6 @@ def write_config(request, tmp_path, stack, zk_root, warehouse_dir, hive_table_na
         if not {"topics", "topics_regex"} & set(sections.get("kafka") or {}):
             raise TypeError("write_config: pass kafka={'topics': ...} or kafka={'topics_regex': ...} (None to leave "
                             "the key out)")
-        if sections.get("spark", {}) is not None:  # the driver JVM's fast start, unless the test says otherwise
-            sections["spark"] = {**FAST_START_JVM, **(sections.get("spark") or {})}
         n = next(counter)
         return write_ini_config(tmp_path / ("etl.ini" if n == 1 else f"etl-{n}.ini"), stack, job_name=job_name,
                                 zk_root=zk_root, warehouse_dir=warehouse_dir, table=hive_table_name,

@@ -29,7 +29,6 @@ from etl.config import load_config
 from etl.errors import EXIT_RETRYABLE
 from tests.harness import kafka
 from tests.harness.campaign import campaign_seed, kill_campaign
-from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
 from tests.harness.etl_process import EtlProcess, Finished, run_etl, take_over_past_its_session
 from tests.harness.kills import CLEANUP
@@ -49,9 +48,7 @@ FAST_ZK = {"session_timeout_seconds": "4"}  # the server's minimum: a dead run's
 
 def crash_config(write_config, topic, **sections):
     zookeeper = {**FAST_ZK, **sections.pop("zookeeper", {})}
-    spark = {**FAST_START_JVM, **sections.pop("spark", {})}
-    return write_config(kafka={"topics": topic, **sections.pop("kafka", {})}, zookeeper=zookeeper, spark=spark,
-                        **sections)
+    return write_config(kafka={"topics": topic, **sections.pop("kafka", {})}, zookeeper=zookeeper, **sections)
 
 
 _terminal = None  # (capture manager, terminal reporter) while a test runs here, when output is captured

@@ -18,7 +18,6 @@ import os
 import pytest
 
 from tests.harness.campaign import campaign_seed
-from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
 from tests.harness.oracle import check_exactly_once, hive_reader
 from tests.perf.crash_compare import READERS, TEST_SCALE, OurJob, PeerJob, render, run_both
@@ -55,8 +54,7 @@ def test_our_job_is_exactly_once_through_every_reader_and_the_peer_through_its_l
     say(f"{seed}, {kills} kills per job (ETL_PEER_CRASH_KILLS)")
     topics = {"ours": new_topic(partitions=4), "peer": new_topic(partitions=4)}
     config = write_config(kafka={"topics": topics["ours"]},
-                          job={"max_records_per_partition": str(TEST_SCALE.batch_rows)}, zookeeper={"session_timeout_seconds": "4"},
-                          spark=FAST_START_JVM)
+                          job={"max_records_per_partition": str(TEST_SCALE.batch_rows)}, zookeeper={"session_timeout_seconds": "4"})
     ours = OurJob(config, zk)
     peer = PeerJob(stack.kafka_bootstrap, topics["peer"], tmp_path / "peer", peer_table, stack.metastore_uri)
     sources = {ours.name: DataSource(topics["ours"], 4, produce), peer.name: DataSource(topics["peer"], 4, produce)}

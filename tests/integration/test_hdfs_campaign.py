@@ -14,7 +14,6 @@ import os
 import shutil
 
 from tests.harness.campaign import campaign_seed, kill_campaign
-from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
 from tests.harness.etl_process import run_etl
 from tests.harness.hdfs import copy_to_local
@@ -32,8 +31,7 @@ def test_random_sigkills_on_an_hdfs_warehouse_then_completion_is_exactly_once(
     source = DataSource(topic, 4, produce)
     source.produce(150)
     root = hdfs.job_folder("campaign")
-    config = write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"},
-                          spark=dict(FAST_START_JVM), job={"max_records_per_partition": "50"},
+    config = write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"}, job={"max_records_per_partition": "50"},
                           warehouse=hdfs.warehouse(root))
     fs = hdfs.filesystem()
     copy = tmp_path / "warehouse-copy"

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from etl.errors import EXIT_BATCH_FAILED, EXIT_RETRYABLE
-from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
 from tests.harness.etl_process import EtlProcess, run_etl
 from tests.harness.hdfs import PrivateHdfs, copy_to_local
@@ -40,8 +39,7 @@ def private_hdfs(tmp_path_factory):
 
 
 def hdfs_config(write_config, topic, hdfs, root, **warehouse):
-    return write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"},
-                        spark=dict(FAST_START_JVM), warehouse=hdfs.warehouse(root, **warehouse))
+    return write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"}, warehouse=hdfs.warehouse(root, **warehouse))
 
 
 def errors(run) -> list[str]:

@@ -27,7 +27,6 @@ import pytest
 
 from etl.config.routes import table_name
 from tests.harness.campaign import campaign_seed, kill_campaign
-from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource, TopicsSource
 from tests.harness.etl_process import run_etl
 from tests.harness.oracle import check_exactly_once, hive_reader
@@ -48,7 +47,7 @@ def test_random_sigkills_of_a_routed_job_leave_every_offset_once_in_its_own_tabl
                           [DataSource(split, 2, produce, make_event=_action_event)])
     source.produce(60)
     config = write_config(
-        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"}, spark=FAST_START_JVM,
+        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"},
         job={"max_records_per_partition": "30"},
         hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
         **{"route own": {"topics_regex": re.escape(name) + r"[.]own.*", "table": "{topic}", "schema": str(EVENTS_SCHEMA)},
@@ -120,7 +119,7 @@ def whole_and_split_job(new_topic, produce, write_config, per_partition: int = 3
     source.produce(per_partition)
     route = {"schema": str(EVENTS_SCHEMA)}
     config = write_config(
-        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"}, spark=FAST_START_JVM,
+        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"},
         hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
         **{"route whole": {**route, "topics": whole, "table": "{topic}"},
            "route clicks": {**route, "topics": split, "field": "action", "values": "click", "table": f"{name}_clicks"},

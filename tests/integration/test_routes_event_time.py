@@ -18,7 +18,6 @@ import pytest
 
 from etl.config.routes import table_name
 from etl.sink.markers import MARKER_NAME
-from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource, TopicsSource, action_spread_event, spread_event
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import check_exactly_once, hive_reader
@@ -38,7 +37,7 @@ def test_a_routed_job_by_event_time_writes_a_file_per_range_table_and_hour_exact
     source.produce(40)
     route = {"schema": str(EVENTS_SCHEMA)}
     config = write_config(
-        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"}, spark=FAST_START_JVM,
+        kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"},
         job={"max_records_per_partition": "20"},
         compaction={"min_files": "2", "keep_superseded_minutes": "0", "only_finished": "false"},
         hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected", "partition_by": "column:ts",

@@ -14,7 +14,6 @@ from decimal import Decimal
 import pytest
 
 from tests.harness.campaign import campaign_seed, kill_campaign
-from tests.harness.config_file import FAST_START_JVM
 from tests.harness.data import DataSource
 from tests.harness.etl_process import ETL, EtlProcess, run_etl
 from tests.harness.oracle import check_exactly_once, hive_reader, table_offsets
@@ -169,8 +168,7 @@ def test_random_sigkills_with_the_avro_decoder_then_completion_is_exactly_once(
     source = DataSource(topic, 3, produce, make_event=lambda i: encode(avro_record(i)))
     source.produce(120)
     config = registry_config(write_config, topic, events_ddl, schema_registry.url,
-                             job={"max_records_per_partition": "40"}, zookeeper={"session_timeout_seconds": "4"},
-                             spark=FAST_START_JVM)
+                             job={"max_records_per_partition": "40"}, zookeeper={"session_timeout_seconds": "4"})
     baseline = run_etl(config)
     assert baseline.returncode == 0, baseline.describe()
 

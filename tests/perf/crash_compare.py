@@ -564,7 +564,7 @@ def crash_compare_bench(bench) -> None:
     import functools
 
     from tests.harness import kafka
-    from tests.harness.config_file import FAST_START_JVM, write_config
+    from tests.harness.config_file import write_config
     from tests.harness.spark import tests_session
     from tests.perf.common import say
     from tests.perf.context import zk_client
@@ -578,7 +578,7 @@ def crash_compare_bench(bench) -> None:
     config = write_config(bench.work / "crash-ours.ini", stack, job_name="bench-crash-ours",
                           zk_root=f"{bench.zk_root}/crash-ours", warehouse_dir=bench.work / "warehouse",
                           table=ours_table, tuning=our_tuning(BENCH_SCALE), database=bench.database,
-                          kafka={"topics": topics["ours"]}, spark=FAST_START_JVM)
+                          kafka={"topics": topics["ours"]})
     zk = zk_client(stack)
     try:
         ours = OurJob(config, zk)

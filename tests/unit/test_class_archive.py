@@ -52,7 +52,7 @@ def test_an_archive_whose_size_differs_from_its_name_is_deleted_not_mapped(tmp_p
     """The JVM crashes (SIGBUS) on a truncated archive: it must never be given one."""
     directory = tmp_path / "jvm"
     directory.mkdir()
-    truncated = directory / f"{archive_key(SETTINGS)}-5000-{zlib.crc32(b'x' * 1000):08x}{SUFFIX}"
+    truncated = directory / f"{archive_key(SETTINGS, JvmConfig())}-5000-{zlib.crc32(b'x' * 1000):08x}{SUFFIX}"
     truncated.write_bytes(b"x" * 1000)
     plan = plan_archive(_jvm(tmp_path), SETTINGS)
     assert plan.recording is not None and not truncated.exists()
@@ -104,7 +104,7 @@ def test_an_archive_without_a_checksum_in_its_name_is_deleted_not_mapped(tmp_pat
     """Archives published before the checksum: their bytes cannot be checked."""
     directory = tmp_path / "jvm"
     directory.mkdir()
-    old = directory / f"{archive_key(SETTINGS)}-1000{SUFFIX}"
+    old = directory / f"{archive_key(SETTINGS, JvmConfig())}-1000{SUFFIX}"
     old.write_bytes(b"x" * 1000)
     plan = plan_archive(_jvm(tmp_path), SETTINGS)
     assert plan.recording is not None and not old.exists()
@@ -113,16 +113,16 @@ def test_an_archive_without_a_checksum_in_its_name_is_deleted_not_mapped(tmp_pat
 def test_a_partial_archive_left_by_a_killed_process_is_removed_by_the_next_recorder(tmp_path):
     directory = tmp_path / "jvm"
     directory.mkdir()
-    leftover = directory / f"{archive_key(SETTINGS)}.99999999.partial"
+    leftover = directory / f"{archive_key(SETTINGS, JvmConfig())}.99999999.partial"
     leftover.write_bytes(b"half")
     plan = plan_archive(_jvm(tmp_path), SETTINGS)
     assert plan.recording != leftover and not leftover.exists()
 
 
 def test_the_archive_depends_on_the_driver_settings_not_on_the_others():
-    assert archive_key(SETTINGS) == archive_key({**SETTINGS, "spark.sql.shuffle.partitions": "8"})
-    assert archive_key(SETTINGS) != archive_key({**SETTINGS, "spark.driver.memory": "40g"})  # no compressed oops
-    assert archive_key(SETTINGS) != archive_key({**SETTINGS, "spark.driver.extraJavaOptions": "-XX:+UseSerialGC"})
+    assert archive_key(SETTINGS, JvmConfig()) == archive_key({**SETTINGS, "spark.sql.shuffle.partitions": "8"}, JvmConfig())
+    assert archive_key(SETTINGS, JvmConfig()) != archive_key({**SETTINGS, "spark.driver.memory": "40g"}, JvmConfig())  # no compressed oops
+    assert archive_key(SETTINGS, JvmConfig()) != archive_key({**SETTINGS, "spark.driver.extraJavaOptions": "-XX:+UseSerialGC"}, JvmConfig())
 
 
 def test_the_default_folder_is_the_users_cache():
