@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Mapping
 
 from etl.config import DecoderKind
 from tests.harness.paths import ETL as ETL_CLI
@@ -38,11 +39,12 @@ def rate(records: int, nbytes: int, seconds: float) -> dict:
     return {"records_per_s": records / seconds if seconds else None, "mb_per_s": nbytes / MB / seconds if seconds else None}
 
 
-def etl_run_json(ini) -> subprocess.CompletedProcess:
-    """One whole `etl run --json` process of the job `ini`, as a schedule starts it; an error if
-    it fails."""
+def etl_run_json(ini, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """One whole `etl run --json` process of the job `ini`, as a schedule starts it, with `env`
+    added to this process's environment; an error if it fails."""
     done = subprocess.run([ETL_CLI, "run", "--json", "--config", str(ini)],
-                          env={**os.environ, "PYSPARK_PYTHON": sys.executable}, capture_output=True, text=True,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})},
+                          capture_output=True, text=True,
                           timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"etl run --config {ini} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")

@@ -29,34 +29,62 @@ ROWS = (START, *(phase.value for phase in Phase), GAPS, EXIT, WHOLE)
 
 
 def process_phases(run: BenchRun) -> None:
+    """Each job once per variant (the default, then each --variant), interleaved by repetition."""
     jobs = {"nothing new": ("idle", 1, 0), "one record": ("one", 1, 1),
             "seeds' shape": ("seeds", SEEDS_PARTITIONS, SEEDS_RECORDS)}
     make = value_maker("json", run.args.record_bytes)
     state = {}
-    for label, (name, partitions, _) in jobs.items():
-        topic = run.new_topic(partitions, f"fixed-{name}")
-        produce_checked(run.stack.kafka_bootstrap, topic, {p: 1 for p in range(partitions)}, make)
-        ini = run.ini(f"fixed-{name}", [topic], "json", SEEDS_RECORDS)
-        _phases_of(etl_run_json(ini))  # the first run: tables created, the first records loaded
-        state[label] = {"topic": topic, "ini": ini, "ends": {p: 1 for p in range(partitions)}, "runs": []}
+    for variant, env in variants(run.args.variant).items():
+        for label, (name, partitions, records) in jobs.items():
+            column = label if not variant else f"{label}, {variant}"
+            topic = run.new_topic(partitions, f"fixed-{name}")
+            produce_checked(run.stack.kafka_bootstrap, topic, {p: 1 for p in range(partitions)}, make)
+            ini = run.ini(f"fixed-{name}", [topic], "json", SEEDS_RECORDS)
+            _phases_of(etl_run_json(ini, env))  # the first run: tables created, the first records loaded
+            state[column] = {"topic": topic, "ini": ini, "env": env, "partitions": partitions, "records": records,
+                             "ends": {p: 1 for p in range(partitions)}, "runs": []}
     for rep in range(1, run.args.repeat + 1):
-        for label, (_, partitions, records) in jobs.items():
-            job = state[label]
-            if records:
+        for column, job in state.items():
+            if job["records"]:
+                partitions, records = job["partitions"], job["records"]
                 per = {p: records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)}
                 produced = produce_checked(run.stack.kafka_bootstrap, job["topic"], per, make, start=job["ends"])
                 job["ends"] = {p: high for p, (_low, high) in produced["watermarks"].items()}
-            timed, _stats = run.measure(f"fixed cost, {label} #{rep}", lambda: _timed_run(job["ini"]))
+            timed, _stats = run.measure(f"fixed cost, {column} #{rep}", lambda: _timed_run(job["ini"], job["env"]))
             job["runs"].append(timed)
             say("  " + ", ".join(f"{k.split(' (')[0]} {v:.2f}s" for k, v in timed.items() if v >= 0.05))
-    run.report["process_phases"] = {label: {row: summarize([r.get(row, 0.0) for r in job["runs"]]) for row in ROWS}
-                                    for label, job in state.items()}
+    run.report["process_phases"] = {column: {row: summarize([r.get(row, 0.0) for r in job["runs"]]) for row in ROWS}
+                                    for column, job in state.items()}
+    if run.args.variant:
+        run.report["process_phase_variants"] = {name: env for name, env in variants(run.args.variant).items() if name}
     say("\n" + render(run.report["process_phases"]))
+    for line in ratios(run.report["process_phases"], list(jobs), [name for name in variants(run.args.variant) if name]):
+        say(line)
 
 
-def _timed_run(ini) -> dict[str, float]:
+def ratios(report: dict, jobs: list[str], named: list[str]) -> list[str]:
+    """Each variant's whole-process median against the default's, job by job (one run's medians)."""
+    def whole(column: str) -> float:
+        return statistics.median(report[column][WHOLE]["runs"])
+    return [f"{variant}: " + ", ".join(f"{job} {whole(f'{job}, {variant}'):.2f} s against {whole(job):.2f} s "
+                                       f"({whole(f'{job}, {variant}') / whole(job):.2f}x)" for job in jobs)
+            for variant in named]
+
+
+def variants(given: list[list[str]]) -> dict[str, dict[str, str]]:
+    """The default (named "") and each `--variant NAME VAR=VALUE ...`, as environment overrides."""
+    chosen = {"": {}}
+    for name, *assignments in given:
+        malformed = [a for a in assignments if "=" not in a or not a.startswith("ETL__")]
+        if not assignments or malformed:
+            raise SystemExit(f"--variant {name}: give ETL__SECTION__KEY=value overrides, not {malformed or 'none'}")
+        chosen[name] = dict(a.split("=", 1) for a in assignments)
+    return chosen
+
+
+def _timed_run(ini, env: dict[str, str]) -> dict[str, float]:
     started = time.monotonic()
-    done = etl_run_json(ini)
+    done = etl_run_json(ini, env)
     ended = time.monotonic()
     return split(_phases_of(done), started, ended)
 
