@@ -66,7 +66,7 @@ class KerberizedYarn:
         kdc.add_principal(NM_PRINCIPAL, self.keytab)
         self.extra = self.workdir / "secure-site.xml"
         self.extra.write_text(_properties(secure_yarn_settings(hdfs.keytab, self.keytab)))
-        self.rm_port, self.rm_web_port = free_run(4)  # yarn-node's RM uses RM_PORT..+3, free_port()
+        self.rm_port, self.rm_web_port = free_run(4), free_port()  # yarn-node's RM uses RM_PORT..+3
         self.nm_ports = [free_port() for _ in range(3)]  # RPC, localizer, HTTP
         self.procs: dict[str, subprocess.Popen] = {}
 
