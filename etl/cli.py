@@ -11,10 +11,10 @@ import json
 import logging
 import sys
 import textwrap
-from importlib import metadata
 
 from kazoo.handlers.threading import KazooTimeoutError
 
+import etl
 from etl import faults, logs
 from etl.config import Config, effective_ini, load_config, render_effective
 from etl.errors import (ConfigError, EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
@@ -118,7 +118,7 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     parser_class = type("Parser", (_Parser,), {"log_format": log_format})  # its sub-commands' parsers too
     parser = parser_class(prog="etl", description="Exactly-once Kafka to Hive ETL", epilog=_epilog(),
                           formatter_class=_HelpFormatter)
-    parser.add_argument("--version", action="version", version=f"etl {_version()}")
+    parser.add_argument("--version", action="version", version=f"etl {etl.__version__}")  # pyproject's too
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     run = _command(commands, "run", cmd_run, "load new Kafka records into the Hive table")
     run.add_argument("--loop", action="store_true", help="keep running, sleeping --interval when caught up")
@@ -197,16 +197,6 @@ def _command(commands, name: str, handler, help: str) -> _Parser:
     command.add_argument("--config", required=True, metavar="FILE", help="the job's INI file")
     command.set_defaults(command=handler)
     return command
-
-
-def _version() -> str:
-    """The installed distribution's version (pyproject.toml reads it from etl.__version__);
-    etl.__version__ itself when the package runs from a source tree without being installed."""
-    try:
-        return metadata.version("kafka-hive-etl")
-    except metadata.PackageNotFoundError:
-        import etl
-        return etl.__version__
 
 
 def _number(convert, low: float, says: str, high: float | None = None):

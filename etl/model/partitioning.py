@@ -22,14 +22,14 @@ import re
 import zoneinfo
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Mapping, Protocol, Sequence
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 from etl.config import FutureData, LateData, MissingEventTime, PartitioningConfig
 from etl.errors import SchemaError
 from etl.model.naming import partition_path, partition_values
+
+if TYPE_CHECKING:  # pyarrow is the tasks' (100 ms of every command's start, which plans without it)
+    import pyarrow as pa
 
 UTC = dt.timezone.utc
 
@@ -116,6 +116,8 @@ class TimePartitioner:
     def wall_starts(self, times: pa.Array) -> pa.Array:
         """Vectorised: the start of each time's partition, as the zone's wall clock in ms since
         1970 (a key per partition; NULL stays NULL). `times`: timestamp[ms], UTC."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
         aware = times.cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("ms", tz=self.zone))
         wall = pc.floor_temporal(pc.local_timestamp(aware), unit=str(self.granularity))
         return wall.cast(pa.int64())

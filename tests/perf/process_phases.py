@@ -36,10 +36,10 @@ def process_phases(run: BenchRun) -> None:
     state = {}
     for variant, env in variants(run.args.variant).items():
         for label, (name, partitions, records) in jobs.items():
-            column = label if not variant else f"{label}, {variant}"
-            topic = run.new_topic(partitions, f"fixed-{name}")
+            column, job_name = (label, f"fixed-{name}") if not variant else (f"{label}, {variant}", f"fixed-{name}-{variant}")
+            topic = run.new_topic(partitions, job_name)
             produce_checked(run.stack.kafka_bootstrap, topic, {p: 1 for p in range(partitions)}, make)
-            ini = run.ini(f"fixed-{name}", [topic], "json", SEEDS_RECORDS)
+            ini = run.ini(job_name, [topic], "json", SEEDS_RECORDS)
             _phases_of(etl_run_json(ini, env))  # the first run: tables created, the first records loaded
             state[column] = {"topic": topic, "ini": ini, "env": env, "partitions": partitions, "records": records,
                              "ends": {p: 1 for p in range(partitions)}, "runs": []}
