@@ -124,9 +124,11 @@ def _start(config: Config, archive: ArchivePlan | None):
     if not submitted.contains("spark.master") and "spark.master" not in config.spark:
         builder = builder.master("local[*]")
     master = submitted.get("spark.master", None) or config.spark.get("spark.master", "local[*]")
-    if master.startswith("local"):
-        builder = _loopback_only(builder, submitted, config.spark)
     given = set(config.spark) | {key for key, _ in submitted.getAll()}
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)  # the JVM reads it when it starts (under `etl run`)
+        for key, value in local_master_settings(given).items():
+            builder = builder.config(key, value)
     for key, value in hive_settings(config, given).items():
         builder = builder.config(key, value)
     with _jvm_stdout_on_stderr():
@@ -238,15 +240,14 @@ def _under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def _loopback_only(builder, submitted, settings: dict[str, str]):
-    """A local master needs no network: its driver listens on loopback only, not on the
-    host's address (Spark's default), unless the [spark] settings or spark-submit say
-    otherwise. The web UI follows SPARK_LOCAL_IP, read when the JVM starts (under `etl run`)."""
-    for key in ("spark.driver.bindAddress", "spark.driver.host"):
-        if key not in settings and not submitted.contains(key):
-            builder = builder.config(key, LOOPBACK)
-    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
-    return builder
+def local_master_settings(given: set[str]) -> dict[str, str]:
+    """A local master's defaults, each unless `given` (the keys the [spark] section or
+    spark-submit set) has it: the driver listens on loopback only, not on the host's address
+    (Spark's default), since a local master needs no network; and no web UI, since a local run is
+    over within seconds, before anyone opens it, and Jetty's start was 0.25 s of it
+    (docs/performance.md). `spark.ui.enabled = true` brings it back for a long backfill."""
+    defaults = {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK, "spark.ui.enabled": "false"}
+    return {key: value for key, value in defaults.items() if key not in given}
 
 
 def _submitted_conf():

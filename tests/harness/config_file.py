@@ -52,7 +52,6 @@ def job_sections(stack: Stack, *, job_name: str, zk_root: str, warehouse_dir: Pa
                   "max_wait_seconds": _number(tuning.retry_max_wait_seconds)},
         "spark": {
             "spark.master": f"local[{tuning.parallelism}]",
-            "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": str(tuning.parallelism),
         },
     }

@@ -61,3 +61,16 @@ def test_a_class_archive_recorded_without_quick_start_is_not_mapped_with_it(tmp_
     settings = {"spark.driver.memory": "1g"}
     assert archive_key(settings, config(tmp_path).jvm) != \
         archive_key(settings, config(tmp_path, sections="[jvm]\nquick_start = false\n").jvm)
+
+
+# -- a local master's defaults -----------------------------------------------------------------
+def test_a_local_master_listens_on_loopback_without_a_web_ui():
+    from etl.hive.spark import local_master_settings
+    assert local_master_settings(given=set()) == {
+        "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1", "spark.ui.enabled": "false"}
+
+
+def test_a_local_masters_setting_the_job_or_spark_submit_gives_is_kept():
+    from etl.hive.spark import local_master_settings
+    kept = local_master_settings(given={"spark.ui.enabled", "spark.driver.host"})
+    assert kept == {"spark.driver.bindAddress": "127.0.0.1"}
