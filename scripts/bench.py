@@ -124,9 +124,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="only: a scheduled `etl run` process phase by phase, exec to exit: nothing new, one "
                              "record, the seeds' shape (medians of --repeat)")
     parser.add_argument("--variant", action="append", nargs="+", metavar=("NAME", "VAR=VALUE"), default=[],
-                        help="with --fixed-cost: also run the jobs with these environment overrides (ETL__SECTION__KEY="
-                             "value), interleaved with the default; repeatable, e.g. --variant quick-start-off "
-                             "ETL__JVM__QUICK_START=false")
+                        help="with --fixed-cost: also run the jobs with these environment variables "
+                             "(ETL__SECTION__KEY=value, SPARK_LAUNCHER_OPTS=...), interleaved with the default; "
+                             "repeatable, e.g. --variant quick-start-off ETL__JVM__QUICK_START=false")
     parser.add_argument("--no-fixed-cost", action="store_true", help="skip the no-data run and Spark start-up timing")
     parser.add_argument("--load-threshold", type=float, default=1.0, help="measure when the 1-minute load is below this")
     parser.add_argument("--max-wait", type=float, default=None,

@@ -75,9 +75,9 @@ def variants(given: list[list[str]]) -> dict[str, dict[str, str]]:
     """The default (named "") and each `--variant NAME VAR=VALUE ...`, as environment overrides."""
     chosen = {"": {}}
     for name, *assignments in given:
-        malformed = [a for a in assignments if "=" not in a or not a.startswith("ETL__")]
+        malformed = [a for a in assignments if "=" not in a]
         if not assignments or malformed:
-            raise SystemExit(f"--variant {name}: give ETL__SECTION__KEY=value overrides, not {malformed or 'none'}")
+            raise SystemExit(f"--variant {name}: give VAR=value (ETL__SECTION__KEY=value ...), not {malformed or 'none'}")
         chosen[name] = dict(a.split("=", 1) for a in assignments)
     return chosen
 
