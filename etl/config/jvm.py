@@ -40,11 +40,6 @@ class JvmConfig:
         return " ".join(option for option, chosen in ((QUICK_START_JIT, _CHOSEN_JIT), (QUICK_START_GC, _CHOSEN_GC))
                         if not chosen.search(given))
 
-    def launcher_options(self) -> str:
-        """SPARK_LAUNCHER_OPTS for the short JVM that Spark's scripts start first, to build the
-        driver's command line: the same two options, with quick_start."""
-        return self.quick_start_options(given="")
-
 
 def default_archive_dir(environ: Mapping[str, str] = os.environ) -> Path:
     """$XDG_CACHE_HOME/kafka-hive-etl/jvm, else ~/.cache/kafka-hive-etl/jvm: a cache, per user."""

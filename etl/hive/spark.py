@@ -119,8 +119,6 @@ def _start(config: Config, archive: ArchivePlan | None):
         if key == "spark.master" and submitted.contains("spark.master"):
             continue
         builder = builder.config(key, value)
-    if config.jvm.launcher_options() and not _under_spark_submit():
-        os.environ.setdefault("SPARK_LAUNCHER_OPTS", config.jvm.launcher_options())  # a value of the user's wins
     own = (config.jvm.quick_start_options(config.spark.get(DRIVER_JAVA_OPTIONS, "")), archive.java_options if archive else "")
     builder = _driver_java_options(builder, config.spark, " ".join(part for part in own if part))
     if not submitted.contains("spark.master") and "spark.master" not in config.spark:

@@ -75,7 +75,3 @@ def test_a_local_masters_setting_the_job_or_spark_submit_gives_is_kept():
     kept = local_master_settings(given={"spark.ui.enabled", "spark.driver.host"})
     assert kept == {"spark.driver.bindAddress": "127.0.0.1"}
 
-
-def test_the_launcher_jvm_spark_submit_starts_first_gets_the_quick_start_options_too(tmp_path):
-    assert config(tmp_path).jvm.launcher_options().split() == ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
-    assert config(tmp_path, sections="[jvm]\nquick_start = false\n").jvm.launcher_options() == ""
