@@ -74,4 +74,3 @@ def test_a_local_masters_setting_the_job_or_spark_submit_gives_is_kept():
     from etl.hive.spark import local_master_settings
     kept = local_master_settings(given={"spark.ui.enabled", "spark.driver.host"})
     assert kept == {"spark.driver.bindAddress": "127.0.0.1"}
-
