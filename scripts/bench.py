@@ -13,7 +13,6 @@ should), but never fails because something was slow. Needs the local stack
     .venv/bin/python scripts/bench.py --side-by-side       # ours vs Spark's own Kafka source + file sink (issue 27)
     .venv/bin/python scripts/bench.py --cluster-shape      # the seeds' shape, spark-submit on local[2], standalone, YARN
     .venv/bin/python scripts/bench.py --fixed-cost         # a scheduled etl run, exec to exit, phase by phase
-    .venv/bin/python scripts/bench.py --fixed-cost --variant quick-start-off ETL__JVM__QUICK_START=false
     .venv/bin/python scripts/bench.py --routes             # 20 topics into 20 tables in one run vs one table vs 20 jobs
     .venv/bin/python scripts/bench.py --compaction         # one partition of 504 small files: queries, etl compact, merge
     .venv/bin/python scripts/bench.py --json --json-out bench.json
@@ -124,9 +123,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="only: a scheduled `etl run` process phase by phase, exec to exit: nothing new, one "
                              "record, the seeds' shape (medians of --repeat)")
     parser.add_argument("--variant", action="append", nargs="+", metavar=("NAME", "VAR=VALUE"), default=[],
-                        help="with --fixed-cost: also run the jobs with these environment variables "
-                             "(ETL__SECTION__KEY=value, SPARK_LAUNCHER_OPTS=...), interleaved with the default; "
-                             "repeatable, e.g. --variant quick-start-off ETL__JVM__QUICK_START=false")
+                        help="with --fixed-cost, also run with these environment variables, e.g. ETL__JVM__QUICK_START=false")
     parser.add_argument("--no-fixed-cost", action="store_true", help="skip the no-data run and Spark start-up timing")
     parser.add_argument("--load-threshold", type=float, default=1.0, help="measure when the 1-minute load is below this")
     parser.add_argument("--max-wait", type=float, default=None,
