@@ -212,6 +212,18 @@ def test_etl_run_starts_the_driver_jvm_with_the_packaged_log4j2_config(monkeypat
     assert "rootLogger.level = warn" in text and "target = SYSTEM_ERR" in text
 
 
+def test_under_json_logs_the_driver_jvm_gets_the_spark_lines_json_overlay(monkeypatch, captured):
+    """Spark 4's overlay needs a jar pyspark 3.5 lacks: the line's own (etl.spark_line) goes over the base."""
+    from etl import spark_line
+    from etl.hive.spark import DRIVER_LOG4J2
+    captured(log_format="json")
+    logs.bind(job="clicks")
+    overlay = DRIVER_LOG4J2.with_name(spark_line.current().driver_log4j2_json)
+    assert overlay.is_file()
+    assert _java_options({}, monkeypatch) == \
+        f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()},{overlay.as_uri()} -Detl.log.job=clicks"
+
+
 @pytest.mark.parametrize("settings, gateway", [
     ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/spark/mine.properties"}, False),
     ({}, True),  # under spark-submit the JVM is up already: --driver-java-options says it there
