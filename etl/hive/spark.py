@@ -18,9 +18,9 @@ from etl.hive.class_archive import ArchivePlan, finish_recording, plan_archive, 
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
-# The driver JVM's log4j2 config: warnings and errors only (package data; see the file).
+# The driver JVM's log4j2 config: warnings and errors only (package data; see the file). With JSON
+# logs the Spark line's overlay goes over it (etl.spark_line.SparkLine.driver_log4j2_json).
 DRIVER_LOG4J2 = Path(__file__).with_name("log4j2-driver.properties")
-DRIVER_LOG4J2_JSON = Path(__file__).with_name("log4j2-driver-json.properties")  # over it, with JSON logs (4.x)
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 METASTORE_FILTER_HOOK = "spark.hadoop.hive.metastore.filter.hook"
 AUTHORIZATION_FILTER_HOOK = "org.apache.hadoop.hive.ql.security.authorization.plugin.AuthorizationMetaStoreFilterHook"
