@@ -11,16 +11,16 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from etl import logs
+from etl import logs, spark_line
 from etl.config import Config
 from etl.hive.class_archive import ArchivePlan, finish_recording, plan_archive, quarantine
 
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
-# The driver JVM's log4j2 config: warnings and errors only (package data; see the file).
+# The driver JVM's log4j2 config: warnings and errors only (package data; see the file). With JSON
+# logs the Spark line's overlay goes over it (etl.spark_line.SparkLine.driver_log4j2_json).
 DRIVER_LOG4J2 = Path(__file__).with_name("log4j2-driver.properties")
-DRIVER_LOG4J2_JSON = Path(__file__).with_name("log4j2-driver-json.properties")  # over it, with JSON logs
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 METASTORE_FILTER_HOOK = "spark.hadoop.hive.metastore.filter.hook"
 AUTHORIZATION_FILTER_HOOK = "org.apache.hadoop.hive.ql.security.authorization.plugin.AuthorizationMetaStoreFilterHook"
@@ -86,8 +86,7 @@ def _driver_jvm_died(exc: Exception) -> bool:
     """Whether the JVM pyspark launched is dead: before it could be connected to (pyspark's
     JAVA_GATEWAY_EXITED), or later, while the session was being set up (its process has exited).
     A dead JVM's gateway is forgotten, so that the next session launches a new one."""
-    from pyspark.errors import PySparkRuntimeError
-    if isinstance(exc, PySparkRuntimeError) and exc.getCondition() == "JAVA_GATEWAY_EXITED":
+    if spark_line.current().error_condition(exc) == "JAVA_GATEWAY_EXITED":
         return True
     if not _driver_jvm_exited(JVM_EXIT_SECONDS):  # a crashing JVM writes its report first
         return False
@@ -170,12 +169,13 @@ def _driver_java_options(builder, settings: dict[str, str], own_options: str):
 
 
 def _log4j_options() -> str:
-    """DRIVER_LOG4J2, and with JSON logs DRIVER_LOG4J2_JSON over it (a log4j2 composite
+    """DRIVER_LOG4J2, and with JSON logs the Spark line's JSON overlay over it (a log4j2 composite
     configuration): the driver JVM's lines are then JSON records naming the job (etl.logs)."""
     if logs.chosen_format() is not logs.LogFormat.JSON:
         return f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()}"
     job = logs.bound().get("job", "")
-    return f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()},{DRIVER_LOG4J2_JSON.as_uri()} -Detl.log.job={job}"
+    overlay = DRIVER_LOG4J2.with_name(spark_line.current().driver_log4j2_json)
+    return f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()},{overlay.as_uri()} -Detl.log.job={job}"
 
 
 def _class_archive(config: Config) -> ArchivePlan | None:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from etl import spark_line
 from etl.config import DimensionConfig, DimensionFormat, DimensionKind
 from etl.errors import ConfigError, DimensionError
 from etl.model.schema import TableSchema, arrow_type
@@ -238,7 +239,7 @@ class DimensionLoader:
         try:
             frame = spark.table(dimension.table)
             self._check_columns(dimension, frame.columns, DimensionError)
-            return frame.select(*self._wanted(dimension)).toArrow()
+            return spark_line.current().to_arrow(frame.select(*self._wanted(dimension)))
         except DimensionError:
             raise
         except Exception as exc:

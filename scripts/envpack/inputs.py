@@ -11,7 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_FILES = ("pyproject.toml", "README.md", "LICENSE")  # README: the long description
-RUNTIME_LOCK = "requirements/runtime.txt"  # scripts/lock writes it
+# The runtime lock of each Spark line (etl/spark_line.py), as scripts/lock writes them; "4" is the
+# default. Without --with-pyspark they pin the same packages, but the line is still the archive's.
+RUNTIME_LOCKS = {"4": "requirements/runtime.txt", "3.5": "requirements/runtime-spark35.txt"}
 PACKAGE_DIRS = ("etl",)
 LEFT_TO_THE_CLUSTER = ("pyspark", "py4j")  # provided on PYTHONPATH by the cluster's spark-submit
 REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -33,9 +35,9 @@ def packer_sources() -> list[Path]:
     return [Path("scripts", "pack_env.py"), *sorted(p.relative_to(ROOT) for p in package.glob("*.py"))]
 
 
-def cache_key(python: Path, extras: tuple[str, ...], with_pyspark: bool) -> str:
+def cache_key(python: Path, extras: tuple[str, ...], with_pyspark: bool, spark_line: str = "4") -> str:
     digest = hashlib.sha256()
-    for path in [*package_sources(), Path(RUNTIME_LOCK), *packer_sources()]:
+    for path in [*package_sources(), Path(RUNTIME_LOCKS[spark_line]), *packer_sources()]:
         digest.update(str(path).encode() + b"\0" + (ROOT / path).read_bytes() + b"\0")
     version = subprocess.run([str(python), "-c", "import sys; print(sys.version)"], check=True,
                              capture_output=True, text=True).stdout
@@ -43,11 +45,11 @@ def cache_key(python: Path, extras: tuple[str, ...], with_pyspark: bool) -> str:
     return digest.hexdigest()
 
 
-def requirements(extras: tuple[str, ...], with_pyspark: bool) -> tuple[list[str], list[str]]:
-    """What to install: the runtime lock's entries (each a requirement line with its hashes),
-    less what the cluster provides; and the extras' requirement ranges from pyproject.toml,
-    which the lock does not hold (kerberos builds against the machine's MIT Kerberos)."""
-    locked = [entry for entry in _lock_entries(ROOT / RUNTIME_LOCK)
+def requirements(extras: tuple[str, ...], with_pyspark: bool, spark_line: str = "4") -> tuple[list[str], list[str]]:
+    """What to install: the Spark line's runtime lock's entries (each a requirement line with its
+    hashes), less what the cluster provides; and the extras' requirement ranges from
+    pyproject.toml, which the lock does not hold (kerberos builds against the machine's MIT Kerberos)."""
+    locked = [entry for entry in _lock_entries(ROOT / RUNTIME_LOCKS[spark_line])
               if with_pyspark or REQUIREMENT_NAME.match(entry).group(1).lower() not in LEFT_TO_THE_CLUSTER]
     known = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
     extra_lines: list[str] = []

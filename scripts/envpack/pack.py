@@ -24,11 +24,12 @@ class PackRequest:
     with_pyspark: bool
     force: bool  # rebuild even if up to date
     check: bool  # import the job from the unpacked archive after writing it
+    spark_line: str = "4"  # whose runtime lock (envpack.inputs.RUNTIME_LOCKS)
 
 
 def pack(request: PackRequest) -> int:
     output = request.output
-    key = cache_key(request.python, request.extras, request.with_pyspark)
+    key = cache_key(request.python, request.extras, request.with_pyspark, request.spark_line)
     key_file = output.with_name(output.name + ".key")
     output.parent.mkdir(parents=True, exist_ok=True)
     with open(output.with_name(output.name + ".lock"), "w") as lock:
@@ -44,7 +45,7 @@ def _build(request: PackRequest, key: str, key_file: Path) -> int:
     started = time.monotonic()
     output = request.output
     workdir = output.parent / (output.name + ".build")
-    venv = build_venv(workdir, request.python, *requirements(request.extras, request.with_pyspark))
+    venv = build_venv(workdir, request.python, *requirements(request.extras, request.with_pyspark, request.spark_line))
     write_archive(venv, output)
     shutil.rmtree(workdir)
     if request.check:

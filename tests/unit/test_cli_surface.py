@@ -15,8 +15,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from etl import cli, logs
-from etl.hive.spark import DRIVER_LOG4J2, DRIVER_LOG4J2_JSON
+from etl import cli, logs, spark_line
+from etl.hive.spark import DRIVER_LOG4J2
 from etl.ops.check import NagiosState, judge
 from etl.ops.status import PartitionStatus
 from tests.harness.config_file import TWO_ROUTES, minimal_ini, routed_ini
@@ -240,14 +240,19 @@ public class Demo {
 """
 
 
-def test_the_driver_jvms_json_layout_writes_one_record_per_line(tmp_path):
+@pytest.mark.parametrize("line", [spark_line.SPARK_4, spark_line.SPARK_35], ids=lambda line: f"spark-{line.name}")
+def test_the_driver_jvms_json_layout_writes_one_record_per_line(tmp_path, line):
     """The two log4j2 files as `etl run` hands them to the driver JVM with --log-format json, over
-    the log4j jars pyspark ships (JsonTemplateLayout is one of them)."""
+    the log4j jars the installed pyspark ships: 4.x's JSON overlay needs JsonTemplateLayout
+    (log4j-layout-template-json, which pyspark 3.5 lacks), 3.5's runs on log4j-core alone."""
+    if line is spark_line.SPARK_4 and not any(JARS.glob("log4j-layout-template-json-2*.jar")):
+        pytest.skip(f"pyspark {pyspark.__version__} ships no JsonTemplateLayout: Spark 4's overlay cannot run on it")
     source = tmp_path / "Demo.java"
     source.write_text(DEMO)
-    jars = [str(next(JARS.glob(f"{name}-2*.jar"))) for name in ("log4j-api", "log4j-core", "log4j-layout-template-json")]
+    overlay = DRIVER_LOG4J2.with_name(line.driver_log4j2_json)
+    jars = [str(jar) for jar in sorted(JARS.glob("log4j-*-2*.jar"))]
     done = subprocess.run(["java", "-cp", os.pathsep.join(jars),
-                           f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()},{DRIVER_LOG4J2_JSON.as_uri()}",
+                           f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()},{overlay.as_uri()}",
                            "-Detl.log.job=clicks", str(source)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     warning, error = json_lines(done.stderr)

@@ -25,7 +25,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(rooms) for rooms in (
     {"errors"},
     {"logs"},
     {"config"},
-    {"retry", "faults"},
+    {"retry", "faults", "spark_line"},
     {"model"},
     {"source", "state"},
     {"rows", "sink"},

@@ -212,6 +212,18 @@ def test_etl_run_starts_the_driver_jvm_with_the_packaged_log4j2_config(monkeypat
     assert "rootLogger.level = warn" in text and "target = SYSTEM_ERR" in text
 
 
+def test_under_json_logs_the_driver_jvm_gets_the_spark_lines_json_overlay(monkeypatch, captured):
+    """Spark 4's overlay needs a jar pyspark 3.5 lacks: the line's own (etl.spark_line) goes over the base."""
+    from etl import spark_line
+    from etl.hive.spark import DRIVER_LOG4J2
+    captured(log_format="json")
+    logs.bind(job="clicks")
+    overlay = DRIVER_LOG4J2.with_name(spark_line.current().driver_log4j2_json)
+    assert overlay.is_file()
+    assert _java_options({}, monkeypatch) == \
+        f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()},{overlay.as_uri()} -Detl.log.job=clicks"
+
+
 @pytest.mark.parametrize("settings, gateway", [
     ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/spark/mine.properties"}, False),
     ({}, True),  # under spark-submit the JVM is up already: --driver-java-options says it there
@@ -265,6 +277,7 @@ except ValueError:
 def _pyspark_logs(log_format: str) -> list[str]:
     import subprocess
     import sys
+    pytest.importorskip("pyspark.logger", reason="PySpark's own loggers are new in Spark 4.0: 3.5 writes no such lines")
     done = subprocess.run([sys.executable, "-c", PYSPARK_LOGS, log_format], capture_output=True, text=True,
                           timeout=120, env={k: v for k, v in os.environ.items() if k != logs.FORMAT_ENV})
     assert done.returncode == 0, done.stderr

@@ -21,6 +21,8 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 PROJECT = PYPROJECT["project"]
 LOCKED_EXTRAS = ("dev",)  # kerberos builds against MIT Kerberos: in requirements/kerberos.txt only
 ENTRY = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)")
+# One locked environment per Spark line (scripts/lock): the suffix of its three files.
+LINES = pytest.mark.parametrize("line", ["", "-spark35"], ids=["spark-4", "spark-3.5"])
 
 
 def lock(name: str) -> dict[str, tuple[str, int]]:
@@ -56,8 +58,9 @@ def test_runtime_dependencies_are_ranges_not_pins(requirement):
         f"{requirement}: an exact pin clashes inside Airflow or a cluster; pin it in the lock (scripts/lock)"
 
 
-def test_the_lock_pins_every_locked_requirement_within_its_range_with_hashes():
-    locked = lock("lock.txt")
+@LINES
+def test_the_lock_pins_every_locked_requirement_within_its_range_with_hashes(line):
+    locked = lock(f"lock{line}.txt")
     wanted = [*PROJECT["dependencies"], *(r for extra in LOCKED_EXTRAS for r in PROJECT["optional-dependencies"][extra])]
     for raw in wanted:
         requirement = Requirement(raw)
@@ -69,8 +72,9 @@ def test_the_lock_pins_every_locked_requirement_within_its_range_with_hashes():
     assert not unhashed, f"entries without hashes: {unhashed}"
 
 
-def test_the_runtime_lock_is_the_runtime_part_of_the_lock_at_the_same_versions():
-    full, runtime = lock("lock.txt"), lock("runtime.txt")
+@LINES
+def test_the_runtime_lock_is_the_runtime_part_of_the_lock_at_the_same_versions(line):
+    full, runtime = lock(f"lock{line}.txt"), lock(f"runtime{line}.txt")
     assert {name: version for name, (version, _) in runtime.items()} == \
         {name: full[name][0] for name in runtime}
     for raw in PROJECT["dependencies"]:
@@ -79,8 +83,9 @@ def test_the_runtime_lock_is_the_runtime_part_of_the_lock_at_the_same_versions()
     assert not dev_only & set(runtime), "dev tools in the runtime lock would go into pack-env's archive"
 
 
-def test_the_kerberos_lock_is_the_lock_plus_the_kerberos_extra_at_the_same_versions():
-    full, kerberos = lock("lock.txt"), lock("kerberos.txt")
+@LINES
+def test_the_kerberos_lock_is_the_lock_plus_the_kerberos_extra_at_the_same_versions(line):
+    full, kerberos = lock(f"lock{line}.txt"), lock(f"kerberos{line}.txt")
     assert {name: kerberos[name][0] for name in full if name in kerberos} == \
         {name: version for name, (version, _) in full.items()}, "run scripts/lock"
     for raw in PROJECT["optional-dependencies"]["kerberos"]:
@@ -88,6 +93,16 @@ def test_the_kerberos_lock_is_the_lock_plus_the_kerberos_extra_at_the_same_versi
         name = canonicalize_name(requirement.name)
         assert name in kerberos and requirement.specifier.contains(kerberos[name][0]), f"{raw}: run scripts/lock"
     assert not sorted(name for name, (_, hashes) in kerberos.items() if not hashes)
+
+
+def test_the_spark_35_lock_is_the_default_lock_but_for_pyspark_35():
+    """What setup installs by default is the 4.x line; ETL_SPARK_LINE=3.5 changes pyspark alone
+    (and py4j, should 3.5.x pin another), to the Spark line etl.spark_line knows as 3.5."""
+    from etl.spark_line import SPARK_4, SPARK_35, line_of
+    default, spark35 = lock("lock.txt"), lock("lock-spark35.txt")
+    assert line_of(default["pyspark"][0]) is SPARK_4 and line_of(spark35["pyspark"][0]) is SPARK_35
+    differ = {name for name in default.keys() | spark35.keys() if default.get(name, ("",))[0] != spark35.get(name, ("",))[0]}
+    assert differ - {"py4j"} == {"pyspark"}, "run scripts/lock"
 
 
 def test_every_data_file_of_the_package_is_package_data():
