@@ -18,6 +18,7 @@ from etl.config import KafkaConfig, RetryConfig
 from etl.errors import KafkaReadError, KafkaStalled, KafkaUnavailable, OffsetOutOfRange, TopicNotFound
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.retry import retry_idempotent
+from etl.source.access import access_denied
 from etl.source.chunk import RawChunk
 from etl.source.client_log import ClientLog
 from etl.source.topics import JobTopics, TopicRouting, matching_topics, missing_topic_todo
@@ -241,11 +242,22 @@ class KafkaMetadata:
 
     def _retry(self, fn, what: str):
         try:
-            return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}", fn)
+            return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}", lambda: self._unless_refused(fn))
         except KafkaUnavailable as exc:
             heard = self.client_log.summary()
             if heard:
                 raise KafkaUnavailable(f"{exc} (librdkafka: {heard})") from exc
+            raise
+
+    def _unless_refused(self, fn):
+        """fn(), whose failure is an access refusal, not retried, when a broker refused the
+        job's credentials or the client its certificate meanwhile (a broker that answered)."""
+        try:
+            return fn()
+        except KafkaUnavailable as exc:
+            refused = self.client_log.refusal()
+            if refused is not None:
+                raise access_denied(self.config.client, refused) from exc
             raise
 
 

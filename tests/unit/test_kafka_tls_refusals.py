@@ -1,0 +1,140 @@
+"""A broker's certificate the job's Kafka client refuses (not signed by the CA in ssl.ca.location,
+not valid for the host the job names, expired): the driver's first Kafka question fails at once
+with a message that says which, exit 2, instead of retrying a broker that answered and exiting 75
+("did not answer") with librdkafka's "certificate verify failed".
+
+The broker here is a TLS server in this process (Python's ssl, with certificates of the tests' own
+CA, tests/harness/certificates.py): the refusal happens in the TLS handshake, before any Kafka
+request, so it needs no broker. The same refusals against Apache Kafka itself, and SASL's wrong
+password, are in tests/integration/test_kafka_security.py."""
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+
+import pytest
+
+from etl.config import RetryConfig
+from etl.config.kafka import KafkaSettings
+from etl.config.model import KafkaConfig
+from etl.errors import EXIT_USAGE, KafkaAccessDenied
+from etl.source.kafka import KafkaMetadata
+from tests.harness.certificates import TestCa
+from tests.harness.ports import free_port
+
+METADATA_TIMEOUT = 2.0
+RETRY = RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)
+
+
+class TlsServer:
+    """Accepts connections on a free loopback port and completes TLS handshakes with `cert`,
+    then closes them: what a client sees of a broker up to its first Kafka request."""
+
+    def __init__(self, cert, key):
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(cert, key)
+        self.port = free_port()
+        self.sock = socket.create_server(("127.0.0.1", self.port))
+        self.sock.settimeout(0.2)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            try:
+                conn.settimeout(2)
+                with self.context.wrap_socket(conn, server_side=True):
+                    pass
+            except OSError:
+                pass  # the client refused the handshake: that is the point
+            finally:
+                conn.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory):
+    return TestCa(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(issued) -> TlsServer:
+        servers.append(TlsServer(issued.cert, issued.key))
+        return servers[-1]
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def metadata(port: int, ca_file, **more: str) -> KafkaMetadata:
+    client = KafkaSettings({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL",
+                            "ssl.ca.location": str(ca_file), **more})
+    config = KafkaConfig(topics=("t",), client=client, admin_client=client, metadata_timeout_seconds=METADATA_TIMEOUT)
+    return KafkaMetadata(config, RETRY, "job")
+
+
+def refusal(kafka: KafkaMetadata) -> tuple[KafkaAccessDenied, float]:
+    started = time.monotonic()
+    try:
+        with pytest.raises(KafkaAccessDenied) as refused:
+            kafka.partitions(("t",))
+    finally:
+        kafka.close()
+    return refused.value, time.monotonic() - started
+
+
+def test_a_broker_certificate_of_another_ca_names_ssl_ca_location_and_is_not_retried(ca, serve, tmp_path):
+    server = serve(TestCa(tmp_path / "other", "other-ca").issue("broker"))
+    error, seconds = refusal(metadata(server.port, ca.cert))
+    assert error.exit_code == EXIT_USAGE
+    message = str(error)
+    assert f"[kafka] ssl.ca.location: the certificate of the broker at 127.0.0.1:{server.port} is not signed by " \
+           f"the CA in {ca.cert}" in message, message
+    assert "unable to get local issuer certificate" in message, message
+    assert seconds < METADATA_TIMEOUT * 2, f"retried: {seconds:.1f}s"
+
+
+def test_a_broker_certificate_for_another_host_names_the_host(ca, serve):
+    server = serve(ca.issue("elsewhere", hosts=("elsewhere.invalid",)))
+    error, _ = refusal(metadata(server.port, ca.cert))
+    message = str(error)
+    assert error.exit_code == EXIT_USAGE
+    assert f"[kafka] bootstrap.servers: the certificate of the broker at 127.0.0.1:{server.port} is not valid for " \
+           f"the host name 127.0.0.1" in message, message
+    assert "subjectAltName" in message, message
+
+
+def test_an_expired_broker_certificate_says_it_expired(ca, serve):
+    server = serve(ca.issue("expired", days=-1))
+    error, _ = refusal(metadata(server.port, ca.cert))
+    message = str(error)
+    assert error.exit_code == EXIT_USAGE
+    assert f"the certificate of the broker at 127.0.0.1:{server.port} has expired" in message, message
+
+
+def test_a_trusted_certificate_for_the_host_is_no_refusal(ca, serve):
+    """The same server with a good certificate: no access error (it is no Kafka broker, so the
+    metadata request itself fails, as Kafka unavailable)."""
+    from etl.errors import KafkaUnavailable
+    server = serve(ca.issue("broker"))
+    kafka = metadata(server.port, ca.cert)
+    try:
+        with pytest.raises(KafkaUnavailable) as unavailable:
+            kafka.partitions(("t",))
+    finally:
+        kafka.close()
+    assert not isinstance(unavailable.value, KafkaAccessDenied)
