@@ -32,15 +32,15 @@ def is_refusal(error: KafkaError) -> bool:
     """Whether librdkafka's error is a broker or its certificate refusing the job's credentials,
     which no retry gets past (rather than a broker that did not answer)."""
     text = error.str()
-    return (error.code() in SASL_REFUSED or "certificate verify failed" in text
-            or error.code() == KafkaError._SSL and _broker_refused_our_certificate(text))
+    return error.code() in SASL_REFUSED or "certificate verify failed" in text or _broker_refused_our_certificate(text)
 
 
 def _broker_refused_our_certificate(text: str) -> bool:
     """A TLS alert from the broker about the client's certificate ("tlsv13 alert certificate
-    required", "sslv3 alert bad certificate", "tlsv1 alert unknown ca")."""
+    required", "sslv3 alert bad certificate", "tlsv1 alert unknown ca"). Under TLS 1.3 it comes
+    after the client's handshake ended, so librdkafka reports it as a transport error."""
     lowered = text.lower()
-    return "alert" in lowered and ("certificate" in lowered or "unknown ca" in lowered)
+    return " alert " in lowered and ("certificate" in lowered or "unknown ca" in lowered)
 
 
 def access_denied(client: Mapping[str, str], error: KafkaError) -> KafkaAccessDenied:
@@ -48,20 +48,20 @@ def access_denied(client: Mapping[str, str], error: KafkaError) -> KafkaAccessDe
     text = _AFTER.sub("", error.str())
     broker = _broker(text, client)
     where = f"the broker at {broker[0]}:{broker[1]}"
+    reason = text.split(": ", 1)[1] if _BROKER.match(text) else text  # without the broker librdkafka names
     if error.code() in SASL_REFUSED:
-        reason = text.split(": ", 1)[1] if _BROKER.match(text) else text
         return KafkaAccessDenied(
             f"[kafka] sasl.password: {where} refused the SASL credentials of sasl.username "
             f"{client.get('sasl.username')!r} (sasl.mechanism {client.get('sasl.mechanism', 'GSSAPI')}): {reason}; "
             f"check sasl.username and the password (sasl.password, or the file sasl.password_file names)")
     if "certificate verify failed" in text:
-        return _certificate_refused(client, broker, where, text)
+        return _certificate_refused(client, broker, where, reason)
     mine = client.get("ssl.certificate.location")
     return KafkaAccessDenied(
         f"[kafka] ssl.certificate.location: {where} refused the TLS handshake, it does not accept "
         + (f"the client certificate in {mine}" if mine else "a client without a certificate (set "
            "ssl.certificate.location and ssl.key.location to one its CA signed)")
-        + f": {text}")
+        + f": {reason}")
 
 
 def _broker(text: str, client: Mapping[str, str]) -> tuple[str, int]:

@@ -32,9 +32,12 @@ class TlsServer:
     """Accepts connections on a free loopback port and completes TLS handshakes with `cert`,
     then closes them: what a client sees of a broker up to its first Kafka request."""
 
-    def __init__(self, cert, key):
+    def __init__(self, cert, key, client_ca=None):
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.load_cert_chain(cert, key)
+        if client_ca is not None:  # ssl.client.auth = required, as a broker's
+            self.context.load_verify_locations(client_ca)
+            self.context.verify_mode = ssl.CERT_REQUIRED
         self.port = free_port()
         self.sock = socket.create_server(("127.0.0.1", self.port))
         self.sock.settimeout(0.2)
@@ -50,8 +53,8 @@ class TlsServer:
                 continue
             try:
                 conn.settimeout(2)
-                with self.context.wrap_socket(conn, server_side=True):
-                    pass
+                with self.context.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(1)  # TLS 1.3: the client's certificate is judged after its handshake ends
             except OSError:
                 pass  # the client refused the handshake: that is the point
             finally:
@@ -72,8 +75,8 @@ def ca(tmp_path_factory):
 def serve():
     servers = []
 
-    def start(issued) -> TlsServer:
-        servers.append(TlsServer(issued.cert, issued.key))
+    def start(issued, client_ca=None) -> TlsServer:
+        servers.append(TlsServer(issued.cert, issued.key, client_ca))
         return servers[-1]
     yield start
     for server in servers:
@@ -124,6 +127,26 @@ def test_an_expired_broker_certificate_says_it_expired(ca, serve):
     message = str(error)
     assert error.exit_code == EXIT_USAGE
     assert f"the certificate of the broker at 127.0.0.1:{server.port} has expired" in message, message
+
+
+def test_a_broker_that_requires_a_client_certificate_names_ssl_certificate_location(ca, serve):
+    server = serve(ca.issue("broker"), client_ca=ca.cert)
+    error, _ = refusal(metadata(server.port, ca.cert))
+    message = str(error)
+    assert error.exit_code == EXIT_USAGE
+    assert f"[kafka] ssl.certificate.location: the broker at 127.0.0.1:{server.port} refused the TLS handshake, it " \
+           f"does not accept a client without a certificate" in message, message
+    assert "alert certificate required" in message, message
+
+
+def test_a_client_certificate_the_broker_does_not_trust_is_named(ca, serve, tmp_path):
+    server = serve(ca.issue("broker"), client_ca=ca.cert)
+    stranger = TestCa(tmp_path / "other", "other-ca").issue("client", hosts=())
+    error, _ = refusal(metadata(server.port, ca.cert, **{"ssl.certificate.location": str(stranger.cert),
+                                                         "ssl.key.location": str(stranger.key)}))
+    message = str(error)
+    assert f"the broker at 127.0.0.1:{server.port} refused the TLS handshake, it does not accept the client " \
+           f"certificate in {stranger.cert}" in message, message
 
 
 def test_a_trusted_certificate_for_the_host_is_no_refusal(ca, serve):
