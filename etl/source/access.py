@@ -26,13 +26,20 @@ _UNTRUSTED = frozenset({2, 7, 18, 19, 20, 21})
 _EXPIRED = 10
 _WRONG_HOST = frozenset({62, 64})  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
 _PROBE_SECONDS = 5.0
+# librdkafka reports a token it could not get from the OIDC token endpoint as an authentication
+# error, whether the endpoint refused the client (RFC 6749's error codes, in its answer) or did
+# not answer at all, which is transient.
+_TOKEN_FAILED = "Failed to acquire SASL OAUTHBEARER token"
+_OAUTH_REFUSALS = re.compile(r"\b(invalid_client|unauthorized_client|invalid_grant|invalid_scope|access_denied)\b")
 
 
 def is_refusal(error: KafkaError) -> bool:
     """Whether librdkafka's error is a broker or its certificate refusing the job's credentials,
     which no retry gets past (rather than a broker that did not answer)."""
     text = error.str()
-    return error.code() in SASL_REFUSED or "certificate verify failed" in text or _broker_refused_our_certificate(text)
+    if error.code() in SASL_REFUSED:
+        return _TOKEN_FAILED not in text or bool(_OAUTH_REFUSALS.search(text))
+    return "certificate verify failed" in text or _broker_refused_our_certificate(text)
 
 
 def _broker_refused_our_certificate(text: str) -> bool:
@@ -49,6 +56,13 @@ def access_denied(client: Mapping[str, str], error: KafkaError) -> KafkaAccessDe
     broker = _broker(text, client)
     where = f"the broker at {broker[0]}:{broker[1]}"
     reason = text.split(": ", 1)[1] if _BROKER.match(text) else text  # without the broker librdkafka names
+    if error.code() in SASL_REFUSED and _TOKEN_FAILED in text:
+        return KafkaAccessDenied(  # the token endpoint's refusal: the broker was never asked
+            f"[kafka] sasl.oauthbearer.client.secret: the token endpoint "
+            f"{client.get('sasl.oauthbearer.token.endpoint.url')} refused the client credentials of "
+            f"sasl.oauthbearer.client.id {client.get('sasl.oauthbearer.client.id')!r}: {reason}; check "
+            f"sasl.oauthbearer.client.id and the secret (sasl.oauthbearer.client.secret, or the file "
+            f"sasl.oauthbearer.client.secret_file names)")
     if error.code() in SASL_REFUSED:
         return KafkaAccessDenied(
             f"[kafka] sasl.password: {where} refused the SASL credentials of sasl.username "

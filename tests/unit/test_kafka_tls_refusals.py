@@ -3,6 +3,10 @@ not valid for the host the job names, expired): the driver's first Kafka questio
 with a message that says which, exit 2, instead of retrying a broker that answered and exiting 75
 ("did not answer") with librdkafka's "certificate verify failed".
 
+Likewise a client certificate the broker refuses (none, or one of another CA), and an OIDC token
+endpoint (tests/harness/oauth.py) that refuses the client secret; one that does not answer is
+transient, as before (75).
+
 The broker here is a TLS server in this process (Python's ssl, with certificates of the tests' own
 CA, tests/harness/certificates.py): the refusal happens in the TLS handshake, before any Kafka
 request, so it needs no broker. The same refusals against Apache Kafka itself, and SASL's wrong
@@ -22,6 +26,7 @@ from etl.config.model import KafkaConfig
 from etl.errors import EXIT_USAGE, KafkaAccessDenied
 from etl.source.kafka import KafkaMetadata
 from tests.harness.certificates import TestCa
+from tests.harness.oauth import TokenEndpoint
 from tests.harness.ports import free_port
 
 METADATA_TIMEOUT = 2.0
@@ -161,3 +166,38 @@ def test_a_trusted_certificate_for_the_host_is_no_refusal(ca, serve):
     finally:
         kafka.close()
     assert not isinstance(unavailable.value, KafkaAccessDenied)
+
+
+def test_a_token_endpoint_that_refuses_the_client_secret_names_sasl_oauthbearer_client_secret(ca, serve):
+    """SASL/OAUTHBEARER by OIDC: the client credentials go to the token endpoint, not the broker."""
+    server = serve(ca.issue("broker"))
+    with TokenEndpoint("etl", "the-secret") as endpoint:
+        kafka = metadata(server.port, ca.cert, **{
+            "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": "etl", "sasl.oauthbearer.client.secret": "not-the-secret",
+            "sasl.oauthbearer.token.endpoint.url": endpoint.url})
+        error, _ = refusal(kafka)
+    message = str(error)
+    assert error.exit_code == EXIT_USAGE
+    assert f"[kafka] sasl.oauthbearer.client.secret: the token endpoint {endpoint.url} refused the client " \
+           f"credentials of sasl.oauthbearer.client.id 'etl'" in message, message
+    assert "invalid_client" in message and "not-the-secret" not in message, message
+    assert endpoint.refused >= 1
+
+
+def test_a_token_endpoint_that_does_not_answer_is_unavailable_not_a_refusal(ca, serve):
+    """librdkafka reports it with the same code as a refusal (_AUTHENTICATION): the identity
+    provider being down is transient (75), which only the OAuth error in a refusal tells apart."""
+    from etl.errors import KafkaUnavailable
+    server = serve(ca.issue("broker"))
+    kafka = metadata(server.port, ca.cert, **{
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "etl", "sasl.oauthbearer.client.secret": "s",
+        "sasl.oauthbearer.token.endpoint.url": f"http://127.0.0.1:{free_port()}/token"})
+    try:
+        with pytest.raises(KafkaUnavailable) as unavailable:
+            kafka.partitions(("t",))
+    finally:
+        kafka.close()
+    assert not isinstance(unavailable.value, KafkaAccessDenied)
+    assert "Could not connect to server" in str(unavailable.value), unavailable.value
