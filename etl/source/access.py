@@ -12,11 +12,13 @@ import re
 import socket
 import ssl
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping, Protocol, TypeVar
 
 from confluent_kafka import KafkaError
 
-from etl.errors import KafkaAccessDenied
+from etl.errors import KafkaAccessDenied, KafkaUnavailable
+
+T = TypeVar("T")
 
 SASL_REFUSED = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
 _BROKER = re.compile(r"^(?:\w+://)?\[?(?P<host>[^\s/\[\]]+?)\]?:(?P<port>\d+)/")
@@ -31,6 +33,24 @@ _PROBE_SECONDS = 5.0
 # not answer at all, which is transient.
 _TOKEN_FAILED = "Failed to acquire SASL OAUTHBEARER token"
 _OAUTH_REFUSALS = re.compile(r"\b(invalid_client|unauthorized_client|invalid_grant|invalid_scope|access_denied)\b")
+
+
+class _Heard(Protocol):
+    def refusal(self) -> KafkaError | None: ...
+
+
+def unrefused(fn: Callable[[], T], heard: _Heard, client: Mapping[str, str]) -> T:
+    """fn(); a broker that did not answer it (KafkaUnavailable) after `heard` (the clients'
+    etl.source.client_log.ClientLog) reported a refusal raises that refusal instead, which no
+    retry gets past: a broker that answered, and refused the job's credentials, or the client
+    refused its certificate."""
+    try:
+        return fn()
+    except KafkaUnavailable as exc:
+        refused = heard.refusal()
+        if refused is not None:
+            raise access_denied(client, refused) from exc
+        raise
 
 
 def is_refusal(error: KafkaError) -> bool:

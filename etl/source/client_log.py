@@ -55,8 +55,8 @@ class ClientLog(logging.Handler):
             client.poll(0)  # serves the errors the client queued
         return self.refused
 
-    def heard_from(self, client: _Polled) -> None:
-        self.clients.append(client)
+    def heard_from(self, *clients: _Polled) -> None:
+        self.clients.extend(clients)
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.levelno >= logging.WARNING:

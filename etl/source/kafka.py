@@ -18,7 +18,7 @@ from etl.config import KafkaConfig, RetryConfig
 from etl.errors import KafkaReadError, KafkaStalled, KafkaUnavailable, OffsetOutOfRange, TopicNotFound
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.retry import retry_idempotent
-from etl.source.access import access_denied
+from etl.source.access import unrefused
 from etl.source.chunk import RawChunk
 from etl.source.client_log import ClientLog
 from etl.source.topics import JobTopics, TopicRouting, matching_topics, missing_topic_todo
@@ -69,8 +69,7 @@ class KafkaMetadata:
         self.client_log = ClientLog()  # librdkafka's lines, summarised in the error when Kafka fails
         self.admin = AdminClient({**config.admin_client, **self.client_log.settings()})
         self.consumer = Consumer({**consumer_settings(config, f"etl-{job_name}-planner"), **self.client_log.settings()})
-        self.client_log.heard_from(self.admin)
-        self.client_log.heard_from(self.consumer)
+        self.client_log.heard_from(self.admin, self.consumer)
 
     def close(self) -> None:
         self.consumer.close()
@@ -242,22 +241,12 @@ class KafkaMetadata:
 
     def _retry(self, fn, what: str):
         try:
-            return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}", lambda: self._unless_refused(fn))
+            return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}",
+                                    lambda: unrefused(fn, self.client_log, self.config.client))
         except KafkaUnavailable as exc:
             heard = self.client_log.summary()
             if heard:
                 raise KafkaUnavailable(f"{exc} (librdkafka: {heard})") from exc
-            raise
-
-    def _unless_refused(self, fn):
-        """fn(), whose failure is an access refusal, not retried, when a broker refused the
-        job's credentials or the client its certificate meanwhile (a broker that answered)."""
-        try:
-            return fn()
-        except KafkaUnavailable as exc:
-            refused = self.client_log.refusal()
-            if refused is not None:
-                raise access_denied(self.config.client, refused) from exc
             raise
 
 
