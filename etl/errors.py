@@ -71,6 +71,13 @@ class KafkaUnavailable(Retryable):
     """The brokers did not answer within the configured retries."""
 
 
+class KafkaAccessDenied(ConfigError):
+    """A broker answered, and the handshake failed on credentials: it refused the [kafka] SASL
+    credentials, or the client refused its certificate (not signed by the CA in ssl.ca.location,
+    not valid for the host name the job gives, expired). Retrying cannot help; the message says
+    which key or certificate to fix. Nothing was read or written."""
+
+
 class KafkaReadError(EtlError):
     """A task could not read its planned offset range."""
 

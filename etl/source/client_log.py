@@ -5,6 +5,8 @@ every client logs a FAIL line at each reconnect, hundreds a minute, before the c
 one line that Kafka did not answer. Given a `logger` (confluent-kafka's config key), a client
 queues its lines instead, and hands them over when it is polled; `ClientLog.summary` polls and
 counts them, so that the error says once what librdkafka saw (`Connection refused (x212)`).
+The clients' errors (their `error_cb`) are kept too: the last that says a broker refused the
+job's credentials, or its certificate was refused (etl.source.access), is `refusal()`.
 """
 from __future__ import annotations
 
@@ -12,6 +14,10 @@ import logging
 import re
 from collections import Counter
 from typing import Protocol
+
+from confluent_kafka import KafkaError
+
+from etl.source.access import is_refusal
 
 # What differs between two lines of the same complaint: librdkafka's handle name and the time
 # in a state ("rdkafka#consumer-3", "after 0ms in state CONNECT").
@@ -32,13 +38,25 @@ class ClientLog(logging.Handler):
         self.logger.addHandler(self)
         self.heard: Counter[str] = Counter()
         self.clients: list[_Polled] = []
+        self.refused: KafkaError | None = None
 
     def settings(self) -> dict:
         """What a client's config adds to be heard here."""
-        return {"logger": self.logger}
+        return {"logger": self.logger, "error_cb": self._error}
 
-    def heard_from(self, client: _Polled) -> None:
-        self.clients.append(client)
+    def _error(self, error: KafkaError) -> None:
+        if is_refusal(error):
+            self.refused = error
+
+    def refusal(self) -> KafkaError | None:
+        """The last refusal of the job's credentials or of a broker's certificate the clients
+        reported (None: none)."""
+        for client in self.clients:
+            client.poll(0)  # serves the errors the client queued
+        return self.refused
+
+    def heard_from(self, *clients: _Polled) -> None:
+        self.clients.extend(clients)
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.levelno >= logging.WARNING:

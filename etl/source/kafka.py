@@ -18,6 +18,7 @@ from etl.config import KafkaConfig, RetryConfig
 from etl.errors import KafkaReadError, KafkaStalled, KafkaUnavailable, OffsetOutOfRange, TopicNotFound
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.retry import retry_idempotent
+from etl.source.access import unrefused
 from etl.source.chunk import RawChunk
 from etl.source.client_log import ClientLog
 from etl.source.topics import JobTopics, TopicRouting, matching_topics, missing_topic_todo
@@ -68,8 +69,7 @@ class KafkaMetadata:
         self.client_log = ClientLog()  # librdkafka's lines, summarised in the error when Kafka fails
         self.admin = AdminClient({**config.admin_client, **self.client_log.settings()})
         self.consumer = Consumer({**consumer_settings(config, f"etl-{job_name}-planner"), **self.client_log.settings()})
-        self.client_log.heard_from(self.admin)
-        self.client_log.heard_from(self.consumer)
+        self.client_log.heard_from(self.admin, self.consumer)
 
     def close(self) -> None:
         self.consumer.close()
@@ -241,7 +241,8 @@ class KafkaMetadata:
 
     def _retry(self, fn, what: str):
         try:
-            return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}", fn)
+            return retry_idempotent(self.retry, (KafkaUnavailable,), f"Kafka {what}",
+                                    lambda: unrefused(fn, self.client_log, self.config.client))
         except KafkaUnavailable as exc:
             heard = self.client_log.summary()
             if heard:

@@ -50,18 +50,19 @@ def send(topic: str, values_by_partition: Mapping[int, Iterable[bytes | None]],
          timeout: float = 120.0, keep_offsets: bool = True,
          timestamps_by_partition: Mapping[int, Sequence[int]] | None = None,
          headers_by_partition: Mapping[int, Sequence[list[tuple[str, bytes | None]] | None]] | None = None,
-         ) -> Produced:
+         client: Mapping[str, str] | None = None) -> Produced:
     """Write each partition's values (and keys, timestamps and headers, if given) in order; raise
     if any record was not delivered. Values may be generators: nothing is held in memory but the
     producer's queue (and, with keep_offsets, the delivered offsets). Once it returns, each
-    partition's high watermark is its end (every record acknowledged).
+    partition's high watermark is its end (every record acknowledged). `client`: more librdkafka
+    settings of the producer (a secured listener's: security.protocol, sasl.*, ssl.*).
     """
     keys_by_partition = keys_by_partition or {}
     for p, keys in keys_by_partition.items():
         values = values_by_partition.get(p, ())
         if isinstance(values, Sequence) and len(keys) != len(values):
             raise ValueError(f"partition {p}: {len(keys)} keys for {len(values)} values")
-    producer = Producer({"bootstrap.servers": bootstrap or default_bootstrap(), **PRODUCER_CONFIG})
+    producer = Producer({"bootstrap.servers": bootstrap or default_bootstrap(), **PRODUCER_CONFIG, **(client or {})})
     result, errors, started = Produced(), [], time.monotonic()
 
     def on_delivery(err, msg):
@@ -108,12 +109,13 @@ def produce(topic: str, values_by_partition: Mapping[int, Sequence[bytes | None]
             keys_by_partition: Mapping[int, Sequence[bytes | None]] | None = None, *, bootstrap: str | None = None,
             timeout: float = 120.0, timestamps_by_partition: Mapping[int, Sequence[int]] | None = None,
             headers_by_partition: Mapping[int, Sequence[list[tuple[str, bytes | None]] | None]] | None = None,
-            ) -> list[tuple[int, int]]:
+            client: Mapping[str, str] | None = None) -> list[tuple[int, int]]:
     """send(), returning (partition, offset) of every record, in delivery order; with
     timestamps_by_partition, each record's CreateTime (ms); with headers_by_partition, each
-    record's headers ([(name, value)], names may repeat; None for none)."""
+    record's headers ([(name, value)], names may repeat; None for none); `client`: see send()."""
     result = send(topic, values_by_partition, keys_by_partition, bootstrap=bootstrap, timeout=timeout,
-                  timestamps_by_partition=timestamps_by_partition, headers_by_partition=headers_by_partition)
+                  timestamps_by_partition=timestamps_by_partition, headers_by_partition=headers_by_partition,
+                  client=client)
     expected = sum(len(values) for values in values_by_partition.values())
     assert len(result.delivered) == expected, f"{len(result.delivered)} delivery reports for {expected} records"
     return result.delivered

@@ -114,18 +114,23 @@ class _Service:
 
 class PrivateBroker(_Service):
     """An Apache Kafka broker of the test's own (one KRaft node, its log in the test's folder),
-    on free ports, with the shared broker's settings (scripts/stack/kafka-node)."""
+    on free ports, with the shared broker's settings (scripts/stack/kafka-node). `extra`: a
+    properties file whose lines are added to (and win over) those settings, e.g. more listeners
+    (tests/harness/secure_kafka.py); `jvm_opts`: more JVM options (KAFKA_JVM_OPTS), e.g. a
+    smaller heap. Its PLAINTEXT listener, `bootstrap`, stays."""
 
     name = "kafka"
     what = "Kafka broker"
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, extra: Path | None = None, jvm_opts: str | None = None):
         super().__init__(workdir)
         self.controller_port = free_port()
+        self.extra, self.jvm_opts = extra, jvm_opts
 
     def command(self) -> list[str]:
-        return [str(REPO / "scripts" / "stack" / "kafka-node"), str(self.workdir / "node"), str(self.port),
-                str(self.controller_port)]
+        command = [str(REPO / "scripts" / "stack" / "kafka-node"), str(self.workdir / "node"), str(self.port),
+                   str(self.controller_port), *([str(self.extra)] if self.extra else [])]
+        return ["env", f"KAFKA_JVM_OPTS={self.jvm_opts}", *command] if self.jvm_opts else command
 
     @property
     def bootstrap(self) -> str:

@@ -86,6 +86,7 @@ def test_exactly_the_transient_errors_are_retryable():
     # the operator's errors keep 1, the config's 2
     assert errors.HiveError.exit_code == errors.KafkaReadError.exit_code == errors.StateConflict.exit_code == 1
     assert errors.ZooKeeperAccessDenied.exit_code == errors.SchemaError.exit_code == EXIT_USAGE
+    assert errors.KafkaAccessDenied.exit_code == EXIT_USAGE  # a refused password or certificate: no retry helps
 
 
 @pytest.mark.parametrize("raised, retryable", [
