@@ -8,7 +8,7 @@ JVM is up before the job starts, so nothing here applies there.
 
 The same JVM starts with C1 alone and the serial collector (quick_start): a driver plans and
 coordinates while Python workers write the rows, so C2's and G1's threads only compete with
-Spark's start for the cores (about 0.8 s of a 2-core start, docs/performance.md).
+Spark's start and the Hive client's for the cores (1.4 s of a 2-core start, docs/performance.md).
 Parsed in etl.config.parse (the Section type lives above this module's floor in the package).
 """
 from __future__ import annotations

@@ -158,8 +158,8 @@ def hive_settings(config: Config, given: set[str]) -> dict[str, str]:
 def _driver_java_options(builder, settings: dict[str, str], own_options: str):
     """Under `etl run` pyspark starts the driver JVM with these options: Spark's INFO lines stay
     off (DRIVER_LOG4J2), unless the [spark] options name a log4j config of their own, and
-    `own_options` ([jvm]: its quick start and class archive). Under spark-submit the JVM is up before the job starts: --driver-java-options
-    says it there."""
+    `own_options` ([jvm]: its quick start and class archive). Under spark-submit the JVM is up
+    before the job starts: --driver-java-options says it there."""
     if _under_spark_submit():
         return builder
     given = settings.get(DRIVER_JAVA_OPTIONS, "")
