@@ -135,7 +135,7 @@ class PrivateHdfs:
     """A NameNode and a DataNode of the test's own, on free ports, its data in `workdir`."""
 
     def __init__(self, workdir: Path):
-        from tests.harness.services import free_port
+        from tests.harness.ports import free_port
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ports = [free_port() for _ in range(5)]  # NN RPC, NN HTTP, DN data, DN HTTP, DN IPC

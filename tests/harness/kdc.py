@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.harness.etl_process import die_with_us
 from tests.harness.kills import CLEANUP, sigkill
-from tests.harness.services import free_port, port_open
+from tests.harness.ports import free_port, port_open
 
 REALM = "ETL.TEST"
 KDC_BINARIES = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit", "klist")

@@ -17,7 +17,7 @@ from etl.source.chunk import RawChunk
 from etl.source.topics import JobTopics, TopicRouting
 from tests.harness.config_file import routed_ini
 from tests.harness.paths import EVENTS_SCHEMA
-from tests.harness.prometheus import free_port
+from tests.harness.ports import free_port
 
 ROUTES = f"""
 [route clicks]

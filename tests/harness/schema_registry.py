@@ -26,7 +26,7 @@ from tests.harness.kills import CLEANUP, ON_PURPOSE, sigkill
 from tests.harness.paths import REPO
 from tests.harness.schema_registry_server import (TEST_REQUESTS, Request, SchemaRegistryServer, basic_auth_header,
                                                   schema_fetches)
-from tests.harness.services import free_port
+from tests.harness.ports import free_port
 
 REGISTRY_ENV = "ETL_TEST_SCHEMA_REGISTRY_URL"
 

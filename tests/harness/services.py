@@ -15,7 +15,7 @@ from typing import Iterable
 from tests.harness.etl_process import FAULT_ENV, die_with_us
 from tests.harness.kills import CLEANUP, sigkill
 from tests.harness.paths import REPO
-from tests.harness.ports import free_port, port_open  # noqa: F401  (the harnesses import them from here)
+from tests.harness.ports import free_port, port_open
 
 
 def stop_roles(procs: dict[str, subprocess.Popen], roles: Iterable[str]) -> None:

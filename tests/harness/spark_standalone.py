@@ -20,7 +20,7 @@ from pathlib import Path
 from tests.harness.etl_process import die_with_us
 from tests.harness.kills import CLEANUP, sigkill
 from tests.harness.paths import REPO
-from tests.harness.services import free_port
+from tests.harness.ports import free_port
 
 SPARK_NODE = REPO / "scripts" / "stack" / "spark-node"
 

@@ -19,7 +19,7 @@ from etl.rows.decoders.writer_schemas import WriterSchemas
 from tests.harness.registry_payloads import (
     AVRO_V1, AVRO_V2, EVENTS_DDL, AvroProducerCodec, plain_avro, registry_client, schema_id_of,
 )
-from tests.harness.services import free_port
+from tests.harness.ports import free_port
 
 UTC = dt.timezone.utc
 RECORD = {"user_id": 7, "country": "ES", "amount": Decimal("12.34"),

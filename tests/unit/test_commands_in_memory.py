@@ -34,7 +34,7 @@ from etl.sink.fs import LocalFileSystem
 from tests.harness.config_file import minimal_ini, routed_ini
 from tests.harness.memory_store import MemoryStore
 from tests.harness.paths import EVENTS_SCHEMA
-from tests.harness.prometheus import free_port
+from tests.harness.ports import free_port
 from tests.harness.store_contract import OTHER, batch, committed, values
 
 

@@ -20,7 +20,7 @@ from etl.model.partitioning import TimePartitioner
 from etl.sink.warehouse import Warehouse
 from tests.harness.config_file import minimal_ini
 from tests.harness.paths import EVENTS_SCHEMA
-from tests.harness.prometheus import free_port
+from tests.harness.ports import free_port
 
 PACKAGE = Path(__file__).resolve().parents[2] / "etl"
 # A call of any of these builds a client (or the value a client is built from: Warehouse.of).

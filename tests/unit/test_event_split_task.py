@@ -28,7 +28,7 @@ from etl.sink.manifest import RangeManifest, manifest_path
 from etl.sink.warehouse import Warehouse
 from tests.harness.config_file import minimal_ini
 from tests.harness.paths import EVENTS_SCHEMA
-from tests.harness.prometheus import free_port
+from tests.harness.ports import free_port
 from tests.harness.routed_event import PLANNED, chunk, event_task, placement, routed_config
 
 HOUR = 3_600_000

@@ -14,7 +14,7 @@ from etl.ops.metrics import COUNTERS, FAILURE, LOCK_HELD, RunMetrics, build_regi
 from etl.state.store import ZooKeeperUnavailable
 from tests.harness.config_file import minimal_ini
 from tests.harness.paths import EVENTS_SCHEMA, REPO
-from tests.harness.prometheus import free_port
+from tests.harness.ports import free_port
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from etl.source.topics import JobTopics, NotLoadedReason, TopicRouting, not_load
 from tests.harness.config_file import TWO_ROUTES as ROUTES, minimal_ini, routed_ini
 from tests.harness.memory_store import MemoryStore
 from tests.harness.paths import EVENTS_SCHEMA
-from tests.harness.prometheus import free_port
+from tests.harness.ports import free_port
 from tests.harness.store_contract import batch, committed, compaction, switched
 
 

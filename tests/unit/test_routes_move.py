@@ -23,7 +23,7 @@ from etl.sink.warehouse import Warehouse
 from tests.harness.config_file import routed_ini
 from tests.harness.memory_store import MemoryStore
 from tests.harness.paths import EVENTS_SCHEMA
-from tests.harness.prometheus import free_port
+from tests.harness.ports import free_port
 from tests.harness.store_contract import batch, committed
 
 
