@@ -37,7 +37,7 @@ from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
 from etl.job.batch_tables import (BatchTables, planned_tables, refuse_lost_topics, register_routed,
                                   routed_written)
-from etl.job.range_task import RangeResult, RangeTask
+from etl.job.range_task import RangeResult, RangeTask, packed_read
 from etl.job.tasks import task_failure
 from etl.job.write_mode import WarehouseFiles, configured_mode, mode_of
 from etl.model import binding
@@ -304,9 +304,9 @@ class Job:
         call = functools.partial(function, lookups=broadcasts)
         try:
             if not shown:
-                return rdd.flatMap(functools.partial(packing.run_each, call)).collect()
+                return rdd.flatMap(functools.partial(packing.run_each, call, reads=packed_read)).collect()
             with progress.reporting(context, batch.batch_id, len(tasks), self.config.job.progress_seconds) as seen:
-                return rdd.flatMap(functools.partial(packing.run_each, seen.counted(call))).collect()
+                return rdd.flatMap(functools.partial(packing.run_each, seen.counted(call), reads=packed_read)).collect()
         except Exception as exc:
             raise task_failure(batch, exc) from exc
         finally:

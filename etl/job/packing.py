@@ -18,7 +18,7 @@ import heapq
 import math
 from typing import Callable, Sequence, TypeVar
 
-from etl.source.reused import reusing_consumers
+from etl.source.reused import PackedRead, reusing_consumers
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -47,10 +47,11 @@ def packed(items: Sequence[T], sizes: Sequence[int], records_per_task: int, slot
     return [[items[i] for i in pack] for pack in pack_ranges(sizes, records_per_task, slots)]
 
 
-def run_each(call: Callable[[T], R], pack: list[T]) -> list[R]:
+def run_each(call: Callable[[T], R], pack: list[T], reads: Callable[[T], PackedRead] | None = None) -> list[R]:
     """A task's ranges one after the other, each written and renamed on its own by `call`; the
-    ranges of a pack of several share a Kafka consumer (etl.source.reused)."""
+    ranges of a pack of several share a Kafka consumer (etl.source.reused), assigned at once to
+    the partitions `reads` names for them."""
     if len(pack) == 1:
         return [call(pack[0])]
-    with reusing_consumers():
+    with reusing_consumers([reads(item) for item in pack] if reads else ()):
         return [call(item) for item in pack]

@@ -24,7 +24,7 @@ from etl.rows.dimensions import from_ipc
 from etl.sink.manifest import Part
 from etl.source.chunk import RawChunk
 from etl.source.kafka import consumer_settings, read_range
-from etl.source.reused import reused_consumer
+from etl.source.reused import PackedRead, reused_consumer
 from etl.source.prefetch import prefetched
 
 # Kafka is read this many chunks ahead of decoding and writing (a chunk: <= 10,000 records).
@@ -90,6 +90,12 @@ def range_chunks(task: RangeTask) -> Iterator[RawChunk]:
                         with_keys=task.writer.key_column is not None,
                         with_headers=bool(task.writer.header_columns), shared=shared)
     return prefetched(chunks, READ_AHEAD_CHUNKS, name=f"read {r.topic}[{r.partition}]")
+
+
+def packed_read(task: RangeTask) -> PackedRead:
+    """What a pack's consumer assigns ahead for the task's range (etl.job.packing.run_each)."""
+    r = task.range
+    return PackedRead(consumer_settings(task.kafka, task.consumer_group), r.topic, r.partition, r.start, r.end)
 
 
 def opened_tables(lookups: Mapping[str, Any] | None) -> dict[str, pa.Table]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from confluent_kafka import Message
+
 from etl.errors import KafkaReadError
 
 
@@ -41,3 +43,14 @@ class RawChunk:
             return None if items is None else [items[i] for i in indices]
         return RawChunk([self.offsets[i] for i in indices], [self.timestamps_ms[i] for i in indices], pick(self.keys),
                         [self.values[i] for i in indices], pick(self.headers))
+
+
+def chunk_of(messages: list, with_keys: bool, with_headers: bool) -> RawChunk:
+    """Kafka's records (consecutive, of one partition) as a chunk."""
+    return RawChunk(
+        offsets=list(map(Message.offset, messages)),
+        timestamps_ms=[timestamp for _, timestamp in map(Message.timestamp, messages)],
+        keys=list(map(Message.key, messages)) if with_keys else None,
+        values=list(map(Message.value, messages)),
+        headers=list(map(Message.headers, messages)) if with_headers else None,
+    )

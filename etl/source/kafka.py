@@ -6,12 +6,12 @@ to a consumer group for Kafka's tools, never read back: etl.source.group_mirror.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
-from confluent_kafka import (Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicCollection,
-                             TopicPartition)
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from etl.config import KafkaConfig, RetryConfig
@@ -19,8 +19,9 @@ from etl.errors import KafkaReadError, KafkaStalled, KafkaUnavailable, OffsetOut
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.retry import retry_idempotent
 from etl.source.access import unrefused
-from etl.source.chunk import RawChunk
+from etl.source.chunk import RawChunk, chunk_of
 from etl.source.client_log import ClientLog
+from etl.source.reused import PackConsumer
 from etl.source.topics import JobTopics, TopicRouting, matching_topics, missing_topic_todo
 
 log = logging.getLogger(__name__)
@@ -265,35 +266,43 @@ def _as_unavailable(exc: KafkaException, what: str) -> Exception:
 
 
 def read_range(config: KafkaConfig, group: str, topic: str, partition: int, start: int, end: int,
-               with_keys: bool, with_headers: bool = False, shared: Consumer | None = None) -> Iterator[RawChunk]:
+               with_keys: bool, with_headers: bool = False, shared: PackConsumer | None = None) -> Iterator[RawChunk]:
     """Yield the records of [start, end) in offset order, in chunks.
 
     Offsets may have gaps (compaction, transaction markers), so the read ends when the
     position reaches `end`, not after end - start records. It never waits forever: no
-    progress for fetch_timeout_seconds is an error, and the task fails. `shared`: a consumer
-    other ranges use too (etl.source.reused), unassigned at the end, not closed."""
-    consumer = shared or Consumer(consumer_settings(config, group))
+    progress for fetch_timeout_seconds is an error, and the task fails. `shared`: the pack's
+    consumer (etl.source.reused), whose partition is released at the end, not closed."""
+    if shared is not None:
+        shared.open(topic, partition, start, end)
+        try:
+            yield from _consume_until(functools.partial(shared.take, topic, partition), config, topic, partition,
+                                      start, end, with_keys, with_headers, only_this_partition=True)
+        finally:
+            shared.release(topic, partition)
+        return
+    consumer = Consumer(consumer_settings(config, group))
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
-        yield from _consume_until(consumer, config, topic, partition, start, end, with_keys, with_headers,
-                                  only_this_partition=shared is not None)
+        yield from _consume_until(lambda n, timeout: consumer.consume(num_messages=n, timeout=timeout), config,
+                                  topic, partition, start, end, with_keys, with_headers)
     finally:
-        (consumer.unassign if shared else consumer.close)()  # a shared consumer reads the pack's next range
+        consumer.close()
 
 
-def _consume_until(consumer, config, topic, partition, start, end, with_keys,
+def _consume_until(fetch: Callable[[int, float], list], config, topic, partition, start, end, with_keys,
                    with_headers, only_this_partition: bool = False) -> Iterator[RawChunk]:
     position, deadline = start, time.monotonic() + config.fetch_timeout_seconds
     while position < end:
         # Never ask for more than the range still needs: consume() waits out its timeout
         # until it has num_messages, which would cost every range's last call a full second.
-        messages = consumer.consume(num_messages=min(CONSUME_BATCH, end - position), timeout=1.0)
+        messages = fetch(min(CONSUME_BATCH, end - position), 1.0)
         records, log_ends = _records_of(messages, topic, partition, position, end, only_this_partition)
         if records and records[-1].offset() >= end:
             records = [m for m in records if m.offset() < end]
             position = end
         if records:
-            yield _chunk(records, with_keys, with_headers)
+            yield chunk_of(records, with_keys, with_headers)
             position = max(position, records[-1].offset() + 1)
         if log_ends:
             position = end  # the log ends at or past `end`: what was left of the range was a gap
@@ -338,13 +347,3 @@ def _is_record(message, topic: str, partition: int, position: int, end: int) -> 
         log.warning("%s[%d]: transient consumer error: %s", topic, partition, error)
         return False
     raise KafkaReadError(f"{topic}[{partition}]: {error.str()}")
-
-
-def _chunk(messages: list, with_keys: bool, with_headers: bool) -> RawChunk:
-    return RawChunk(
-        offsets=list(map(Message.offset, messages)),
-        timestamps_ms=[timestamp for _, timestamp in map(Message.timestamp, messages)],
-        keys=list(map(Message.key, messages)) if with_keys else None,
-        values=list(map(Message.value, messages)),
-        headers=list(map(Message.headers, messages)) if with_headers else None,
-    )

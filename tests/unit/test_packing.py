@@ -76,7 +76,7 @@ def test_a_pack_of_several_ranges_shares_one_consumer_per_settings_and_closes_it
     consumers = {id(first) for _, first, _ in seen}
     assert len(consumers) == 1 and seen[0][1] is not seen[0][2]  # one per settings, the same for every range
     with pytest.raises(RuntimeError):  # closed with the pack
-        seen[0][1].assign([])
+        seen[0][1].open("t", 0, 0, 1)
     assert reused.reused_consumer(settings) is None  # outside a pack: each range makes its own
     run_each(call, ["alone"])
     assert seen[-1][1] is None  # a range with a task of its own reads with its own consumer, as before
@@ -89,3 +89,20 @@ def test_a_shared_consumers_record_of_an_earlier_assignment_is_never_the_ranges(
     records, _ = _records_of(messages, "t", 0, 7, 10, only_this_partition=True)
     assert [(m.topic(), m.partition(), m.offset()) for m in records] == [("t", 0, 7)]
     assert _records_of(messages, "t", 0, 7, 10)[0] == messages  # a consumer of its own: no check, no cost
+
+
+def test_a_pack_assigns_every_announced_partition_at_once_before_its_first_range_is_read():
+    """librdkafka then fetches the pack's partitions together, not one round trip a range."""
+    from etl.source import reused
+    settings = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
+    assigned = []
+
+    def call(item):
+        consumer = reused.reused_consumer(settings)
+        assigned.append(sorted((tp.topic, tp.partition, tp.offset) for tp in consumer._consumer.assignment()))
+        consumer.open("t", item, 10 * item, 10 * item + 3)
+        consumer.release("t", item)
+        return item
+
+    assert run_each(call, [0, 1, 2], reads=lambda p: reused.PackedRead(settings, "t", p, 10 * p, 10 * p + 3)) == [0, 1, 2]
+    assert assigned == [[("t", 0, 0), ("t", 1, 10), ("t", 2, 20)], [("t", 1, 10), ("t", 2, 20)], [("t", 2, 20)]]
