@@ -300,11 +300,12 @@ def _utc_of_local(stamp: str) -> str:
 
 def relay_stderr(fields: dict[str, object]) -> None:
     """Route this process's stderr (fd 2, which its children inherit) through a relay process
-    that writes every line to the real stderr as JSON (`wrapped`). A process, not a thread: the
-    driver JVM outlives this process by a moment, and its last lines still pass; the relay ends
-    when the last writer closes the pipe. It ignores SIGINT and SIGTERM, so that a stopped
-    command's last words are still relayed. Without a stderr (a daemon closed it) there is
-    nothing to relay to."""
+    that writes every line to the real stderr as JSON (`wrapped`). A process, not a thread: a
+    child that outlives this process by a moment (spark-submit's) still has its last lines
+    passed; the relay ends when the last writer closes the pipe (the driver JVM that `etl`
+    launches writes through etl.hive.jvm_output, not here). It ignores SIGINT and SIGTERM, so
+    that a stopped command's last words are still relayed. Without a stderr (a daemon closed
+    it) there is nothing to relay to."""
     try:
         os.fstat(2)
     except OSError:

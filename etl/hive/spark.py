@@ -9,11 +9,12 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from etl import logs, spark_line
 from etl.config import Config
 from etl.hive.class_archive import ArchivePlan, finish_recording, plan_archive, quarantine
+from etl.hive.jvm_output import launched_into_a_relay
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ def _start(config: Config, archive: ArchivePlan | None):
             builder = builder.config(key, value)
     for key, value in hive_settings(config, given).items():
         builder = builder.config(key, value)
-    with _jvm_stdout_on_stderr():
+    with contextlib.nullcontext() if _under_spark_submit() else launched_into_a_relay():
         spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if archive is not None and archive.recording is not None:
@@ -200,22 +201,6 @@ def _record_at_exit(archive: ArchivePlan, spark) -> None:
         spark.stop()
     finally:
         finish_recording(archive, jvm_process)
-
-
-@contextlib.contextmanager
-def _jvm_stdout_on_stderr() -> Iterator[None]:
-    """The driver JVM that pyspark launches inherits this process's stdout, which is the job's own
-    (--json). Whatever the JVM itself writes there (a crash's "A fatal error has been detected"
-    banner, which JDK 17 writes to stdout whatever its flags say) goes to stderr instead: the JVM
-    is launched with stderr as its stdout. The job's own stdout is untouched outside this block."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def satisfy_a_yarn_application_master() -> None:
