@@ -78,6 +78,12 @@ class KafkaAccessDenied(ConfigError):
     which key or certificate to fix. Nothing was read or written."""
 
 
+class KafkaNotAuthorized(EtlError):
+    """The broker's ACLs refused the job's principal an operation it needs: DESCRIBE or READ on a
+    topic, READ on the consumer group it mirrors its offsets to. An operator must grant it, so
+    running again will not help until then; nothing was loaded."""
+
+
 class KafkaReadError(EtlError):
     """A task could not read its planned offset range."""
 

@@ -23,7 +23,7 @@ same offset ranges, in one Spark session (local[P], one task per Kafka partition
 repeated --repeat times and interleaved so that a burst of foreign load hits them alike:
 
   drain       Spark tasks that consume the ranges with confluent-kafka and count (the floor)
-  drain+chunk the same through etl.source.kafka.read_range (the ETL's reader, no decoding)
+  drain+chunk the same through etl.source.ranges.read_range (the ETL's reader, no decoding)
   full batch  the real job (etl.ops.run.run_job) on a fresh ZooKeeper root and a fresh Hive
               table: plan, tasks (read, decode, write, rename), check, register, commit
   row-by-row  per-record json.loads in the tasks, spark.createDataFrame(rdd), DataFrame writer

@@ -23,7 +23,8 @@ from etl.rows.decoders import Decoder
 from etl.rows.dimensions import from_ipc
 from etl.sink.manifest import Part
 from etl.source.chunk import RawChunk
-from etl.source.kafka import consumer_settings, read_range
+from etl.source.kafka import consumer_settings
+from etl.source.ranges import read_range
 from etl.source.reused import PackedRead, reused_consumer
 from etl.source.prefetch import prefetched
 

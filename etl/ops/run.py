@@ -95,8 +95,10 @@ def _run_locked(context: JobContext, loop: bool, interval: float, max_batches: i
     with timed(observer, Phase.SETUP):
         kafka = context.kafka
         topics = kafka.job_topics().loaded
+        group_usable = context.mirror.access_check(kafka.admin, topics)
         kafka.partitions(topics)  # a missing topic fails before Spark starts
         mirror_committed(store, context.mirror, topics)
+        group_usable()  # a group the job may not use, too
     job = context.job()
     refresh = _MirrorRefresh(lambda: mirror_committed(store, context.mirror, kafka.job_topics().loaded))
     try:

@@ -221,7 +221,7 @@ def _missing(spark, t: str, p: int, i: str, lo: int, hi: int, offsets_in_kafka) 
 
 
 def offsets_in_kafka(config, kafka, topic: str, partition: int, start: int, end: int) -> list[int] | None:
-    from etl.source.kafka import read_range
+    from etl.source.ranges import read_range
     if topic not in kafka.topics_on_broker():
         return None  # deleted: Kafka holds none of its records, and would refuse to list its offsets
     low, high = kafka.watermarks([(topic, partition)])[(topic, partition)]

@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Protocol, TypeVar
 
 from confluent_kafka import KafkaError
 
-from etl.errors import KafkaAccessDenied, KafkaUnavailable
+from etl.errors import KafkaAccessDenied, KafkaNotAuthorized, KafkaUnavailable
 
 T = TypeVar("T")
 
@@ -152,3 +152,30 @@ def _verify(client: Mapping[str, str], broker: tuple[str, int]) -> ssl.SSLCertVe
         return failed
     except (OSError, ValueError):
         return None
+
+
+def not_authorized(client: Mapping[str, str], refused: str, resource: str, name: str, grant: tuple[str, ...] = (),
+                   note: str = "", remedy: str = "") -> KafkaNotAuthorized:
+    """The broker's ACLs refused the job's principal the operation `refused` on a `resource`
+    ("topic", "consumer group") named `name`: who was refused, and the kafka-acls line that grants
+    what it needs (`grant`, by default the refused operation alone)."""
+    flag = "--topic" if resource == "topic" else "--group"
+    operations = " ".join(f"--operation {operation}" for operation in grant or (refused,))
+    return KafkaNotAuthorized(
+        f"Kafka: the broker refused the job's principal ({principal_of(client)}) {refused} on {resource} "
+        f"{name!r}{note}: an operator grants it (kafka-acls --add --allow-principal User:<principal> {operations} "
+        f"{flag} {name}){remedy}. Nothing was loaded")
+
+
+def principal_of(client: Mapping[str, str]) -> str:
+    """Whom the broker sees, as the job's [kafka] keys say it."""
+    if client.get("security.protocol", "PLAINTEXT").upper().startswith("SASL"):
+        mechanism = client.get("sasl.mechanism", "GSSAPI").upper()
+        if mechanism == "OAUTHBEARER":
+            return f"sasl.oauthbearer.client.id {client.get('sasl.oauthbearer.client.id')!r}"
+        if mechanism == "GSSAPI":
+            return f"sasl.kerberos.principal {client.get('sasl.kerberos.principal', 'kafkaclient')!r}"
+        return f"sasl.username {client.get('sasl.username')!r}"
+    if client.get("ssl.certificate.location"):
+        return f"the subject of the certificate in {client['ssl.certificate.location']}"
+    return "ANONYMOUS: no SASL and no client certificate"

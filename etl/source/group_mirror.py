@@ -13,16 +13,21 @@ uses its name (then the broker refuses, UNKNOWN_MEMBER_ID, and the warning says 
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from etl.config import KafkaConfig
+from etl.source.access import not_authorized
 from etl.source.client_log import ClientLog
 from etl.source.kafka import consumer_settings
 
 log = logging.getLogger(__name__)
+# How long a run's start waits for the broker to say whether the job may use its group (access_check).
+GROUP_CHECK_SECONDS = 1.0
 
 
 class OffsetMirror:
@@ -41,6 +46,37 @@ class OffsetMirror:
             self.consumer = Consumer({**mirror_settings(self.config, group), **self.client_log.settings()})
             self.client_log.heard_from(self.consumer)
         return self.consumer
+
+    def access_check(self, admin: AdminClient, topics: Sequence[str]) -> Callable[[], None]:
+        """Ask, at a run's start, whether the broker lets the job's principal use its group: the
+        answer comes while the run goes on setting up, and the callable returned raises
+        KafkaNotAuthorized should the group's ACLs refuse it, before anything is loaded (a commit
+        so refused only waits out its coordinator, _WAIT_COORD, as a WARNING after the batch).
+        The question (describing the group) needs DESCRIBE on it, which READ, what a commit
+        needs, includes. An answer later than GROUP_CHECK_SECONDS (a coordinator still being
+        elected, a broker away) is not waited for: that is left to the commits' WARNING."""
+        if self.group is None or not topics:
+            return lambda: None
+        group = self.group
+        # DescribeGroups, not OffsetFetch: librdkafka's admin ListConsumerGroupOffsets crashes the
+        # process when the coordinator answers NOT_COORDINATOR, as a fresh broker's does
+        # (librdkafka #5040; seen here as a SIGSEGV of `etl run`).
+        answer = admin.describe_consumer_groups([group], request_timeout=self.config.metadata_timeout_seconds)[group]
+
+        def check() -> None:
+            try:
+                answer.result(timeout=GROUP_CHECK_SECONDS)
+            except concurrent.futures.TimeoutError:
+                log.debug("Kafka did not say within %.1f s whether the job may use the group %s", GROUP_CHECK_SECONDS,
+                          group)
+            except KafkaException as exc:
+                if exc.args and isinstance(exc.args[0], KafkaError) and \
+                        exc.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    raise not_authorized(self.config.client, "READ", "consumer group", group,
+                                         remedy="; or set [kafka] consumer_group to a group it may use, or "
+                                                "commit_to_consumer_group = false to mirror to none") from exc
+                log.debug("could not ask Kafka about the consumer group %s: %s", group, exc)
+        return check
 
     def commit(self, offsets: Mapping[tuple[str, int], int]) -> bool:
         """Commit each partition's next offset to read (as ZooKeeper holds it); False, having

@@ -1,4 +1,5 @@
-"""Everything the ETL asks of Kafka: partitions, watermarks, and reading one offset range.
+"""What the driver asks of Kafka: topics, partitions, watermarks, topic ids (reading one offset
+range: etl.source.ranges).
 
 Offsets live in ZooKeeper: these consumers never commit and have no reset policy, so a range
 that is no longer in the log is an error, not a silent jump. (The committed offsets are mirrored
@@ -6,22 +7,18 @@ to a consumer group for Kafka's tools, never read back: etl.source.group_mirror.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from typing import Callable, Iterator
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicCollection, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from etl.config import KafkaConfig, RetryConfig
-from etl.errors import KafkaReadError, KafkaStalled, KafkaUnavailable, OffsetOutOfRange, TopicNotFound
+from etl.errors import KafkaReadError, KafkaUnavailable, TopicNotFound
 from etl.model.identity import RecordFingerprint, fingerprint
 from etl.retry import retry_idempotent
-from etl.source.access import unrefused
-from etl.source.chunk import RawChunk, chunk_of
+from etl.source.access import not_authorized, unrefused
 from etl.source.client_log import ClientLog
-from etl.source.reused import PackConsumer
 from etl.source.topics import JobTopics, TopicRouting, matching_topics, missing_topic_todo
 
 log = logging.getLogger(__name__)
@@ -31,7 +28,6 @@ RETRYABLE_KAFKA_CODES = frozenset({
     KafkaError.REQUEST_TIMED_OUT, KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.NETWORK_EXCEPTION,
 })
-CONSUME_BATCH = 10_000
 NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # the all-zero UUID a broker without topic ids reports
 # librdkafka stops fetching a partition while queued.min.messages (100,000) of its messages wait
 # in the consumer's queue, and looks again only after fetch.queue.backoff.ms: 1 s by default. A
@@ -123,6 +119,9 @@ class KafkaMetadata:
         except KafkaException as exc:
             raise _as_unavailable(exc, f"list partitions of {topic}") from exc
         found = metadata.topics.get(topic)
+        if found is not None and found.error is not None and found.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise not_authorized(self.config.client, "DESCRIBE", "topic", topic, grant=("DESCRIBE", "READ"),
+                                 note=" (Kafka answers so for a topic that does not exist, too)")
         if found is None or found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART \
                 or found is not None and not found.partitions:
             todo = missing_topic_todo(self.config, self.routing.routes if self.routing else None, topic)
@@ -263,87 +262,3 @@ def _as_unavailable(exc: KafkaException, what: str) -> Exception:
         return KafkaUnavailable(f"Kafka did not answer to {what}: {error}; check [kafka] bootstrap.servers "
                                 f"and that the brokers are up")
     return KafkaReadError(f"Kafka refused to {what}: {error}")
-
-
-def read_range(config: KafkaConfig, group: str, topic: str, partition: int, start: int, end: int,
-               with_keys: bool, with_headers: bool = False, shared: PackConsumer | None = None) -> Iterator[RawChunk]:
-    """Yield the records of [start, end) in offset order, in chunks.
-
-    Offsets may have gaps (compaction, transaction markers), so the read ends when the
-    position reaches `end`, not after end - start records. It never waits forever: no
-    progress for fetch_timeout_seconds is an error, and the task fails. `shared`: the pack's
-    consumer (etl.source.reused), whose partition is released at the end, not closed."""
-    if shared is not None:
-        shared.open(topic, partition, start, end)
-        try:
-            yield from _consume_until(functools.partial(shared.take, topic, partition), config, topic, partition,
-                                      start, end, with_keys, with_headers, only_this_partition=True)
-        finally:
-            shared.release(topic, partition)
-        return
-    consumer = Consumer(consumer_settings(config, group))
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        yield from _consume_until(lambda n, timeout: consumer.consume(num_messages=n, timeout=timeout), config,
-                                  topic, partition, start, end, with_keys, with_headers)
-    finally:
-        consumer.close()
-
-
-def _consume_until(fetch: Callable[[int, float], list], config, topic, partition, start, end, with_keys,
-                   with_headers, only_this_partition: bool = False) -> Iterator[RawChunk]:
-    position, deadline = start, time.monotonic() + config.fetch_timeout_seconds
-    while position < end:
-        # Never ask for more than the range still needs: consume() waits out its timeout
-        # until it has num_messages, which would cost every range's last call a full second.
-        messages = fetch(min(CONSUME_BATCH, end - position), 1.0)
-        records, log_ends = _records_of(messages, topic, partition, position, end, only_this_partition)
-        if records and records[-1].offset() >= end:
-            records = [m for m in records if m.offset() < end]
-            position = end
-        if records:
-            yield chunk_of(records, with_keys, with_headers)
-            position = max(position, records[-1].offset() + 1)
-        if log_ends:
-            position = end  # the log ends at or past `end`: what was left of the range was a gap
-        if records or position >= end:
-            deadline = time.monotonic() + config.fetch_timeout_seconds
-        elif time.monotonic() > deadline:
-            raise KafkaStalled(f"{topic}[{partition}]: no progress for {config.fetch_timeout_seconds}s at "
-                               f"offset {position} while reading [{start}, {end}); is the broker up? "
-                               f"The batch stays open and the next run resumes it")
-
-
-def _records_of(messages: list, topic: str, partition: int, position: int, end: int, only_this_partition=False) -> tuple[list, bool]:
-    """The records among `messages`, and whether an end-of-log event at or past `end` came.
-
-    Most calls return only records; events are looked at one by one only when there are some.
-    `only_this_partition`: a shared consumer's (small ranges), whose records of an earlier
-    assignment are never this range's, should librdkafka still hand one out."""
-    if only_this_partition:
-        messages = [m for m in messages if m.error() is not None or (m.partition() == partition and m.topic() == topic)]
-    if all(error is None for error in map(Message.error, messages)):
-        return messages, False
-    records = [m for m in messages if _is_record(m, topic, partition, position, end)]
-    return records, any(_is_eof_at_or_past(m, end) for m in messages)
-
-
-def _is_eof_at_or_past(message, end: int) -> bool:
-    error = message.error()
-    return error is not None and error.code() == KafkaError._PARTITION_EOF and message.offset() >= end
-
-
-def _is_record(message, topic: str, partition: int, position: int, end: int) -> bool:
-    error = message.error()
-    if error is None:
-        return True
-    if error.code() == KafkaError._PARTITION_EOF:
-        return False
-    if error.code() == KafkaError._AUTO_OFFSET_RESET or error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-        raise OffsetOutOfRange(f"{topic}[{partition}]: offset {position} of the planned range [.., {end}) "
-                               f"is no longer in Kafka ({error.str()}); the plan cannot be completed as "
-                               f"recorded. Run `etl recover` for the options")
-    if error.code() in RETRYABLE_KAFKA_CODES or not error.fatal():
-        log.warning("%s[%d]: transient consumer error: %s", topic, partition, error)
-        return False
-    raise KafkaReadError(f"{topic}[{partition}]: {error.str()}")

@@ -21,7 +21,7 @@ import contextvars
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 REUSED_FETCH_WAIT_MS = "10"
 _REUSED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("etl_reused_consumers", default=None)
@@ -63,16 +63,15 @@ class PackConsumer:
 
     def take(self, topic: str, partition: int, num_messages: int, timeout: float) -> list[Message]:
         """Up to num_messages of the partition's messages: the held ones, else one consume()
-        whose messages are held by partition. An error of no partition (a broker down) is
-        returned to the range being read, as a consumer of its own would return it."""
+        whose messages are held by partition. An error of no range being read (a broker down, a
+        topic the ACLs refuse) goes to the range being read, as a consumer of its own would
+        return it; a partition's end of log never does."""
         held = self._held[(topic, partition)]
         strays = []
         if not held:
             for message in self._consumer.consume(num_messages=num_messages, timeout=timeout):
-                if message.topic() is None:
+                if not self._hold(message) and _stray_error(message):
                     strays.append(message)
-                else:
-                    self._hold(message)
         return strays + [held.popleft() for _ in range(min(num_messages, len(held)))]
 
     def release(self, topic: str, partition: int) -> None:
@@ -90,16 +89,23 @@ class PackConsumer:
             self._ranges[(r.topic, r.partition)] = (r.start, r.end)
             self._held[(r.topic, r.partition)] = collections.deque()
 
-    def _hold(self, message: Message) -> None:
+    def _hold(self, message: Message) -> bool:
+        """Keep the message for its range; False when it is of no range open here."""
         partition = (message.topic(), message.partition())
         if partition not in self._ranges:
-            return  # a released partition's, fetched before it was released
+            return False  # a released partition's, fetched before it was released, or of none
         offset = message.offset()
         if message.error() is None and offset is not None and offset >= self._ranges[partition][1]:
             if partition in self._past_end:
-                return  # past the range: one such record tells the read where the log goes on
+                return True  # past the range: one such record tells the read where the log goes on
             self._past_end.add(partition)
         self._held[partition].append(message)
+        return True
+
+
+def _stray_error(message: Message) -> bool:
+    error = message.error()
+    return error is not None and error.code() != KafkaError._PARTITION_EOF
 
 
 @contextlib.contextmanager

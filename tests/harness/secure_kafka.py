@@ -15,6 +15,9 @@ certificates.
 | WRONGHOST   | SSL      | (a certificate for elsewhere.invalid only: clients refuse it)   |
 | EXPIRED     | SSL      | (a certificate that expired yesterday: clients refuse it)       |
 
+ACLs are on (StandardAuthorizer): a topic or group that a test restricts with `grant_only` is
+refused to every other principal; the rest stay open, as `allow.everyone.if.no.acl.found` has it.
+
 The SCRAM user is made as an operator makes one, with Kafka's own `kafka-configs` (its
 ConfigCommand class, from the broker's jars). Usable without pytest.
 """
@@ -102,6 +105,12 @@ class SecureBroker(PrivateBroker):
             'unsecuredLoginStringClaim_sub="broker";',
             "listener.name.oauth.oauthbearer.sasl.server.callback.handler.class="
             "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler",
+            # ACLs: what a test restricts (grant_only) is refused to everyone else; a topic or group
+            # without ACLs stays open, and the listeners without a user (PLAINTEXT, the controller's,
+            # TLS without a client certificate) act as the operator.
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found=true",
+            "super.users=User:ANONYMOUS",
         ]
         return "\n".join(lines) + "\n"
 
@@ -145,6 +154,20 @@ class SecureBroker(PrivateBroker):
         super().stop()
         if self.token_endpoint.thread.is_alive():
             self.token_endpoint.stop()
+
+    def grant_only(self, resource: str, name: str, grants: dict[str, tuple[str, ...]]) -> None:
+        """ACLs on a topic or group (`resource`: "topic" or "group") that allow each principal
+        ("User:etl") the operations given ("READ", "DESCRIBE") and nobody else anything, made as
+        an operator makes them (kafka-acls uses the same Admin API)."""
+        from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                           ResourcePatternType, ResourceType)
+        kind = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP}[resource]
+        bindings = [AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", AclOperation[operation],
+                               AclPermissionType.ALLOW)
+                    for principal, operations in grants.items() for operation in operations]
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for future in admin.create_acls(bindings).values():
+            future.result(60)
 
     def address(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"

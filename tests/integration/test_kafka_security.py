@@ -15,6 +15,10 @@ for another host name, an expired one, and no client certificate where the liste
 one. (These refusals' wording, and a refused OAuth client secret's, are unit-tested against a
 plain TLS server in tests/unit/test_kafka_tls_refusals.py.)
 
+With ACLs on (StandardAuthorizer), what the job's principal lacks ends the run with exit 1
+naming the grant, nothing loaded: DESCRIBE on a topic, READ on a topic, READ on its consumer
+group.
+
 Not here: GSSAPI, which the confluent-kafka wheel cannot speak (docs/cluster.md).
 """
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from etl.errors import EXIT_USAGE
+from etl.errors import EXIT_BATCH_FAILED, EXIT_USAGE
 from tests.harness import kafka
 from tests.harness.certificates import TestCa
 from tests.harness.data import events_by_partition
@@ -146,3 +150,54 @@ def test_a_client_without_the_certificate_the_listener_requires_exits_2_naming_s
     assert_refused_and_nothing_written(
         config, warehouse_dir, f"[kafka] ssl.certificate.location: the broker at {broker.address('MTLS')} refused "
                                f"the TLS handshake, it does not accept a client without a certificate")
+
+
+# ACLs (StandardAuthorizer): the job's principal (User:etl, over SCRAM) lacks one grant each time.
+# The run ends at once with exit 1 naming the missing grant, not a stall retried into exit 75,
+# and loads nothing. The topic's and the group's other principal is the operator's stand-in.
+def acl_job(broker, write_config, tmp_path, topic: str) -> Path:
+    return write_config(kafka={"topics": topic, "metadata_timeout_seconds": str(REFUSAL_METADATA_SECONDS),
+                               "fetch_timeout_seconds": "20", **broker.etl_settings("SCRAM", tmp_path)})
+
+
+def assert_denied_and_nothing_loaded(config, warehouse_dir, expected: str) -> str:
+    done = run_etl(config)
+    assert done.returncode == EXIT_BATCH_FAILED, done.describe()
+    assert expected in done.stderr, done.describe()
+    state = job_state(config)
+    assert state.committed == {}, state
+    written = [p for p in warehouse_dir.rglob("*.parquet")] if warehouse_dir.exists() else []
+    assert written == [], written
+    message = next(line for line in done.stderr.splitlines() if expected in line)
+    print(f"exit {done.returncode} after {done.seconds:.1f}s: {message}")
+    return message
+
+
+def test_a_topic_the_job_may_not_describe_exits_1_naming_the_acl(broker, write_config, warehouse_dir, tmp_path):
+    topic = topic_with_events(broker)
+    broker.grant_only("topic", topic, {"User:someone-else": ("READ", "DESCRIBE")})
+    assert_denied_and_nothing_loaded(acl_job(broker, write_config, tmp_path, topic), warehouse_dir,
+                                     f"the broker refused the job's principal (sasl.username '{USER}') DESCRIBE "
+                                     f"on topic '{topic}'")
+
+
+def test_a_topic_the_job_may_describe_but_not_read_exits_1_naming_the_acl(broker, write_config, warehouse_dir,
+                                                                          tmp_path):
+    topic = topic_with_events(broker)
+    broker.grant_only("topic", topic, {"User:someone-else": ("READ", "DESCRIBE"), f"User:{USER}": ("DESCRIBE",)})
+    assert_denied_and_nothing_loaded(acl_job(broker, write_config, tmp_path, topic), warehouse_dir,
+                                     f"the broker refused the job's principal (sasl.username '{USER}') READ "
+                                     f"on topic '{topic}'")
+
+
+def test_a_consumer_group_the_job_may_not_use_exits_1_naming_the_acl_before_loading(broker, write_config,
+                                                                                    warehouse_dir, tmp_path):
+    from etl.config import load_config
+    topic = topic_with_events(broker)
+    config = acl_job(broker, write_config, tmp_path, topic)
+    group = load_config(config).kafka.consumer_group
+    broker.grant_only("group", group, {"User:someone-else": ("READ",)})
+    message = assert_denied_and_nothing_loaded(config, warehouse_dir, f"the broker refused the job's principal "
+                                               f"(sasl.username '{USER}') READ on consumer group '{group}'")
+    assert "[kafka] consumer_group" in message
+    assert job_state(config).last_batch_id is None  # refused before a batch was planned

@@ -5,8 +5,8 @@ import pytest
 
 from etl.config import KafkaConfig
 from etl.errors import KafkaReadError
-from etl.source import kafka as kafka_source
-from etl.source.kafka import read_range
+from etl.source import ranges as kafka_ranges
+from etl.source.ranges import read_range
 
 
 def _config(stack, fetch_timeout_seconds: float = 30.0) -> KafkaConfig:
@@ -22,7 +22,7 @@ def test_a_range_yields_exactly_its_records_in_order_across_many_consume_calls(s
                                                                                monkeypatch):
     topic = new_topic(partitions=1)
     produce(topic, {0: [f"v{i}".encode() for i in range(250)]}, {0: [f"k{i}".encode() for i in range(250)]})
-    monkeypatch.setattr(kafka_source, "CONSUME_BATCH", 7)  # many calls, and a last one cut short
+    monkeypatch.setattr(kafka_ranges, "CONSUME_BATCH", 7)  # many calls, and a last one cut short
 
     chunks = _read(stack, topic, 13, 201, with_keys=True)
 

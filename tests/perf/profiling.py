@@ -53,7 +53,7 @@ def profile(run: BenchRun) -> None:
     import cProfile
     import pstats
     from etl.config import load_config
-    from etl.source.kafka import read_range
+    from etl.source.ranges import read_range
     from etl.job.assemble import writer_spec
     from etl.rows.decoders.writer_schemas import WriterSchemas
     from etl.job.tasks import RangeTask, run_range_task

@@ -29,7 +29,7 @@ def consume_range(settings: dict, topic: str, partition: int, start: int, end: i
     Asks for at most the records left in the range: librdkafka's consume(n, timeout) returns
     only when it has n messages or the timeout passed, so asking for more than are left
     makes the last call of every range wait the whole timeout (1 s) for records that are not
-    in the range. etl.source.kafka.read_range asks for 10,000 every time."""
+    in the range. etl.source.ranges.read_range asks for 10,000 every time."""
     from confluent_kafka import KafkaError
     consumer = consumer_for(settings, topic, partition, start)
     position, deadline = start, time.monotonic() + timeout
@@ -67,9 +67,9 @@ def drain_task(spec) -> tuple[int, int]:
 
 
 def drain_read_range_task(spec) -> tuple[int, int]:
-    """The same range through etl.source.kafka.read_range: consume + RawChunk lists, no decoding."""
+    """The same range through etl.source.ranges.read_range: consume + RawChunk lists, no decoding."""
     kafka_config, topic, partition, start, end = spec
-    from etl.source.kafka import read_range
+    from etl.source.ranges import read_range
     count = size = 0
     for chunk in read_range(kafka_config, "etl-bench", topic, partition, start, end, with_keys=False):
         count += len(chunk)

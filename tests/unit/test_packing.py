@@ -84,7 +84,7 @@ def test_a_pack_of_several_ranges_shares_one_consumer_per_settings_and_closes_it
 
 def test_a_shared_consumers_record_of_an_earlier_assignment_is_never_the_ranges():
     from confluent_kafka import Message
-    from etl.source.kafka import _records_of
+    from etl.source.ranges import _records_of
     messages = [Message(topic=t, partition=p, offset=o, value=b"{}") for t, p, o in (("t", 0, 7), ("t", 1, 3), ("u", 0, 8))]
     records, _ = _records_of(messages, "t", 0, 7, 10, only_this_partition=True)
     assert [(m.topic(), m.partition(), m.offset()) for m in records] == [("t", 0, 7)]
