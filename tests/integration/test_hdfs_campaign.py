@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import shutil
 
+import pytest
+
 from tests.harness.campaign import campaign_seed, kill_campaign
 from tests.harness.data import DataSource
 from tests.harness.etl_process import run_etl
@@ -20,6 +22,8 @@ from tests.harness.hdfs import copy_to_local
 from tests.harness.oracle import check_exactly_once, hive_reader
 from tests.harness.recovery import recover_or_run
 from tests.harness.state import job_state
+
+pytestmark = pytest.mark.cell("hdfs-3.5")
 
 
 def test_random_sigkills_on_an_hdfs_warehouse_then_completion_is_exactly_once(

@@ -28,6 +28,8 @@ from tests.harness.oracle import check_exactly_once, hive_reader
 from tests.harness.services import paused
 from tests.harness.state import job_state
 
+pytestmark = pytest.mark.cell("hdfs-3.5")
+
 DB = "etl_test"
 SLEEPING = ("hrtimer_nanosleep", "do_nanosleep")
 

@@ -38,7 +38,8 @@ from tests.harness.oracle import check_exactly_once, expected_offsets, hive_read
 from tests.harness.secure_kafka import USER, SecureBroker
 from tests.harness.state import job_state
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow,
+              pytest.mark.cell("kafka-ssl", "kafka-mtls", "kafka-scram", "kafka-plain", "kafka-oauthbearer", "kafka-acls")]
 
 PER_PARTITION = 30
 REFUSAL_METADATA_SECONDS = 5

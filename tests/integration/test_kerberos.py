@@ -25,7 +25,7 @@ from tests.harness.oracle import check_exactly_once, expected_offsets
 from tests.harness.services import read_tables_via
 from tests.harness.state import job_state
 
-pytestmark = [pytest.mark.kerberos, pytest.mark.slow]
+pytestmark = [pytest.mark.kerberos, pytest.mark.slow, pytest.mark.cell("hdfs-kerberos")]
 
 DB = "etl_test"
 ETL_PRINCIPAL = f"etl@{REALM}"

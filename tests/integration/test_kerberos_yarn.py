@@ -34,7 +34,7 @@ from tests.harness.paths import REPO
 from tests.harness.state import job_state
 from tests.integration.test_kerberos import kerberized_config, read_back
 
-pytestmark = [pytest.mark.kerberos, pytest.mark.slow]
+pytestmark = [pytest.mark.kerberos, pytest.mark.slow, pytest.mark.cell("yarn-kerberos")]
 
 ETL_PRINCIPAL = f"etl@{REALM}"
 ARCHIVE = REPO / "build" / "kafka-hive-etl-env-kerberos.tar.gz"

@@ -21,6 +21,7 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from etl.config import load_config
 from etl.ops.recovery import recover
@@ -32,6 +33,8 @@ from tests.harness.enrichment import enriched_schema
 from tests.harness.hdfs import copy_to_local
 from tests.harness.jdbc import JdbcReader, offsets_sql, parse_offsets
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader, table_offsets
+
+pytestmark = pytest.mark.cell("hdfs-3.5")
 
 DB = "etl_test"
 

@@ -24,7 +24,7 @@ from tests.harness.data import events_by_partition
 from tests.harness.kills import CLEANUP, sigkill
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cell("spark-standalone")]
 
 SLEEPING = {"35", "230"}  # nanosleep, clock_nanosleep: Python's time.sleep (x86-64 syscall numbers)
 

@@ -39,7 +39,7 @@ from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.state import job_state
 from tests.harness.yarn import YARN_CLI, PrivateYarn, container_pids, kill_container
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cell("yarn")]
 
 DB = "etl_test"
 ALL_EXIT_CODES = os.environ.get("ETL_YARN_EXIT_CODES", "") == "all"

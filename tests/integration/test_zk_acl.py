@@ -23,6 +23,8 @@ from tests.harness.data import events_by_partition
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import expected_offsets, table_offsets
 
+pytestmark = pytest.mark.cell("zookeeper-digest")
+
 RETRY = RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)
 USER = "etl"
 ZKCLI = Path("/usr/share/zookeeper/bin/zkCli.sh")  # Debian's zookeeper package (scripts/setup installs it)

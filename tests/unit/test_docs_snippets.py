@@ -90,3 +90,17 @@ def test_a_fragment_without_a_section_is_read_and_its_lines_counted_from_the_fil
     assert syntax_errors(ok, "doc.md", first_ok) == []
     errors = syntax_errors(bad, "doc.md", first_bad)
     assert len(errors) == 1 and errors[0].startswith("doc.md:8: ") and "secret" in errors[0], errors
+
+
+def test_the_readmes_minimal_config_is_a_whole_config_the_job_loads(tmp_path):
+    """The README's "On your own cluster" INI names every key a job needs (its DDL file aside,
+    which the test puts in its place)."""
+    from etl.config import load_config
+    section = (REPO / "README.md").read_text().split("## On your own cluster", 1)[1].split("\n## ", 1)[0]
+    (_line, snippet), = ini_snippets(section)
+    ddl = tmp_path / "clicks.sql"
+    ddl.write_text((REPO / "warehouse_schema" / "events.sql").read_text())
+    config = tmp_path / "clicks.ini"
+    config.write_text(snippet.replace("/etc/etl/clicks.sql", str(ddl)))
+    loaded = load_config(config)
+    assert (loaded.job.name, loaded.kafka.topics, loaded.hive.table) == ("clicks", ("clicks",), "clicks")
