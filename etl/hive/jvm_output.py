@@ -8,11 +8,11 @@ pyspark launches the driver JVM with this process's stdout and stderr, and the J
   harness) sees its end only when the last holder of the pipe exits, and the JVM exits about
   0.4 s after `etl`: HotSpot waits up to 300 ms at exit for threads blocked in native code (py4j's
   and Netty's sockets), and Spark's shutdown hooks delete its temporary folders through `rm`
-  processes. That was most of a scheduled run's last phase (etl/hive/spark.py: `spark` below).
-So the JVM is launched with both on a pipe of this process, copied to stderr line for line as it
-comes (with JSON logs, stderr is the JSON relay: etl.logs.relay_stderr). The command's end is
-the end of its output. What the JVM writes after `etl` has exited (its shutdown) is not shown;
-everything the job decides is written before that.
+  processes. That was most of a scheduled run's last phase (docs/performance.md, "Third pass").
+So the JVM is launched with both on a pipe of this process, whose bytes a thread copies to
+stderr as they come (with JSON logs, stderr is the JSON relay: etl.logs.relay_stderr). The
+command's end is the end of its output. What the JVM writes after `etl` has exited (its
+shutdown) is not shown; everything the job decides is written before that.
 """
 from __future__ import annotations
 

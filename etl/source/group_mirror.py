@@ -5,7 +5,9 @@ batch's commit, a reset), the same offsets are committed to the consumer group [
 consumer_group (etl-<job name> by default), so that `kafka-consumer-groups --describe` and lag
 monitors that read consumer groups (Burrow, Kafka's JMX, Cruise Control) see the job's position
 and lag. It is only a mirror: nothing reads it back, and a commit that fails is a WARNING,
-never a failed command; the next commit of those partitions, or the next run, corrects it.
+never a failed command; the next commit of those partitions, or the next run, corrects it. One
+thing fails a run: a group the broker's ACLs refuse the job, found at the run's start, before
+anything is loaded (`access_check`), since no later run would mirror to it either.
 
 The consumer commits as a standalone consumer: it never subscribes nor joins the group. Kafka
 accepts such a commit while the group has no members, which it never has unless something else
