@@ -106,3 +106,34 @@ def test_a_pack_assigns_every_announced_partition_at_once_before_its_first_range
 
     assert run_each(call, [0, 1, 2], reads=lambda p: reused.PackedRead(settings, "t", p, 10 * p, 10 * p + 3)) == [0, 1, 2]
     assert assigned == [[("t", 0, 0), ("t", 1, 10), ("t", 2, 20)], [("t", 1, 10), ("t", 2, 20)], [("t", 2, 20)]]
+
+
+def test_a_packs_consumer_holds_a_ranges_records_and_one_past_its_end_for_its_turn():
+    """What arrives for a range not yet read is held (its records, and one record past its end,
+    which shows a read where the log goes on); more past the end is dropped, and a released
+    partition's late records are held for nobody."""
+    from confluent_kafka import Message
+    from etl.source.reused import PackConsumer, PackedRead
+
+    class Fetched:  # librdkafka's consumer as the pack sees it: one consume() hands out all
+        def __init__(self, messages):
+            self.messages = messages
+
+        def consume(self, num_messages, timeout):
+            handed, self.messages = self.messages, []
+            return handed
+
+        def incremental_assign(self, partitions):
+            pass
+
+        def incremental_unassign(self, partitions):
+            pass
+
+    settings = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
+    pack = PackConsumer(settings)
+    pack._consumer = Fetched([Message(topic="t", partition=p, offset=o, value=b"v") for p, o in
+                              [(1, 0), (2, 0), (1, 1), (1, 2), (2, 1), (1, 3), (1, 4), (1, 5), (9, 0)]])
+    pack._assign([PackedRead(settings, "t", 1, 0, 3), PackedRead(settings, "t", 2, 0, 2)])
+    assert [m.offset() for m in pack.take("t", 2, 10, 0.0)] == [0, 1]  # partition 1's are held meanwhile
+    pack.release("t", 2)
+    assert [m.offset() for m in pack.take("t", 1, 10, 0.0)] == [0, 1, 2, 3]
