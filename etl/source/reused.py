@@ -5,7 +5,8 @@ Creating a librdkafka consumer costs about 5 ms, and assigning one to a partitio
 few records and unassigning it another 10 ms: a task of five hundred such ranges spent about 6 s
 reading 1,500 records. Within `reusing_consumers(reads)`, the ranges of a task share one
 consumer per set of settings (one per consumer group), assigned from the start to every
-announced range's partition at the range's start, so that librdkafka fetches them all together
+announced range's partition at the range's start (a partition's first range: a later one of the
+same partition is assigned at its turn), so that librdkafka fetches them all together
 (1,500 records of 500 partitions in about 50 ms). Records that arrive for a range not yet read
 are held for it, and at most one record at or past its end (which shows a gap at the end of the
 range); so what is held never exceeds the pack's planned records, which packing keeps small.
@@ -19,7 +20,7 @@ import collections
 import contextlib
 import contextvars
 from dataclasses import dataclass
-from typing import Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
@@ -114,7 +115,8 @@ def reusing_consumers(reads: Sequence[PackedRead] = ()) -> Iterator[None]:
     partitions of `reads` made with its settings; all closed at the block's end."""
     consumers: dict = {}
     for settings in {_key(r.settings): r.settings for r in reads}.values():
-        consumers[_key(settings)] = PackConsumer(settings, [r for r in reads if _key(r.settings) == _key(settings)])
+        consumers[_key(settings)] = PackConsumer(settings, _first_of_each_partition(
+            r for r in reads if _key(r.settings) == _key(settings)))
     token = _REUSED.set(consumers)
     try:
         yield
@@ -122,6 +124,16 @@ def reusing_consumers(reads: Sequence[PackedRead] = ()) -> Iterator[None]:
         _REUSED.reset(token)
         for consumer in consumers.values():
             consumer.close()
+
+
+def _first_of_each_partition(reads: Iterable[PackedRead]) -> list[PackedRead]:
+    """The reads to assign ahead: a partition's first range only. A repair batch rewrites each
+    range of a merged file, so one partition's ranges may share a pack, and librdkafka refuses a
+    partition twice in one assignment: a later range of it is assigned when its turn comes."""
+    first: dict[Partition, PackedRead] = {}
+    for read in reads:
+        first.setdefault((read.topic, read.partition), read)
+    return list(first.values())
 
 
 def reused_consumer(settings: Mapping[str, object]) -> PackConsumer | None:

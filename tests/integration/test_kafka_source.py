@@ -56,8 +56,9 @@ def test_a_range_beyond_the_log_fails_after_the_fetch_timeout_and_names_the_offs
 def test_a_packs_ranges_read_together_each_yield_exactly_their_records(stack, new_topic, produce):
     """A pack's consumer (etl.source.reused) assigns every announced partition at once and holds
     what arrives for ranges not yet read: each range still yields exactly [start, end), whatever
-    lies past it (later records, a transaction's commit marker), in any order of reading, and a
-    range nobody announced is read too."""
+    lies past it (later records, a transaction's commit marker), in any order of reading; a
+    partition's second range (a repair batch's) is assigned at its turn, and a range nobody
+    announced is read too."""
     from confluent_kafka import Producer
     from etl.source.kafka import consumer_settings
     from etl.source.reused import PackedRead, reused_consumer, reusing_consumers
@@ -72,11 +73,13 @@ def test_a_packs_ranges_read_together_each_yield_exactly_their_records(stack, ne
     produce(topic, {4: [b"after-4", b"after-5"]})
     config = _config(stack)
     settings = consumer_settings(config, "etl-test-reader")
-    planned = {0: (0, 3), 1: (2, 4), 2: (0, 6), 4: (0, 4)}  # partition 4's range ends on the marker
-    read = {}
-    with reusing_consumers([PackedRead(settings, topic, p, s, e) for p, (s, e) in planned.items()]):
-        for p, (s, e) in [(4, planned[4]), (2, planned[2]), (3, (1, 5)), (0, planned[0]), (1, planned[1])]:
+    # partition 4's range ends on the marker; partition 2 has two ranges
+    planned = [(4, 0, 4), (2, 0, 3), (0, 0, 3), (2, 3, 6), (1, 2, 4)]
+    read = []
+    with reusing_consumers([PackedRead(settings, topic, p, s, e) for p, s, e in planned]):
+        for p, s, e in [*planned[:2], (3, 1, 5), *planned[2:]]:
             chunks = read_range(config, "etl-test-reader", topic, p, s, e, False, shared=reused_consumer(settings))
-            read[p] = [(o, v) for c in chunks for o, v in zip(c.offsets, c.values)]
-    assert read == {**{p: [(o, b"%d-%d" % (p, o)) for o in range(s, e)] for p, (s, e) in planned.items() if p != 4},
-                    3: [(o, b"3-%d" % o) for o in range(1, 5)], 4: [(o, b"tx-%d" % o) for o in range(3)]}
+            read.append((p, [(o, v) for c in chunks for o, v in zip(c.offsets, c.values)]))
+    expected = [(p, [(o, b"%d-%d" % (p, o)) for o in range(s, e)]) for p, s, e in [*planned[1:2], (3, 1, 5),
+                                                                                   *planned[2:]]]
+    assert read == [(4, [(o, b"tx-%d" % o) for o in range(3)]), *expected]

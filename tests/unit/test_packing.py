@@ -137,3 +137,24 @@ def test_a_packs_consumer_holds_a_ranges_records_and_one_past_its_end_for_its_tu
     assert [m.offset() for m in pack.take("t", 2, 10, 0.0)] == [0, 1]  # partition 1's are held meanwhile
     pack.release("t", 2)
     assert [m.offset() for m in pack.take("t", 1, 10, 0.0)] == [0, 1, 2, 3]
+
+
+def test_a_pack_with_two_ranges_of_one_partition_assigns_the_second_at_its_turn():
+    """A repair batch rewrites each range of a merged file: one partition's ranges, one after the
+    other, may share a pack. librdkafka refuses a partition twice in one assignment, so the
+    first is assigned ahead and the next when its turn comes."""
+    from etl.source import reused
+    settings = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
+    assigned = []
+
+    def call(item):
+        partition, start, end = item
+        consumer = reused.reused_consumer(settings)
+        consumer.open("t", partition, start, end)
+        assigned.append(sorted((tp.partition, tp.offset) for tp in consumer._consumer.assignment()))
+        consumer.release("t", partition)
+        return item
+
+    items = [(0, 0, 10), (1, 0, 5), (0, 10, 20)]
+    assert run_each(call, items, reads=lambda item: reused.PackedRead(settings, "t", *item)) == items
+    assert assigned == [[(0, 0), (1, 0)], [(1, 0)], [(0, 10)]]
