@@ -21,7 +21,7 @@ def _matrix_rows() -> list[dict[str, object]]:
     rows = []
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) != 4 or not cells[0].startswith("`"):
+        if len(cells) != 5 or not cells[0].startswith("`"):
             continue
         names = re.findall(r"`([a-z0-9.-]+)`", cells[0])
         modules = re.findall(r"`(test_[a-z0-9_]+\.py)`", cells[3])
