@@ -93,13 +93,17 @@ def refused_job(write_config, topic: str, kafka_keys: dict) -> Path:
                                **kafka_keys})
 
 
-def assert_refused_and_nothing_written(config, warehouse_dir, expected: str) -> str:
+def assert_refused_and_nothing_written(config, warehouse_dir, expected: str, exit_code: int = EXIT_USAGE,
+                                       planned: bool = False) -> str:
+    """The run exits `exit_code` within REFUSAL_SECONDS, saying `expected`, and writes no file
+    and commits nothing. `planned`: refused by a task, after its batch was planned (it stays
+    PLANNED for the next run); else refused before any plan."""
     done = run_etl(config)
-    assert done.returncode == EXIT_USAGE, done.describe()
+    assert done.returncode == exit_code, done.describe()
     assert expected in done.stderr, done.describe()
     assert done.seconds < REFUSAL_SECONDS, f"refused after {done.seconds:.1f}s:\n{done.describe()}"
     state = job_state(config)
-    assert (state.last_batch_id, state.committed) == (None, {}), state
+    assert (state.last_batch_id is not None, state.committed) == (planned, {}), state
     written = [p for p in warehouse_dir.rglob("*") if p.is_file()] if warehouse_dir.exists() else []
     assert written == [], written
     message = next(line for line in done.stderr.splitlines() if expected in line)
@@ -161,34 +165,21 @@ def acl_job(broker, write_config, tmp_path, topic: str) -> Path:
                                "fetch_timeout_seconds": "20", **broker.etl_settings("SCRAM", tmp_path)})
 
 
-def assert_denied_and_nothing_loaded(config, warehouse_dir, expected: str) -> str:
-    done = run_etl(config)
-    assert done.returncode == EXIT_BATCH_FAILED, done.describe()
-    assert expected in done.stderr, done.describe()
-    state = job_state(config)
-    assert state.committed == {}, state
-    written = [p for p in warehouse_dir.rglob("*.parquet")] if warehouse_dir.exists() else []
-    assert written == [], written
-    message = next(line for line in done.stderr.splitlines() if expected in line)
-    print(f"exit {done.returncode} after {done.seconds:.1f}s: {message}")
-    return message
-
-
 def test_a_topic_the_job_may_not_describe_exits_1_naming_the_acl(broker, write_config, warehouse_dir, tmp_path):
     topic = topic_with_events(broker)
     broker.grant_only("topic", topic, {"User:someone-else": ("READ", "DESCRIBE")})
-    assert_denied_and_nothing_loaded(acl_job(broker, write_config, tmp_path, topic), warehouse_dir,
-                                     f"the broker refused the job's principal (sasl.username '{USER}') DESCRIBE "
-                                     f"on topic '{topic}'")
+    assert_refused_and_nothing_written(acl_job(broker, write_config, tmp_path, topic), warehouse_dir,
+                                       f"the broker refused the job's principal (sasl.username '{USER}') DESCRIBE "
+                                       f"on topic '{topic}'", EXIT_BATCH_FAILED)
 
 
 def test_a_topic_the_job_may_describe_but_not_read_exits_1_naming_the_acl(broker, write_config, warehouse_dir,
                                                                           tmp_path):
     topic = topic_with_events(broker)
     broker.grant_only("topic", topic, {"User:someone-else": ("READ", "DESCRIBE"), f"User:{USER}": ("DESCRIBE",)})
-    assert_denied_and_nothing_loaded(acl_job(broker, write_config, tmp_path, topic), warehouse_dir,
-                                     f"the broker refused the job's principal (sasl.username '{USER}') READ "
-                                     f"on topic '{topic}'")
+    assert_refused_and_nothing_written(acl_job(broker, write_config, tmp_path, topic), warehouse_dir,
+                                       f"the broker refused the job's principal (sasl.username '{USER}') READ "
+                                       f"on topic '{topic}'", EXIT_BATCH_FAILED, planned=True)
 
 
 def test_a_consumer_group_the_job_may_not_use_exits_1_naming_the_acl_before_loading(broker, write_config,
@@ -198,7 +189,7 @@ def test_a_consumer_group_the_job_may_not_use_exits_1_naming_the_acl_before_load
     config = acl_job(broker, write_config, tmp_path, topic)
     group = load_config(config).kafka.consumer_group
     broker.grant_only("group", group, {"User:someone-else": ("READ",)})
-    message = assert_denied_and_nothing_loaded(config, warehouse_dir, f"the broker refused the job's principal "
-                                               f"(sasl.username '{USER}') READ on consumer group '{group}'")
+    message = assert_refused_and_nothing_written(config, warehouse_dir, f"the broker refused the job's principal "
+                                                 f"(sasl.username '{USER}') READ on consumer group '{group}'",
+                                                 EXIT_BATCH_FAILED)
     assert "[kafka] consumer_group" in message
-    assert job_state(config).last_batch_id is None  # refused before a batch was planned

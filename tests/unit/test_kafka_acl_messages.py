@@ -8,6 +8,7 @@ from confluent_kafka import KafkaError, Message
 from etl.errors import EXIT_BATCH_FAILED
 from etl.source.access import not_authorized, principal_of
 from etl.source.reused import PackConsumer
+from tests.harness.handed_out import HandedOut
 
 
 def test_the_principal_is_named_as_the_jobs_kafka_keys_give_it():
@@ -30,27 +31,13 @@ def test_a_refusal_names_the_operation_the_resource_and_the_grant_and_exits_1():
                           "--operation DESCRIBE --operation READ --topic clicks). Nothing was loaded")
 
 
-class _Consumer:
-    """librdkafka's consumer as the pack sees it: what one consume() hands out."""
-
-    def __init__(self, messages):
-        self.messages = messages
-
-    def consume(self, num_messages, timeout):
-        handed, self.messages = self.messages, []
-        return handed
-
-    def incremental_assign(self, partitions):
-        pass
-
-
 def _error(topic, partition, code, offset=-1):
     return Message(topic=topic, partition=partition, offset=offset, error=KafkaError(code))
 
 
 def test_a_refusal_of_no_open_range_reaches_the_range_being_read_and_another_partitions_end_does_not():
     pack = PackConsumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g"})
-    pack._consumer = _Consumer([_error("t", 5, KafkaError.TOPIC_AUTHORIZATION_FAILED),
+    pack._consumer = HandedOut([_error("t", 5, KafkaError.TOPIC_AUTHORIZATION_FAILED),
                                 _error("t", 6, KafkaError._PARTITION_EOF, offset=99)])
     pack.open("t", 0, 0, 10)
     taken = pack.take("t", 0, 10, 0.0)

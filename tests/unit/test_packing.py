@@ -114,24 +114,11 @@ def test_a_packs_consumer_holds_a_ranges_records_and_one_past_its_end_for_its_tu
     partition's late records are held for nobody."""
     from confluent_kafka import Message
     from etl.source.reused import PackConsumer, PackedRead
-
-    class Fetched:  # librdkafka's consumer as the pack sees it: one consume() hands out all
-        def __init__(self, messages):
-            self.messages = messages
-
-        def consume(self, num_messages, timeout):
-            handed, self.messages = self.messages, []
-            return handed
-
-        def incremental_assign(self, partitions):
-            pass
-
-        def incremental_unassign(self, partitions):
-            pass
+    from tests.harness.handed_out import HandedOut
 
     settings = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
     pack = PackConsumer(settings)
-    pack._consumer = Fetched([Message(topic="t", partition=p, offset=o, value=b"v") for p, o in
+    pack._consumer = HandedOut([Message(topic="t", partition=p, offset=o, value=b"v") for p, o in
                               [(1, 0), (2, 0), (1, 1), (1, 2), (2, 1), (1, 3), (1, 4), (1, 5), (9, 0)]])
     pack._assign([PackedRead(settings, "t", 1, 0, 3), PackedRead(settings, "t", 2, 0, 2)])
     assert [m.offset() for m in pack.take("t", 2, 10, 0.0)] == [0, 1]  # partition 1's are held meanwhile
