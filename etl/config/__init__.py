@@ -24,7 +24,7 @@ from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_RESERVED, KAFKA_SECRET_KEYS, 
 from etl.config.model import (
     HIVE_NAME_RE, WEBHDFS_SCHEMES, Compression, DecoderKind, DimensionChangePolicy, DimensionConfig,
     DimensionFormat, DimensionKind, FixedAvroSchema, HeaderColumn, HiveConfig, HiveFormat, JobConfig,
-    KafkaConfig, LateData, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig, RetryConfig,
+    KafkaConfig, LateData, MetastoreClient, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig, RetryConfig,
     SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth,
     ZooKeeperConfig,
 )
@@ -38,7 +38,7 @@ __all__ = [
     "Compression",
     "Config", "DecoderKind", "DimensionChangePolicy", "DimensionConfig", "DimensionFormat", "DimensionKind",
     "FixedAvroSchema", "HeaderColumn", "HiveConfig", "HiveFormat", "JobConfig", "KafkaConfig", "KafkaSettings",
-    "LateData", "MetricsConfig", "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig", "RetryConfig",
+    "LateData", "MetastoreClient", "MetricsConfig", "MissingEventTime", "OutOfRangePolicy", "PartitionSource", "PartitioningConfig", "RetryConfig",
     "SchemaRegistryConfig", "StartingOffsets", "SuccessMarkerConfig", "WarehouseAuth", "WarehouseConfig",
     "ZooKeeperAuth", "ZooKeeperConfig", "Override", "effective_ini", "load_config", "parse_config", "render_effective",
     "FutureData",

@@ -76,6 +76,17 @@ class HiveFormat(StrEnum):
     PARQUET = "parquet"
 
 
+class MetastoreClient(StrEnum):
+    """[hive] metastore_client: how the driver reads the metastore and adds partitions. Tables are
+    created and evolved with Spark SQL either way."""
+
+    THRIFT = "thrift"  # a Thrift client in the driver (etl.hive.thrift_catalog): no Hive client in the JVM
+    SPARK = "spark"  # Spark's Hive client, through py4j: an embedded metastore, or one behind SASL
+
+
+METASTORE_SASL = "spark.hadoop.hive.metastore.sasl.enabled"  # a [spark] key: true rules THRIFT out
+
+
 class DimensionKind(StrEnum):
     """Where a [dimension <name>] reads its reference data from."""
 
@@ -304,6 +315,7 @@ class HiveConfig:
     # file is written, or its rows past the cap rejected (etl.job.partition_cap); None: no cap.
     max_partitions_per_batch: int | None = None
     on_too_many_partitions: PartitionCapAction = PartitionCapAction.FAIL
+    metastore_client: MetastoreClient = MetastoreClient.SPARK  # parsed: THRIFT for a thrift:// metastore
 
     @property
     def the_table(self) -> str:

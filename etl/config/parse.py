@@ -26,7 +26,7 @@ from etl.config.model import (
 from etl.config.partitioning import FutureData
 from etl.config.schema_registry import registry_for
 from etl.config.compaction import CompactionConfig
-from etl.config.model import PartitionCapAction
+from etl.config.model import METASTORE_SASL, MetastoreClient, PartitionCapAction
 from etl.config.jvm import jvm_section
 from etl.config.metrics import metrics_section
 from etl.config.section import TRANSFORM_RE, Section, boolean, hive_name, matching, non_negative_seconds, resolve, secret_file
@@ -73,7 +73,8 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
     job = _job(Section(parser, "job", path), routed)
     retry = _retry(Section(parser, "retry", path, required=False))
     kafka = kafka_section(Section(parser, "kafka", path), job.name, routed)
-    hive = _hive(Section(parser, "hive", path), routed)
+    spark = _spark(Section(parser, "spark", path, required=False))
+    hive = _hive(Section(parser, "hive", path), spark, routed)
     warehouse = replace(warehouse_section(Section(parser, "warehouse", path)), retry=retry)
     dimensions = dimension_sections(parser, path, job, warehouse, routed)
     names = [d.name for d in dimensions]
@@ -90,7 +91,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
         hive=hive,
         routes=routes,
         retry=retry,
-        spark=_spark(Section(parser, "spark", path, required=False)),
+        spark=spark,
         dimensions=dimensions,
         schema_registry=registry_for(Section(parser, "schema_registry", path, required=False), job, routes),
         compaction=_compaction(Section(parser, "compaction", path, required=False)),
@@ -219,10 +220,12 @@ def _metastore(raw: str) -> str:
     return raw
 
 
-def _hive(s: Section, routed: bool = False) -> HiveConfig:
+def _hive(s: Section, spark: Mapping[str, str], routed: bool = False) -> HiveConfig:
     table, schema = _routed_hive(s) if routed else _one_table(s)
+    metastore = s.get("metastore", "embedded", _metastore)
     hive = HiveConfig(
-        metastore=s.get("metastore", "embedded", _metastore),
+        metastore=metastore,
+        metastore_client=_metastore_client(s, metastore, spark),
         # Hive folds names to lower case, so Events and events are one table: folded here, so that
         # they also name one folder and one binding.
         database=s.get("database", convert=hive_name("Hive database name"), required=True),
@@ -241,6 +244,19 @@ def _hive(s: Section, routed: bool = False) -> HiveConfig:
                                   "finished, so no row is late")
     s.reject_unknown()
     return hive
+
+
+def _metastore_client(s: Section, metastore: str, spark: Mapping[str, str]) -> MetastoreClient:
+    """THRIFT for a thrift:// metastore unless SASL is on ([spark] spark.hadoop.hive.metastore.
+    sasl.enabled: the driver's Thrift client speaks no SASL), else SPARK; a choice the two rule
+    out exits 2."""
+    sasl = spark.get(METASTORE_SASL, "false").strip().lower() == "true"
+    chosen = s.choice("metastore_client", MetastoreClient, MetastoreClient.SPARK if sasl or metastore == "embedded"
+                      else MetastoreClient.THRIFT)
+    if chosen is MetastoreClient.THRIFT and (sasl or metastore == "embedded"):
+        why = f"[spark] {METASTORE_SASL} = true (it speaks no SASL)" if sasl else "metastore = embedded (no server)"
+        raise s.fail("metastore_client", f"thrift cannot be used with {why}; use spark")
+    return chosen
 
 
 def _one_table(s: Section) -> tuple[str, Path]:

@@ -1,7 +1,8 @@
 """The context of a command that reads or writes the job's state and warehouse, not Kafka.
 
 Nothing is built before it is asked for: `etl history` opens ZooKeeper and nothing else, and
-Spark starts only when the registrar (or the session) is first asked for. What was opened is
+Spark starts only when its session (or context) is first asked for: by the tasks, a DDL
+statement, or a registrar on Spark's Hive client. What was opened is
 closed, last opened first, when the context closes (it is a context manager). The Hive modules
 are imported there too, so that a command that never asks does not pay for their import."""
 from __future__ import annotations
@@ -23,6 +24,7 @@ from etl.state.protocols import StateStore
 from etl.state.store import OffsetsMoved, ZkStateStore
 
 if TYPE_CHECKING:
+    from etl.hive.catalog import MetastoreCatalog
     from etl.hive.registrar import HiveRegistrar
     from etl.hive.spark import SparkStarter
 
@@ -46,6 +48,7 @@ class CommandContext:
         self._warehouse: Warehouse | None = None
         self._partitioner: Partitioner | None = None
         self._spark: SparkStarter | None = None
+        self._catalog: MetastoreCatalog | None = None
         self._registrar: HiveRegistrar | None = None
         self._table_registrars: dict[str, HiveRegistrar] = {}  # a routed job's tables, by name
         # Apart from those: a table met here first must still be evolved when a batch asks for it.
@@ -122,12 +125,29 @@ class CommandContext:
         from etl.hive.spark import SparkStarter
         return SparkStarter(self.config)  # no Python workers warmed: these commands run no Spark task
 
+    @property
+    def catalog(self) -> MetastoreCatalog:
+        """The command's one metastore client for reads and partition adds ([hive] metastore_client):
+        a Thrift connection of the driver's own, or Spark's Hive client (which starts Spark)."""
+        if self._catalog is None:
+            from etl.config import MetastoreClient
+            from etl.hive.catalog import SparkCatalog
+            if self.config.hive.metastore_client is MetastoreClient.THRIFT:
+                from etl.hive.thrift_catalog import ThriftCatalog
+                catalog = ThriftCatalog(self.config.hive.metastore)
+                self._opened.callback(catalog.close)
+                self._catalog = catalog
+            else:
+                self._catalog = SparkCatalog(self.spark.session)
+        return self._catalog
+
     def registrar(self) -> HiveRegistrar:
-        """Start Spark and the Hive client, and create or evolve the tables, as a run does: once.
-        A routed job's ensures the database and the rejected table (its tables: `table_registrar`)."""
+        """Reach the metastore, and create or evolve the tables, as a run does: once. A routed
+        job's ensures the database and the rejected table (its tables: `table_registrar`)."""
         if self._registrar is None:
             from etl.hive.registrar import HiveRegistrar
-            registrar = HiveRegistrar(self.spark.session(), self.config.hive, self.warehouse, owner=self._owner())
+            registrar = HiveRegistrar(self.catalog, self.spark.session, self.config.hive, self.warehouse,
+                                      owner=self._owner())
             self._own_folders(self.warehouse.database_root, self.warehouse.rejected_root, self.warehouse.table_root)
             registrar.ensure_tables()
             self._registrar = registrar
@@ -135,8 +155,8 @@ class CommandContext:
 
     def table_registrar(self, view: Config, warehouse: Warehouse, ddl: TableDdl | None = None) -> HiveRegistrar:
         """One of a routed job's tables (`view`: Config.for_table, `warehouse`: its folders, `ddl`: its
-        writer spec's, else the view's DDL file), on the job's Spark session: created, or claimed and
-        evolved, once per command."""
+        writer spec's, else the view's DDL file), on the command's metastore client: created, or claimed
+        and evolved, once per command."""
         name = view.hive.the_table
         if name not in self._table_registrars:
             registrar = self._table_client(view.hive, warehouse)
@@ -149,7 +169,7 @@ class CommandContext:
 
     def existing_table(self, name: str) -> HiveRegistrar:
         """One of a routed job's tables as it exists (compaction's: etl.compaction.tables), on the
-        job's Spark session: its owner checked, nothing created or evolved, no DDL read."""
+        command's metastore client: its owner checked, nothing created or evolved, no DDL read."""
         if name not in self._existing_tables:
             registrar = self._table_client(replace(self.config.hive, table=name, schema_file=None),
                                            self.warehouse.for_table(name))
@@ -158,9 +178,10 @@ class CommandContext:
         return self._existing_tables[name]
 
     def _table_client(self, hive: HiveConfig, warehouse: Warehouse) -> HiveRegistrar:
-        """A routed table's Hive client, on the job's Spark session (which `registrar()` starts)."""
+        """A routed table's registrar, on the command's metastore client, after the job's own."""
         from etl.hive.registrar import HiveRegistrar
-        return HiveRegistrar(self.registrar().spark, hive, warehouse, owner=self._owner())
+        self.registrar()  # the job's own tables first
+        return HiveRegistrar(self.catalog, self.spark.session, hive, warehouse, owner=self._owner())
 
     def _own_folders(self, *folders: str) -> None:
         """Make the tables' folders as the job's warehouse user before the metastore is asked for

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Callable, Collection, Mapping
 
-from etl.config import Config, DimensionConfig, RetryConfig
+from etl.config import Config, DimensionConfig, MetastoreClient, RetryConfig
 from etl.config.routes import RouteConfig
 from etl.context.command import CommandContext
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
@@ -160,16 +160,18 @@ class JobContext(CommandContext):
     def _spark_starter(self) -> SparkStarter:
         if not self._runs_batches:
             return super()._spark_starter()
-        # the batch's tasks run on Python workers: they start while the driver talks to the metastore
+        # the batch's tasks run on Python workers: they start as soon as the SparkContext is up
         from etl.hive.spark import SparkStarter
         from etl.job.warm_up import warm_python_workers
-        return SparkStarter(self.config, on_start=warm_python_workers)
+        return SparkStarter(self.config, on_start=warm_python_workers, timing=lambda: timed(self.observer, Phase.SPARK))
 
     def registrar(self) -> HiveRegistrar:
-        """The first call starts Spark (the observer's SPARK phase), then the metastore client,
-        and ensures the tables (TABLES), whoever asks first (a batch, or a compaction)."""
+        """The first call reaches the metastore and ensures the tables (the observer's TABLES
+        phase), whoever asks first (a batch, or a compaction). On Spark's Hive client, Spark
+        starts first (SPARK, timed by the starter); with the Thrift client it starts when the
+        tasks or a DDL statement need it."""
         if self._registrar is None:
-            with timed(self.observer, Phase.SPARK):
+            if self.config.hive.metastore_client is MetastoreClient.SPARK:
                 self.spark.session()
             with timed(self.observer, Phase.TABLES):
                 return super().registrar()

@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from etl.config import HiveConfig
 from etl.errors import HiveError, HiveUnavailable
+from etl.hive.catalog import CASCADED_PROPERTY, MetastoreCatalog, TableFacts, partition_name, partition_spec
 from etl.hive.evolution import IncompatibleSchemaChange, plan_evolution
 from etl.hive.sql import quote_identifier, quote_literal
 from etl.model.binding import OWNER_PROPERTY, check_owner
 from etl.model.compaction import TableKind
 from etl.model.naming import partition_values
-from etl.model.schema import Column, normalise_hive_type
+from etl.model.schema import Column
 from etl.model.table_ddl import TableDdl, ddl_file
 from etl.sink.warehouse import Warehouse, same_location
 
@@ -42,7 +43,6 @@ log = logging.getLogger(__name__)
 # Package data (pyproject.toml), not in warehouse_schema/: a regular install, such as the archive that
 # scripts/pack-env ships to a cluster, has the package and nothing else of the repository.
 REJECTED_DDL = Path(__file__).resolve().parent / "rejected.sql"
-CASCADED_PROPERTY = "etl.cascaded_columns"
 NOTHING_CHANGED = "No offset was committed; the next run tries again"
 BATCH_STAYS_OPEN = "The batch stays open; the next run registers it again"
 
@@ -53,32 +53,14 @@ ADD_PER_STATEMENT = 500  # partitions per ALTER TABLE ... ADD: a backfill batch 
 CHECK_ONE_BY_ONE = 50
 
 
-@dataclass(frozen=True)
-class TableFacts:
-    """A table as the metastore holds it: its data columns and the two properties the job keeps."""
-    columns: tuple[Column, ...]
-    owner: str | None  # etl.owner (etl.model.binding)
-    cascaded: str | None  # etl.cascaded_columns
-
-
-def _table_facts(table, name: str) -> TableFacts:
-    """From Spark's CatalogTable (through py4j). Its properties are as stored: SHOW TBLPROPERTIES
-    would redact a value that looks secret (a job path with 'url' or 'token' in it). A column's
-    type is its catalog string, as spark.catalog.listColumns gives it (a varchar column's may read
-    as string: both normalise to string)."""
-    def prop(key: str) -> str | None:
-        found = table.properties().get(key)
-        return found.get() if found.isDefined() else None
-    columns = tuple(Column(f.name().lower(), normalise_hive_type(f.dataType().catalogString(), name))
-                    for f in table.dataSchema().fields())
-    return TableFacts(columns, prop(OWNER_PROPERTY), prop(CASCADED_PROPERTY))
-
-
 class HiveRegistrar:
-    def __init__(self, spark, hive: HiveConfig, warehouse: Warehouse, owner: str | None = None):
-        """`owner`: the job's ZooKeeper path, recorded in (and checked against) each table's
-        etl.owner property (etl.model.binding); None only for read-only uses."""
-        self.spark, self.hive, self.warehouse, self.owner = spark, hive, warehouse, owner
+    def __init__(self, catalog: MetastoreCatalog, session: Callable[[], Any], hive: HiveConfig, warehouse: Warehouse,
+                 owner: str | None = None):
+        """`catalog`: the metastore's reads and partition adds (etl.hive.catalog); `session()`: the
+        SparkSession for DDL, started on its first call. `owner`: the job's ZooKeeper path,
+        recorded in (and checked against) each table's etl.owner property (etl.model.binding);
+        None only for read-only uses."""
+        self.catalog, self.session, self.hive, self.warehouse, self.owner = catalog, session, hive, warehouse, owner
 
     def ensure_tables(self) -> None:
         """Create the database, the table and its rejected companion if they are missing, or
@@ -86,7 +68,7 @@ class HiveRegistrar:
         the job's rejected table; each table's view ensures its own (`ensure_table`)."""
         db = self.hive.database
         location = self.warehouse.hive_uri(self.warehouse.database_root)
-        if not self._catalog_call(f"look up database {db}", lambda c: c.databaseExists(db)):  # not SQL: its parser costs 1 s
+        if not self._catalog_call(f"look up database {db}", lambda c: c.database_exists(db)):
             self._sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(db)} LOCATION {quote_literal(location)}",
                       f"create database {db}")
         if self.hive.table is not None:
@@ -123,12 +105,8 @@ class HiveRegistrar:
         self._mark_cascaded(table, columns)  # no partition yet: nothing to cascade to
 
     def _read_table(self, table: str) -> TableFacts | None:
-        """What ensuring needs of a table, in one metastore call (Spark's catalog.listColumns alone
-        took 100 ms a table: a routed job ensures dozens); None if it does not exist."""
-        def read(catalog):
-            found = catalog.getTablesByName(self.hive.database, self.spark._jvm.PythonUtils.toSeq([table]))
-            return _table_facts(found.apply(0), f"{self.hive.database}.{table}") if found.size() else None
-        return self._catalog_call(f"look up {table}", read)
+        """What ensuring needs of a table, in one metastore call; None if it does not exist."""
+        return self._catalog_call(f"look up {table}", lambda c: c.table_facts(self.hive.database, table))
 
     def _claim(self, table: str, found: TableFacts) -> None:
         if self.owner is None:
@@ -155,17 +133,20 @@ class HiveRegistrar:
             self._mark_cascaded(table, columns)
 
     def _cascade(self, table: str) -> None:
-        """Every existing partition takes the table's column list (Hive's CASCADE)."""
-        def alter(catalog):
-            partitions = catalog.listPartitions(self.hive.database, table, self.spark._jvm.scala.Option.empty())
+        """Every existing partition takes the table's column list (Hive's CASCADE), through Spark's
+        external catalog whichever client reads the metastore."""
+        def alter():
+            spark = self.session()
+            catalog = spark._jsparkSession.sharedState().externalCatalog()
+            partitions = catalog.listPartitions(self.hive.database, table, spark._jvm.scala.Option.empty())
             if not partitions.isEmpty():
                 catalog.alterPartitions(self.hive.database, table, partitions)
             return partitions.size()
-        count = self._catalog_call(f"update the partitions of {table} to its columns", alter)
+        count = self._catalog_call(f"update the partitions of {table} to its columns", lambda _: alter())
         if count:
             log.warning("schema evolution: %d partitions of %s.%s now have the table's columns (CASCADE)", count,
                         self.hive.database, table)
-        self.spark.catalog.refreshTable(self._qualified(table))
+        self.session().catalog.refreshTable(self._qualified(table))
 
     def _mark_cascaded(self, table: str, columns: tuple[Column, ...]) -> None:
         self._set_property(table, CASCADED_PROPERTY, columns_fingerprint(columns))
@@ -175,9 +156,9 @@ class HiveRegistrar:
                   f"({quote_literal(key)}={quote_literal(value)})", f"set a property of {table}")
 
     def _catalog_call(self, what: str, call, then: str = NOTHING_CHANGED):
-        """`call` with Spark's external catalog; `then`, as for _sql."""
-        try:  # the first call also makes the Hive client, which fails when the metastore is down
-            return call(self.spark._jsparkSession.sharedState().externalCatalog())
+        """`call(catalog)`; `then`, as for _sql."""
+        try:  # the first call also makes the client, which fails when the metastore is down
+            return call(self.catalog)
         except Exception as exc:
             raise _failure(exc)(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
                                 f"{then}") from exc
@@ -207,37 +188,29 @@ class HiveRegistrar:
             self._refuse_elsewhere(table, values, (added[i] if i in added else held[i]) or "", location)
 
     def _add(self, table: str, partitions: list[dict[str, str]], locations: list[str]) -> None:
-        specs = [_spec(values) for values in partitions]
-        clauses = [f"PARTITION ({spec}) LOCATION {quote_literal(loc)}" for spec, loc in zip(specs, locations)]
-        self._sql(f"ALTER TABLE {self._qualified(table)} ADD IF NOT EXISTS {' '.join(clauses)}",
-                  _adding(table, partitions), BATCH_STAYS_OPEN)
+        self._catalog_call(_adding(table, partitions),
+                           lambda c: c.add_partitions(self.hive.database, table, partitions, locations), BATCH_STAYS_OPEN)
 
     def _registered(self, table: str, partitions: list[dict[str, str]]) -> list[str | None]:
         """Where the metastore holds each partition (None: it does not), read one by one up to
         CHECK_ONE_BY_ONE partitions, else from one listing of the table's partitions."""
-        def read(catalog):
+        def read(catalog: MetastoreCatalog):
             if len(partitions) > CHECK_ONE_BY_ONE:
-                listed = partition_locations(self.spark, self.hive.database, table)
-                return [listed.get("/".join(f"{k}={v}" for k, v in values.items())) for values in partitions]
-            found = [catalog.getPartitionOption(self.hive.database, table, self.spark._jvm.PythonUtils.toScalaMap(values))
-                     for values in partitions]
-            return [f.get().location().toString() if f.isDefined() else None for f in found]
+                listed = catalog.all_locations(self.hive.database, table)
+                return [listed.get(partition_name(values)) for values in partitions]
+            return catalog.locations(self.hive.database, table, partitions)
         return self._catalog_call(_adding(table, partitions), read, BATCH_STAYS_OPEN)
 
     def location(self, kind: TableKind, partition: str) -> str | None:
         """Where the metastore says a partition's files are; None if it is not registered."""
         table, values = self._table(kind), partition_values(partition)
-
-        def read(catalog):
-            spec = self.spark._jvm.PythonUtils.toScalaMap(values)
-            found = catalog.getPartitionOption(self.hive.database, table, spec)
-            return found.get().location().toString() if found.isDefined() else None
-        return self._catalog_call(f"read the location of partition {partition} of {table}", read)
+        return self._catalog_call(f"read the location of partition {partition} of {table}",
+                                  lambda c: c.locations(self.hive.database, table, [values])[0])
 
     def set_location(self, kind: TableKind, partition: str, location: str) -> None:
         """Point a partition at another folder, in one metastore call (etl.compaction.switch)."""
         table, values = self._table(kind), partition_values(partition)
-        self._sql(f"ALTER TABLE {self._qualified(table)} PARTITION ({_spec(values)}) SET LOCATION "
+        self._sql(f"ALTER TABLE {self._qualified(table)} PARTITION ({partition_spec(values)}) SET LOCATION "
                   f"{quote_literal(location)}", f"point partition {partition} of {table} at {location}",
                   "The compaction stays WRITTEN; the next run points it again")
         self._check_location(table, values, location)
@@ -246,12 +219,12 @@ class HiveRegistrar:
         """Forget a partition (etl.ops.legacy_names, once its files have moved). The tables are
         EXTERNAL: the metastore deletes no file."""
         table, values = self._table(kind), partition_values(partition)
-        self._sql(f"ALTER TABLE {self._qualified(table)} DROP IF EXISTS PARTITION ({_spec(values)})",
+        self._sql(f"ALTER TABLE {self._qualified(table)} DROP IF EXISTS PARTITION ({partition_spec(values)})",
                   f"drop partition {partition} of {table}", "The next `etl recover` drops it again")
 
     def partitions(self, kind: TableKind) -> dict[str, str]:
         """Each partition of the table and its location, as the metastore holds them."""
-        return registered_partitions(self.spark, self.hive, self._table(kind))
+        return registered_partitions(self.catalog, self.hive, self._table(kind))
 
     def _table(self, kind: TableKind) -> str:
         return self.hive.the_table if kind is TableKind.MAIN else self.hive.rejected_table
@@ -259,11 +232,9 @@ class HiveRegistrar:
     def _check_location(self, table: str, values: dict[str, str], location: str) -> None:
         """ADD IF NOT EXISTS keeps a partition that exists with another location (an earlier
         warehouse url, a folder moved by hand): its new files would be committed and never shown."""
-        def read(catalog):
-            spec = self.spark._jvm.PythonUtils.toScalaMap(values)
-            return catalog.getPartition(self.hive.database, table, spec).location().toString()
-        registered = self._catalog_call(f"read the location of a partition of {table}", read)
-        self._refuse_elsewhere(table, values, registered, location)
+        registered = self._catalog_call(f"read the location of a partition of {table}",
+                                        lambda c: c.locations(self.hive.database, table, [values])[0])
+        self._refuse_elsewhere(table, values, registered or "", location)
 
     def _refuse_elsewhere(self, table: str, values: dict[str, str], registered: str, location: str) -> None:
         if not same_location(registered, location):
@@ -280,7 +251,7 @@ class HiveRegistrar:
     def _sql(self, statement: str, what: str, then: str = NOTHING_CHANGED) -> None:
         """Runs one statement; `then` tells the operator where a failure leaves the job."""
         try:
-            self.spark.sql(statement)
+            self.session().sql(statement)
         except Exception as exc:
             raise _failure(exc)(f"Hive could not {what} (metastore {self.hive.metastore}): {_first_line(exc)}. "
                                 f"{then}") from exc
@@ -289,11 +260,7 @@ class HiveRegistrar:
 def _adding(table: str, partitions: list[dict[str, str]]) -> str:
     """What adding partitions does, as an error names it."""
     more = f" and {len(partitions) - 1} more" if len(partitions) > 1 else ""
-    return f"add partition ({_spec(partitions[0])}){more} to {table}"
-
-
-def _spec(values: dict[str, str]) -> str:
-    return ", ".join(f"{quote_identifier(k)}={quote_literal(v)}" for k, v in values.items())
+    return f"add partition ({partition_spec(partitions[0])}){more} to {table}"
 
 
 def columns_fingerprint(columns: tuple[Column, ...]) -> str:
@@ -310,6 +277,8 @@ _UNREACHABLE = ("TTransportException", "ConnectException", "Connection refused",
 
 def _failure(exc: Exception) -> type[HiveError]:
     """HiveUnavailable (exit 75) when the metastore did not answer, else HiveError (exit 1)."""
+    if isinstance(exc, HiveUnavailable):
+        return HiveUnavailable
     text = str(exc)
     return HiveUnavailable if any(marker in text for marker in _UNREACHABLE) else HiveError
 
@@ -319,31 +288,11 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def registered_partitions(spark, hive: HiveConfig, table: str) -> dict[str, str]:
-    """partition_locations, a metastore that fails as the ETL's error: HiveUnavailable (exit 75)
-    when it did not answer."""
+def registered_partitions(catalog: MetastoreCatalog, hive: HiveConfig, table: str) -> dict[str, str]:
+    """Every partition of the table and its location, a metastore that fails as the ETL's error:
+    HiveUnavailable (exit 75) when it did not answer."""
     try:
-        return partition_locations(spark, hive.database, table)
+        return catalog.all_locations(hive.database, table)
     except Exception as exc:
         raise _failure(exc)(f"cannot list the partitions of {hive.database}.{table} (metastore {hive.metastore}): "
                             f"{_first_line(exc)}") from exc
-
-
-def table_exists(spark, database: str, table: str) -> bool:
-    return spark.catalog.tableExists(f"{quote_identifier(database)}.{quote_identifier(table)}")
-
-
-def partition_locations(spark, database: str, table: str) -> dict[str, str]:
-    """Each partition of the table (`dt=2026-11-21/hour=10`) and the location the metastore holds
-    for it, in one metastore call. A missing table has none."""
-    if not table_exists(spark, database, table):
-        return {}
-    catalog = spark._jsparkSession.sharedState().externalCatalog()
-    columns = catalog.getTable(database, table).partitionColumnNames()
-    names = [columns.apply(i) for i in range(columns.size())]
-    partitions = catalog.listPartitions(database, table, spark._jvm.scala.Option.empty())
-    found = {}
-    for index in range(partitions.size()):
-        partition = partitions.apply(index)
-        found["/".join(f"{name}={partition.spec().apply(name)}" for name in names)] = partition.location().toString()
-    return found

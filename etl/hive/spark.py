@@ -1,4 +1,8 @@
-"""The SparkSession the driver uses: Hive support and the job's [spark] settings."""
+"""The driver's Spark: its SparkContext with the job's [spark] settings, started where the tasks
+first need it, and a SparkSession with Hive support on it, made only where a statement needs
+one (DDL, compaction, verify --deep). A scheduled run on existing tables with the Thrift
+metastore client (etl.hive.thrift_catalog) makes none: the session and Spark's Hive client were
+1.0-1.2 s of its start (docs/performance.md)."""
 from __future__ import annotations
 
 import atexit
@@ -24,6 +28,7 @@ LOOPBACK = "127.0.0.1"
 DRIVER_LOG4J2 = Path(__file__).with_name("log4j2-driver.properties")
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 METASTORE_FILTER_HOOK = "spark.hadoop.hive.metastore.filter.hook"
+CATALOG_IMPLEMENTATION = "spark.sql.catalogImplementation"
 AUTHORIZATION_FILTER_HOOK = "org.apache.hadoop.hive.ql.security.authorization.plugin.AuthorizationMetaStoreFilterHook"
 JVM_EXIT_SECONDS = 10  # how long a failed start waits to learn whether the driver JVM died
 JVM_DEATH_CHECK_SECONDS = 1.0  # the same, for a command that failed later (its JVM is usually alive)
@@ -31,15 +36,28 @@ WARM_UP_PATIENCE_SECONDS = 60.0  # how long a failed command waits for Spark's s
 
 
 def build_spark(config: Config):
-    """The session. Should the driver JVM die while starting with its class archive (the JDK
+    """The session (on a new SparkContext: `start_context`)."""
+    start_context(config)
+    return hive_session()
+
+
+def start_context(config: Config):
+    """The SparkContext. Should the driver JVM die while starting with its class archive (the JDK
     crashes on some damaged archives), the archive is moved aside and the JVM started again
     without it. Should the JVM rather raise a LinkageError (class data read wrong), the archive
     is moved aside and this command fails: a cache never fails two commands."""
-    return _build_spark_mapping(config)[0]
+    return _start_context_mapping(config)[0]
 
 
-def _build_spark_mapping(config: Config) -> tuple[Any, Path | None]:
-    """build_spark's session, and the class archive its JVM maps (None: it maps none)."""
+def hive_session():
+    """A SparkSession with Hive support on the running SparkContext: its settings, the metastore's
+    among them, are the context's (`_start`)."""
+    from pyspark.sql import SparkSession
+    return SparkSession.builder.enableHiveSupport().getOrCreate()
+
+
+def _start_context_mapping(config: Config) -> tuple[Any, Path | None]:
+    """start_context's SparkContext, and the class archive its JVM maps (None: it maps none)."""
     archive = _class_archive(config)
     try:
         return _start(config, archive), archive.mapped if archive else None
@@ -111,33 +129,44 @@ def _forget_dead_jvm() -> None:
 def _start(config: Config, archive: ArchivePlan | None):
     # Executors must run this interpreter, or they will not find the etl package.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pyspark import SparkConf, SparkContext
 
     submitted = _submitted_conf()  # what spark-submit was given: it wins over the config file
-    builder = SparkSession.builder.appName(f"etl-{config.job.name}").config("spark.ui.showConsoleProgress", "false")
-    for key, value in config.spark.items():
-        if key == "spark.master" and submitted.contains("spark.master"):
-            continue
-        builder = builder.config(key, value)
-    own = (config.jvm.quick_start_options(config.spark.get(DRIVER_JAVA_OPTIONS, "")), archive.java_options if archive else "")
-    builder = _driver_java_options(builder, config.spark, " ".join(part for part in own if part))
-    if not submitted.contains("spark.master") and "spark.master" not in config.spark:
-        builder = builder.master("local[*]")
-    master = submitted.get("spark.master", None) or config.spark.get("spark.master", "local[*]")
-    given = set(config.spark) | {key for key, _ in submitted.getAll()}
-    if master.startswith("local"):
+    conf = SparkConf()  # as SparkSession.builder makes one: spark-submit's settings, then these
+    for key, value in context_settings(config, submitted, archive).items():
+        conf.set(key, value)
+    if _local_master(config, submitted):
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)  # the JVM reads it when it starts (under `etl run`)
-        for key, value in local_master_settings(given).items():
-            builder = builder.config(key, value)
-    for key, value in hive_settings(config, given).items():
-        builder = builder.config(key, value)
     with contextlib.nullcontext() if _under_spark_submit() else launched_into_a_relay():
-        spark = builder.enableHiveSupport().getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+        context = SparkContext.getOrCreate(conf)
+    context.setLogLevel("WARN")
     if archive is not None and archive.recording is not None:
-        atexit.register(_record_at_exit, archive, spark)
-    log.debug("Spark session started, master %s", spark.sparkContext.master)
-    return spark
+        atexit.register(_record_at_exit, archive, context)
+    log.debug("SparkContext started, master %s", context.master)
+    return context
+
+
+def context_settings(config: Config, submitted, archive: ArchivePlan | None) -> dict[str, str]:
+    """What the SparkContext is started with besides spark-submit's `submitted` settings: the
+    [spark] section (a master spark-submit names wins), the driver JVM's options, a local
+    master's defaults, the metastore's settings, and Hive as the catalog of any session made
+    on it later."""
+    settings = {"spark.app.name": f"etl-{config.job.name}", "spark.ui.showConsoleProgress": "false"}
+    settings.update((k, v) for k, v in config.spark.items() if k != "spark.master" or not submitted.contains(k))
+    own = (config.jvm.quick_start_options(config.spark.get(DRIVER_JAVA_OPTIONS, "")), archive.java_options if archive else "")
+    settings.update(_driver_java_options(config.spark, " ".join(part for part in own if part)))
+    if not submitted.contains("spark.master") and "spark.master" not in config.spark:
+        settings["spark.master"] = "local[*]"
+    given = set(config.spark) | {key for key, _ in submitted.getAll()}
+    if _local_master(config, submitted):
+        settings.update(local_master_settings(given))
+    settings.update(hive_settings(config, given))
+    settings[CATALOG_IMPLEMENTATION] = "hive"  # what enableHiveSupport() sets
+    return settings
+
+
+def _local_master(config: Config, submitted) -> bool:
+    return (submitted.get("spark.master", None) or config.spark.get("spark.master", "local[*]")).startswith("local")
 
 
 def hive_settings(config: Config, given: set[str]) -> dict[str, str]:
@@ -156,17 +185,17 @@ def hive_settings(config: Config, given: set[str]) -> dict[str, str]:
     return settings
 
 
-def _driver_java_options(builder, settings: dict[str, str], own_options: str):
+def _driver_java_options(settings: dict[str, str], own_options: str) -> dict[str, str]:
     """Under `etl run` pyspark starts the driver JVM with these options: Spark's INFO lines stay
     off (DRIVER_LOG4J2), unless the [spark] options name a log4j config of their own, and
     `own_options` ([jvm]: its quick start and class archive). Under spark-submit the JVM is up
     before the job starts: --driver-java-options says it there."""
     if _under_spark_submit():
-        return builder
+        return {}
     given = settings.get(DRIVER_JAVA_OPTIONS, "")
     log4j = "" if "log4j" in given else _log4j_options()
     options = " ".join(part for part in (given, log4j, own_options) if part)
-    return builder if options == given else builder.config(DRIVER_JAVA_OPTIONS, options)
+    return {} if options == given else {DRIVER_JAVA_OPTIONS: options}
 
 
 def _log4j_options() -> str:
@@ -193,12 +222,12 @@ def _class_archive(config: Config) -> ArchivePlan | None:
         return None
 
 
-def _record_at_exit(archive: ArchivePlan, spark) -> None:
+def _record_at_exit(archive: ArchivePlan, context) -> None:
     """Spark stops first: its accumulator server would otherwise see the JVM vanish, and say so
     with a traceback."""
-    jvm_process = spark.sparkContext._gateway.proc
+    jvm_process = context._gateway.proc
     try:
-        spark.stop()
+        context.stop()
     finally:
         finish_recording(archive, jvm_process)
 
@@ -250,18 +279,24 @@ def _submitted_conf():
 
 
 class SparkStarter:
-    """The one SparkSession of a command, started where it is first asked for, explicitly.
+    """The command's one SparkContext, and at most one SparkSession on it, each started where it
+    is first asked for, explicitly.
 
     A run with nothing to do never asks, and so costs a few ZooKeeper and Kafka calls rather
-    than a JVM. Whatever needs Spark (the Hive registrar, the tasks, the dimension loader) is
-    given this object, or its `session` method, and asks."""
+    than a JVM; a run on existing tables asks for the context alone (its tasks). Whatever needs
+    Spark (the tasks, DDL, the dimension loader) is given this object, or its `context` or
+    `session` method, and asks."""
 
-    def __init__(self, config: Config, on_start: Callable[[object], object] | None = None):
-        """`on_start(session)` runs once, right after the session started; should it return a
-        thread (work it began in the background), a failed command waits for it."""
+    def __init__(self, config: Config, on_start: Callable[[object], object] | None = None,
+                 timing: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext):
+        """`on_start(context)` runs once, right after the SparkContext started; should it return a
+        thread (work it began in the background), a failed command waits for it. `timing()`
+        wraps the start (the run's SPARK phase)."""
         self._config = config
+        self._context: Any = None
         self._session: Any = None
         self._on_start = on_start
+        self._timing = timing
         self._started: object = None
         self._mapped_archive: Path | None = None
 
@@ -276,9 +311,9 @@ class SparkStarter:
         if not isinstance(self._started, threading.Thread):
             return
         self._started.join(patience_seconds)
-        if self._started.is_alive() and self._session is not None:
+        if self._started.is_alive() and self._context is not None:
             log.warning("Spark's start-up work still ran after %.0f s; cancelling it", patience_seconds)
-            self._session.sparkContext.cancelAllJobs()
+            self._context.cancelAllJobs()
 
     def _quarantine_if_the_jvm_died(self) -> None:
         """A damaged class archive can crash the JVM later than its start: when a class it holds
@@ -288,9 +323,18 @@ class SparkStarter:
             quarantine(self._mapped_archive, "made the driver JVM exit during the command")
             self._mapped_archive = None
 
-    def session(self):
-        if self._session is None:
-            self._session, self._mapped_archive = _build_spark_mapping(self._config)
+    def context(self):
+        if self._context is None:
+            with self._timing():
+                self._context, self._mapped_archive = _start_context_mapping(self._config)
             if self._on_start is not None:
-                self._started = self._on_start(self._session)
+                self._started = self._on_start(self._context)
+        return self._context
+
+    def session(self):
+        """The SparkSession with Hive support, on `context()`."""
+        if self._session is None:
+            self.context()
+            with self._timing():
+                self._session = hive_session()
         return self._session

@@ -35,8 +35,7 @@ from etl.job.partition_cap import partition_keys
 from etl.job.positions import planning_positions, tagged
 from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
-from etl.job.batch_tables import (BatchTables, planned_tables, refuse_lost_topics, register_routed,
-                                  routed_written)
+from etl.job.batch_tables import BatchTables, planned_tables, refuse_lost_topics, register_routed, routed_written
 from etl.job.range_task import RangeResult, RangeTask, packed_read
 from etl.job.tasks import task_failure
 from etl.job.write_mode import WarehouseFiles, configured_mode, mode_of
@@ -75,8 +74,8 @@ class Job:
                                       clock=self.clock)
 
     def _ensure_tables(self) -> HiveRegistrar:
-        """Start Spark, and with it the Hive client, and create or evolve the tables: once, and
-        only when a batch needs them (etl.hive.spark). The registrar writes where this Job reads."""
+        """Reach the metastore, create or evolve the tables: once, when a batch first needs them
+        (etl.context.job). The registrar writes where this Job reads."""
         if self._registrar is None:
             registrar = self._tables()  # timed as the TABLES phase by the context, which built it
             registrar.warehouse = self.warehouse
@@ -253,8 +252,9 @@ class Job:
             with timed(self.observer, Phase.DIMENSIONS):
                 batch, version, loaded = pins.resumed(batch, version, self.config, self.dimensions, self.store,
                                                         self.clock)
-        if batch.file_ranges:
-            self._ensure_tables()  # Spark runs the tasks: started (and timed) before them
+        if batch.file_ranges:  # the tables, then Spark for the tasks: each started (and timed) before them
+            self._ensure_tables()
+            self.spark.context()
         with timed(self.observer, Phase.TASKS):
             results = self._run_tasks(batch, loaded or {})
         with timed(self.observer, Phase.CHECK):
@@ -296,7 +296,7 @@ class Job:
         """`function(task, lookups=...)` for each range, each in one Spark task (etl.job.packing)."""
         tables = self._tables_of(batch)
         tasks = [self._range_task(batch, r, tables) for r in batch.file_ranges]
-        context = self.spark.session().sparkContext
+        context = self.spark.context()
         # Each dimension is shipped once per executor, not once per task.
         broadcasts = {name: context.broadcast(to_ipc(d.table)) for name, d in loaded.items()}
         packs = packing.packed(tasks, [r.size for r in batch.file_ranges], self.config.job.records_per_task, context.defaultParallelism)

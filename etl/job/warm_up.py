@@ -2,7 +2,7 @@
 
 In a fresh `etl run` the batch's first tasks used to wait about 3 s for Python workers to
 start and import pyarrow, confluent-kafka and the ETL, while, just before, the executors sat
-idle through the Hive table check (seconds of metastore calls). So, as soon as the session
+idle through the Hive table check (seconds of metastore calls). So, as soon as the SparkContext
 is up, one task per executor slot starts a worker and imports the task modules, on a thread
 of its own; the workers are reused by the batch's tasks (spark.python.worker.reuse, Spark's
 default). It is only a head start: should it fail, the batch's tasks start workers as before.
@@ -18,9 +18,8 @@ log = logging.getLogger(__name__)
 WARM_UP_GROUP = "etl-warm-up"
 
 
-def warm_python_workers(session) -> threading.Thread:
-    """Run the warm-up job in the background; returns its thread (tests join it)."""
-    context = session.sparkContext
+def warm_python_workers(context) -> threading.Thread:
+    """Run the warm-up job in the background, on the SparkContext; returns its thread (tests join it)."""
     thread = threading.Thread(target=_warm, args=(context,), name="etl-warm-up", daemon=True)
     thread.start()
     return thread

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 from etl.context.job import JobContext
 from etl.errors import KafkaReadError, KafkaUnavailable
-from etl.hive.registrar import registered_partitions, table_exists
+from etl.hive.catalog import table_exists
+from etl.hive.registrar import registered_partitions
 from etl.model.compaction import TableKind
 from etl.model.events import MovedAside, Reset
 from etl.ops.compaction_check import check_superseded, switching
@@ -94,18 +95,17 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
     problems += check_superseded(inventory, compactions, warehouse)
     for _, view in tables:
         problems += check_legacy_names(fs, view)
-    spark = context.spark.session()
     routed = not config.routes.implicit  # a routed table's plans name it; the rejected table's name none
     for name, view, kind in [*((n, v, TableKind.MAIN) for n, v in tables),
                              (config.hive.rejected_table, warehouse, TableKind.REJECTED)]:
-        locations = registered_partitions(spark, config.hive, name)
+        locations = registered_partitions(context.catalog, config.hive, name)
         expected = {path: view.hive_uri(view.folder(kind, path)) for path in locations}
         found = check_registered(inventories.get(name, Inventory()), locations, expected, open_batch)
         problems += switching(found, kind, name if routed and kind is TableKind.MAIN else None, compactions,
                               locations, view)
     notices: list[str] = []
     if deep:
-        deep_problems, notices = _deep(context, spark, inventory, committed, events, inventories)
+        deep_problems, notices = _deep(context, context.spark.session(), inventory, committed, events, inventories)
         problems += deep_problems + check_placement(config, fs, context.partitioner, inventories, manifests)
     not_loaded, topic_notices = _topics_not_loaded(context, committed)
     return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.paths), deep,

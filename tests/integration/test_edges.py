@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 from etl.config import load_config
-from etl.hive.registrar import partition_locations
+from etl.hive.catalog import partition_locations
 from etl.hive.sql import quote_identifier, quote_literal
 from etl.ops.verify import run_verify
 from tests.harness.data import events_by_partition

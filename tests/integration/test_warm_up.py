@@ -9,7 +9,7 @@ def test_the_warm_up_runs_one_task_per_slot_in_its_own_group_and_leaves_the_call
     context = spark.sparkContext
     context.setJobGroup("the-callers-group", "a batch")
     try:
-        thread = warm_python_workers(spark)
+        thread = warm_python_workers(spark.sparkContext)
         thread.join(timeout=300)
         assert not thread.is_alive()
         tracker = context.statusTracker()

@@ -178,7 +178,7 @@ def test_a_table_met_by_compaction_first_is_still_evolved_when_a_batch_asks_for_
 
     class Started(CommandContext):  # the real existing_table and table_registrar, no Spark
         def registrar(self):
-            return HiveRegistrar(None, self.config.hive, self.warehouse)
+            return HiveRegistrar(None, None, self.config.hive, self.warehouse)
 
     with Started(job.config, store=job.store, fs=job.fs) as context:
         context.existing_table("orders")

@@ -191,15 +191,12 @@ def test_a_counted_task_adds_its_rows_and_returns_its_result():
 
 # -- the driver JVM's log4j2 config under `etl run` (etl.hive.spark; no JVM is started) ----------
 def _java_options(settings: dict[str, str], monkeypatch, gateway: bool = False) -> str | None:
-    from pyspark.sql import SparkSession
-
     from etl.hive.spark import DRIVER_JAVA_OPTIONS, _driver_java_options
     if gateway:
         monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "4040")
     else:
         monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
-    builder = SparkSession.Builder()
-    return _driver_java_options(builder, settings, "")._options.get(DRIVER_JAVA_OPTIONS)
+    return _driver_java_options(settings, "").get(DRIVER_JAVA_OPTIONS)
 
 
 def test_etl_run_starts_the_driver_jvm_with_the_packaged_log4j2_config(monkeypatch):
