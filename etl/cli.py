@@ -229,11 +229,14 @@ def cmd_run(config: Config, args) -> int:
         preview = dry_run(config)
         print(json.dumps(preview, indent=2) if args.json else render(preview))
         return EXIT_OK
+    from etl.hive.spark import launch_early
+    # The driver JVM boots while the run imports and plans (a loop pays its start once, and waits)
+    early = None if args.loop else launch_early(config)
     from etl.ops.run import run_job
     from etl.ops.metrics import published_metrics
     with published_metrics(config) as observer:  # [metrics]: published however the run ends
         return run_job(config, loop=args.loop, interval=args.interval, max_batches=args.max_batches,
-                       emit=_emit if args.json else None, observer=observer)
+                       emit=_emit if args.json else None, observer=observer, early=early)
 
 
 def cmd_status(config: Config, args) -> int:

@@ -26,7 +26,7 @@ from etl.state.store import OffsetsMoved, ZkStateStore
 if TYPE_CHECKING:
     from etl.hive.catalog import MetastoreCatalog
     from etl.hive.registrar import HiveRegistrar
-    from etl.hive.spark import SparkStarter
+    from etl.hive.starter import SparkStarter
 
 
 class CommandContext:
@@ -122,7 +122,7 @@ class CommandContext:
         return self._spark
 
     def _spark_starter(self) -> SparkStarter:
-        from etl.hive.spark import SparkStarter
+        from etl.hive.starter import SparkStarter
         return SparkStarter(self.config)  # no Python workers warmed: these commands run no Spark task
 
     @property

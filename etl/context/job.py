@@ -32,8 +32,9 @@ from etl.state.protocols import StateStore
 from etl.state.store import OffsetsMoved
 
 if TYPE_CHECKING:  # imported where first used: `etl status` and `etl check` need none of the job's modules
+    from etl.hive.spark import EarlyLaunch
     from etl.hive.registrar import HiveRegistrar
-    from etl.hive.spark import SparkStarter
+    from etl.hive.starter import SparkStarter
     from etl.job.driver import Job
     from etl.job.partition_writer import WriterSpec
     from etl.rows.decoders import Decoder
@@ -43,9 +44,14 @@ class JobContext(CommandContext):
     def __init__(self, config: Config, clock: Callable[[], dt.datetime] = utc_now, create_nodes: bool = True,
                  retry: RetryConfig | None = None, store: StateStore | None = None,
                  fs: WarehouseFileSystem | None = None, moves_offsets: bool = False, runs_batches: bool = False,
-                 observer: JobObserver = NO_OBSERVER):
+                 observer: JobObserver = NO_OBSERVER, early: EarlyLaunch | None = None):
+        """`early`: the driver JVM `etl run` launched before it imported and planned
+        (etl.hive.spark.launch_early): Spark connects to it, or the context kills it unused."""
         super().__init__(config, clock, create_nodes, retry, store, fs)
         self.observer = observer
+        self._early = early
+        if early is not None:
+            self._opened.callback(early.jvm.abandon)  # killed unless Spark connected to it
         self._moves_offsets, self._runs_batches = moves_offsets, runs_batches
         self._mirror: OffsetMirror | None = None
         self._kafka: KafkaMetadata | None = None
@@ -161,9 +167,10 @@ class JobContext(CommandContext):
         if not self._runs_batches:
             return super()._spark_starter()
         # the batch's tasks run on Python workers: they start as soon as the SparkContext is up
-        from etl.hive.spark import SparkStarter
+        from etl.hive.starter import SparkStarter
         from etl.job.warm_up import warm_python_workers
-        return SparkStarter(self.config, on_start=warm_python_workers, timing=lambda: timed(self.observer, Phase.SPARK))
+        return SparkStarter(self.config, on_start=warm_python_workers, timing=lambda: timed(self.observer, Phase.SPARK),
+                            early=self._early)
 
     def registrar(self) -> HiveRegistrar:
         """The first call reaches the metastore and ensures the tables (the observer's TABLES

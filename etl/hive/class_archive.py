@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Mapping
 
 from etl.config.jvm import JvmConfig, default_archive_dir
+from etl.hive.jvm_launch import spark_home
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +60,15 @@ class ArchivePlan:
     mapped: Path | None = None  # the archive this JVM maps
 
 
-def plan_archive(jvm: JvmConfig, spark_settings: Mapping[str, str]) -> ArchivePlan | None:
+def plan_archive(jvm: JvmConfig, spark_settings: Mapping[str, str], verify: bool = True) -> ArchivePlan | None:
     """Map the archive if there is a whole one, else record one if no other process does; None
-    when another process is recording (this JVM starts as it always did)."""
+    when another process is recording (this JVM starts as it always did). `verify` False: its
+    checksum is left to `checksum_holds`, before anything runs on the JVM (a JVM launched
+    early: reading 160 MB is 0.07 s of a run that may need no JVM)."""
     directory = jvm.class_archive_dir or default_archive_dir()
     directory.mkdir(parents=True, exist_ok=True)
     key = archive_key(spark_settings, jvm)
-    found = _whole_archive(directory, key)
+    found = _whole_archive(directory, key, verify)
     if found is not None:
         os.utime(found)  # mapped today: not stale
         # Should the JVM crash on it all the same, its hs_err report goes beside the archives, not
@@ -88,11 +91,10 @@ def archive_key(spark_settings: Mapping[str, str], jvm: JvmConfig) -> str:
     """A hash of what an archive is valid for: the java binary, Spark's jars (names, sizes,
     times) and the driver's settings (heap size and JVM options decide the archive's layout),
     with the options [jvm] adds to them."""
-    from pyspark.find_spark_home import _find_spark_home
     digest = hashlib.sha256()
     java = _java_binary()
     digest.update(f"{java}:{_stamp(java)}\n".encode())
-    for jar in sorted(Path(_find_spark_home(), "jars").glob("*.jar")):
+    for jar in sorted(Path(spark_home(), "jars").glob("*.jar")):
         digest.update(f"{jar.name}:{_stamp(jar)}\n".encode())
     for key, value in sorted(spark_settings.items()):
         if key.startswith("spark.driver."):
@@ -140,9 +142,10 @@ def _publish(plan: ArchivePlan, exit_code: int, seconds: float) -> Path | None:
     return final
 
 
-def _whole_archive(directory: Path, key: str) -> Path | None:
-    """The archive for `key` whose size and checksum are the ones in its name. A damaged one is
-    moved aside; one published before archives carried a checksum is deleted."""
+def _whole_archive(directory: Path, key: str, verify: bool = True) -> Path | None:
+    """The archive for `key` whose size and checksum (unless not `verify`) are the ones in its
+    name. A damaged one is moved aside; one published before archives carried a checksum is
+    deleted."""
     for candidate in sorted(directory.glob(f"{key}-*{SUFFIX}")):
         recorded = candidate.name[len(key) + 1:-len(SUFFIX)].split("-")
         if len(recorded) != 2 or not recorded[0].isdigit():
@@ -152,12 +155,19 @@ def _whole_archive(directory: Path, key: str) -> Path | None:
         size = candidate.stat().st_size
         if size != int(recorded[0]):
             quarantine(candidate, f"is damaged ({size} bytes, written with {recorded[0]})")
-        elif checksum(candidate) != recorded[1]:
-            quarantine(candidate, "is damaged (its bytes differ from the ones written: the checksum in its name "
-                                  "does not match)")
-        else:
+        elif not verify or checksum_holds(candidate):
             return candidate
     return None
+
+
+def checksum_holds(archive: Path) -> bool:
+    """Whether the archive's bytes are the ones written (the checksum in its name); a damaged one
+    is moved aside."""
+    if checksum(archive) == archive.name[:-len(SUFFIX)].rsplit("-", 1)[-1]:
+        return True
+    quarantine(archive, "is damaged (its bytes differ from the ones written: the checksum in its name does not "
+                        "match)")
+    return False
 
 
 def checksum(path: Path) -> str:

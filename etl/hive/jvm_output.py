@@ -71,8 +71,7 @@ def launched_into_a_relay() -> Iterator[None]:
     stderr are back as they were outside the block."""
     sys.stdout.flush()
     sys.stderr.flush()
-    relay = OutputRelay(2)
-    atexit.register(relay.finish)
+    relay = started_relay()
     saved = os.dup(1), os.dup(2)
     try:
         os.dup2(relay.write_fd, 1)
@@ -83,3 +82,11 @@ def launched_into_a_relay() -> Iterator[None]:
         os.dup2(saved[1], 2)
         for fd in (*saved, relay.write_fd):
             os.close(fd)
+
+
+def started_relay() -> OutputRelay:
+    """A relay to this process's stderr, finished when this process exits. Whoever hands its
+    `write_fd` to a process it starts closes it then (the relay ends when every writer has)."""
+    relay = OutputRelay(2)
+    atexit.register(relay.finish)
+    return relay

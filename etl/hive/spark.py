@@ -11,14 +11,15 @@ import logging
 import os
 import subprocess
 import sys
-import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from etl import logs, spark_line
 from etl.config import Config
-from etl.hive.class_archive import ArchivePlan, finish_recording, plan_archive, quarantine
-from etl.hive.jvm_output import launched_into_a_relay
+from etl.hive.class_archive import ArchivePlan, checksum_holds, finish_recording, plan_archive, quarantine
+from etl.hive.jvm_launch import EarlyJvm, JvmExitedEarly
+from etl.hive.jvm_output import launched_into_a_relay, started_relay
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,6 @@ METASTORE_FILTER_HOOK = "spark.hadoop.hive.metastore.filter.hook"
 CATALOG_IMPLEMENTATION = "spark.sql.catalogImplementation"
 AUTHORIZATION_FILTER_HOOK = "org.apache.hadoop.hive.ql.security.authorization.plugin.AuthorizationMetaStoreFilterHook"
 JVM_EXIT_SECONDS = 10  # how long a failed start waits to learn whether the driver JVM died
-JVM_DEATH_CHECK_SECONDS = 1.0  # the same, for a command that failed later (its JVM is usually alive)
-WARM_UP_PATIENCE_SECONDS = 60.0  # how long a failed command waits for Spark's start-up work
 
 
 def build_spark(config: Config):
@@ -46,7 +45,7 @@ def start_context(config: Config):
     crashes on some damaged archives), the archive is moved aside and the JVM started again
     without it. Should the JVM rather raise a LinkageError (class data read wrong), the archive
     is moved aside and this command fails: a cache never fails two commands."""
-    return _start_context_mapping(config)[0]
+    return start_context_mapping(config)[0]
 
 
 def hive_session():
@@ -56,11 +55,14 @@ def hive_session():
     return SparkSession.builder.enableHiveSupport().getOrCreate()
 
 
-def _start_context_mapping(config: Config) -> tuple[Any, Path | None]:
-    """start_context's SparkContext, and the class archive its JVM maps (None: it maps none)."""
-    archive = _class_archive(config)
+def start_context_mapping(config: Config, early: EarlyLaunch | None = None) -> tuple[Any, Path | None]:
+    """start_context's SparkContext, and the class archive its JVM maps (None: it maps none); on
+    the JVM `early` launched, if given (`launch_early`) and its archive is whole."""
+    if early is not None and not early.archive_holds():
+        early = None  # killed: a new JVM starts, with a whole archive or recording one
+    archive = early.archive if early else _class_archive(config)
     try:
-        return _start(config, archive), archive.mapped if archive else None
+        return _start(config, archive, early.jvm if early else None), archive.mapped if archive else None
     except Exception as exc:
         if archive is None or archive.mapped is None:
             raise
@@ -89,7 +91,7 @@ def _linkage_error(exc: Exception) -> bool:
     return bool(linkage.isInstance(exc.java_exception))
 
 
-def _driver_jvm_exited(within_seconds: float) -> bool:
+def driver_jvm_exited(within_seconds: float) -> bool:
     """Whether the driver JVM this process launched has exited (it is still alive, or was never
     launched by us: False), waiting at most `within_seconds` for it."""
     from pyspark import SparkContext
@@ -105,9 +107,9 @@ def _driver_jvm_died(exc: Exception) -> bool:
     """Whether the JVM pyspark launched is dead: before it could be connected to (pyspark's
     JAVA_GATEWAY_EXITED), or later, while the session was being set up (its process has exited).
     A dead JVM's gateway is forgotten, so that the next session launches a new one."""
-    if spark_line.current().error_condition(exc) == "JAVA_GATEWAY_EXITED":
+    if isinstance(exc, JvmExitedEarly) or spark_line.current().error_condition(exc) == "JAVA_GATEWAY_EXITED":
         return True
-    if not _driver_jvm_exited(JVM_EXIT_SECONDS):  # a crashing JVM writes its report first
+    if not driver_jvm_exited(JVM_EXIT_SECONDS):  # a crashing JVM writes its report first
         return False
     _forget_dead_jvm()
     return True
@@ -126,19 +128,18 @@ def _forget_dead_jvm() -> None:
     SparkSession._instantiatedSession = SparkSession._activeSession = None
 
 
-def _start(config: Config, archive: ArchivePlan | None):
-    # Executors must run this interpreter, or they will not find the etl package.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+def _start(config: Config, archive: ArchivePlan | None, early: EarlyJvm | None = None):
     from pyspark import SparkConf, SparkContext
 
-    submitted = _submitted_conf()  # what spark-submit was given: it wins over the config file
+    submitted = dict(_submitted_conf().getAll())  # what spark-submit was given: it wins over the config file
     conf = SparkConf()  # as SparkSession.builder makes one: spark-submit's settings, then these
-    for key, value in context_settings(config, submitted, archive).items():
+    for key, value in (early.settings if early else _launch_settings(config, submitted, archive)).items():
         conf.set(key, value)
-    if _local_master(config, submitted):
-        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)  # the JVM reads it when it starts (under `etl run`)
-    with contextlib.nullcontext() if _under_spark_submit() else launched_into_a_relay():
-        context = SparkContext.getOrCreate(conf)
+    if early is not None:
+        context = SparkContext(conf=conf, gateway=early.gateway())
+    else:
+        with contextlib.nullcontext() if _under_spark_submit() else launched_into_a_relay():
+            context = SparkContext.getOrCreate(conf)
     context.setLogLevel("WARN")
     if archive is not None and archive.recording is not None:
         atexit.register(_record_at_exit, archive, context)
@@ -146,18 +147,58 @@ def _start(config: Config, archive: ArchivePlan | None):
     return context
 
 
-def context_settings(config: Config, submitted, archive: ArchivePlan | None) -> dict[str, str]:
+def _launch_settings(config: Config, submitted: Mapping[str, str], archive: ArchivePlan | None) -> dict[str, str]:
+    """context_settings, and the environment the JVM reads when it starts (under `etl run`)."""
+    # Executors must run this interpreter, or they will not find the etl package.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if _local_master(config, submitted):
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    return context_settings(config, submitted, archive)
+
+
+@dataclass(frozen=True)
+class EarlyLaunch:
+    """A driver JVM launched before it was needed (etl.hive.jvm_launch), and its class archive,
+    whose checksum is read only once the JVM is needed."""
+    jvm: EarlyJvm
+    archive: ArchivePlan | None
+
+    def archive_holds(self) -> bool:
+        """Whether the archive the JVM maps is whole; if not, the archive is moved aside and the
+        JVM killed, before anything ran on it."""
+        if self.archive is None or self.archive.mapped is None or checksum_holds(self.archive.mapped):
+            return True
+        self.jvm.abandon()
+        return False
+
+
+def launch_early(config: Config) -> EarlyLaunch | None:
+    """The driver JVM, launched now, with the settings the SparkContext will have (etl run, to
+    boot while the run imports and plans: etl.hive.jvm_launch); None under spark-submit (the
+    JVM is up) or when this process already runs one. pyspark is not imported here."""
+    if _under_spark_submit() or _gateway_running():
+        return None
+    archive = _class_archive(config, verify=False)
+    relay = started_relay()
+    try:
+        jvm = EarlyJvm(_launch_settings(config, {}, archive), relay.write_fd)
+    finally:
+        os.close(relay.write_fd)  # the JVM holds it now
+    return EarlyLaunch(jvm, archive)
+
+
+def context_settings(config: Config, submitted: Mapping[str, str], archive: ArchivePlan | None) -> dict[str, str]:
     """What the SparkContext is started with besides spark-submit's `submitted` settings: the
     [spark] section (a master spark-submit names wins), the driver JVM's options, a local
     master's defaults, the metastore's settings, and Hive as the catalog of any session made
     on it later."""
     settings = {"spark.app.name": f"etl-{config.job.name}", "spark.ui.showConsoleProgress": "false"}
-    settings.update((k, v) for k, v in config.spark.items() if k != "spark.master" or not submitted.contains(k))
+    settings.update((k, v) for k, v in config.spark.items() if k != "spark.master" or k not in submitted)
     own = (config.jvm.quick_start_options(config.spark.get(DRIVER_JAVA_OPTIONS, "")), archive.java_options if archive else "")
     settings.update(_driver_java_options(config.spark, " ".join(part for part in own if part)))
-    if not submitted.contains("spark.master") and "spark.master" not in config.spark:
+    if "spark.master" not in submitted and "spark.master" not in config.spark:
         settings["spark.master"] = "local[*]"
-    given = set(config.spark) | {key for key, _ in submitted.getAll()}
+    given = set(config.spark) | set(submitted)
     if _local_master(config, submitted):
         settings.update(local_master_settings(given))
     settings.update(hive_settings(config, given))
@@ -165,7 +206,7 @@ def context_settings(config: Config, submitted, archive: ArchivePlan | None) -> 
     return settings
 
 
-def _local_master(config: Config, submitted) -> bool:
+def _local_master(config: Config, submitted: Mapping[str, str]) -> bool:
     return (submitted.get("spark.master", None) or config.spark.get("spark.master", "local[*]")).startswith("local")
 
 
@@ -208,15 +249,22 @@ def _log4j_options() -> str:
     return f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()},{overlay.as_uri()} -Detl.log.job={job}"
 
 
-def _class_archive(config: Config) -> ArchivePlan | None:
+def _gateway_running() -> bool:
+    """Whether pyspark runs a gateway in this process (not imported: it does not)."""
+    if "pyspark" not in sys.modules:
+        return False
+    from pyspark import SparkContext
+    return SparkContext._gateway is not None
+
+
+def _class_archive(config: Config, verify: bool = True) -> ArchivePlan | None:
     """The class archive plan of a JVM this command launches (etl.hive.class_archive); None under
     spark-submit, when this process already runs a JVM, or with [jvm] class_archive = false. A
     cache that cannot be used is not the job's failure: it starts without one, and says why."""
-    from pyspark import SparkContext
-    if not config.jvm.class_archive or _under_spark_submit() or SparkContext._gateway is not None:
+    if not config.jvm.class_archive or _under_spark_submit() or _gateway_running():
         return None
     try:
-        return plan_archive(config.jvm, config.spark)
+        return plan_archive(config.jvm, config.spark, verify)
     except OSError as exc:
         log.warning("starting Spark without a class archive: %s", exc)
         return None
@@ -276,65 +324,3 @@ def _submitted_conf():
         return SparkConf(loadDefaults=False)
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM; launches nothing
     return SparkConf()
-
-
-class SparkStarter:
-    """The command's one SparkContext, and at most one SparkSession on it, each started where it
-    is first asked for, explicitly.
-
-    A run with nothing to do never asks, and so costs a few ZooKeeper and Kafka calls rather
-    than a JVM; a run on existing tables asks for the context alone (its tasks). Whatever needs
-    Spark (the tasks, DDL, the dimension loader) is given this object, or its `context` or
-    `session` method, and asks."""
-
-    def __init__(self, config: Config, on_start: Callable[[object], object] | None = None,
-                 timing: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext):
-        """`on_start(context)` runs once, right after the SparkContext started; should it return a
-        thread (work it began in the background), a failed command waits for it. `timing()`
-        wraps the start (the run's SPARK phase)."""
-        self._config = config
-        self._context: Any = None
-        self._session: Any = None
-        self._on_start = on_start
-        self._timing = timing
-        self._started: object = None
-        self._mapped_archive: Path | None = None
-
-    def settle_after_failure(self, patience_seconds: float = WARM_UP_PATIENCE_SECONDS) -> None:
-        """When a command fails after Spark started (a refusal: a table another job owns, a
-        schema change), the work `on_start` began may still run: the Python workers' warm-up
-        (etl.job.warm_up) takes seconds. Left to the JVM's exit, its tasks lost their workers
-        under them, and Spark logged "Python worker exited unexpectedly (crashed)" ERROR lines
-        after the command's one message. So it is waited for, as a successful run's batch waits
-        for it, and cancelled only should it outlast `patience_seconds`."""
-        self._quarantine_if_the_jvm_died()
-        if not isinstance(self._started, threading.Thread):
-            return
-        self._started.join(patience_seconds)
-        if self._started.is_alive() and self._context is not None:
-            log.warning("Spark's start-up work still ran after %.0f s; cancelling it", patience_seconds)
-            self._context.cancelAllJobs()
-
-    def _quarantine_if_the_jvm_died(self) -> None:
-        """A damaged class archive can crash the JVM later than its start: when a class it holds
-        is first used (a Hive call, say). This command has failed then; the archive is moved
-        aside so that the next one starts without it, and records a whole one."""
-        if self._mapped_archive is not None and _driver_jvm_exited(JVM_DEATH_CHECK_SECONDS):
-            quarantine(self._mapped_archive, "made the driver JVM exit during the command")
-            self._mapped_archive = None
-
-    def context(self):
-        if self._context is None:
-            with self._timing():
-                self._context, self._mapped_archive = _start_context_mapping(self._config)
-            if self._on_start is not None:
-                self._started = self._on_start(self._context)
-        return self._context
-
-    def session(self):
-        """The SparkSession with Hive support, on `context()`."""
-        if self._session is None:
-            self.context()
-            with self._timing():
-                self._session = hive_session()
-        return self._session

@@ -11,7 +11,7 @@ from typing import Callable, Protocol
 from etl.config import Config, DimensionConfig
 from etl.config.routes import RouteConfig
 from etl.hive.registrar import HiveRegistrar
-from etl.hive.spark import SparkStarter
+from etl.hive.starter import SparkStarter
 from etl.job.partition_writer import WriterSpec
 from etl.model.partitioning import Partitioner
 from etl.model.schema import TableSchema

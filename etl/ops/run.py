@@ -11,7 +11,7 @@ import datetime as dt
 import logging
 import time
 from dataclasses import asdict
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from etl.compaction.run import compact, compactor_of
 from etl.config import Config
@@ -26,6 +26,9 @@ from etl.rows.decoders.startup import check_writer_schemas
 from etl.source.group_mirror import OffsetMirror
 from etl.state.protocols import OffsetPart
 
+if TYPE_CHECKING:
+    from etl.hive.spark import EarlyLaunch
+
 log = logging.getLogger(__name__)
 
 
@@ -37,12 +40,13 @@ MIRROR_REFRESH_SECONDS = 3600.0
 
 def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batches: int | None = None,
             observer: JobObserver = NO_OBSERVER, emit: Emit | None = None,
-            clock: Callable[[], dt.datetime] = utc_now) -> int:
+            clock: Callable[[], dt.datetime] = utc_now, early: EarlyLaunch | None = None) -> int:
     """Raises LockHeld, having done nothing, when another run holds the job's lock. `clock`: the
     run's one clock, which plans batches, closes markers' windows and finishes compactions. With
-    `emit`, a run that ends well emits its phases last (PhaseTimeline.report)."""
+    `emit`, a run that ends well emits its phases last (PhaseTimeline.report). `early`: the
+    driver JVM the command launched before it imported this (etl.hive.spark.launch_early)."""
     timeline = PhaseTimeline(observer)
-    with JobContext(config, clock, moves_offsets=True, runs_batches=True, observer=timeline) as context:
+    with JobContext(config, clock, moves_offsets=True, runs_batches=True, observer=timeline, early=early) as context:
         code = run_in(context, loop, interval, max_batches, emit)
     if emit is not None:
         emit(timeline.report())

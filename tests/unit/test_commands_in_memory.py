@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 
 from etl.config import load_config
@@ -29,6 +30,7 @@ from etl.ops.history import collect_history
 from etl.ops.rebind import bind_in
 from etl.ops.recovery import recover_in
 from etl.ops.reset import reset_in
+from etl.hive.spark import launch_early
 from etl.ops.run import run_in
 from etl.sink.fs import LocalFileSystem
 from tests.harness.config_file import minimal_ini, routed_ini
@@ -275,9 +277,14 @@ class _Seen(JobObserver):
 def test_a_run_that_finds_the_lock_held_raises_having_done_nothing(config, store):
     held_by_another(store)
     seen = _Seen()
-    with pytest.raises(LockHeld, match="is already running"):
-        run_in(JobContext(config, store=store, fs=LocalFileSystem(), observer=seen))
+    early = launch_early(config)  # as `etl run` launches the driver JVM, before it imports and plans
+    with JobContext(config, store=store, fs=LocalFileSystem(), observer=seen, early=early) as context:
+        with pytest.raises(LockHeld, match="is already running"):
+            run_in(context)
+        launched = psutil.Process().children()
     assert seen.lock_was_held and store.batch_ids() == []
+    assert early.jvm.process.pid in [p.pid for p in launched]
+    assert early.jvm.process.poll() is not None  # killed unused when the context closed
 
 
 # -- etl history ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from tests.harness.ports import free_port
 PACKAGE = Path(__file__).resolve().parents[2] / "etl"
 # A call of any of these builds a client (or the value a client is built from: Warehouse.of).
 CLIENTS = {"ZkStateStore", "KafkaMetadata", "OffsetMirror", "filesystem_for", "HiveRegistrar", "SparkStarter",
-           "build_spark", "WriterSchemas", "Warehouse.of"}
+           "build_spark", "WriterSchemas", "Warehouse.of", "ThriftCatalog", "SparkCatalog"}
 # Outside the context, and why.
 ALLOWED = {
     # a Spark task runs on an executor, where no driver object reaches: it builds its own
@@ -62,12 +62,12 @@ def test_only_a_context_constructs_a_client():
 def test_the_contexts_construct_each_client_once():
     inside = [what for where, what in client_constructions() if where.startswith("context/")]
     # SparkStarter twice: warming Python workers or not (etl.context.job, runs_batches). HiveRegistrar
-    # twice: the job's, and a routed job's per table, on the first one's Spark session (table_registrar, and
-    # existing_table for compaction).
+    # twice: the job's, and a routed job's per table, on the command's one metastore client, ThriftCatalog
+    # or SparkCatalog (table_registrar, and existing_table for compaction).
     # WriterSchemas: the Schema Registry's, handed to the writer specs and the registry routes' tables.
     assert sorted(inside) == sorted(["ZkStateStore", "filesystem_for", "Warehouse.of", "SparkStarter",
                                      "HiveRegistrar", "OffsetMirror", "KafkaMetadata", "SparkStarter",
-                                     "HiveRegistrar", "WriterSchemas"])
+                                     "HiveRegistrar", "WriterSchemas", "ThriftCatalog", "SparkCatalog"])
 
 
 @pytest.fixture
