@@ -23,9 +23,9 @@ class SparkStarter:
     is first asked for, explicitly.
 
     A run with nothing to do never asks, and so costs a few ZooKeeper and Kafka calls rather
-    than a JVM (the one `etl run` launched early is killed unused); a run on existing tables asks for the context alone (its tasks). Whatever needs
-    Spark (the tasks, DDL, the dimension loader) is given this object, or its `context` or
-    `session` method, and asks."""
+    than a Spark start (the JVM `etl run` launched early is killed unused); a run on existing
+    tables asks for the context alone (its tasks). Whatever needs Spark (the tasks, DDL, the
+    dimension loader) is given this object, or its `context` or `session` method, and asks."""
 
     def __init__(self, config: Config, on_start: Callable[[object], object] | None = None,
                  timing: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,

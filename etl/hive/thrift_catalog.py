@@ -14,6 +14,7 @@ commit, which the next run completes (every call here is a read or an ADD IF NOT
 from __future__ import annotations
 
 import copy
+from typing import Any
 from urllib.parse import urlsplit
 
 from etl.errors import HiveError, HiveUnavailable
@@ -29,8 +30,8 @@ class ThriftCatalog:
         where = urlsplit(uri)
         self.uri, self._host, self._port = uri, where.hostname, where.port
         self._timeout_ms = int(timeout_seconds * 1000)
-        self._client = None
-        self._transport = None
+        self._client: Any = None  # ThriftHiveMetastore.Client, once connected
+        self._transport: Any = None
 
     def _connected(self):
         if self._client is None:
