@@ -8,6 +8,7 @@ The same refusals end to end, through `etl` and the real services, stay in
 tests/integration (test_compaction.py, test_operator_mistakes.py, test_exit_codes_stack.py)."""
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +31,8 @@ from etl.ops.history import collect_history
 from etl.ops.rebind import bind_in
 from etl.ops.recovery import recover_in
 from etl.ops.reset import reset_in
-from etl.hive.spark import launch_early
+from etl.hive.jvm_launch import EarlyJvm
+from etl.hive.spark import EarlyLaunch, context_settings
 from etl.ops.run import run_in
 from etl.sink.fs import LocalFileSystem
 from tests.harness.config_file import minimal_ini, routed_ini
@@ -277,7 +279,10 @@ class _Seen(JobObserver):
 def test_a_run_that_finds_the_lock_held_raises_having_done_nothing(config, store):
     held_by_another(store)
     seen = _Seen()
-    early = launch_early(config)  # as `etl run` launches the driver JVM, before it imports and plans
+    # a driver JVM launched as `etl run` launches it, before it imports and plans (launch_early,
+    # which launches nothing in a process that already runs a gateway, as other tests' may)
+    with open(os.devnull, "wb") as nowhere:
+        early = EarlyLaunch(EarlyJvm(context_settings(config, {}, None), nowhere.fileno()), None)
     with JobContext(config, store=store, fs=LocalFileSystem(), observer=seen, early=early) as context:
         with pytest.raises(LockHeld, match="is already running"):
             run_in(context)
