@@ -1,11 +1,13 @@
-"""Start Spark's Python workers while the driver still talks to the metastore.
+"""Start Spark's Python workers as soon as the SparkContext is up, ahead of the batch's tasks.
 
 In a fresh `etl run` the batch's first tasks used to wait about 3 s for Python workers to
 start and import pyarrow, confluent-kafka and the ETL, while, just before, the executors sat
-idle through the Hive table check (seconds of metastore calls). So, as soon as the SparkContext
-is up, one task per executor slot starts a worker and imports the task modules, on a thread
-of its own; the workers are reused by the batch's tasks (spark.python.worker.reuse, Spark's
-default). It is only a head start: should it fail, the batch's tasks start workers as before.
+idle through the Hive table check (seconds of Hive client calls). So, as soon as the
+SparkContext is up, one task per executor slot starts a worker and imports the task modules, on
+a thread of its own; the workers are reused by the batch's tasks (spark.python.worker.reuse,
+Spark's default). It is only a head start: should it fail, the batch's tasks start workers as
+before. With the Thrift metastore client the tables are checked before the SparkContext starts,
+and the batch's tasks follow the warm-up at once: the head start is then small.
 """
 from __future__ import annotations
 
