@@ -99,7 +99,7 @@ class ThriftCatalog:
 
     def locations(self, database: str, table: str, partitions: list[dict[str, str]]) -> list[str | None]:
         from pymetastore.hive_metastore.ttypes import NoSuchObjectException
-        keys = self._partition_keys(database, table)
+        keys = [k.name for k in self._existing(database, table).partitionKeys]
         found: list[str | None] = []
         for values in partitions:
             try:
@@ -119,9 +119,7 @@ class ThriftCatalog:
     def add_partitions(self, database: str, table: str, partitions: list[dict[str, str]],
                        locations: list[str]) -> None:
         from pymetastore.hive_metastore.ttypes import AddPartitionsRequest, Partition
-        found = self._table(database, table)  # read now: an ALTER TABLE ... ADD COLUMNS may have just changed it
-        if found is None:
-            raise HiveError(f"table {database}.{table} does not exist")
+        found = self._existing(database, table)  # read now: an ALTER TABLE ... ADD COLUMNS may have just changed it
         keys = [k.name for k in found.partitionKeys]
         parts = []
         for values, location in zip(partitions, locations):
@@ -132,11 +130,12 @@ class ThriftCatalog:
         self._call("add_partitions_req", AddPartitionsRequest(dbName=database, tblName=table, parts=parts,
                                                               ifNotExists=True, needResult=False))
 
-    def _partition_keys(self, database: str, table: str) -> list[str]:
+    def _existing(self, database: str, table: str):
+        """The table, which must exist (the registrar ensured it)."""
         found = self._table(database, table)
         if found is None:
             raise HiveError(f"table {database}.{table} does not exist")
-        return [k.name for k in found.partitionKeys]
+        return found
 
 
 def _message(exc: Exception) -> str:
