@@ -1,11 +1,12 @@
 """The metastore through a Thrift client in the driver ([hive] metastore_client = thrift, the
 default for a thrift:// metastore): etl.hive.catalog's seam without Spark's Hive client.
 
-The calls are the ones Spark's Hive client makes for the same work (get_database, get_table,
+The calls are the ones Spark's Hive client makes for the same work (get_database, get_table_req,
 get_partition, get_partitions, add_partitions_req with ifNotExists), from the Hive 3 IDL that
 pymetastore generates; Hive 2.3, 3.1 and 4.0 metastores all serve them (a Thrift server skips
-the fields it does not know). A partition is added as Hive's own client adds one: the table's
-storage descriptor (columns, formats, SerDe), with the partition's location.
+the fields it does not know). Not get_table, which Spark's 2.3 client calls: Hive 4 dropped it.
+A partition is added as Hive's own client adds one: the table's storage descriptor (columns,
+formats, SerDe), with the partition's location.
 
 One connection per command, opened on the first call. A call that loses its connection is not
 retried here: the registrar's callers treat HiveUnavailable as a run that stopped before its
@@ -72,9 +73,9 @@ class ThriftCatalog:
         self._client = self._transport = None
 
     def _table(self, database: str, table: str):
-        from pymetastore.hive_metastore.ttypes import NoSuchObjectException
+        from pymetastore.hive_metastore.ttypes import GetTableRequest, NoSuchObjectException
         try:
-            return self._call("get_table", database, table)
+            return self._call("get_table_req", GetTableRequest(dbName=database, tblName=table)).table
         except NoSuchObjectException:
             return None
 
