@@ -117,20 +117,22 @@ class PrivateBroker(_Service):
     on free ports, with the shared broker's settings (scripts/stack/kafka-node). `extra`: a
     properties file whose lines are added to (and win over) those settings, e.g. more listeners
     (tests/harness/secure_kafka.py); `jvm_opts`: more JVM options (KAFKA_JVM_OPTS), e.g. a
-    smaller heap. Its PLAINTEXT listener, `bootstrap`, stays."""
+    smaller heap; `jars`: the release's jars under .stack/jars (KAFKA_JARS: kafka, the shared
+    broker's 4.4, or kafka-3.9). Its PLAINTEXT listener, `bootstrap`, stays."""
 
     name = "kafka"
     what = "Kafka broker"
 
-    def __init__(self, workdir: Path, extra: Path | None = None, jvm_opts: str | None = None):
+    def __init__(self, workdir: Path, extra: Path | None = None, jvm_opts: str | None = None, jars: str = "kafka"):
         super().__init__(workdir)
         self.controller_port = free_port()
-        self.extra, self.jvm_opts = extra, jvm_opts
+        self.extra, self.jvm_opts, self.jars = extra, jvm_opts, jars
 
     def command(self) -> list[str]:
         command = [str(REPO / "scripts" / "stack" / "kafka-node"), str(self.workdir / "node"), str(self.port),
                    str(self.controller_port), *([str(self.extra)] if self.extra else [])]
-        return ["env", f"KAFKA_JVM_OPTS={self.jvm_opts}", *command] if self.jvm_opts else command
+        settings = [f"KAFKA_JARS={self.jars}", *([f"KAFKA_JVM_OPTS={self.jvm_opts}"] if self.jvm_opts else [])]
+        return ["env", *settings, *command]
 
     @property
     def bootstrap(self) -> str:
