@@ -316,6 +316,7 @@ class HiveConfig:
     max_partitions_per_batch: int | None = None
     on_too_many_partitions: PartitionCapAction = PartitionCapAction.FAIL
     metastore_client: MetastoreClient = MetastoreClient.SPARK  # parsed: THRIFT for a thrift:// metastore
+    metastore_timeout_seconds: float = 60.0  # one Thrift call's bound (etl.config.metastore)
 
     @property
     def the_table(self) -> str:

@@ -26,7 +26,8 @@ from etl.config.model import (
 from etl.config.partitioning import FutureData
 from etl.config.schema_registry import registry_for
 from etl.config.compaction import CompactionConfig
-from etl.config.model import METASTORE_SASL, MetastoreClient, PartitionCapAction
+from etl.config.model import PartitionCapAction
+from etl.config.metastore import metastore_client, metastore_timeout_seconds
 from etl.config.jvm import jvm_section
 from etl.config.metrics import metrics_section
 from etl.config.section import TRANSFORM_RE, Section, boolean, hive_name, matching, non_negative_seconds, resolve, secret_file
@@ -225,7 +226,8 @@ def _hive(s: Section, spark: Mapping[str, str], routed: bool = False) -> HiveCon
     metastore = s.get("metastore", "embedded", _metastore)
     hive = HiveConfig(
         metastore=metastore,
-        metastore_client=_metastore_client(s, metastore, spark),
+        metastore_client=metastore_client(s, metastore, spark),
+        metastore_timeout_seconds=metastore_timeout_seconds(spark),
         # Hive folds names to lower case, so Events and events are one table: folded here, so that
         # they also name one folder and one binding.
         database=s.get("database", convert=hive_name("Hive database name"), required=True),
@@ -244,19 +246,6 @@ def _hive(s: Section, spark: Mapping[str, str], routed: bool = False) -> HiveCon
                                   "finished, so no row is late")
     s.reject_unknown()
     return hive
-
-
-def _metastore_client(s: Section, metastore: str, spark: Mapping[str, str]) -> MetastoreClient:
-    """THRIFT for a thrift:// metastore unless SASL is on ([spark] spark.hadoop.hive.metastore.
-    sasl.enabled: the driver's Thrift client speaks no SASL), else SPARK; a choice the two rule
-    out exits 2."""
-    sasl = spark.get(METASTORE_SASL, "false").strip().lower() == "true"
-    chosen = s.choice("metastore_client", MetastoreClient, MetastoreClient.SPARK if sasl or metastore == "embedded"
-                      else MetastoreClient.THRIFT)
-    if chosen is MetastoreClient.THRIFT and (sasl or metastore == "embedded"):
-        why = f"[spark] {METASTORE_SASL} = true (it speaks no SASL)" if sasl else "metastore = embedded (no server)"
-        raise s.fail("metastore_client", f"thrift cannot be used with {why}; use spark")
-    return chosen
 
 
 def _one_table(s: Section) -> tuple[str, Path]:

@@ -134,7 +134,7 @@ class CommandContext:
             from etl.hive.catalog import SparkCatalog
             if self.config.hive.metastore_client is MetastoreClient.THRIFT:
                 from etl.hive.thrift_catalog import ThriftCatalog
-                catalog = ThriftCatalog(self.config.hive.metastore)
+                catalog = ThriftCatalog(self.config.hive.metastore, self.config.hive.metastore_timeout_seconds)
                 self._opened.callback(catalog.close)
                 self._catalog = catalog
             else:

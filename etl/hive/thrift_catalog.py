@@ -22,15 +22,14 @@ from etl.errors import HiveError, HiveUnavailable
 from etl.hive.catalog import CASCADED_PROPERTY, OWNER_PROPERTY, TableFacts, partition_name
 from etl.model.schema import Column, normalise_hive_type
 
-SOCKET_TIMEOUT_SECONDS = 60  # a metastore's listing of thousands of partitions takes seconds, not minutes
-
 
 class ThriftCatalog:
-    def __init__(self, uri: str, timeout_seconds: float = SOCKET_TIMEOUT_SECONDS):
-        """`uri`: thrift://host:port ([hive] metastore, checked where the config is parsed)."""
+    def __init__(self, uri: str, timeout_seconds: float):
+        """`uri`: thrift://host:port ([hive] metastore, checked where the config is parsed);
+        `timeout_seconds`: one call's bound ([hive]'s metastore_timeout_seconds)."""
         where = urlsplit(uri)
         self.uri, self._host, self._port = uri, where.hostname, where.port
-        self._timeout_ms = int(timeout_seconds * 1000)
+        self.timeout_seconds = timeout_seconds
         self._client: Any = None  # ThriftHiveMetastore.Client, once connected
         self._transport: Any = None
 
@@ -40,7 +39,7 @@ class ThriftCatalog:
             from thrift.protocol import TBinaryProtocol
             from thrift.transport import TSocket, TTransport
             socket = TSocket.TSocket(self._host, self._port)
-            socket.setTimeout(self._timeout_ms)
+            socket.setTimeout(int(self.timeout_seconds * 1000))
             transport = TTransport.TBufferedTransport(socket)
             try:
                 transport.open()

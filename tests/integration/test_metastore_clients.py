@@ -33,7 +33,7 @@ def _table(spark, tmp_path) -> str:
 
 def test_both_clients_read_the_same_table_facts_before_and_after_columns_are_added(spark, stack, tmp_path):
     table = _table(spark, tmp_path)
-    thrift, through_spark = ThriftCatalog(stack.metastore_uri), SparkCatalog(lambda: spark)
+    thrift, through_spark = ThriftCatalog(stack.metastore_uri, 60), SparkCatalog(lambda: spark)
     try:
         assert thrift.table_facts(DB, table) == through_spark.table_facts(DB, table)
         assert len(thrift.table_facts(DB, table).columns) == 10
@@ -50,7 +50,7 @@ def test_both_clients_read_the_same_table_facts_before_and_after_columns_are_add
 
 def test_partitions_the_thrift_client_adds_are_read_by_spark_sql_and_by_both_clients(spark, stack, tmp_path):
     table = _table(spark, tmp_path)
-    thrift, through_spark = ThriftCatalog(stack.metastore_uri), SparkCatalog(lambda: spark)
+    thrift, through_spark = ThriftCatalog(stack.metastore_uri, 60), SparkCatalog(lambda: spark)
     values = [{"dt": "2026-11-28", "hour": "10"}, {"dt": "2026-11-28", "hour": "a b:c"}]  # the second needs escaping
     folders = [tmp_path / table / f"part{i}" for i in range(2)]
     for i, folder in enumerate(folders):

@@ -40,3 +40,32 @@ def test_a_client_that_cannot_be_used_exits_2_naming_the_key(tmp_path, request, 
     with pytest.raises(ConfigError, match=r"\[hive\] metastore_client") as raised:
         hive(tmp_path, request, lines, sections)
     assert why in str(raised.value) and raised.value.exit_code == EXIT_USAGE
+
+
+TIMEOUT_KEY = "spark.hadoop.hive.metastore.client.socket.timeout"
+
+
+@pytest.mark.parametrize("value, seconds", [(None, 60.0), ("10s", 10.0), ("30", 30.0), ("1500ms", 1.5),
+                                            ("2m", 120.0), ("600sec", 600.0)])
+def test_the_thrift_client_waits_as_long_as_hive_s_own_socket_timeout_says(tmp_path, request, value, seconds):
+    """The one setting a cluster already has for its metastore calls ([spark], as Hive's client
+    reads it, in Hive's time units; seconds when none) bounds the driver's Thrift calls too."""
+    sections = "" if value is None else f"[spark]\n{TIMEOUT_KEY} = {value}\n"
+    assert hive(tmp_path, request, "metastore = thrift://h:9083\n", sections).metastore_timeout_seconds == seconds
+
+
+@pytest.mark.parametrize("value", ["ten", "0s", "-5s", "10 parsecs"])
+def test_a_socket_timeout_that_is_not_a_positive_duration_exits_2_naming_it(tmp_path, request, value):
+    with pytest.raises(ConfigError, match=rf"\[spark\] {TIMEOUT_KEY}") as raised:
+        hive(tmp_path, request, "metastore = thrift://h:9083\n", f"[spark]\n{TIMEOUT_KEY} = {value}\n")
+    assert raised.value.exit_code == EXIT_USAGE
+
+
+def test_the_command_s_thrift_client_is_built_with_that_timeout(tmp_path, request):
+    from etl.context.command import CommandContext
+    schema = request.config.rootpath / "warehouse_schema" / "events.sql"
+    path = tmp_path / "job.ini"
+    path.write_text(minimal_ini(schema, sections=f"[spark]\n{TIMEOUT_KEY} = 7s\n").replace(
+        "[hive]\n", "[hive]\nmetastore = thrift://127.0.0.1:9\n", 1))
+    with CommandContext(load_config(path)) as context:
+        assert context.catalog.timeout_seconds == 7.0

@@ -48,4 +48,4 @@ def test_a_thrift_metastore_that_refuses_the_connection_is_retryable_and_named()
         port = held.getsockname()[1]
         with pytest.raises(HiveUnavailable, match=rf"cannot list the partitions of db.t .*cannot connect to the "
                                                   rf"metastore at thrift://127.0.0.1:{port}"):
-            registered_partitions(ThriftCatalog(f"thrift://127.0.0.1:{port}"), HIVE, "t")
+            registered_partitions(ThriftCatalog(f"thrift://127.0.0.1:{port}", 10), HIVE, "t")
