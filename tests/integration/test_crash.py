@@ -493,10 +493,12 @@ def test_metastore_unreachable_at_register_fails_with_hive_error_and_the_next_ru
     source = DataSource(topic, 4, produce)
     source.produce(300)
     with PrivateMetastore(tmp_path / "metastore") as metastore:
-        # The run that meets the stopped metastore gives up after one call's timeout: neither Hive's
-        # client nor Spark's (whose retries are hive.metastore.failure.retries too) tries again.
-        # With 1 failure retry it failed 40 s after the metastore stopped. The next run, and the
-        # oracle's `etl verify --deep`, use a config with that retry (etl-2.ini, the same job).
+        # The run that meets the stopped metastore gives up after one call's timeout (the socket
+        # timeout below, which the driver's Thrift client takes as Hive's client does: 15 s
+        # after the stop here; it was 60 s while that client ignored it). With metastore_client
+        # = spark, neither Hive's client nor Spark's (whose retries are
+        # hive.metastore.failure.retries too) would try again. The next run, and the oracle's
+        # `etl verify --deep`, use a config with 1 failure retry (etl-2.ini, the same job).
         client = {"spark.hadoop.hive.metastore.client.socket.timeout": "10s",
                   "spark.hadoop.hive.metastore.client.connect.retry.delay": "1s"}
         config = crash_config(write_config, topic, hive={"metastore": metastore.uri}, spark={
