@@ -143,7 +143,7 @@ def _start(config: Config, archive: ArchivePlan | None, early: EarlyJvm | None =
     context.setLogLevel("WARN")
     if archive is not None and archive.recording is not None:
         atexit.register(_record_at_exit, archive, context)
-    log.debug("SparkContext started, master %s", context.master)
+    log.debug("SparkContext started (Spark %s), master %s", context.version, context.master)
     return context
 
 

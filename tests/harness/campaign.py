@@ -19,7 +19,7 @@ from tests.harness.state import JobState, job_state, wait_for_lock_release
 # The job's own DEBUG lines (the campaign runs `etl -v run`): the libraries' INFO lines are off by
 # default and Spark's go through the package's log4j2 config, so neither marks a step any more.
 ZK_CONNECTED = "connected to ZooKeeper at"  # etl.state.store
-SPARK_STARTED = "Spark session started"  # etl.hive.spark
+SPARK_STARTED = "SparkContext started"  # etl.hive.spark: the JVM is up (a session comes later, if at all)
 _COMMITTED_LINE = re.compile(r"batch \d+ \((?:new|resumed)\) COMMITTED")
 START_ANCHOR, BATCH_ANCHOR = "process start", "first batch line"
 # The kill delays as shares of a normal run (the baseline): from the process start, up to its
@@ -209,7 +209,7 @@ def kill_campaign(config: Path | str, zk, source: DataSource, warehouse_dir: Pat
 
 def _anchor_moment(proc: EtlProcess, anchor: str, timeout: float) -> float:
     """When the run's kill delay starts counting: its process start, or the moment its log shows
-    a batch planned or resumed and its Spark session started (or it exited without them, or
+    a batch planned or resumed and its SparkContext started (or it exited without them, or
     `timeout` passed). A resumed batch is named before Spark starts: counted from that line
     alone, 5 of one CI campaign's 6 kills fell in the Spark start-up of the same open batch."""
     if anchor == START_ANCHOR:
