@@ -50,10 +50,14 @@ class EtlProcess:
     _kill_landed = False
 
     def __init__(self, config: Path | str, command: str = "run", *args: str, fault: str | None = None,
-                 action: str | None = None, env: dict | None = None, workdir: Path | None = None):
+                 action: str | None = None, env: dict | None = None, workdir: Path | None = None,
+                 venv: Path | None = None):
+        """`venv`: another venv whose `etl` and python run it (the Spark 3.5 line's), not this one's."""
         self.config, self.command = Path(config), command
         self.fault, self.action = fault, action
-        run_env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        python = str(Path(venv) / "bin" / "python") if venv else sys.executable
+        etl = str(Path(venv) / "bin" / "etl") if venv else ETL
+        run_env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
         for key in FAULT_ENV:
             run_env.pop(key, None)
         if fault:
@@ -66,7 +70,7 @@ class EtlProcess:
         self.stdout_path, self.stderr_path = self._dir / "stdout", self._dir / "stderr"
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.started = time.monotonic()
-            self.popen = subprocess.Popen(die_with_us([ETL, command, "--config", str(config), *args]),
+            self.popen = subprocess.Popen(die_with_us([etl, command, "--config", str(config), *args]),
                                           env=run_env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                           start_new_session=True)
         self.pid = self.popen.pid
@@ -340,11 +344,11 @@ class Finished:
 
 def run_etl(config: Path | str, *args: str, command: str = "run", fault: str | None = None,
             action: str | None = None, env: dict | None = None, timeout: float = 600,
-            reap_now: bool = False) -> Finished:
+            reap_now: bool = False, venv: Path | None = None) -> Finished:
     """Run `etl <command>` to its end (in its own process group); reap whatever it left: at once
     after a failure, a kill or a fault point (or with `reap_now`), else in the background
     (`settled_reapers`), as its JVM finishes exiting while the test goes on."""
-    proc = EtlProcess(config, command, *args, fault=fault, action=action, env=env)
+    proc = EtlProcess(config, command, *args, fault=fault, action=action, env=env, venv=venv)
     code = proc.wait(timeout)
     orphans: list[str] = []
     if code == 0 and fault is None and action is None and not reap_now:

@@ -3,6 +3,7 @@ one beeline uses) in the test's JVM: how the tests read the tables as an analyst
 from __future__ import annotations
 
 from collections import Counter
+from typing import Callable
 
 
 class JdbcReader:
@@ -44,3 +45,18 @@ def parse_offsets(rows) -> dict[str, Counter]:
     for label, topic, partition, offsets in rows:
         seen[label].update((topic, int(partition), int(o)) for o in offsets.split(",") if o)
     return seen
+
+
+def offsets_reader(jvm, url: str) -> Callable[[str, str], Counter]:
+    """read_table(database, table) -> Counter of (topic, partition, offset), each call a query of
+    its own through the Thrift Server at `url`: the oracle's reader, as the analysts read."""
+    reader = JdbcReader(jvm, url)
+
+    def read_table(database: str, table: str) -> Counter:
+        connection = reader.connect()
+        try:
+            rows = reader.query(connection, f"SELECT kafka_topic, kafka_partition, kafka_offset FROM `{database}`.`{table}`")
+        finally:
+            connection.close()
+        return Counter((topic, int(partition), int(offset)) for topic, partition, offset in rows)
+    return read_table

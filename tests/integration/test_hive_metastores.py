@@ -20,7 +20,7 @@ import pytest
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import EtlProcess, run_etl
 from tests.harness.hive_metastores import HIVE_3_1, HIVE_4_0, PrivatePostgres, PrivateThriftServer, StandaloneMetastore
-from tests.harness.jdbc import JdbcReader
+from tests.harness.jdbc import offsets_reader
 from tests.harness.oracle import check_exactly_once, expected_offsets
 from tests.harness.recovery import recover_or_run
 from tests.harness.state import job_state, wait_for_lock_release
@@ -68,22 +68,7 @@ def test_a_batch_a_kill_mid_write_and_recovery_land_every_offset_once_on_the_met
         recover_or_run(config)
 
         with PrivateThriftServer(tmp_path / "thriftserver", metastore) as analysts:
-            reader = JdbcReader(spark._jvm, analysts.url)
-            connection = reader.connect()
-            try:
-                def read_table(database: str, table: str):
-                    rows = reader.query(connection, f"SELECT kafka_topic, kafka_partition, kafka_offset "
-                                                    f"FROM `{database}`.`{table}`")
-                    return _counter(rows)
-                report = check_exactly_once(read_table, config, expected_offsets(topic, {0: FIRST + SECOND,
-                                                                                         1: FIRST + SECOND}),
-                                            warehouse_dir)
-            finally:
-                connection.close()
+            expected = expected_offsets(topic, {0: FIRST + SECOND, 1: FIRST + SECOND})
+            report = check_exactly_once(offsets_reader(spark._jvm, analysts.url), config, expected, warehouse_dir)
     assert report.rows == 2 * (FIRST + SECOND) and "exit 0" in report.verify, report.describe()
     print(f"[{release.cell}] {report.describe()}")
-
-
-def _counter(rows):
-    from collections import Counter
-    return Counter((topic, int(partition), int(offset)) for topic, partition, offset in rows)

@@ -28,7 +28,7 @@ from confluent_kafka import Producer
 from tests.harness import kafka
 from tests.harness.data import event, events_by_partition
 from tests.harness.etl_process import EtlProcess, run_etl
-from tests.harness.jdbc import JdbcReader
+from tests.harness.jdbc import JdbcReader, offsets_reader
 from tests.harness.oracle import check_exactly_once, expected_offsets
 from tests.harness.recovery import recover_or_run
 from tests.harness.services import PrivateBroker
@@ -64,21 +64,6 @@ def transaction(bootstrap: str, topic: str, ids: range, commit: bool) -> None:
         producer.abort_transaction(60)
 
 
-def analysts_reader(spark, thrift_url: str):
-    """read_table(database, table) -> Counter of (topic, partition, offset), through the
-    Spark Thrift Server, as the analysts read."""
-    reader = JdbcReader(spark._jvm, thrift_url)
-
-    def read_table(database: str, table: str):
-        connection = reader.connect()
-        try:
-            rows = reader.query(connection, f"SELECT kafka_topic, kafka_partition, kafka_offset FROM `{database}`.`{table}`")
-        finally:
-            connection.close()
-        return Counter((topic, int(partition), int(offset)) for topic, partition, offset in rows)
-    return read_table
-
-
 def test_a_batch_a_kill_mid_write_and_recovery_on_kafka_3_9_land_every_offset_once(
         broker_3_9, spark, zk, thrift_url, write_config, warehouse_dir):
     topic = broker_3_9.create_topic(f"kafka-3-9-{uuid.uuid4().hex[:8]}", 2)
@@ -98,7 +83,7 @@ def test_a_batch_a_kill_mid_write_and_recovery_on_kafka_3_9_land_every_offset_on
     wait_for_lock_release(zk, config)
     recover_or_run(config)
 
-    report = check_exactly_once(analysts_reader(spark, thrift_url), config, expected_offsets(topic, {0: 65, 1: 65}),
+    report = check_exactly_once(offsets_reader(spark._jvm, thrift_url), config, expected_offsets(topic, {0: 65, 1: 65}),
                                 warehouse_dir)
     assert report.rows == 130 and "verify --deep" in report.verify and " not " not in report.verify, report.describe()
     print(f"[kafka-3.9] {report.describe()}")
@@ -116,7 +101,7 @@ def test_committed_transactions_land_and_aborted_ones_never_on_kafka_3_9(broker_
     assert job_state(config).committed == {(topic, 0): 38}  # past the last marker
     from etl.config import load_config
     table = load_config(config).hive.table
-    assert analysts_reader(spark, thrift_url)(DB, table) == expected_offsets(topic, {0: 20}) + Counter(
+    assert offsets_reader(spark._jvm, thrift_url)(DB, table) == expected_offsets(topic, {0: 20}) + Counter(
         {(topic, 0, offset): 1 for offset in range(27, 37)})
     verified = run_etl(config, "--deep", command="verify")
     assert verified.returncode == 0, verified.describe()

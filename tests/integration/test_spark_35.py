@@ -1,0 +1,67 @@
+"""The job on the Spark 3.5 line: pyspark 3.5.9 (its Hadoop client 3.3, Hive client 2.3.9,
+Scala 2.12, Java options and class archive of its own), from .venv-spark35, which
+scripts/spark35-venv installs from the line's lock and scripts/test runs. Every `etl` here is
+that venv's, driver and Python workers; the rest of the suite runs the 4.x line from .venv.
+
+On the shared stack (Kafka 4.4, the Hive 2.3 metastore): a batch; a second batch SIGKILLed while
+a task writes; `etl recover` and the rerun, all on 3.5; the exactly-once oracle with the 3.5
+line's `etl verify --deep`; and the analysts' read of the files 3.5 wrote, through the Spark
+Thrift Server.
+"""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.harness.data import events_by_partition
+from tests.harness.etl_process import EtlProcess, run_etl
+from tests.harness.jdbc import offsets_reader
+from tests.harness.oracle import check_exactly_once, expected_offsets
+from tests.harness.paths import REPO
+from tests.harness.state import job_state, wait_for_lock_release
+
+pytestmark = [pytest.mark.slow, pytest.mark.cell("spark-3.5")]
+
+SPARK_35 = REPO / ".venv-spark35"
+
+
+@pytest.fixture(scope="module")
+def spark_35_venv():
+    python = SPARK_35 / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{SPARK_35} is missing: scripts/spark35-venv installs it (scripts/test runs it)")
+    version = subprocess.run([str(python), "-c", "import pyspark; print(pyspark.__version__)"], check=True,
+                             capture_output=True, text=True).stdout.strip()
+    assert version.startswith("3.5."), version
+    return SPARK_35
+
+
+def test_a_batch_a_kill_mid_write_and_recovery_on_spark_3_5_land_every_offset_once(
+        spark_35_venv, spark, zk, thrift_url, new_topic, produce, write_config, warehouse_dir):
+    topic = new_topic(partitions=2)
+    produce(topic, events_by_partition(2, 40))
+    config = write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"})
+    first = run_etl(config, "-v", venv=spark_35_venv)
+    assert first.returncode == 0, first.describe()
+    assert "SparkContext started (Spark 3.5." in first.stderr, first.describe()
+
+    produce(topic, events_by_partition(2, 25, first_id=80))
+    run = EtlProcess(config, fault="writing:1", action="sleep:600", venv=spark_35_venv)
+    run.wait_until(lambda: run.sleeping_writer(f".{topic}+1+") is not None, 400, "partition 1's task paused mid-write")
+    assert run.kill()
+    run.wait(60)
+    run.reap()
+    assert job_state(config).open_state, "the killed batch should be left open"
+    wait_for_lock_release(zk, config)
+    recovered = run_etl(config, command="recover", venv=spark_35_venv)
+    assert recovered.returncode == 0, recovered.describe()
+    rerun = run_etl(config, venv=spark_35_venv)
+    assert rerun.returncode == 0, rerun.describe()
+
+    verified = run_etl(config, "--deep", command="verify", venv=spark_35_venv)
+    assert verified.returncode == 0, verified.describe()
+    report = check_exactly_once(offsets_reader(spark._jvm, thrift_url), config, expected_offsets(topic, {0: 65, 1: 65}),
+                                warehouse_dir, run_verify=False)
+    assert report.rows == 130, report.describe()
+    print(f"[spark-3.5] {report.describe().replace('etl verify --deep: not run', 'etl verify --deep on 3.5: exit 0')}")
