@@ -33,9 +33,11 @@ from etl.config import load_config
 from etl.state.store import ZkStateStore
 from tests.harness.cluster_submit import SPARK_HOME, probe_dir, read_probes, spark_submit
 from tests.harness.data import events_by_partition
+from tests.harness import kafka
 from tests.harness.kills import CLEANUP, fault_point_landed, sigkill
 from tests.harness.oracle import expected_offsets, table_offsets
 from tests.harness.paths import EVENTS_SCHEMA
+from tests.harness.secure_kafka import SecureBroker
 from tests.harness.state import job_state
 from tests.harness.yarn import YARN_CLI, PrivateYarn, container_pids, kill_container
 
@@ -186,15 +188,33 @@ def test_client_mode_runs_the_executors_in_yarn_containers_exactly_once(
           f"{sorted(Path(p['cwd']).name for p in executors)}")
 
 
-def test_cluster_mode_runs_the_driver_in_the_application_master_exactly_once(
-        yarn, packed_env, probes, submit_dir, spark, new_topic, produce, yarn_config, hive_table_name):
-    topic = new_topic(partitions=4)
-    counts = {p: 100 for p in range(4)}
-    produce(topic, events_by_partition(4, 100))
-    config = yarn_config(topic)
+@pytest.fixture(scope="module")
+def secure_broker(tmp_path_factory):
+    with SecureBroker(tmp_path_factory.mktemp("secure-kafka")) as broker:
+        yield broker
 
-    done = submit(yarn, "cluster", config, packed_env, probes, files=(config.parent / EVENTS_SCHEMA.name,),
-                  cwd=submit_dir)
+
+@pytest.mark.cell("kafka-scram")
+def test_cluster_mode_runs_the_driver_in_the_application_master_over_sasl_ssl_exactly_once(
+        yarn, packed_env, probes, submit_dir, spark, secure_broker, yarn_config, hive_table_name, tmp_path):
+    """Kafka behind SASL_SSL (SCRAM-SHA-512) on YARN, with the files shipped as docs/cluster.md
+    says for cluster mode: the CA and the password file next to the INI, named by their bare
+    names, and sent with it by --files. The driver in the ApplicationMaster's container and the
+    executors in theirs each find them in their own working folder."""
+    topic = secure_broker.create_topic(f"yarn-scram-{uuid.uuid4().hex[:8]}", 4)
+    counts = {p: 100 for p in range(4)}
+    client = secure_broker.client("SCRAM")
+    kafka.produce(topic, events_by_partition(4, 100), bootstrap=client.pop("bootstrap.servers"), client=client)
+    kafka_keys = secure_broker.etl_settings("SCRAM", tmp_path)
+    shipped = {key: Path(kafka_keys[key]) for key in ("ssl.ca.location", "sasl.password_file")}
+    for key, path in shipped.items():
+        if path.parent != tmp_path:
+            shutil.copy(path, tmp_path / path.name)
+        kafka_keys[key] = path.name  # bare: the driver's and each executor's working folder
+    config = yarn_config(topic, kafka=kafka_keys)
+
+    done = submit(yarn, "cluster", config, packed_env, probes, cwd=submit_dir,
+                  files=(config.parent / EVENTS_SCHEMA.name, *(tmp_path / path.name for path in shipped.values())))
 
     assert done.result.returncode == 0, done.output
     assert (done.app["state"], done.app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), done.app
@@ -208,7 +228,7 @@ def test_cluster_mode_runs_the_driver_in_the_application_master_exactly_once(
     # The driver's output is the AM container's stdout, which `yarn logs` reads from HDFS.
     logs = done.aggregated_log("stdout")
     assert "batch 1 (new) COMMITTED: 4 files, 400 rows, 0 rejected" in logs, logs[-3000:]
-    print(f"[yarn] cluster mode: {done.app_id}, {done.seconds:.0f}s")
+    print(f"[yarn] cluster mode over SASL_SSL (SCRAM-SHA-512): {done.app_id}, {done.seconds:.0f}s")
 
 
 def wait_for_probe(probes: Path, predicate, proc: subprocess.Popen, timeout: float = 300) -> dict:
