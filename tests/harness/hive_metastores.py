@@ -21,8 +21,8 @@ from tests.harness.paths import REPO
 from tests.harness.services import _Service
 
 STACK = REPO / ".stack"
-RELEASES_DIR = STACK / "hive-metastores"
-EXTRA_JARS = STACK / "jars" / "hive-metastores"  # the PostgreSQL driver, commons-collections 3
+# The releases unpacked, next to the PostgreSQL driver and commons-collections 3 (on the classpath).
+RELEASES_DIR = EXTRA_JARS = STACK / "jars" / "hive-metastores"
 HADOOP_JARS = STACK / "jars" / "hadoop"
 HIVE_4_CLIENT_JARS = STACK / "jars" / "hive-client-4.0"
 LOGGING = f"-Dlog4j.configurationFile={REPO / 'conf' / 'log4j2.properties'}"
