@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.harness.etl_process import Finished, run_etl
+from tests.harness.etl_process import EtlProcess, Finished, run_etl
+from tests.harness.state import job_state, wait_for_lock_release
 
 _COMMAND_MISSING_MARKERS = ("invalid choice", "ModuleNotFoundError", "ImportError", "No module named")
 
@@ -47,3 +48,17 @@ def recover_or_run(config: Path | str, drain: bool = True, timeout: float = 600)
         result.stdout = f"[etl recover]\n{recovered.stdout}\n[etl run]\n{result.stdout}"
         result.seconds += recovered.seconds
     return result
+
+
+def kill_mid_write(config: Path | str, topic: str, zk, partition: int = 1, venv: Path | None = None) -> None:
+    """SIGKILL an `etl run` (of `venv`, if given) while the task of `topic`'s `partition` writes
+    its file (held there by a fault point), as a lost machine would; return once the dead run's
+    lock is gone (a config with a short ZooKeeper session), its batch left open for recovery."""
+    run = EtlProcess(config, fault=f"writing:{partition}", action="sleep:600", venv=venv)
+    run.wait_until(lambda: run.sleeping_writer(f".{topic}+{partition}+") is not None, 400,
+                   f"partition {partition}'s task paused mid-write")
+    assert run.kill(), run.describe()
+    run.wait(60)
+    run.reap()
+    assert job_state(config).open_state, "the killed batch should be left open"
+    wait_for_lock_release(zk, config)

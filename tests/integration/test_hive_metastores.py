@@ -18,12 +18,11 @@ import subprocess
 import pytest
 
 from tests.harness.data import events_by_partition
-from tests.harness.etl_process import EtlProcess, run_etl
+from tests.harness.etl_process import run_etl
 from tests.harness.hive_metastores import HIVE_3_1, HIVE_4_0, PrivatePostgres, PrivateThriftServer, StandaloneMetastore
 from tests.harness.jdbc import offsets_reader
 from tests.harness.oracle import check_exactly_once, expected_offsets
-from tests.harness.recovery import recover_or_run
-from tests.harness.state import job_state, wait_for_lock_release
+from tests.harness.recovery import kill_mid_write, recover_or_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.cell("hive-3.1", "hive-4.0")]
 
@@ -58,13 +57,7 @@ def test_a_batch_a_kill_mid_write_and_recovery_land_every_offset_once_on_the_met
         assert {hive_table_name, f"{hive_table_name}_rejected"} <= tables_in(postgres, metastore)
 
         produce(topic, events_by_partition(2, SECOND, first_id=2 * FIRST))
-        run = EtlProcess(config, fault="writing:1", action="sleep:600")
-        run.wait_until(lambda: run.sleeping_writer(f".{topic}+1+") is not None, 400, "partition 1's task paused mid-write")
-        assert run.kill()
-        run.wait(60)
-        run.reap()
-        assert job_state(config).open_state, "the killed batch should be left open"
-        wait_for_lock_release(zk, config)
+        kill_mid_write(config, topic, zk)
         recover_or_run(config)
 
         with PrivateThriftServer(tmp_path / "thriftserver", metastore) as analysts:

@@ -27,12 +27,12 @@ from confluent_kafka import Producer
 
 from tests.harness import kafka
 from tests.harness.data import event, events_by_partition
-from tests.harness.etl_process import EtlProcess, run_etl
+from tests.harness.etl_process import run_etl
 from tests.harness.jdbc import JdbcReader, offsets_reader
 from tests.harness.oracle import check_exactly_once, expected_offsets
-from tests.harness.recovery import recover_or_run
+from tests.harness.recovery import kill_mid_write, recover_or_run
 from tests.harness.services import PrivateBroker
-from tests.harness.state import job_state, wait_for_lock_release
+from tests.harness.state import job_state
 
 pytestmark = [pytest.mark.slow, pytest.mark.cell("kafka-3.9")]
 
@@ -74,13 +74,7 @@ def test_a_batch_a_kill_mid_write_and_recovery_on_kafka_3_9_land_every_offset_on
     assert first.returncode == 0, first.describe()
 
     kafka.produce(topic, events_by_partition(2, 25, first_id=80), bootstrap=broker_3_9.bootstrap)
-    run = EtlProcess(config, fault="writing:1", action="sleep:600")
-    run.wait_until(lambda: run.sleeping_writer(f".{topic}+1+") is not None, 400, "partition 1's task paused mid-write")
-    assert run.kill()
-    run.wait(60)
-    run.reap()
-    assert job_state(config).open_state, "the killed batch should be left open"
-    wait_for_lock_release(zk, config)
+    kill_mid_write(config, topic, zk)
     recover_or_run(config)
 
     report = check_exactly_once(offsets_reader(spark._jvm, thrift_url), config, expected_offsets(topic, {0: 65, 1: 65}),

@@ -15,11 +15,11 @@ import subprocess
 import pytest
 
 from tests.harness.data import events_by_partition
-from tests.harness.etl_process import EtlProcess, run_etl
+from tests.harness.etl_process import run_etl
 from tests.harness.jdbc import offsets_reader
 from tests.harness.oracle import check_exactly_once, expected_offsets
 from tests.harness.paths import REPO
-from tests.harness.state import job_state, wait_for_lock_release
+from tests.harness.recovery import kill_mid_write
 
 pytestmark = [pytest.mark.slow, pytest.mark.cell("spark-3.5")]
 
@@ -47,13 +47,7 @@ def test_a_batch_a_kill_mid_write_and_recovery_on_spark_3_5_land_every_offset_on
     assert "SparkContext started (Spark 3.5." in first.stderr, first.describe()
 
     produce(topic, events_by_partition(2, 25, first_id=80))
-    run = EtlProcess(config, fault="writing:1", action="sleep:600", venv=spark_35_venv)
-    run.wait_until(lambda: run.sleeping_writer(f".{topic}+1+") is not None, 400, "partition 1's task paused mid-write")
-    assert run.kill()
-    run.wait(60)
-    run.reap()
-    assert job_state(config).open_state, "the killed batch should be left open"
-    wait_for_lock_release(zk, config)
+    kill_mid_write(config, topic, zk, venv=spark_35_venv)
     recovered = run_etl(config, command="recover", venv=spark_35_venv)
     assert recovered.returncode == 0, recovered.describe()
     rerun = run_etl(config, venv=spark_35_venv)
