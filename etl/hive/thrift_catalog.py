@@ -1,10 +1,10 @@
 """The metastore through a Thrift client in the driver ([hive] metastore_client = thrift, the
 default for a thrift:// metastore): etl.hive.catalog's seam without Spark's Hive client.
 
-The calls are the ones Spark's Hive client makes for the same work (get_database, get_table_req,
+The calls are the ones Hive's own clients make for the same work (get_database, get_table_req,
 get_partition, get_partitions, add_partitions_req with ifNotExists), from the Hive 3 IDL that
 pymetastore generates; Hive 2.3, 3.1 and 4.0 metastores all serve them (a Thrift server skips
-the fields it does not know). Not get_table, which Spark's 2.3 client calls: Hive 4 dropped it.
+the fields it does not know). Not get_table, which Spark's built-in 2.3 client calls: Hive 4 dropped it.
 A partition is added as Hive's own client adds one: the table's storage descriptor (columns,
 formats, SerDe), with the partition's location.
 
