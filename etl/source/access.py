@@ -1,5 +1,6 @@
 """Why a broker that answered would not let the job in, said so that the operator knows what to
-fix: the SASL credentials it refused, or the broker certificate the client refused, and why.
+fix: the SASL credentials it refused (or the Kerberos login that failed), or the broker certificate
+the client refused, and why.
 
 librdkafka reports every refused broker certificate alike, "certificate verify failed: ... verify
 that ssl.ca.location is correctly configured", also when the CA is right and the certificate is
@@ -83,6 +84,8 @@ def access_denied(client: Mapping[str, str], error: KafkaError) -> KafkaAccessDe
             f"sasl.oauthbearer.client.id {client.get('sasl.oauthbearer.client.id')!r}: {reason}; check "
             f"sasl.oauthbearer.client.id and the secret (sasl.oauthbearer.client.secret, or the file "
             f"sasl.oauthbearer.client.secret_file names)")
+    if error.code() in SASL_REFUSED and client.get("sasl.mechanism", "GSSAPI").upper() == "GSSAPI":
+        return _kerberos_refused(client, broker[0], where, reason)
     if error.code() in SASL_REFUSED:
         return KafkaAccessDenied(
             f"[kafka] sasl.password: {where} refused the SASL credentials of sasl.username "
@@ -96,6 +99,20 @@ def access_denied(client: Mapping[str, str], error: KafkaError) -> KafkaAccessDe
         + (f"the client certificate in {mine}" if mine else "a client without a certificate (set "
            "ssl.certificate.location and ssl.key.location to one its CA signed)")
         + f": {reason}")
+
+
+def _kerberos_refused(client: Mapping[str, str], host: str, where: str, reason: str) -> KafkaAccessDenied:
+    """A GSSAPI login that failed: most often librdkafka's kinit got no ticket from the keytab
+    (its own lines on stderr say why), else the KDC knows no service principal for the broker."""
+    principal, keytab = client.get("sasl.kerberos.principal", "kafkaclient"), client.get("sasl.kerberos.keytab")
+    service = client.get("sasl.kerberos.service.name", "kafka")
+    check = (f"that sasl.kerberos.keytab holds the key of sasl.kerberos.principal (klist -kt {keytab}) and that the "
+             f"KDC gives it a ticket (kinit -kt {keytab} {principal})" if keytab else
+             "that the ticket cache holds a ticket (klist), or set sasl.kerberos.keytab")
+    return KafkaAccessDenied(
+        f"[kafka] sasl.kerberos.keytab: {where} did not let in sasl.kerberos.principal {principal!r} over Kerberos "
+        f"(sasl.kerberos.service.name {service!r}): {reason}; check {check}, and that the KDC knows the broker's "
+        f"service principal {service}/{host}")
 
 
 def _broker(text: str, client: Mapping[str, str]) -> tuple[str, int]:

@@ -1,4 +1,5 @@
-"""What the job says when the broker's ACLs refuse it (etl.source.access.not_authorized), and that
+"""What the job says when the broker's ACLs refuse it (etl.source.access.not_authorized) or a Kerberos
+login fails (access_denied), and that
 such a refusal reaches the range being read from a pack's shared consumer (etl.source.reused).
 The broker's side: tests/integration/test_kafka_security.py (StandardAuthorizer)."""
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, Message
 
 from etl.errors import EXIT_BATCH_FAILED
-from etl.source.access import not_authorized, principal_of
+from etl.source.access import access_denied, not_authorized, principal_of
 from etl.source.reused import PackConsumer
 from tests.harness.handed_out import HandedOut
 
@@ -29,6 +30,19 @@ def test_a_refusal_names_the_operation_the_resource_and_the_grant_and_exits_1():
     assert str(error) == ("Kafka: the broker refused the job's principal (sasl.username 'etl') DESCRIBE on topic "
                           "'clicks': an operator grants it (kafka-acls --add --allow-principal User:<principal> "
                           "--operation DESCRIBE --operation READ --topic clicks). Nothing was loaded")
+
+
+def test_a_kerberos_login_that_fails_names_the_keytab_and_the_principal_not_a_password():
+    client = {"bootstrap.servers": "b1:9093", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI",
+              "sasl.kerberos.principal": "etl@REALM", "sasl.kerberos.keytab": "/etc/etl.keytab"}
+    librdkafka = ("sasl_plaintext://b1:9093/bootstrap: Failed to initialize SASL authentication: SASL handshake "
+                  "failed (start (-1)): SASL(-1): generic failure: GSSAPI Error: No credentials were supplied")
+    message = str(access_denied(client, KafkaError(KafkaError._AUTHENTICATION, librdkafka)))
+    assert message.startswith("[kafka] sasl.kerberos.keytab: the broker at b1:9093 did not let in "
+                              "sasl.kerberos.principal 'etl@REALM' over Kerberos (sasl.kerberos.service.name "
+                              "'kafka'): Failed to initialize SASL authentication"), message
+    assert "klist -kt /etc/etl.keytab" in message and "kafka/b1" in message
+    assert "password" not in message
 
 
 def _error(topic, partition, code, offset=-1):
