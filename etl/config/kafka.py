@@ -165,7 +165,7 @@ def _librdkafka_refused(s: Section, client: Mapping[str, str], reason: str) -> C
     if reason.startswith("No provider for SASL mechanism GSSAPI"):
         reason += ("; the confluent-kafka wheel from PyPI bundles a librdkafka built without Cyrus SASL, so Kerberos "
                    "(GSSAPI) needs confluent-kafka built from source against a librdkafka with libsasl2 and its "
-                   "GSSAPI plugin (docs/cluster.md)")
+                   "GSSAPI plugin: scripts/gssapi-venv builds one (docs/cluster.md)")
     if key is None:
         return ConfigError(f"{s.path}: [{s.name}]: librdkafka refuses these settings: {reason}")
     if key.endswith(".location") and not os.path.exists(client[key]):  # OpenSSL would only say "BIO lib"
