@@ -10,6 +10,7 @@ test's client, so that a run outlives its tickets).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -135,6 +136,13 @@ class Kdc:
         self._run("kadmin.local", "-r", REALM, "-q", f"addprinc -randkey {life}{principal}")
         self._run("kadmin.local", "-r", REALM, "-q", f"ktadd -k {keytab} {principal}")
         return keytab
+
+    def authtimes(self, client: str, service: str) -> list[int]:
+        """When the tickets were first got (authtime, epoch seconds) on which the KDC issued
+        `client` a ticket for `service` (its log's ISSUE lines: AS_REQ for krbtgt, else TGS_REQ)."""
+        log = self.workdir / "krb5kdc.log"
+        pattern = re.compile(rf"ISSUE: authtime (\d+),.*, {re.escape(client)} for {re.escape(service)}$", re.M)
+        return [int(found) for found in pattern.findall(log.read_text(errors="replace"))] if log.exists() else []
 
     def kinit(self, principal: str, keytab: Path, ccache: Path) -> None:
         principal = principal if "@" in principal else f"{principal}@{REALM}"

@@ -50,15 +50,18 @@ def recover_or_run(config: Path | str, drain: bool = True, timeout: float = 600)
     return result
 
 
-def kill_mid_write(config: Path | str, topic: str, zk, partition: int = 1, venv: Path | None = None) -> None:
-    """SIGKILL an `etl run` (of `venv`, if given) while the task of `topic`'s `partition` writes
-    its file (held there by a fault point), as a lost machine would; return once the dead run's
-    lock is gone (a config with a short ZooKeeper session), its batch left open for recovery."""
-    run = EtlProcess(config, fault=f"writing:{partition}", action="sleep:600", venv=venv)
+def kill_mid_write(config: Path | str, topic: str, zk, partition: int = 1, venv: Path | None = None,
+                   env: dict | None = None, state_config: Path | str | None = None) -> None:
+    """SIGKILL an `etl run` (of `venv`, with `env`, if given) while the task of `topic`'s
+    `partition` writes its file (held there by a fault point), as a lost machine would; return
+    once the dead run's lock is gone (a config with a short ZooKeeper session), its batch left
+    open for recovery. `state_config`: the same job's config as this process can load, to read
+    its state, where `config` needs a client only `venv` has (GSSAPI)."""
+    run = EtlProcess(config, fault=f"writing:{partition}", action="sleep:600", env=env, venv=venv)
     run.wait_until(lambda: run.sleeping_writer(f".{topic}+{partition}+") is not None, 400,
                    f"partition {partition}'s task paused mid-write")
     assert run.kill(), run.describe()
     run.wait(60)
     run.reap()
-    assert job_state(config).open_state, "the killed batch should be left open"
-    wait_for_lock_release(zk, config)
+    assert job_state(state_config or config).open_state, "the killed batch should be left open"
+    wait_for_lock_release(zk, state_config or config)

@@ -19,7 +19,8 @@ With ACLs on (StandardAuthorizer), what the job's principal lacks ends the run w
 naming the grant, nothing loaded: DESCRIBE on a topic, READ on a topic, READ on its consumer
 group.
 
-Not here: GSSAPI, which the confluent-kafka wheel cannot speak (docs/cluster.md).
+Not here: GSSAPI, which the confluent-kafka wheel cannot speak; test_kafka_gssapi.py runs it with
+a client built for it (scripts/gssapi-venv).
 """
 from __future__ import annotations
 
