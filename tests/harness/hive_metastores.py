@@ -113,7 +113,8 @@ class StandaloneMetastore(_Service):
         self.release = release
         self.conf = self.workdir / "conf"
         self.conf.mkdir(exist_ok=True)
-        url = postgres.create_database(f"metastore_{release.version.replace('.', '_')}_{self.port}")
+        self.database = f"metastore_{release.version.replace('.', '_')}_{self.port}"  # its schema's, in PostgreSQL
+        url = postgres.create_database(self.database)
         settings = {
             "javax.jdo.option.ConnectionURL": url,
             "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
