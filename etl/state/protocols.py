@@ -1,7 +1,7 @@
 """The job's state seen as five small parts, each a Protocol with exactly what its callers use.
 
 - LockPart: the job lock and the fence every write passes (etl.state.session).
-- BatchPart: plans and batch states, and the commit (etl.state.batches, etl.state.commits).
+- BatchPart: plans and batch states, and the commit (etl.state.batches; the offsets it leaves: etl.state.offsets_after).
 - OffsetPart: the committed offsets and topic ids behind the pointer (etl.state.snapshots).
 - OperatorPart: resets, the job's binding, the event log (etl.state.records), and the load
   totals the commits add up (etl.state.totals).

@@ -1,7 +1,7 @@
 """The job's state in ZooKeeper: lock, committed offsets, batch plans and events.
 
 ZkStateStore is composed of the five parts of etl.state.protocols, all on one session
-(etl.state.session, the lock part): ZkBatches (etl.state.batches, etl.state.commits),
+(etl.state.session, the lock part): ZkBatches (etl.state.batches, etl.state.offsets_after),
 SnapshotRecords (etl.state.snapshots), OperatorRecords (etl.state.records) with TotalsRecords
 (etl.state.totals), and CompactionRecords (etl.state.compaction_records). The store delegates
 every method to its part, so that its callers keep one object for now; each part can be handed

@@ -3,7 +3,7 @@
 `<job>/totals` holds the running sums of every committed LOAD batch: batches, Kafka offsets
 covered, rows written, rows rejected, late rows (event time) and the bytes of the batches'
 files. The commit moves them in the same fenced transaction that moves the offsets
-(etl.state.commits), over the version it read, so a batch counts exactly once: a commit that
+(etl.state.batches), over the version it read, so a batch counts exactly once: a commit that
 aborts moves neither, a commit replayed after a crash finds its batch already COMMITTED and
 moves nothing again. The metrics export them as counters (etl.ops.metrics), which never go
 down while the job's ZooKeeper state lives, so that PromQL's increase() gives rows per day

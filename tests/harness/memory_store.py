@@ -33,7 +33,7 @@ from etl.model.compaction import CompactionPlan, CompactionState, Relocations, c
 from etl.model.events import Bind, Event, PendingReset, Reset, Skipped
 from etl.model.events import from_json as parse_event, to_json as event_json
 from etl.model.naming import final_name
-from etl.state.commits import commit_conflict, offsets_after
+from etl.state.offsets_after import commit_conflict, offsets_after
 from etl.state.protocols import StateStore
 from etl.state.records import offsets_after_reset, origins_at_offsets
 from etl.state.snapshots import CommittedState

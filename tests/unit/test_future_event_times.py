@@ -14,7 +14,7 @@ from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.partitioning import Placement, TimePartitioner
 from etl.rows.placement import place
 from etl.sink.markers import watermark
-from etl.state.commits import _event_time
+from etl.state.offsets_after import _event_time
 from etl.state.znodes import CommittedOffset
 from tests.unit.test_config import BASE, write
 

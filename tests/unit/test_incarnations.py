@@ -24,7 +24,7 @@ from etl.ops.recovery import _split_by_kafka
 from etl.ops.reset import _backwards
 from etl.model.events import OffsetChange
 from etl.sink.manifest import RangeManifest, manifest_path
-from etl.state.commits import offsets_after
+from etl.state.offsets_after import offsets_after
 from etl.state.snapshots import CommittedState, _decode, _encode
 from etl.state.znodes import CommittedOffset
 
