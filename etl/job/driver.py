@@ -326,8 +326,8 @@ class Job:
     def _check_files(self, batch: Batch) -> None:
         missing = self._missing_files(batch)
         if missing:
-            where = mode_of(batch).missing_where(self.warehouse, batch) if self.config.routes.implicit else \
-                "are missing in their tables' folders"
+            where = "are missing in their tables' folders" if not self.config.routes.implicit else "have no manifest" \
+                if mode_of(batch).by_event_time else f"are missing in {self.warehouse.main_dir(batch.partition_values)}"
             raise MissingBatchFiles(f"batch {batch.batch_id}: {len(missing)} planned files {where}, e.g. {missing[0]}; "
                                     f"the batch stays PLANNED and the next run writes them")
 

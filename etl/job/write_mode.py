@@ -10,11 +10,12 @@ A batch's mode is its plan's: a stored Placement with an event column is event t
 (mode_of). A new plan's is the config's, [hive] partition_by (configured_mode); a batch planned
 before partition_by changed is finished in its own mode.
 
-What the two modes differ in is here and nowhere else: the task an executor runs, the
+What the two modes do differently is here and nowhere else: the task an executor runs, the
 range-done check (the driver's, and `etl recover`'s over its inventory), the folders a batch's
 temp files are swept from, the partitions it registers, what WRITTEN records, the marker
-bookkeeping (etl.sink.markers), the partition cap, and how `etl run --dry-run`, `etl recover`
-and the run metrics name the partitions.
+bookkeeping (etl.sink.markers), the partition cap, and which partitions the run metrics name.
+What the commands say of a batch's mode (`by_event_time`) is their renderers' words:
+etl.ops.dry_run, etl.ops.recovery and the driver's errors.
 """
 from __future__ import annotations
 
@@ -30,19 +31,13 @@ from etl.job.range_task import RangeResult
 from etl.job.tasks import run_range_task
 from etl.hive.registrar import HiveRegistrar
 from etl.model.batch import Batch, OffsetRange
-from etl.model.naming import partition_path, partition_values
+from etl.model.naming import partition_values
 from etl.model.partitioning import Placement
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.manifest import manifest_dir, manifest_path
 from etl.sink.markers import SuccessMarkers
-from etl.sink.warehouse import Warehouse
-
-# `etl run --dry-run` and its JSON name the mode by this key (tests and operators read it).
-DRY_RUN_KEY = "by_event_time"
-EVENT_TIME_TARGET = "known only after reading: the rows' event times decide their partitions"
 
 RangeTaskFunction = Callable[..., RangeResult]  # (task: RangeTask, lookups=...) on an executor
-Shown = Callable[[dict[str, str] | str], dict]  # a partition as `etl run --dry-run` shows it
 
 
 class FilesSeen(Protocol):
@@ -79,6 +74,7 @@ class WarehouseFiles:
 
 
 class WriteMode(Protocol):
+    by_event_time: bool  # what `etl run --dry-run`, `etl recover` and the driver's errors say of a mode
     run_task: RangeTaskFunction  # what each Spark task runs for one of the batch's ranges
 
     def placement(self, batch: Batch) -> Placement | None:
@@ -98,9 +94,6 @@ class WriteMode(Protocol):
 
     def missing(self, batch: Batch, seen: FilesSeen) -> list[OffsetRange]:
         """The batch's ranges that are not done."""
-
-    def missing_where(self, warehouse: Warehouse, batch: Batch) -> str:
-        """How the missing ranges are missing, in words."""
 
     def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
         """The new plan's files that are already published (never planned: refused)."""
@@ -123,20 +116,9 @@ class WriteMode(Protocol):
     def main_partitions(self, batch: Batch) -> list[dict[str, str] | str]:
         """The main table's partitions the batch wrote into (once WRITTEN)."""
 
-    def describe_ranges(self, batch: Batch) -> str:
-        """The batch's ranges, for `etl recover`."""
-
-    def registration(self, batch: Batch) -> str:
-        """The registration still to do, for `etl recover`."""
-
-    def preview_plan(self, planned: Callable[[], dict[str, str]], shown: Shown) -> dict:
-        """`etl run --dry-run`'s target of a new plan; `planned()`: its planning-time partition."""
-
-    def preview_batch(self, batch: Batch, shown: Shown) -> dict:
-        """`etl run --dry-run`'s target of an open batch."""
-
 
 class PlanningTimeMode:
+    by_event_time = False
     run_task: RangeTaskFunction = staticmethod(run_range_task)
 
     def placement(self, batch: Batch) -> Placement | None:
@@ -156,9 +138,6 @@ class PlanningTimeMode:
 
     def missing(self, batch: Batch, seen: FilesSeen) -> list[OffsetRange]:
         return [r for r in batch.file_ranges if not seen.has_file(batch.partition_values, r)]
-
-    def missing_where(self, warehouse: Warehouse, batch: Batch) -> str:
-        return f"are missing in {warehouse.main_dir(batch.partition_values)}"
 
     def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
         return [r.file_name for r in batch.file_ranges if seen.has_file(batch.partition_values, r)]
@@ -181,21 +160,9 @@ class PlanningTimeMode:
     def main_partitions(self, batch: Batch) -> list[dict[str, str] | str]:
         return [batch.partition_values]
 
-    def describe_ranges(self, batch: Batch) -> str:
-        return f"files planned in Hive partition {partition_path(batch.partition_values)}"
-
-    def registration(self, batch: Batch) -> str:
-        return f"register Hive partition {partition_path(batch.partition_values)}"
-
-    def preview_plan(self, planned: Callable[[], dict[str, str]], shown: Shown) -> dict:
-        return {DRY_RUN_KEY: False, "partitions": [shown(planned())], "detail": "the hour it is planned in: now"}
-
-    def preview_batch(self, batch: Batch, shown: Shown) -> dict:
-        return {DRY_RUN_KEY: False, "partitions": [shown(batch.partition_values)],
-                "detail": "recorded in the batch's plan"}
-
 
 class EventTimeMode:
+    by_event_time = True
     run_task: RangeTaskFunction = staticmethod(run_event_range_task)
 
     def placement(self, batch: Batch) -> Placement | None:
@@ -215,9 +182,6 @@ class EventTimeMode:
 
     def missing(self, batch: Batch, seen: FilesSeen) -> list[OffsetRange]:
         return [r for r in batch.file_ranges if not seen.has_manifest(r)]  # done once its manifest is published
-
-    def missing_where(self, warehouse: Warehouse, batch: Batch) -> str:
-        return "have no manifest"
 
     def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
         return PLANNING_TIME.clashes(batch, seen) + [r.file_name for r in batch.file_ranges if seen.has_manifest(r)]
@@ -248,22 +212,6 @@ class EventTimeMode:
 
     def main_partitions(self, batch: Batch) -> list[dict[str, str] | str]:
         return [part["partition"] for part in batch.partitions or ()]
-
-    def describe_ranges(self, batch: Batch) -> str:
-        return "ranges planned by event time (done: its manifest is published)"
-
-    def registration(self, batch: Batch) -> str:
-        return "register the Hive partitions the batch touched"
-
-    def preview_plan(self, planned: Callable[[], dict[str, str]], shown: Shown) -> dict:
-        return {DRY_RUN_KEY: True, "partitions": None, "detail": EVENT_TIME_TARGET}
-
-    def preview_batch(self, batch: Batch, shown: Shown) -> dict:
-        if batch.partitions is None:
-            return self.preview_plan(lambda: batch.partition_values, shown)
-        return {DRY_RUN_KEY: True, "detail": "recorded when the batch's files were written",
-                "partitions": [{**shown(part["partition"]), **({"table": part["table"]} if "table" in part else {})}
-                               for part in batch.partitions]}
 
 
 PLANNING_TIME = PlanningTimeMode()

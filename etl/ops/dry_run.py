@@ -17,7 +17,7 @@ topic with committed offsets that the routes can no longer load (etl.job.batch_t
 from __future__ import annotations
 
 import datetime as dt
-import functools
+from typing import Callable
 
 from etl.config import Config
 from etl.context.job import JobContext
@@ -29,8 +29,12 @@ from etl.model.naming import partition_path
 from etl.model.partitioning import Placement
 from etl.model.planner import plan_ranges
 from etl.job.positions import planning_positions
-from etl.job.write_mode import configured_mode, mode_of
+from etl.job.write_mode import WriteMode, configured_mode, mode_of
 from etl.sink.warehouse import Warehouse
+
+# `etl run --dry-run` and its JSON name the mode by this key (tests and operators read it).
+DRY_RUN_KEY = "by_event_time"
+EVENT_TIME_TARGET = "known only after reading: the rows' event times decide their partitions"
 
 
 def dry_run(config: Config) -> dict:
@@ -97,16 +101,34 @@ def _new_target(context: JobContext, warehouse: Warehouse | None, now: dt.dateti
 
     def planned() -> dict[str, str]:  # the DDL is read only where the target is known before the rows
         return Placement.of(partitioning, context.partitioner, now, None).planned
-    return configured_mode(partitioning).preview_plan(planned, functools.partial(_partition, warehouse))
+    return new_plan_target(configured_mode(partitioning), planned, warehouse)
+
+
+def new_plan_target(mode: WriteMode, planned: Callable[[], dict[str, str]], warehouse: Warehouse | None) -> dict:
+    """Where a new plan writes: by planning time `planned()`'s partition, by event time unknown yet."""
+    if mode.by_event_time:
+        return {DRY_RUN_KEY: True, "partitions": None, "detail": EVENT_TIME_TARGET}
+    return {DRY_RUN_KEY: False, "partitions": [_partition(warehouse, planned())], "detail": "the hour it is planned in: now"}
 
 
 def _open_batch(batch: Batch, warehouse: Warehouse | None) -> dict:
     ranges = [{"topic": r.topic, "partition": r.partition, "from": r.start, "until": r.end, "records": r.size,
                "committed": r.expected, **({"tables": batch.tables[r.topic]} if r.topic in batch.tables else {})}
               for r in batch.ranges]
-    target = mode_of(batch).preview_batch(batch, functools.partial(_partition, warehouse))
     return {"batch_id": batch.batch_id, "kind": batch.kind.value, "state": batch.state.value,
-            "planned_by": batch.planned_by, "ranges": ranges, "target": target}
+            "planned_by": batch.planned_by, "ranges": ranges, "target": open_batch_target(batch, warehouse)}
+
+
+def open_batch_target(batch: Batch, warehouse: Warehouse | None) -> dict:
+    """Where an open batch writes: its plan's partition, or by event time those its WRITTEN recorded."""
+    if not mode_of(batch).by_event_time:
+        return {DRY_RUN_KEY: False, "partitions": [_partition(warehouse, batch.partition_values)],
+                "detail": "recorded in the batch's plan"}
+    if batch.partitions is None:
+        return {DRY_RUN_KEY: True, "partitions": None, "detail": EVENT_TIME_TARGET}
+    return {DRY_RUN_KEY: True, "detail": "recorded when the batch's files were written",
+            "partitions": [{**_partition(warehouse, part["partition"]), **({"table": part["table"]} if "table" in part else {})}
+                           for part in batch.partitions]}
 
 
 def _partition(warehouse: Warehouse | None, values: dict[str, str] | str) -> dict:

@@ -198,7 +198,8 @@ def _missing_files(batch: Batch, inventory: Inventory) -> list:
 
 def _describe_open(batch: Batch, missing: list) -> list[str]:
     done = len(batch.file_ranges) - len(missing)
-    where = mode_of(batch).describe_ranges(batch)
+    where = ("ranges planned by event time (done: its manifest is published)" if mode_of(batch).by_event_time
+             else f"files planned in Hive partition {partition_path(batch.partition_values)}")
     return [f"batch {batch.batch_id} is open in state {batch.state.value}: {STATE_WORDS[batch.state]}.",
             f"  planned {batch.planned_at} by {batch.planned_by}",
             f"  {len(batch.file_ranges)} {where}: {done} in place, {len(missing)} missing"]
@@ -210,7 +211,8 @@ def _open_batch_actions(batch: Batch, missing: list) -> list[str]:
         actions.append(f"rewrite {len(missing)} missing files of batch {batch.batch_id} from Kafka, exactly their "
                        f"recorded ranges")
     if batch.state in (BatchState.PLANNED, BatchState.WRITTEN):
-        actions.append(mode_of(batch).registration(batch))
+        actions.append("register the Hive partitions the batch touched" if mode_of(batch).by_event_time
+                       else f"register Hive partition {partition_path(batch.partition_values)}")
     actions.append(f"commit the offsets of batch {batch.batch_id} ({len(batch.ranges)} partitions)")
     return actions
 

@@ -17,6 +17,7 @@ from etl.job.batch_tables import register_routed, routed_written
 from etl.job.range_task import RangeResult
 from etl.job.write_mode import EVENT_TIME, PLANNING_TIME
 from etl.model.batch import Batch, BatchState, OffsetRange
+from etl.ops.dry_run import open_batch_target
 from etl.ops.metrics_tables import written_files
 from etl.sink.fs import LocalFileSystem
 from etl.state.batch_nodes import header_bytes, marker_chunks, partition_chunks
@@ -154,6 +155,6 @@ def test_a_batch_over_200_tables_and_48_hours_fits_zookeepers_nodes():
 
 def test_the_dry_run_names_each_shown_partitions_table():
     batch = _batch(partitions=tuple(touched_partitions(RESULTS, TABLES)))
-    shown = EVENT_TIME.preview_batch(batch, lambda p: {"partition": p})["partitions"]
+    shown = [{k: v for k, v in p.items() if k != "folder"} for p in open_batch_target(batch, None)["partitions"]]
     assert shown[:3] == [{"partition": H + "07", "table": "clicks"}, {"partition": H + "08", "table": "clicks"},
                          {"partition": H + "08", "table": "orders"}]

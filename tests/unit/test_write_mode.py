@@ -9,6 +9,7 @@ from etl.config import PartitioningConfig, PartitionSource
 from etl.job.write_mode import EVENT_TIME, PLANNING_TIME, configured_mode, mode_of
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.partitioning import Placement, TimePartitioner
+from etl.ops.dry_run import new_plan_target, open_batch_target
 
 PLANNED_AT = dt.datetime(2026, 11, 21, 10, 30, tzinfo=dt.timezone.utc)
 DONE, OPEN, EMPTY = OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 0, 10, None), OffsetRange("t", 2, 5, 5, 5)
@@ -60,11 +61,10 @@ def test_by_event_time_a_range_is_done_once_its_manifest_is_published():
 
 
 def test_the_dry_run_names_the_mode_by_the_key_its_json_always_had():
-    def shown(values):
-        return {"partition": values if isinstance(values, str) else "/".join(f"{k}={v}" for k, v in values.items())}
     planned = {"dt": "2026-11-21", "hour": "10"}
-    assert PLANNING_TIME.preview_plan(lambda: planned, shown) == {
-        "by_event_time": False, "partitions": [{"partition": "dt=2026-11-21/hour=10"}],
-        "detail": "the hour it is planned in: now"}
-    assert EVENT_TIME.preview_plan(lambda: planned, shown)["by_event_time"] is True
-    assert EVENT_TIME.preview_batch(batch(BY_COLUMN), shown)["partitions"] is None
+    assert new_plan_target(PLANNING_TIME, lambda: planned, None) == {
+        "by_event_time": False, "detail": "the hour it is planned in: now",
+        "partitions": [{"partition": "dt=2026-11-21/hour=10", "folder": "<each table's folder>/dt=2026-11-21/hour=10"}]}
+    assert new_plan_target(EVENT_TIME, lambda: planned, None)["by_event_time"] is True
+    assert open_batch_target(batch(BY_COLUMN), None)["partitions"] is None
+    assert open_batch_target(batch(PLANNING), None)["detail"] == "recorded in the batch's plan"
