@@ -277,7 +277,7 @@ def cmd_history(config: Config, args) -> int:
     from etl.context.command import CommandContext
     from etl.ops.history import collect_history, render_history
     with CommandContext(config) as context:
-        batches = collect_history(context.store, args.limit)
+        batches = collect_history(context.store.batches, args.limit)
     print(json.dumps({"job": config.job.name, "batches": batches}, indent=2) if args.json
           else render_history(config.job.name, batches))
     return EXIT_OK

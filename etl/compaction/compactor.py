@@ -46,14 +46,14 @@ class Compactor:
         chosen by the table it names; no client is built before a plan needs it."""
         self.config, self.store, self.fs, self.clock = config, store, fs, clock
         self.views = views
-        self.views.relocated(store.relocations())
+        self.views.relocated(store.compactions.relocations())
         self.switch = PartitionSwitch(views.registrar)
 
     def finish_pending(self) -> list[CompactionPlan]:
         """Carry every compaction under way as far as it may go now; returns those still waiting
         for their superseded files' grace period."""
         waiting = []
-        for plan, version in self.store.open_compactions():
+        for plan, version in self.store.compactions.open_compactions():
             left = self.carry_on(plan, version)
             if left is not None:
                 waiting.append(left)
@@ -61,7 +61,7 @@ class Compactor:
 
     def carry_on(self, plan: CompactionPlan, version: int) -> CompactionPlan | None:
         """Walk one compaction forward; None once it is finished or rolled back."""
-        self.store.assert_lock_held()
+        self.store.session.assert_lock_held()
         if plan.state is CompactionState.PLANNED:
             missing = [f.name for f in plan.inputs if not self.fs.exists(self._source(plan, f.name))]
             if missing:
@@ -72,21 +72,21 @@ class Compactor:
             except MergeAltered:
                 self._discard_outputs(plan, version)
                 raise
-            plan, version = self.store.advance_compaction(plan, version, CompactionState.WRITTEN)
+            plan, version = self.store.compactions.advance_compaction(plan, version, CompactionState.WRITTEN)
             faults.checkpoint("compact:WRITTEN")
         if plan.state is CompactionState.WRITTEN:
             self.switch.point_at_target(plan, self._view(plan))
             faults.checkpoint("compact:metastore-switched")
-            plan, version = self.store.advance_compaction(plan, version, CompactionState.SWITCHED,
+            plan, version = self.store.compactions.advance_compaction(plan, version, CompactionState.SWITCHED,
                                                           switched_at=self.clock().isoformat(timespec="seconds"))
-            self.views.relocated(self.store.relocations())
+            self.views.relocated(self.store.compactions.relocations())
             log.info("%s", plan.describe())
             faults.checkpoint("compact:SWITCHED")
         if not self._grace_over(plan):
             return plan
         self._delete_superseded(plan)
         faults.checkpoint("compact:DELETED")
-        self.store.drop_compaction(plan, version)
+        self.store.compactions.drop_compaction(plan, version)
         return None
 
     # -- PLANNED -> WRITTEN ---------------------------------------------------------------
@@ -118,7 +118,7 @@ class Compactor:
         """The inputs an earlier compaction merged with checksums, as its record in ZooKeeper says
         (never as their own footers say: a file rewritten without the key would pass unchecked)."""
         replaced = compaction_of_folder(plan.source)
-        names = set() if replaced is None else self.store.checksummed_outputs([replaced]).get(replaced, frozenset())
+        names = set() if replaced is None else self.store.compactions.checksummed_outputs([replaced]).get(replaced, frozenset())
         return {self._source(plan, name) for name in names}
 
     def _copy_marker(self, plan: CompactionPlan, target: str) -> None:
@@ -155,7 +155,7 @@ class Compactor:
             self.fs.delete(posixpath.join(target, name))
         log.error("compaction %d rolled back: %d of its input files are gone from %s (e.g. %s); the partition is "
                   "left as it is: run `etl verify`", plan.compaction_id, len(missing), plan.source, missing[0])
-        self.store.drop_compaction(plan, version)
+        self.store.compactions.drop_compaction(plan, version)
 
     def _discard_outputs(self, plan: CompactionPlan, version: int) -> None:
         """A merge refused to publish (its values are not its inputs'): the plan is dropped and the
@@ -166,7 +166,7 @@ class Compactor:
             self.fs.delete(posixpath.join(target, name))
         log.error("compaction %d of %s rolled back: a merge's values differed from its inputs'; the partition is "
                   "left as it is", plan.compaction_id, plan.partition)
-        self.store.drop_compaction(plan, version)
+        self.store.compactions.drop_compaction(plan, version)
 
     # -- paths ----------------------------------------------------------------------------
     def _view(self, plan: CompactionPlan) -> Warehouse:

@@ -8,14 +8,20 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from etl.model.batch import Batch
-from etl.state.protocols import CompactionPart, LockPart
-from etl.state.znodes import CommittedOffset
+from etl.state.protocols import BatchPart, CompactionPart, LockPart, OffsetPart
 
 
-class CompactionStore(LockPart, CompactionPart, Protocol):
-    """The lock and the compaction records, and two reads of the batch and offset parts."""
+class CompactionStore(Protocol):
+    """The lock and the compaction records, and the batch and offset parts' reads."""
 
-    def open_batch(self) -> tuple[Batch, int] | None: ...
+    @property
+    def session(self) -> LockPart: ...
 
-    def committed_offsets(self) -> dict[tuple[str, int], CommittedOffset]: ...
+    @property
+    def compactions(self) -> CompactionPart: ...
+
+    @property
+    def batches(self) -> BatchPart: ...  # whether a batch is open
+
+    @property
+    def offsets(self) -> OffsetPart: ...  # the committed offsets

@@ -103,8 +103,8 @@ def compact(host: CompactionHost, only: list[str] | None = None, dry_run: bool =
     """`tables`: those looked at for new compactions (etl.ops.compact chooses them); the ones under
     way are carried on first whatever their table."""
     store = host.store
-    store.assert_lock_held()
-    opened = store.open_batch()
+    store.session.assert_lock_held()
+    opened = store.batches.open_batch()
     if opened:
         batch = opened[0]
         raise StateConflict(f"batch {batch.batch_id} is open in state {batch.state.value}: nothing is compacted "
@@ -116,15 +116,15 @@ def compact(host: CompactionHost, only: list[str] | None = None, dry_run: bool =
         report.waiting = compactor.finish_pending()
     busy = {(p.table, p.table_name, p.partition) for p in report.waiting}
     chooser = CompactionChooser(host.config, host.fs, compactor.views, host.partitioner, host.clock)
-    committed = store.committed_offsets()
+    committed = store.offsets.committed_offsets()
     for choice in chooser.look(tables, only):
         if not choice.skipped and (choice.table, choice.table_name, choice.partition) in busy:
             choice = replace(choice, skipped="its last compaction's replaced files are still in their grace period")
         if choice.skipped:
             report.looked_at.append(choice)
             continue
-        next_id = store.next_compaction_id() + (len(report.planned) if dry_run else 0)
-        found = chooser.plan(choice, next_id, committed, store.me.describe())
+        next_id = store.compactions.next_compaction_id() + (len(report.planned) if dry_run else 0)
+        found = chooser.plan(choice, next_id, committed, store.session.me.describe())
         if isinstance(found, Choice):
             report.looked_at.append(found)
             continue
@@ -140,7 +140,7 @@ def compact(host: CompactionHost, only: list[str] | None = None, dry_run: bool =
 
 def _carry_out(store: CompactionStore, compactor: Compactor, plan: CompactionPlan,
                report: CompactionReport) -> None:
-    store.write_compaction(plan)
+    store.compactions.write_compaction(plan)
     log.info("compaction %d PLANNED: %s", plan.compaction_id, plan.describe())
     faults.checkpoint("compact:PLANNED")
     left = compactor.carry_on(plan, 0)

@@ -79,7 +79,7 @@ class CommandContext:
         """Whether the job's state exists yet: a command that creates none of its nodes
         (create_nodes=False) reads nothing before its first command created them."""
         store = self.store
-        return store.has_job_nodes() if isinstance(store, ZkStateStore) else True
+        return store.session.has_job_nodes() if isinstance(store, ZkStateStore) else True
 
     def _offsets_moved(self) -> OffsetsMoved | None:
         """What the store calls after a transaction that moved offsets: nothing here
@@ -102,7 +102,7 @@ class CommandContext:
 
     def located(self) -> Warehouse:
         """The warehouse with where compacted partitions' files are now (from the store)."""
-        return self.warehouse.with_relocations(self.store.relocations())
+        return self.warehouse.with_relocations(self.store.compactions.relocations())
 
     @property
     def partitioner(self) -> Partitioner:

@@ -155,13 +155,13 @@ class JobContext(CommandContext):
 
     def _retired_tables(self, committed: set[str]) -> Mapping[str, Collection[str]]:
         """The tables the job's binding retired, each with the committed topics it holds."""
-        bound = self.store.binding() if committed else None  # nothing committed: nothing retired holds records
+        bound = self.store.operator.binding() if committed else None  # nothing committed: nothing retired holds records
         return bound.retired_owners(committed, self.config.routes) if isinstance(bound, RouteBinding) else {}
 
     def _committed_topics(self) -> set[str]:
         if not self.job_started():  # a command that creates no node, before the job's first
             return set()
-        return {topic for topic, _ in self.store.committed_offsets()}
+        return {topic for topic, _ in self.store.offsets.committed_offsets()}
 
     def _spark_starter(self) -> SparkStarter:
         if not self._runs_batches:

@@ -85,18 +85,18 @@ class Job:
     def _locate_partitions(self) -> None:
         """Where compacted partitions' files are now (ZooKeeper, moved with the metastore): each
         batch writes a partition's files where Hive reads it (etl.model.compaction)."""
-        self.warehouse = self.warehouse.with_relocations(self.store.relocations())
+        self.warehouse = self.warehouse.with_relocations(self.store.compactions.relocations())
         self.markers.warehouse = self.warehouse
         if self._registrar is not None:
             self._registrar.warehouse = self.warehouse
 
     def run_once(self) -> BatchSummary | None:
         """Complete the open batch if there is one, else plan and complete a new one."""
-        self.store.assert_lock_held()
+        self.store.session.assert_lock_held()
         self._locate_partitions()
         logs.bind(batch_id=None, state=None)  # until a batch is planned or resumed, lines are of none
         with timed(self.observer, Phase.PLAN):
-            opened = self.store.open_batch()
+            opened = self.store.batches.open_batch()
         if opened:
             check_planned(opened[0], self.target, self.config)
         self._check_binding()
@@ -125,7 +125,7 @@ class Job:
         registered like any batch (so a crash is resumed the same way), committed without moving
         an offset. Each range's `expected` is its partition's committed offset; a routed job's range goes to the tables its
         topic's routes give it now (`etl recover` checked it has some), into partition `planned`, where it came from (None: now's)."""
-        self.store.assert_lock_held()
+        self.store.session.assert_lock_held()
         self._locate_partitions()
         self._check_binding()
         batch = self._new_batch(tuple(ranges), planned, kind=BatchKind.REPAIR)
@@ -135,16 +135,16 @@ class Job:
 
     def _check_binding(self) -> None:
         """The job writes where it always wrote (etl.model.binding); its first run records where."""
-        bound = self.store.binding()
+        bound = self.store.operator.binding()
         if bound is None:
             self._ensure_tables()  # a table another job owns is refused before this job binds or plans
-            self.store.bind_first(self.target)
+            self.store.operator.bind_first(self.target)
             log.info("job %s bound to %s", self.config.job.name, self.target.describe())
         else:
             check_job_binding(bound, self.target, self.config, () if self.config.routes.implicit else self._committed_topics())
 
     def _committed_topics(self) -> set[str]:
-        return {topic for topic, _ in self.store.committed_offsets()}
+        return {topic for topic, _ in self.store.offsets.committed_offsets()}
 
     def _tables_of(self, batch: Batch) -> BatchTables:
         """Each range's table, its folders where this batch writes them (etl.job.batch_tables)."""
@@ -166,7 +166,7 @@ class Job:
         batch = replace(batch, dimensions={name: d.snapshot.to_json() for name, d in loaded.items()})
         batch = self._check_partition_cap(batch, loaded)  # before the plan is stored: a refusal leaves nothing
         with timed(self.observer, Phase.PLAN):
-            version = self.store.write_plan(batch)
+            version = self.store.batches.write_plan(batch)
         logs.bind(batch_id=batch.batch_id, state=batch.state.value)
         log.info("batch %d %s PLANNED: %d ranges, %d offsets, Hive partition %s", batch.batch_id,
                  batch.kind.value, len(batch.file_ranges), batch.record_count, batch.partition_values)
@@ -178,8 +178,8 @@ class Job:
         chosen = self.kafka.job_topics()  # resolved at every plan: a regex picks up new topics
         refuse_lost_topics(chosen, self._committed_topics, self.config)
         topics = chosen.loaded
-        positions, topic_ids = planning_positions(self.store, self.kafka, topics)  # as `etl run --dry-run` shows
-        plan = tagged(plan_ranges(positions, self.config.job), self.store, topic_ids)  # a recreated topic's incarnation
+        positions, topic_ids = planning_positions(self.store.offsets, self.kafka, topics)  # as `etl run --dry-run` shows
+        plan = tagged(plan_ranges(positions, self.config.job), self.store.offsets, topic_ids)  # a recreated topic's incarnation
         for level, note in plan.notes():
             log.log(level, "%s", note)
         if plan.is_empty:
@@ -197,11 +197,11 @@ class Job:
         placement = replace(found, planned=dict(planned)) if planned else found
         return Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
                      planned_at=planned_at.isoformat(timespec="seconds"), partition_values=placement.planned,
-                     ranges=ranges, planned_by=self.store.me.describe(), updated_at=planned_at.isoformat(timespec="seconds"),
+                     ranges=ranges, planned_by=self.store.session.me.describe(), updated_at=planned_at.isoformat(timespec="seconds"),
                      placement=self.mode.stored_placement(placement), **more)
 
     def _next_batch_id(self) -> int:
-        return (self.store.batch_ids() or [0])[-1] + 1
+        return (self.store.batches.batch_ids() or [0])[-1] + 1
 
     def _refuse_foreign_files(self, batch: Batch) -> None:
         """A final file for a range that was never planned would be mistaken for a replay and
@@ -225,19 +225,19 @@ class Job:
             registrar = self._ensure_tables()
             with timed(self.observer, Phase.REGISTER):
                 self._register(registrar, batch)  # every partition it touched, before the commit
-                batch, version = self.store.advance(batch, version, BatchState.REGISTERED)
+                batch, version = self.store.batches.advance(batch, version, BatchState.REGISTERED)
             logs.bind(state=batch.state.value)
             faults.checkpoint("state:REGISTERED")
         if batch.state is BatchState.REGISTERED:
             with timed(self.observer, Phase.COMMIT):
-                batch = self.store.commit(batch, version, self.observer.written_bytes(batch, self.warehouse))
+                batch = self.store.batches.commit(batch, version, self.observer.written_bytes(batch, self.warehouse))
             logs.bind(state=batch.state.value)
             faults.checkpoint("state:COMMITTED")
         with timed(self.observer, Phase.MARKERS):
             # only now: a marker never waits on, nor holds back, a batch's data
             self.markers.write_due(self.mode.marker_cutoff(self.markers))
         with timed(self.observer, Phase.CLEANUP):
-            self.store.prune_batches()
+            self.store.batches.prune_batches()
         return self._summary(batch, resumed, time.monotonic() - started)
 
     def _register(self, registrar: HiveRegistrar, batch: Batch) -> None:
@@ -271,7 +271,7 @@ class Job:
         last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record.to_json()
                         for r in results if r.last_record is not None}
         more = routed_written(batch, results, mode_of(batch).written(batch, results, self.markers, self.config.hive))
-        return self.store.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
+        return self.store.batches.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,
                                   unmatched=unmatched or None, ignored_fields=ignored, last_records=last_records,
                                   **more)
 

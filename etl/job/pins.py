@@ -23,8 +23,14 @@ from etl.state.protocols import BatchPart, LockPart
 log = logging.getLogger(__name__)
 
 
-class PinStore(BatchPart, LockPart, Protocol):
+class PinStore(Protocol):
     """What a resume asks of the store: amend the batch, and who this run is."""
+
+    @property
+    def session(self) -> LockPart: ...
+
+    @property
+    def batches(self) -> BatchPart: ...
 
 
 def resumed(batch: Batch, version: int, config: Config, dimensions: DimensionLoader, store: PinStore,
@@ -47,9 +53,9 @@ def resumed(batch: Batch, version: int, config: Config, dimensions: DimensionLoa
             log.error("DIMENSION CHANGED since batch %d was planned, finishing it with the current version "
                       "([job] on_dimension_change = use_current): %s: %s", batch.batch_id, name,
                       describe_change(before.get(name), now.get(name)))
-        batch, version = store.amend(
+        batch, version = store.batches.amend(
             batch, version, dimensions={name: s.to_json() for name, s in now.items()},
-            dimension_changes=batch.dimension_changes + change_records(moved, before, now, store.me.describe(),
+            dimension_changes=batch.dimension_changes + change_records(moved, before, now, store.session.me.describe(),
                                                                clock().isoformat(timespec="seconds")))
     return batch, version, loaded
 

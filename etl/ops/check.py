@@ -47,7 +47,7 @@ def run_check(config: Config, warn_lag: int, crit_lag: int) -> CheckResult:
     # brings the job's modules (pyarrow, the decoders) that only the commands that run need.
     from etl.context.job import JobContext
     with JobContext(config, create_nodes=False, retry=asked_once(config)) as context:
-        lags = read_lags(context.store, context.kafka)
+        lags = read_lags(context.store.offsets, context.kafka)
         return judge(config.job.name, lags.partitions, warn_lag, crit_lag, lags.not_loadable)
 
 

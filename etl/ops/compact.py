@@ -40,7 +40,7 @@ def compaction_tables(config: Config, store: StateStore, warehouse: Warehouse,
     if config.routes.implicit:
         found = {config.hive.the_table.lower(): CompactedTable(TableKind.MAIN)} | rejected
     else:
-        loaded = job_tables(config, warehouse, {topic for topic, _ in store.committed_offsets()}, None, store.binding())
+        loaded = job_tables(config, warehouse, {topic for topic, _ in store.offsets.committed_offsets()}, None, store.operator.binding())
         found = {name: CompactedTable(TableKind.MAIN, name) for name, _ in loaded} | rejected
     if names is None:
         return tuple(found.values())
@@ -56,7 +56,7 @@ def compact_in(context: CommandContext, only: list[str] | None, dry_run: bool, a
     context.partitioner  # the DDL is read before anything is touched, as `etl run` does
     store = context.store
     chosen = compaction_tables(context.config, store, context.warehouse, tables)
-    holder = store.acquire_lock()
+    holder = store.session.acquire_lock()
     if holder is not None:
         out(f"etl: job {context.config.job.name} is running: {holder.describe()}. Nothing was compacted; run again "
             f"when it is done (or set [compaction] after_run = true to compact at the end of every run).")
@@ -64,6 +64,6 @@ def compact_in(context: CommandContext, only: list[str] | None, dry_run: bool, a
     try:
         report = compact(context, only, dry_run, tables=chosen)
     finally:
-        store.release_lock()
+        store.session.release_lock()
     out(json.dumps(report.to_json(), indent=2) if as_json else report.render())
     return EXIT_OK

@@ -47,7 +47,7 @@ def preview(context: JobContext) -> dict:
     config, store, kafka = context.config, context.store, context.kafka
     started = context.job_started()  # not before the job's first command: then nothing is committed
     warehouse = context.located() if started else context.warehouse
-    opened = store.open_batch() if started else None
+    opened = store.batches.open_batch() if started else None
     if started:
         _refuse_as_the_run_does(context, opened[0] if opened else None)
     shown = warehouse if config.routes.implicit else None  # a routed job's folders: each table's
@@ -55,9 +55,9 @@ def preview(context: JobContext) -> dict:
         return {**_head(config, "complete_open_batch"), **_open_batch(opened[0], shown)}
     chosen = kafka.job_topics()
     if started:
-        refuse_lost_topics(chosen, lambda: {topic for topic, _ in store.committed_offsets()}, config)
+        refuse_lost_topics(chosen, lambda: {topic for topic, _ in store.offsets.committed_offsets()}, config)
     topics = chosen.loaded
-    positions, _ = planning_positions(store, kafka, topics)
+    positions, _ = planning_positions(store.offsets, kafka, topics)
     plan = plan_ranges(positions, config.job)  # OffsetOutOfRange here is the run's own refusal
     high = {(p.topic, p.partition): p.high for p in positions}
     tables = {t: list(routed.tables) for t, routed in chosen.tables.topics.items()} if chosen.tables else {}
@@ -76,9 +76,9 @@ def _refuse_as_the_run_does(context: JobContext, opened: Batch | None) -> None:
         else RouteBinding.of(config, context.warehouse)
     if opened is not None:
         check_planned(opened, current, config)
-    bound = store.binding()
+    bound = store.operator.binding()
     if bound is not None:
-        committed = () if config.routes.implicit else {topic for topic, _ in store.committed_offsets()}
+        committed = () if config.routes.implicit else {topic for topic, _ in store.offsets.committed_offsets()}
         check_job_binding(bound, current, config, committed)
 
 

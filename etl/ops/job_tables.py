@@ -60,7 +60,7 @@ def take_job_inventory(fs: WarehouseFileSystem, config: Config, warehouse: Wareh
 def held_by_job(fs: WarehouseFileSystem, config: Config, store: StateStore, warehouse: Warehouse) -> JobInventory:
     """What the tables the job's state names hold (job_tables, from its committed topics, its open
     batch and its binding); `warehouse`: the job's, relocations applied."""
-    opened = store.open_batch()
-    tables = job_tables(config, warehouse, {topic for topic, _ in store.committed_offsets()},
-                        opened[0] if opened else None, store.binding())
+    opened = store.batches.open_batch()
+    tables = job_tables(config, warehouse, {topic for topic, _ in store.offsets.committed_offsets()},
+                        opened[0] if opened else None, store.operator.binding())
     return take_job_inventory(fs, config, warehouse, tables)

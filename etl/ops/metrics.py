@@ -236,10 +236,10 @@ def _state_metrics(registry: CollectorRegistry, metrics: RunMetrics, job: str) -
     context = metrics.context
     try:
         store = context.store
-        committed = {tp: c.value for tp, c in store.committed_offsets().items()}
-        opened = store.open_batch()
+        committed = {tp: c.value for tp, c in store.offsets.committed_offsets().items()}
+        opened = store.batches.open_batch()
         warehouse = context.located()
-        totals, _ = store.load_totals()
+        totals, _ = store.totals.load_totals()
     except EtlError as exc:
         log.warning("metrics: ZooKeeper not read, so no offsets, lag, open batch age or totals: %s", exc)
         return

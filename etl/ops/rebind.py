@@ -45,11 +45,11 @@ def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print, sto
     if not config.routes.implicit and data_moved:
         out("refused: --data-moved moves a one-table job's files; a job with routes keeps its tables' files in place")
         return EXIT_USAGE
-    if store.acquire_lock() is not None:
+    if store.session.acquire_lock() is not None:
         out("refused: a run holds the job lock; try again when it has finished")
         return EXIT_BATCH_FAILED
     try:
-        opened = store.open_batch()
+        opened = store.batches.open_batch()
         if opened:
             finish = "`etl recover`" if config.routes.implicit else "`etl run`"
             out(f"refused: batch {opened[0].batch_id} is open; finish it with the old config ({finish}) first")
@@ -59,12 +59,12 @@ def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print, sto
         return _bind_routes_locked(context, RouteBinding.of(config, context.warehouse), yes, out,
                                    stop_loading=stop_loading, move_loaded=move_loaded)
     finally:
-        store.release_lock()
+        store.session.release_lock()
 
 
 def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved: bool, out) -> int:
     config, store = context.config, context.store
-    bound = store.binding()
+    bound = store.operator.binding()
     if bound == current:
         out(f"job {config.job.name} is already bound to {current.describe()}; nothing to do")
         return EXIT_OK
@@ -76,7 +76,7 @@ def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved
         out("nothing changed: pass --yes to apply")
         return EXIT_USAGE
     context.registrar()  # the new table created (or evolved) and claimed before ZooKeeper points at it
-    store.rebind(current, reset_origins=not data_moved,
+    store.operator.rebind(current, reset_origins=not data_moved,
                  event=Bind(utc_now_iso(), getpass.getuser(), to=current.to_json(), data_moved=data_moved,
                             previous=bound.to_json() if bound else None))
     out("bound; recorded in ZooKeeper")
@@ -86,8 +86,8 @@ def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved
 def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: bool, out, stop_loading: bool,
                         move_loaded: bool) -> int:
     config, store = context.config, context.store
-    bound = store.binding()
-    offsets = store.committed_offsets()
+    bound = store.operator.binding()
+    offsets = store.offsets.committed_offsets()
     committed, loaded = {topic for topic, _ in offsets}, loaded_topics(offsets)  # loaded: nothing to leave behind
     if isinstance(bound, Target):
         return _bind_one_table_to_routes(context, bound, current, loaded, yes, out)
@@ -112,7 +112,7 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
         out("nothing changed: pass --yes to apply")
         return EXIT_USAGE
     _ensure_fixed_tables(context)  # created or evolved and claimed before ZooKeeper points at them
-    store.rebind(binding, reset_origins=False,
+    store.operator.rebind(binding, reset_origins=False,
                  event=Bind(utc_now_iso(), getpass.getuser(), to=binding.to_json(), data_moved=False,
                             previous=bound.to_json() if bound else None))
     out("bound; recorded in ZooKeeper" + (f"; no longer loaded: {', '.join(diff.stopped)}" if diff.stopped else "") +
@@ -155,24 +155,24 @@ def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: R
     config, store = context.config, context.store
     out(f"job {config.job.name}: one table, {bound.describe()} -> {current.describe()}")
     problems = from_one_table(bound, current, committed)
-    if store.open_compactions():
+    if store.compactions.open_compactions():
         problems.append("a compaction is under way: `etl compact` finishes it (its replaced files are deleted "
                         "keep_superseded_minutes after its switch); then bind")
-    problems += _awaiting_markers(store)
+    problems += _awaiting_markers(store.batches)
     for problem in problems:
         out(f"refused: {problem}")
     if problems:
         out("nothing changed")
         return EXIT_USAGE
     out(f"the records of {', '.join(sorted(committed)) or 'no topic'} stay in {bound.table}, and go on going there")
-    compacted = len(store.relocations().main)
+    compacted = len(store.compactions.relocations().main)
     if compacted:
         out(f"its {compacted} compacted partitions stay where they are, as table {bound.table}'s")
     if not yes:
         out("nothing changed: pass --yes to apply")
         return EXIT_USAGE
     _ensure_fixed_tables(context)
-    store.rebind(current, reset_origins=False, event=Bind(utc_now_iso(), getpass.getuser(), to=current.to_json(),
+    store.operator.rebind(current, reset_origins=False, event=Bind(utc_now_iso(), getpass.getuser(), to=current.to_json(),
                                                           data_moved=False, previous=bound.to_json()),
                  relocations_of=bound.table)
     out("bound; recorded in ZooKeeper")

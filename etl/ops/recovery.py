@@ -72,9 +72,9 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
            warehouse: Warehouse, accept_loss: bool = False) -> Assessment:
     """`held`: what the job's tables hold (etl.ops.job_tables); `warehouse`: the table's folders
     as the config names them (without relocations)."""
-    opened = store.open_batch()
+    opened = store.batches.open_batch()
     batch = opened[0] if opened else None
-    committed, events, inventory = store.committed_offsets(), store.events(), held.whole
+    committed, events, inventory = store.offsets.committed_offsets(), store.operator.events(), held.whole
     damaged = damaged_ranges(held.part_problems(batch))
     stale = stale_ranges(fs, warehouse, inventory, committed, events)
     moves = files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch, damaged, stale)
@@ -83,7 +83,7 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
     problems = [p for p in check_ranges(staying, committed, batch, events) if p.kind != "gap"]
     lines, actions = [], []
     if batch is None:
-        last = store.last_batch()
+        last = store.batches.last_batch()
         lines.append("no open batch: " + (f"the last batch, {last[0].batch_id}, is COMMITTED" if last
                                            else "the job has not run a batch yet"))
     else:
@@ -91,9 +91,9 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
         lines += _describe_open(batch, missing)
         problems += _lost_from_kafka(batch, missing, kafka)
         actions += _open_batch_actions(batch, missing)
-    if store.pending_reset() is not None:
+    if store.operator.pending_reset() is not None:
         actions.insert(0, "finish the offset reset that a dead `etl reset-offsets` left half done")
-    actions[:0] = [f"finish {plan.describe()}" for plan, _ in store.open_compactions()
+    actions[:0] = [f"finish {plan.describe()}" for plan, _ in store.compactions.open_compactions()
                    if plan.state is not CompactionState.SWITCHED]
     if inventory.temps:
         actions.append(f"delete {len(inventory.temps)} temp files left by dead attempts")
@@ -108,7 +108,7 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
                        f"the tables: " + ", ".join(f"{path} ({len(ranges)} ranges)"
                                                     for path, ranges in list(moves.shared.items())[:3]))
     gaps = [gap for walk in walk_partitions(staying, committed, batch, events) for gap in walk.gaps]
-    rewrite, lost = _split_by_kafka(gaps, kafka, store, committed) if gaps else ([], [])
+    rewrite, lost = _split_by_kafka(gaps, kafka, store.offsets, committed) if gaps else ([], [])
     problems += _without_table(config, kafka, rewrite) + merged_not_in_kafka(moves, lost)
     if rewrite:
         actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka, into the partitions "
@@ -239,7 +239,7 @@ def recover(config: Config, dry_run: bool, accept_loss: bool = False, out=print,
 def recover_in(context: JobContext, dry_run: bool, accept_loss: bool = False, out=print,
                report: dict | None = None) -> int:
     config, store, report = context.config, context.store, {} if report is None else report
-    holder = store.lock_holder()
+    holder = store.session.lock_holder()
     if holder is not None:
         report["lock"] = holder.describe()
         out(f"a run holds the job lock: {holder.describe()}. recover changes nothing while a run is live; "
@@ -279,15 +279,15 @@ def _report(found: Assessment, out) -> None:
 
 def _repair(context: JobContext, inventory: Inventory, found: Assessment, out) -> int:
     config, store, fs, warehouse = context.config, context.store, context.fs, context.warehouse
-    if store.acquire_lock() is not None:
+    if store.session.acquire_lock() is not None:
         out("another run took the lock meanwhile; nothing was changed")
         return EXIT_OK
     try:
-        finish_pending_reset(store, fs, out)
+        finish_pending_reset(store.operator, fs, out)
         for path in inventory.temps:
             fs.delete(path)
         if found.moving:
-            _move_out(store, fs, warehouse, config.job.name, found.moving, out)
+            _move_out(store.operator, fs, warehouse, config.job.name, found.moving, out)
         job = context.job()
         compactor_of(context).finish_pending()  # before a batch: it must write where Hive reads
         if found.open_batch is not None:
@@ -297,15 +297,15 @@ def _repair(context: JobContext, inventory: Inventory, found: Assessment, out) -
             registrar.warehouse = located  # a padded partition that was compacted is registered where it is now
             move_legacy_partitions(fs, located, registrar, out)
         if found.lost:
-            _record_losses(store, found.lost, out)
+            _record_losses(store.operator, found.lost, out)
         if found.rewrite:
-            committed = {key: offset.value for key, offset in store.committed_offsets().items()}
+            committed = {key: offset.value for key, offset in store.offsets.committed_offsets().items()}
             for planned, ranges in repair_batches(found.rewrite, found.origins, config.job.max_records_per_partition,
                                                   committed):
                 out(f"done: {job.repair(ranges, planned).describe()}")
         out(f"done: deleted {len(inventory.temps)} temp files" if inventory.temps else "done")
     finally:
-        store.release_lock()
+        store.session.release_lock()
     return EXIT_OK
 
 

@@ -124,31 +124,31 @@ def reset_in(context: JobContext, targets: Targets, yes: bool, move_aside: bool 
              report: dict | None = None) -> int:
     """reset_offsets with its targets parsed, in the command's context."""
     store, report = context.store, {} if report is None else report
-    holder = store.acquire_lock()
+    holder = store.session.acquire_lock()
     if holder is not None:
         report["lock"] = holder.describe()
         out(f"refused: a run holds the job lock ({holder.describe()}); try again when it has finished")
         return EXIT_BATCH_FAILED
     try:
-        finish_pending_reset(store, context.fs, out)
+        finish_pending_reset(store.operator, context.fs, out)
         return _reset_locked(context, targets, yes, move_aside, out, report)
     finally:
-        store.release_lock()
+        store.session.release_lock()
 
 
 def _reset_locked(context: JobContext, targets, yes, move_aside, out, report: dict) -> int:
     config, store = context.config, context.store
-    opened = store.open_batch()
+    opened = store.batches.open_batch()
     if opened:
         report["open_batch"] = opened[0].batch_id
         out(f"refused: batch {opened[0].batch_id} is open ({opened[0].state.value}); run `etl recover` first")
         return EXIT_BATCH_FAILED
     kafka = context.kafka
-    changes = plan_changes(config, store, kafka, targets)
+    changes = plan_changes(config, store.offsets, kafka, targets)
     topic_ids = kafka.topic_ids(sorted({c.topic for c in changes}))
     warehouse, fs = context.located(), context.fs
     inventory = held_by_job(fs, config, store, warehouse).whole  # a routed job's every table
-    current = {key: c.incarnation for key, c in store.committed_offsets().items()}
+    current = {key: c.incarnation for key, c in store.offsets.committed_offsets().items()}
     refusals, moving = _backwards(changes, inventory, move_aside, current)
     report.update(changes=[{**c.__dict__, "backwards": c.old is not None and c.new < c.old} for c in changes],
                   refusals=refusals, move_out=moving, applied=False)
@@ -173,8 +173,8 @@ def _reset_locked(context: JobContext, targets, yes, move_aside, out, report: di
         out("nothing changed: pass --yes to apply")
         return EXIT_USAGE
     event = Reset(at, getpass.getuser(), tuple(changes), tuple(moves))
-    store.write_pending_reset(PendingReset(event, topic_ids))
-    finish_pending_reset(store, fs, out)
+    store.operator.write_pending_reset(PendingReset(event, topic_ids))
+    finish_pending_reset(store.operator, fs, out)
     report["applied"] = True
     return EXIT_OK
 

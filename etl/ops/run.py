@@ -60,7 +60,7 @@ def run_in(context: JobContext, loop: bool = False, interval: float = 60.0, max_
     _check_producers_schemas(context)  # so does a column that cannot hold its field
     store = context.store
     with timed(observer, Phase.SETUP):
-        holder = store.take_lock()
+        holder = store.session.take_lock()
     if holder is not None:
         observer.lock_held()
         raise LockHeld(f"job {config.job.name} is already running: {holder.describe()}. Exiting without "
@@ -70,7 +70,7 @@ def run_in(context: JobContext, loop: bool = False, interval: float = 60.0, max_
         _run_locked(context, loop, interval, max_batches, emit)
     finally:
         with timed(observer, Phase.CLEANUP):
-            store.release_lock()
+            store.session.release_lock()
     return EXIT_OK
 
 

@@ -80,12 +80,12 @@ def read_job_lag(kafka: KafkaMetadata, committed: Mapping[tuple[str, int], int])
 
 
 def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> dict:
-    committed = {tp: c.value for tp, c in store.committed_offsets().items()}
+    committed = {tp: c.value for tp, c in store.offsets.committed_offsets().items()}
     lag = read_job_lag(kafka, committed)
     topics, rows = lag.topics, lag.partitions
     not_loaded = not_loaded_topics(topics, committed, kafka.topics_on_broker())
-    last = store.last_batch()
-    holder = store.lock_holder()
+    last = store.batches.last_batch()
+    holder = store.session.lock_holder()
     return {
         "job": config.job.name,
         "partitions": [{**asdict(r), "lag": r.lag, "waiting": r.waiting} for r in rows],
@@ -96,10 +96,10 @@ def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> d
         "last_batch": None if last is None else {**last[0].header_json(), "files": written_files(last[0]),
                                                  "partitions": list(last[0].partitions or [])},
         "lock": None if holder is None else holder.describe(),
-        "events": [event_json(event) for event in store.events()],
+        "events": [event_json(event) for event in store.operator.events()],
         "markers": marker_status(config.hive.success_markers, None if last is None else last[0]),
-        "compactions": [plan.describe() for plan, _ in store.open_compactions()],
-        "compacted_partitions": store.relocations().counts(),
+        "compactions": [plan.describe() for plan, _ in store.compactions.open_compactions()],
+        "compacted_partitions": store.compactions.relocations().counts(),
     }
 
 

@@ -82,11 +82,11 @@ def run_verify(config, deep: bool) -> VerifyReport:
 
 def _verify(context: JobContext, deep: bool) -> VerifyReport:
     config, fs, store = context.config, context.fs, context.store
-    committed, opened, events = store.committed_offsets(), store.open_batch(), store.events()
-    holder, compactions = store.lock_holder(), [plan for plan, _ in store.open_compactions()]
+    committed, opened, events = store.offsets.committed_offsets(), store.batches.open_batch(), store.operator.events()
+    holder, compactions = store.session.lock_holder(), [plan for plan, _ in store.compactions.open_compactions()]
     warehouse = context.located()
     open_batch = opened[0] if opened else None
-    tables = job_tables(config, warehouse, {topic for topic, _ in committed}, open_batch, store.binding())
+    tables = job_tables(config, warehouse, {topic for topic, _ in committed}, open_batch, store.operator.binding())
     held = take_job_inventory(fs, config, warehouse, tables)
     inventories, inventory, manifests = held.by_table, held.whole, held.manifests
     problems = check_ranges(inventory, committed, open_batch, events) + held.part_problems(open_batch)
@@ -136,7 +136,7 @@ def _deep(context: JobContext, spark, inventory: Inventory, committed, events,
     moved = {source for event in events for source, _ in (event.moves if isinstance(event, MovedAside) else
                                                            event.moved_aside if isinstance(event, Reset) else ())}
     # merged files' values (what no count of rows sees); which must have checksums, ZooKeeper says
-    altered = check_rewritten(fs, inventory, context.store.checksummed_outputs(), moved)
+    altered = check_rewritten(fs, inventory, context.store.compactions.checksummed_outputs(), moved)
     kafka, database, rejected = context.kafka, config.hive.database, config.hive.rejected_table
     found = tables_to_read(database, (*inventories, rejected), lambda table: table_exists(spark, database, table),
                            lambda table: bool(inventories[table].files if table in inventories else inventory.rejected))

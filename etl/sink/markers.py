@@ -77,9 +77,18 @@ log = logging.getLogger(__name__)
 MARKER_NAME = "_SUCCESS"
 
 
-class MarkerStore(LockPart, BatchPart, OffsetPart, Protocol):
+class MarkerStore(Protocol):
     """The state parts the markers use: the committed offsets and the last batch they judge by,
     the amend that moves the ledger, and who writes a marker."""
+
+    @property
+    def session(self) -> LockPart: ...
+
+    @property
+    def batches(self) -> BatchPart: ...
+
+    @property
+    def offsets(self) -> OffsetPart: ...
 
 
 class SuccessMarkers:
@@ -104,7 +113,7 @@ class SuccessMarkers:
         return None if mark is None else mark - int(self.settings.delay_seconds * 1000)
 
     def _watermark(self, report: bool = False) -> int | None:
-        committed, now = self.store.committed_offsets(), self.clock()
+        committed, now = self.store.offsets.committed_offsets(), self.clock()
         if report:
             for (topic, partition), offset in sorted(beyond_bound(committed, now, self.max_future_seconds).items()):
                 log.warning("the latest event time committed for %s[%d], %s, is more than [hive] max_future_seconds "
@@ -114,7 +123,7 @@ class SuccessMarkers:
         return watermark(committed, now, self.idle_seconds, self.max_future_seconds)
 
     def _newest_ledger(self) -> Ledger:
-        newest = self.store.last_batch()  # COMMITTED: a batch is planned only when none is open
+        newest = self.store.batches.last_batch()  # COMMITTED: a batch is planned only when none is open
         return Ledger.of(newest[0] if newest else None)
 
     def carry(self, batch: Batch) -> Batch:
@@ -173,7 +182,7 @@ class SuccessMarkers:
         to any listed partition (a late plan), so then it does nothing."""
         if not self.settings.enabled:
             return []
-        newest = self.store.last_batch()
+        newest = self.store.batches.last_batch()
         if newest is None or newest[0].state is not BatchState.COMMITTED:
             return []
         batch, version = newest
@@ -182,7 +191,7 @@ class SuccessMarkers:
         for awaiting in due:
             self._mark(awaiting)
         if due:
-            self.store.amend(batch, version, extra={**batch.extra, LEDGER_KEY: ledger.without(due).to_json()})
+            self.store.batches.amend(batch, version, extra={**batch.extra, LEDGER_KEY: ledger.without(due).to_json()})
             log.info("%s written in %d partitions: %s", MARKER_NAME, len(due), ", ".join(a.describe() for a in due))
         return [a.describe() for a in due]
 
@@ -231,7 +240,7 @@ class SuccessMarkers:
         values = awaiting.values
         body = json.dumps({"job": self.config.job.name, "partition": partition_path(values),
                            "window_end": window_of(self.partitioner, values).end.isoformat(), "written_at": self.clock().isoformat(
-                               timespec="seconds"), "by": self.store.me.describe(),
+                               timespec="seconds"), "by": self.store.session.me.describe(),
                            **({"table": awaiting.table} if awaiting.table else {})}, sort_keys=True).encode()
         try:
             with self.fs.open_write(temp) as handle:

@@ -1,15 +1,18 @@
-"""The job's state seen as five small parts, each a Protocol with exactly what its callers use.
+"""The job's state seen as six small parts, each a Protocol with exactly what its callers use.
 
 - LockPart: the job lock and the fence every write passes (etl.state.session).
-- BatchPart: plans and batch states, and the commit (etl.state.batches; the offsets it leaves: etl.state.offsets_after).
+- BatchPart: plans and batch states, and the commit (etl.state.batches; the offsets it leaves:
+  etl.state.offsets_after).
 - OffsetPart: the committed offsets and topic ids behind the pointer (etl.state.snapshots).
-- OperatorPart: resets, the job's binding, the event log (etl.state.records), and the load
-  totals the commits add up (etl.state.totals).
+- OperatorPart: resets, the job's binding, the event log (etl.state.records).
+- TotalsPart: the load totals the commits add up (etl.state.totals).
 - CompactionPart: compactions under way and where compacted partitions live
   (etl.state.compaction_records).
 
-ZkStateStore (etl.state.store), composed of those parts, implements all five;
-tests/harness/memory_store.py does too, and one contract suite (tests/harness/store_contract.py,
+A StateStore hands out its parts (`store.batches`, `store.offsets`, ...), which callers use
+directly: a new operation is a method of its part and a line of its protocol. ZkStateStore
+(etl.state.store) is composed of the ZooKeeper parts; tests/harness/memory_store.py is every part
+at once, and one contract suite (tests/harness/store_contract.py,
 run on memory by tests/unit/test_store_contract_memory.py and on ZooKeeper by
 tests/integration/test_store_contract_zookeeper.py) keeps the two alike.
 
@@ -112,6 +115,10 @@ class OperatorPart(Protocol):
 
     def events(self) -> list[Event]: ...
 
+
+class TotalsPart(Protocol):
+    """What the job has loaded in all, moved by each commit."""
+
     def load_totals(self) -> tuple[LoadTotals, int | None]: ...
 
 
@@ -134,5 +141,23 @@ class CompactionPart(Protocol):
     def checksummed_outputs(self, ids: Collection[int] | None = None) -> dict[int, frozenset[str]]: ...
 
 
-class StateStore(LockPart, BatchPart, OffsetPart, OperatorPart, CompactionPart, Protocol):
-    """All five parts: what a command that runs batches holds."""
+class StateStore(Protocol):
+    """The six parts on one ZooKeeper session: what a command that runs batches holds."""
+
+    @property
+    def session(self) -> LockPart: ...
+
+    @property
+    def batches(self) -> BatchPart: ...
+
+    @property
+    def offsets(self) -> OffsetPart: ...
+
+    @property
+    def operator(self) -> OperatorPart: ...
+
+    @property
+    def totals(self) -> TotalsPart: ...
+
+    @property
+    def compactions(self) -> CompactionPart: ...

@@ -15,18 +15,20 @@ from etl.errors import StateConflict
 from etl.model.route_binding import JobBinding, binding_from_json
 from etl.model.events import Bind, Event, PendingReset, Reset
 from etl.model.events import from_json as parse_event, to_json as event_json
+from etl.state.compaction_records import CompactionRecords
 from etl.state.session import SessionBound, ZkSession
 from etl.state.snapshots import CommittedState, SnapshotRecords
 from etl.state.znodes import CommittedOffset, dump
 
 
 class OperatorRecords(SessionBound):
-    """The operator part of the job's state (etl.state.protocols.OperatorPart, but for the totals:
-    etl.state.totals). A reset or a rebind moves the offsets part's pointer in its own transaction."""
+    """The operator part of the job's state (etl.state.protocols.OperatorPart). A reset or a
+    rebind moves the offsets part's pointer in its own transaction."""
 
-    def __init__(self, session: ZkSession, offsets: SnapshotRecords):
+    def __init__(self, session: ZkSession, offsets: SnapshotRecords, compactions: CompactionRecords):
         super().__init__(session)
         self.offsets = offsets
+        self.compactions = compactions  # a bind to routes re-files a one-table job's relocations
 
     # -- resets ---------------------------------------------------------------------------
     def pending_reset(self) -> PendingReset | None:
@@ -74,11 +76,12 @@ class OperatorRecords(SessionBound):
         txn.create(self.paths.binding, dump(target.to_json()))
         self._commit_fenced(txn, "record the job's table")
 
-    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind, also=None) -> None:
+    def rebind(self, target: JobBinding, reset_origins: bool, event: Bind, relocations_of: str | None = None) -> None:
         """Bind the job to another table, in one fenced transaction with its event. With
         reset_origins, every partition's origin moves to its committed offset: the new table
-        holds what is loaded from now on. `also(txn)` adds another part's writes to the same
-        transaction (the relocations a bind to routes re-files)."""
+        holds what is loaded from now on. With `relocations_of`, a one-table job's table's
+        relocations are re-filed under that routed table's name in the same transaction
+        (the compactions part's adopt)."""
         state = self.offsets.committed_state()
         if reset_origins:
             name = self.offsets.write_snapshot(origins_at_offsets(state), state.topic_ids, state.version, "rebind")
@@ -91,8 +94,8 @@ class OperatorRecords(SessionBound):
         if reset_origins:
             self.offsets.move_pointer(txn, name, state.version, rebind=event.at)
         self.add_event(txn, event)
-        if also is not None:
-            also(txn)
+        if relocations_of is not None:
+            self.compactions.adopt(txn, relocations_of)
         self._commit_fenced(txn, "bind the job to another table")
 
     def record_event(self, event: Event) -> None:

@@ -75,7 +75,8 @@ class MemoryState:
 
 
 class MemoryStore:
-    """One run's session on a MemoryState; implements etl.state.protocols.StateStore."""
+    """One run's session on a MemoryState; implements etl.state.protocols.StateStore by being
+    each of its parts itself (`store.batches is store`): one object holds every part's data."""
 
     def __init__(self, state: MemoryState | None = None, offsets_moved: OffsetsMoved | None = None):
         self.state = state if state is not None else MemoryState()
@@ -84,9 +85,34 @@ class MemoryStore:
         self._owner_version: int | None = None
         self._lost = False
 
-    def session(self) -> "MemoryStore":
+    def another_run(self) -> "MemoryStore":
         """Another run's session on the same state."""
         return MemoryStore(self.state, self.offsets_moved)
+
+    # -- the parts: all this one object -----------------------------------------------------
+    @property
+    def session(self) -> "MemoryStore":
+        return self
+
+    @property
+    def batches(self) -> "MemoryStore":
+        return self
+
+    @property
+    def offsets(self) -> "MemoryStore":
+        return self
+
+    @property
+    def operator(self) -> "MemoryStore":
+        return self
+
+    @property
+    def totals(self) -> "MemoryStore":
+        return self
+
+    @property
+    def compactions(self) -> "MemoryStore":
+        return self
 
     # -- connection -----------------------------------------------------------------------
     def __enter__(self) -> "MemoryStore":

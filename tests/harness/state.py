@@ -32,21 +32,21 @@ def job_state(config: Path | str) -> JobState:
     from etl.state.store import ZkStateStore
     cfg = load_config(config)
     store = ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry)
-    store.client.start(timeout=30)
+    store.session.client.start(timeout=30)
     try:
         try:
-            last = store.last_batch()
+            last = store.batches.last_batch()
         except NoNodeError:
             last = None
         try:
-            committed = {k: v.value for k, v in store.committed_offsets().items()}
+            committed = {k: v.value for k, v in store.offsets.committed_offsets().items()}
         except NoNodeError:
             committed = {}
-        lock_held = store.client.exists(store.paths.lock) is not None
-        binding = store.binding()
+        lock_held = store.session.client.exists(store.session.paths.lock) is not None
+        binding = store.operator.binding()
     finally:
-        store.client.stop()
-        store.client.close()
+        store.session.client.stop()
+        store.session.client.close()
     batch = last[0] if last else None
     return JobState(batch.batch_id if batch else None, batch.state.value if batch else None, batch, committed,
                     lock_held, binding)
@@ -78,19 +78,19 @@ def rewrite_committed(config: Path | str, change) -> None:
     from etl.state.store import ZkStateStore
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        if store.acquire_lock() is not None:
+        if store.session.acquire_lock() is not None:
             raise RuntimeError("the job lock is held: cannot change its offsets")
         try:
-            state = store.committed_state()
+            state = store.offsets.committed_state()
             offsets, topic_ids = dict(state.offsets), dict(state.topic_ids)
             change(offsets, topic_ids)
-            name = store.write_snapshot(offsets, topic_ids, state.version, "changed by a test")
-            txn = store.client.transaction()
+            name = store.offsets.write_snapshot(offsets, topic_ids, state.version, "changed by a test")
+            txn = store.session.client.transaction()
             store.session._fence(txn)
-            store.move_pointer(txn, name, state.version)
+            store.offsets.move_pointer(txn, name, state.version)
             store.session._commit_fenced(txn, "change the committed offsets by hand")
         finally:
-            store.release_lock()
+            store.session.release_lock()
 
 
 def expire_session(store, hosts: str) -> None:
@@ -98,7 +98,7 @@ def expire_session(store, hosts: str) -> None:
     partition would, and wait (at most 10 s) until the store has heard of it."""
     from kazoo.client import KazooClient
 
-    session_id, password = store.client.client_id
+    session_id, password = store.session.client.client_id
     other = KazooClient(hosts=hosts, client_id=(session_id, password))
     other.start()
     other.stop()

@@ -254,7 +254,7 @@ def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skip
 
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as holder:
-        assert holder.acquire_lock() is None
+        assert holder.session.acquire_lock() is None
         home = tmp_path / "airflow-lock-held"
         started = time.monotonic()
         state, tasks, output = dags_test(dag_id, home, {**env, "AIRFLOW_HOME": str(home)}, migrated_db)

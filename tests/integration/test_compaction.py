@@ -152,13 +152,13 @@ def assert_once(read, config, topic: str, produced: dict, point: str) -> None:
 def committed_offsets(config) -> dict:
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        return {key: c.value for key, c in store.committed_offsets().items()}
+        return {key: c.value for key, c in store.offsets.committed_offsets().items()}
 
 
 def pending_compactions(config) -> list:
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        return store.open_compactions()
+        return store.compactions.open_compactions()
 
 
 def test_late_rows_for_a_compacted_partition_are_visible_through_hive_once(

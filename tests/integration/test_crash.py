@@ -376,29 +376,29 @@ def test_commit_after_session_expiry_says_the_lock_was_lost(stack, zk_root):
     zombie = ZkStateStore(zk_config, "job", retry)
     zombie.connect()
     try:
-        assert zombie.acquire_lock() is None
+        assert zombie.session.acquire_lock() is None
         batch = Batch(batch_id=1, state=BatchState.PLANNED, planned_at="2026-11-21T10:00:00+00:00",
                       partition_values={"dt": "2026-11-21", "hour": "10"}, ranges=(OffsetRange("t", 0, 0, 10, None),))
-        version = zombie.write_plan(batch)
-        batch, version = zombie.advance(batch, version, BatchState.WRITTEN, rows=10, rejected=0)
-        batch, version = zombie.advance(batch, version, BatchState.REGISTERED)
-        twin = KazooClient(hosts=stack.zk_hosts, client_id=zombie.client.client_id)
+        version = zombie.batches.write_plan(batch)
+        batch, version = zombie.batches.advance(batch, version, BatchState.WRITTEN, rows=10, rejected=0)
+        batch, version = zombie.batches.advance(batch, version, BatchState.REGISTERED)
+        twin = KazooClient(hosts=stack.zk_hosts, client_id=zombie.session.client.client_id)
         twin.start(timeout=30)
         twin.stop()  # closes the shared session: the zombie's session is gone
         twin.close()
         with ZkStateStore(zk_config, "job", retry) as taker:
             deadline = time.monotonic() + 30
-            while taker.acquire_lock() is not None:
+            while taker.session.acquire_lock() is not None:
                 assert time.monotonic() < deadline, "the zombie's lock did not go away"
                 time.sleep(0.2)
-            taker.commit(*taker.open_batch())
-            taker.release_lock()
+            taker.batches.commit(*taker.batches.open_batch())
+            taker.session.release_lock()
         deadline = time.monotonic() + 30
         while not zombie.session._session_lost.is_set():  # kazoo has told the store: it knows
             assert time.monotonic() < deadline
             time.sleep(0.1)
         with pytest.raises(LockLost):
-            zombie.commit(batch, version)
+            zombie.batches.commit(batch, version)
     finally:
         zombie.close()
 

@@ -91,13 +91,13 @@ def test_events_are_enriched_from_a_file_and_a_hive_table_unmatched_null_and_cou
 def last_batch(config):
     loaded = load_config(config)
     with ZkStateStore(loaded.zookeeper, loaded.job.name, loaded.retry) as store:
-        return store.last_batch()[0]
+        return store.batches.last_batch()[0]
 
 
 def committed(config):
     loaded = load_config(config)
     with ZkStateStore(loaded.zookeeper, loaded.job.name, loaded.retry) as store:
-        return store.committed_offsets()
+        return store.offsets.committed_offsets()
 
 
 @pytest.mark.slow

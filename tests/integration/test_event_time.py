@@ -64,7 +64,7 @@ def newest_batch(config):
     from etl.state.store import ZkStateStore
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        return store.last_batch()[0]
+        return store.batches.last_batch()[0]
 
 
 def test_kafka_timestamps_place_rows_out_of_order_across_days(spark, new_topic, produce, write_config,

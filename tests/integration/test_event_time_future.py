@@ -54,7 +54,7 @@ def event_config(write_config, topic: str, **hive):
 def stored_max(config) -> dict:
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        return {key: offset.max_event_ms for key, offset in store.committed_offsets().items()}
+        return {key: offset.max_event_ms for key, offset in store.offsets.committed_offsets().items()}
 
 
 @pytest.mark.parametrize("future_data", ["write", "reject"])

@@ -41,7 +41,7 @@ def event_config(write_config, topic: str, **hive):
 def newest(config):
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        return store.last_batch()[0]
+        return store.batches.last_batch()[0]
 
 
 @pytest.mark.parametrize("late_data", ["write", "reject"])

@@ -24,12 +24,12 @@ def test_lock_held_exits_with_the_code_asked_for_and_nothing_is_done(new_topic, 
     config = str(write_config(kafka={"topics": topic}))
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as holder:
-        assert holder.acquire_lock() is None
+        assert holder.session.acquire_lock() is None
         assert main(["run", "--config", config]) == EXIT_OK
         assert "is already running" in capsys.readouterr().out
         assert main(["run", "--config", config, "--lock-held-exit-code", "99"]) == 99
         assert main(["run", "--config", config, "--lock-held-exit-code", "99", "--json"]) == 99
-        assert holder.last_batch() is None
+        assert holder.batches.last_batch() is None
     shown = capsys.readouterr().out.splitlines()
     assert "is already running" in shown[0]
     assert json_lines(shown[1])[0]["event"] == "lock_held" and json_lines(shown[1])[0]["exit_code"] == 99

@@ -32,7 +32,7 @@ def job_group(stack):
 def committed(config) -> dict:
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        return {key: offset.value for key, offset in store.committed_offsets().items()}
+        return {key: offset.value for key, offset in store.offsets.committed_offsets().items()}
 
 
 def test_kafka_consumer_groups_shows_the_jobs_offsets_and_its_lag(

@@ -55,7 +55,7 @@ def markers_config(write_config, topic: str, delay: int, **sections):
 def newest_batch(config):
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        return store.last_batch()[0]
+        return store.batches.last_batch()[0]
 
 
 def loaded_topic(new_topic, produce, with_reject: bool = False) -> str:

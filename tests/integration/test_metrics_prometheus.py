@@ -117,7 +117,7 @@ def test_a_run_that_finds_the_lock_held_pushes_only_that(prometheus, new_topic, 
     config = write_config(kafka={"topics": topic}, metrics={"pushgateway": prometheus.gateway_url})
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as holder:
-        assert holder.acquire_lock() is None
+        assert holder.session.acquire_lock() is None
         blocked = run_etl(config, "--lock-held-exit-code", "99")
     assert blocked.returncode == 99, blocked.describe()
     query = f'etl_last_lock_held_timestamp_seconds{{etl_job="{cfg.job.name}"}}'
@@ -184,7 +184,7 @@ def test_the_load_totals_count_each_batch_once_across_a_crash_before_and_after_i
 
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        totals, _ = store.load_totals()
+        totals, _ = store.totals.load_totals()
     assert (totals.batches, totals.offsets, totals.rows, totals.rejected) == (2, 48, 47, 1)
     assert totals.bytes == data_file_bytes(warehouse_dir) > 0
     published = {s.name: s.value for f in text_string_to_metric_families(textfile.read_text()) for s in f.samples}

@@ -76,7 +76,7 @@ def etl(*args: str) -> tuple[int, str]:
 def committed(config: Path) -> dict:
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        return {key: offset.value for key, offset in store.committed_offsets().items()}
+        return {key: offset.value for key, offset in store.offsets.committed_offsets().items()}
 
 
 def snapshot(s: Scenario) -> tuple:

@@ -33,7 +33,7 @@ def table_files(warehouse_dir, table, partition=None):
 def committed(config) -> dict:
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        return {key: offset.value for key, offset in store.committed_offsets().items()}
+        return {key: offset.value for key, offset in store.offsets.committed_offsets().items()}
 
 
 def kinds(report) -> list[str]:
@@ -132,7 +132,7 @@ def test_the_last_record_stored_at_commit_is_the_ranges_last(new_topic, produce,
     topic, config = loaded(new_topic, produce, write_config, partitions=1, per_partition=30)
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        stored = store.committed_offsets()[(topic, 0)]
+        stored = store.offsets.committed_offsets()[(topic, 0)]
     assert stored.value == 30 and stored.origin == 0 and stored.last.offset == 29
 
 
@@ -233,12 +233,12 @@ def test_a_reset_killed_after_moving_files_is_finished_by_the_next_run(
     topic, config = loaded(new_topic, produce, write_config, job={"max_records_per_partition": "20"})
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:  # what a reset records before moving files
-        assert store.acquire_lock() is None
+        assert store.session.acquire_lock() is None
         victim = table_files(warehouse_dir, hive_table_name, 1)[-1]
         aside = warehouse_dir / "_etl_moved_aside" / "by-hand" / victim.name
         event = Reset("now", "test", (OffsetChange(topic, 1, 60, 40),), ((str(victim), str(aside)),))
-        store.write_pending_reset(PendingReset(event, {}))
-        store.release_lock()
+        store.operator.write_pending_reset(PendingReset(event, {}))
+        store.session.release_lock()
     assert run_job(cfg) == 0
     assert aside.exists()  # moved out, then [40, 60) loaded again (into the same name: same hour)
     assert committed(config)[(topic, 1)] == 60

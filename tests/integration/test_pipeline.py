@@ -140,7 +140,7 @@ def test_a_recreated_topic_triggers_the_out_of_range_policy(
     assert sum(table_offsets(spark, DB, hive_table_name).values()) == 55
     cfg = load_config(skipping)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        tag = incarnation_tag(store.topic_ids()[topic])  # its first 11 characters, in base64url
+        tag = incarnation_tag(store.offsets.topic_ids()[topic])  # its first 11 characters, in base64url
     names = sorted(f.name for f in data_files(warehouse_dir, hive_table_name) if f.suffix == ".parquet")
     assert names == sorted([f"{topic}+0+{0:020d}+{20:020d}.parquet", f"{topic}+0+{20:020d}+{30:020d}.parquet",
                             f"{topic}+0+{0:020d}+{20:020d}+{tag}.parquet", f"{topic}+0+{20:020d}+{25:020d}+{tag}.parquet"])
@@ -184,7 +184,7 @@ def test_two_concurrent_runs_one_writes_and_the_other_exits_0_naming_the_holder(
     config = write_config(kafka={"topics": topic})
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as holder:
-        assert holder.acquire_lock() is None
+        assert holder.session.acquire_lock() is None
         blocked = run_etl(config)
     assert blocked.returncode == 0
     assert "is already running" in blocked.stdout and f"pid {os.getpid()}" in blocked.stdout

@@ -138,7 +138,7 @@ def test_dimension_files_on_the_warehouse_hdfs_enrich_the_rows_and_are_pinned(
         assert row.country_name == {"DE": "Germany", "FR": "France"}.get(row.country_code), row
         assert row.user_tier == {"u0": "gold", "u1": "silver"}.get(row.user_id), row
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
-        pins = store.last_batch()[0].dimensions
+        pins = store.batches.last_batch()[0].dimensions
     for name, path in (("countries", countries), ("users", tiers)):
         assert pins[name]["location"] == path
         assert pins[name]["files"] == [[path, fs.info(path).size, round(fs.info(path).modified * 1000) * 1_000_000]]

@@ -32,7 +32,7 @@ def group(stack):
 
 def committed(cfg) -> dict:
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        return {key: offset.value for key, offset in store.committed_offsets().items()}
+        return {key: offset.value for key, offset in store.offsets.committed_offsets().items()}
 
 
 def test_a_reset_to_a_time_starts_each_partition_at_its_first_record_at_or_after_it(
@@ -48,7 +48,7 @@ def test_a_reset_to_a_time_starts_each_partition_at_its_first_record_at_or_after
     at = T0 + timedelta(seconds=10)
 
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as other:  # a run holds the lock
-        assert other.acquire_lock() is None
+        assert other.session.acquire_lock() is None
         assert reset_offsets(cfg, at, yes=True, out=out.append) == 1
     assert "refused: a run holds the job lock" in out[-1]
     out.clear()

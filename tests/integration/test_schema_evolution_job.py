@@ -45,7 +45,7 @@ def partition_columns(spark, table: str) -> dict[str, list[str]]:
 def batch_count(config) -> int:
     loaded = load_config(config)
     with ZkStateStore(loaded.zookeeper, loaded.job.name, loaded.retry) as store:
-        return len(store.batch_ids())
+        return len(store.batches.batch_ids())
 
 
 def test_a_new_column_reaches_a_table_with_partitions_old_rows_null_new_rows_filled(

@@ -92,7 +92,7 @@ def transform_module(spark, tmp_path, monkeypatch):
 def job_state(config):
     loaded = load_config(config)
     with ZkStateStore(loaded.zookeeper, loaded.job.name, loaded.retry) as store:
-        return store.last_batch()[0], store.committed_offsets()
+        return store.batches.last_batch()[0], store.offsets.committed_offsets()
 
 
 def table_files(warehouse_dir: Path, table: str) -> list[str]:

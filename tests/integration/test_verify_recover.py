@@ -94,7 +94,7 @@ def test_recover_explains_a_crashed_batch_then_completes_it(
     assert "register Hive partition" in dry.stdout and "commit the offsets of batch 1" in dry.stdout
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        assert store.open_batch()[0].state is BatchState.WRITTEN  # the dry run changed nothing
+        assert store.batches.open_batch()[0].state is BatchState.WRITTEN  # the dry run changed nothing
 
     done = etl_command(config, "recover", timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -109,7 +109,7 @@ def test_reset_offsets_is_refused_while_locked_or_open_and_recorded_when_applied
     cfg = load_config(config)
     out = []
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as other:
-        other.acquire_lock()
+        other.session.acquire_lock()
         assert reset_offsets(cfg, ["latest"], yes=True, out=out.append) == 1
     assert "refused: a run holds the job lock" in out[-1]
 

@@ -399,7 +399,7 @@ def test_cluster_mode_exit_codes_as_spark_submit_and_yarn_report_them(
     if code == 99:
         cfg = load_config(config)
         with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as holder:
-            assert holder.acquire_lock() is None
+            assert holder.session.acquire_lock() is None
             done = run()
     else:
         done = run()
@@ -429,12 +429,12 @@ def test_cluster_mode_a_lock_held_skip_with_the_default_code_ends_succeeded(
     config = yarn_config(new_topic(partitions=1))
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as holder:
-        assert holder.acquire_lock() is None
+        assert holder.session.acquire_lock() is None
         done = submit(yarn, "cluster", config, packed_env, probes, files=(config.parent / EVENTS_SCHEMA.name,),
                       cwd=submit_dir)
         assert done.result.returncode == 0, done.output
         assert (done.app["state"], done.app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), done.app
-        assert holder.committed_offsets() == {}, "a skipped run committed offsets"
+        assert holder.offsets.committed_offsets() == {}, "a skipped run committed offsets"
     print(f"[yarn] lock-held skip, default code 0: spark-submit 0, YARN {done.app['state']}/"
           f"{done.app['finalStatus']}, {done.seconds:.0f}s")
 

@@ -78,18 +78,18 @@ def _make_state(config: ZooKeeperConfig) -> ZkPaths:
     The lock stays held."""
     store = ZkStateStore(config, "job", RETRY)
     store.connect()
-    assert store.acquire_lock() is None
+    assert store.session.acquire_lock() is None
     skipped = SkippedRange("t", 1, 5, 8, 8, 20)
     planned = Batch(1, BatchState.PLANNED, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"},
                     (OffsetRange("t", 0, 0, 10, None), OffsetRange("t", 1, 8, 20, None)), skipped=(skipped,))
-    version = store.write_plan(planned)
-    written, version = store.advance(planned, version, BatchState.WRITTEN, rows=22, rejected=0)
-    registered, version = store.advance(written, version, BatchState.REGISTERED)
-    store.commit(registered, version)
+    version = store.batches.write_plan(planned)
+    written, version = store.batches.advance(planned, version, BatchState.WRITTEN, rows=22, rejected=0)
+    registered, version = store.batches.advance(written, version, BatchState.REGISTERED)
+    store.batches.commit(registered, version)
     reset = Reset("2026-01-01T00:00:00+00:00", "test", (OffsetChange("t", 0, 10, 4),))
-    store.write_pending_reset(PendingReset(reset, {}))
-    store.finish_reset(reset, {"t": "AaIFnTSZfgCuWxfsrPJLjg"})
-    store.bind_first(Target("db", "t", "file:///w/db.db/t", "file:///w/db.db/t_rejected"))
+    store.operator.write_pending_reset(PendingReset(reset, {}))
+    store.operator.finish_reset(reset, {"t": "AaIFnTSZfgCuWxfsrPJLjg"})
+    store.operator.bind_first(Target("db", "t", "file:///w/db.db/t", "file:///w/db.db/t_rejected"))
     return store
 
 
@@ -118,7 +118,7 @@ def test_every_znode_the_job_creates_carries_the_digest_acl(stack, job_root, pas
         assert unprotected == {}
     finally:
         _stop(owner)
-        store.release_lock()
+        store.session.release_lock()
         store.close()
 
 
@@ -154,13 +154,13 @@ def test_a_client_without_the_password_can_neither_read_nor_change_the_job_state
     finally:
         _stop(outsider)
         _stop(owner)
-        store.release_lock()
+        store.session.release_lock()
         store.close()
 
 
 def test_a_wrong_password_or_none_stops_the_store_with_a_message_naming_zookeeper(stack, job_root, password):
     store = _make_state(_config(stack, job_root, password))
-    store.release_lock()
+    store.session.release_lock()
     store.close()
     not_it = f"not-it-{uuid.uuid4().hex}"
     with pytest.raises(ZooKeeperAccessDenied) as wrong:
@@ -178,7 +178,7 @@ def test_a_wrong_password_or_none_stops_the_store_with_a_message_naming_zookeepe
 def test_a_job_made_without_auth_is_refused_until_protected_with_the_command_the_message_gives(
         stack, zk, job_root, password):
     open_store = _make_state(_config(stack, job_root, password, auth="none"))
-    open_store.release_lock()
+    open_store.session.release_lock()
     open_store.close()
     job = f"{job_root}/job"
     with pytest.raises(ZooKeeperAccessDenied) as refused:
@@ -199,24 +199,24 @@ def test_a_job_made_without_auth_is_refused_until_protected_with_the_command_the
     store = ZkStateStore(_config(stack, job_root, password), "job", RETRY)
     store.connect()
     try:
-        assert store.committed_offsets()[("t", 0)].value == 4
-        assert store.acquire_lock() is None
+        assert store.offsets.committed_offsets()[("t", 0)].value == 4
+        assert store.session.acquire_lock() is None
     finally:
-        store.release_lock()
+        store.session.release_lock()
         store.close()
 
 
 def test_the_acl_check_wants_all_permissions_for_the_user(stack, job_root, password):
     store = _make_state(_config(stack, job_root, password))
-    store.release_lock()
+    store.session.release_lock()
     job = f"{job_root}/job"
-    store.client.set_acls(job, [make_digest_acl(USER, password[0], read=True, create=True, admin=True)])
+    store.session.client.set_acls(job, [make_digest_acl(USER, password[0], read=True, create=True, admin=True)])
     try:
         with pytest.raises(ZooKeeperAccessDenied, match=rf"{job} does not give \[zookeeper\] digest_user 'etl' all "
                                                         rf"permissions \(its ACL is digest:etl:cra\)"):
             ZkStateStore(_config(stack, job_root, password), "job", RETRY).connect()
     finally:
-        store.client.set_acls(job, [make_digest_acl(USER, password[0], all=True)])  # so that cleanup may delete
+        store.session.client.set_acls(job, [make_digest_acl(USER, password[0], all=True)])  # so that cleanup may delete
         store.close()
 
 

@@ -124,33 +124,33 @@ def test_a_plan_chunk_crafted_with_other_ranges_is_refused_and_chunks_without_ch
     mark) load as they did; a chunk whose parent records a checksum must match it."""
     from etl.errors import StateDamaged
     store = open_store()
-    assert store.acquire_lock() is None
+    assert store.session.acquire_lock() is None
     ranges = [OffsetRange("t", p, 0, 10, None) for p in range(3)]
-    store.write_plan(planned(1, ranges))
-    chunk = store.paths.plan_chunk(1, 0)
+    store.batches.write_plan(planned(1, ranges))
+    chunk = store.session.paths.plan_chunk(1, 0)
     original = zk.get(chunk)[0]
     crafted = json.loads(original)
     crafted[0][3] = 1000  # the first range's end
     zk.set(chunk, json.dumps(crafted).encode())
     with pytest.raises(StateDamaged, match=chunk):
-        store.read_batch(1)
+        store.batches.read_batch(1)
     zk.set(chunk, original)
-    zk.delete(store.paths.checksummed)  # a job an older version wrote: its root has no mark
-    stripped(zk, store.paths.plan(1))
-    store.release_lock()
+    zk.delete(store.session.paths.checksummed)  # a job an older version wrote: its root has no mark
+    stripped(zk, store.session.paths.plan(1))
+    store.session.release_lock()
     store = open_store()  # a command of this version on that job
-    assert store.acquire_lock() is None
+    assert store.session.acquire_lock() is None
     zk.set(chunk, json.dumps(crafted).encode())  # an old plan's chunk is not checked: it loads as written
-    assert store.read_batch(1)[0].ranges[0].end == 1000
+    assert store.batches.read_batch(1)[0].ranges[0].end == 1000
     zk.set(chunk, original)
-    batch, version = store.read_batch(1)
-    batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=30, rejected=0)
-    batch, version = store.advance(batch, version, BatchState.REGISTERED)
-    store.commit(batch, version)
-    name = store.committed_state().snapshot
-    assert "checksums" in json.loads(zk.get(store.paths.snapshot(name))[0])
-    assert zk.exists(store.paths.checksummed) is not None  # marked again by this version's first write
-    assert {k: o.value for k, o in store.committed_offsets().items()} == {("t", p): 10 for p in range(3)}
+    batch, version = store.batches.read_batch(1)
+    batch, version = store.batches.advance(batch, version, BatchState.WRITTEN, rows=30, rejected=0)
+    batch, version = store.batches.advance(batch, version, BatchState.REGISTERED)
+    store.batches.commit(batch, version)
+    name = store.offsets.committed_state().snapshot
+    assert "checksums" in json.loads(zk.get(store.session.paths.snapshot(name))[0])
+    assert zk.exists(store.session.paths.checksummed) is not None  # marked again by this version's first write
+    assert {k: o.value for k, o in store.offsets.committed_offsets().items()} == {("t", p): 10 for p in range(3)}
 
 
 def stripped(zk, node: str) -> None:
@@ -169,12 +169,12 @@ def moved_back(zk, chunk: str, offset: int) -> None:
 
 def committed_to_49(store):
     """`store` with one batch committed: partition t[0] loaded to offset 49."""
-    assert store.acquire_lock() is None
-    store.write_plan(planned(1, [OffsetRange("t", 0, 0, 49, None)]))
-    batch, version = store.read_batch(1)
-    batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=49, rejected=0)
-    batch, version = store.advance(batch, version, BatchState.REGISTERED)
-    store.commit(batch, version)
+    assert store.session.acquire_lock() is None
+    store.batches.write_plan(planned(1, [OffsetRange("t", 0, 0, 49, None)]))
+    batch, version = store.batches.read_batch(1)
+    batch, version = store.batches.advance(batch, version, BatchState.WRITTEN, rows=49, rejected=0)
+    batch, version = store.batches.advance(batch, version, BatchState.REGISTERED)
+    store.batches.commit(batch, version)
     return store
 
 
@@ -185,13 +185,13 @@ def test_a_snapshot_stripped_of_its_checksums_is_refused_once_the_job_is_checksu
     written since without checksums is refused, naming it (every command stops on it with exit 1
     before writing anything: test_a_snapshot_chunk_crafted_well_formed_with_other_offsets_...)."""
     store = committed_to_49(open_store())
-    assert zk.exists(store.paths.checksummed) is not None  # marked with the first checksummed write
-    name = store.committed_state().snapshot
-    stripped(zk, store.paths.snapshot(name))
-    moved_back(zk, store.paths.snapshot_chunk(name, 0), 20)
+    assert zk.exists(store.session.paths.checksummed) is not None  # marked with the first checksummed write
+    name = store.offsets.committed_state().snapshot
+    stripped(zk, store.session.paths.snapshot(name))
+    moved_back(zk, store.session.paths.snapshot_chunk(name, 0), 20)
     reader = open_store()  # another command, with no cache of the state
-    with pytest.raises(StateDamaged, match=f"node {store.paths.snapshot(name)} records no checksums") as caught:
-        reader.committed_offsets()
+    with pytest.raises(StateDamaged, match=f"node {store.session.paths.snapshot(name)} records no checksums") as caught:
+        reader.offsets.committed_offsets()
     assert caught.value.exit_code == EXIT_BATCH_FAILED and "ZooKeeper backup" in str(caught.value)
 
 
@@ -201,29 +201,29 @@ def test_a_job_root_from_before_the_mark_loads_unchecked_and_is_marked_by_its_fi
     before; the first checksummed state this version writes marks the root in the same
     transaction; a parent written before the mark still loads, one changed since must be checked."""
     store = committed_to_49(open_store())
-    name = store.committed_state().snapshot
-    zk.delete(store.paths.checksummed)  # as an older version left the job: no mark ...
-    stripped(zk, store.paths.snapshot(name))  # ... and no checksums
-    stripped(zk, store.paths.plan(1))
+    name = store.offsets.committed_state().snapshot
+    zk.delete(store.session.paths.checksummed)  # as an older version left the job: no mark ...
+    stripped(zk, store.session.paths.snapshot(name))  # ... and no checksums
+    stripped(zk, store.session.paths.plan(1))
     old = open_store()
-    assert old.committed_offsets()[("t", 0)].value == 49  # loads unchecked, as before
-    assert old.read_batch(1)[0].ranges[0].end == 49
-    store.release_lock()
-    assert old.acquire_lock() is None
-    old.write_plan(planned(2, [OffsetRange("t", 0, 49, 60, 49)]))
-    mark = zk.exists(old.paths.checksummed)
-    assert mark is not None and mark.czxid == zk.exists(old.paths.plan(2)).czxid  # one transaction
-    assert open_store().committed_offsets()[("t", 0)].value == 49  # written before the mark: still loads
-    assert open_store().read_batch(1)[0].ranges[0].end == 49
-    stripped(zk, old.paths.plan(2))
-    with pytest.raises(StateDamaged, match=f"node {old.paths.plan(2)} records no checksums"):
-        open_store().read_batch(2)
+    assert old.offsets.committed_offsets()[("t", 0)].value == 49  # loads unchecked, as before
+    assert old.batches.read_batch(1)[0].ranges[0].end == 49
+    store.session.release_lock()
+    assert old.session.acquire_lock() is None
+    old.batches.write_plan(planned(2, [OffsetRange("t", 0, 49, 60, 49)]))
+    mark = zk.exists(old.session.paths.checksummed)
+    assert mark is not None and mark.czxid == zk.exists(old.session.paths.plan(2)).czxid  # one transaction
+    assert open_store().offsets.committed_offsets()[("t", 0)].value == 49  # written before the mark: still loads
+    assert open_store().batches.read_batch(1)[0].ranges[0].end == 49
+    stripped(zk, old.session.paths.plan(2))
+    with pytest.raises(StateDamaged, match=f"node {old.session.paths.plan(2)} records no checksums"):
+        open_store().batches.read_batch(2)
 
 
 def test_a_merged_files_record_holding_garbage_is_named(open_store, zk):
     """`etl verify --deep` and `etl compact` ask /merged/<id> which merged files must carry checksums."""
     store = open_store()
-    record = store.paths.merged_record(1)
+    record = store.session.paths.merged_record(1)
     zk.create(record, b"garbage", makepath=True)
     with pytest.raises(StateDamaged, match=f"node {record} is not a record of merged files this version wrote"):
-        store.checksummed_outputs()
+        store.compactions.checksummed_outputs()

@@ -30,20 +30,20 @@ def largest_node(zk, path: str) -> tuple[int, str]:
 
 def test_a_five_year_backfill_awaiting_markers_stays_below_the_node_limit(open_store, zk, zk_root):
     store = open_store()
-    assert store.acquire_lock() is None
+    assert store.session.acquire_lock() is None
     ledger = {"unmarked": hourly(HOURS), "late_count": 0, "late": []}
     batch = Batch(1, BatchState.PLANNED, "2026-01-01T00:00:00+00:00", {}, (OffsetRange("t", 0, 0, 5, None),),
                   extra={"markers": ledger})
-    version = store.write_plan(batch)
-    read, version = store.read_batch(1)
+    version = store.batches.write_plan(batch)
+    read, version = store.batches.read_batch(1)
     assert read.extra["markers"] == ledger
-    read, version = store.advance(read, version, BatchState.WRITTEN, rows=5, rejected=0)
-    read, version = store.advance(read, version, BatchState.REGISTERED)
-    store.commit(read, version)
-    committed, version = store.read_batch(1)
+    read, version = store.batches.advance(read, version, BatchState.WRITTEN, rows=5, rejected=0)
+    read, version = store.batches.advance(read, version, BatchState.REGISTERED)
+    store.batches.commit(read, version)
+    committed, version = store.batches.read_batch(1)
     fewer = {**ledger, "unmarked": ledger["unmarked"][100:]}  # a marker pass marked the first 100
-    store.amend(committed, version, extra={"markers": fewer})
-    assert store.read_batch(1)[0].extra["markers"] == fewer
+    store.batches.amend(committed, version, extra={"markers": fewer})
+    assert store.batches.read_batch(1)[0].extra["markers"] == fewer
     size, path = largest_node(zk, f"{zk_root}/job")
     assert size < 300_000, (size, path)  # printed with -s: the largest node of the job
     print(f"largest znode: {size} bytes at {path}")
@@ -55,4 +55,4 @@ def test_a_five_year_backfill_awaiting_markers_stays_below_the_node_limit(open_s
     from etl.errors import StateDamaged
     zk.set(f"{plan}/{chunks[0]}", b"garbage")
     with pytest.raises(StateDamaged, match=f"{plan}/{chunks[0]}"):
-        store.read_batch(1)
+        store.batches.read_batch(1)

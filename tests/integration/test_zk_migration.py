@@ -57,12 +57,12 @@ def expected_offsets() -> dict:
 
 
 def offsets_of(store) -> dict:
-    return {key: (o.value, o.origin, o.last, o.max_event_ms, o.active_at) for key, o in store.committed_offsets().items()}
+    return {key: (o.value, o.origin, o.last, o.max_event_ms, o.active_at) for key, o in store.offsets.committed_offsets().items()}
 
 
 def take_lock(store, within=30):
     deadline = time.monotonic() + within
-    while store.acquire_lock() is not None:  # a killed run's lock lives until its session expires
+    while store.session.acquire_lock() is not None:  # a killed run's lock lives until its session expires
         assert time.monotonic() < deadline, "the lock was not released"
         time.sleep(0.2)
 
@@ -72,13 +72,13 @@ def test_the_first_run_moves_old_offsets_and_topic_ids_into_a_snapshot(stack, zk
     with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
         assert offsets_of(store) == expected_offsets()  # readable before the move too
         take_lock(store)
-        assert offsets_of(store) == expected_offsets() and store.topic_ids() == IDS
-        version = store.pointer_version()
-        assert version == 0 and store.read_batch(1)[0].ranges == (OffsetRange("clicks", 0, 100, 120, 100),)
-        store.release_lock()
+        assert offsets_of(store) == expected_offsets() and store.offsets.topic_ids() == IDS
+        version = store.offsets.pointer_version()
+        assert version == 0 and store.batches.read_batch(1)[0].ranges == (OffsetRange("clicks", 0, 100, 120, 100),)
+        store.session.release_lock()
         take_lock(store)  # a second run finds the pointer and moves nothing
-        assert store.pointer_version() == version and offsets_of(store) == expected_offsets()
-        store.release_lock()
+        assert store.offsets.pointer_version() == version and offsets_of(store) == expected_offsets()
+        store.session.release_lock()
     assert zk.get(f"{zk_root}/job/offsets/clicks/0")[0] == OLD[("clicks", 0)].to_bytes()  # left as they were
 
 
@@ -87,7 +87,7 @@ def test_an_older_version_started_after_the_move_fails_on_reading_the_offsets(st
     write_old_layout(zk, f"{zk_root}/job")
     with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
         take_lock(store)
-        store.release_lock()
+        store.session.release_lock()
     offsets = f"{zk_root}/job/offsets"
     with pytest.raises(ValueError):
         [int(part) for topic in zk.get_children(offsets) for part in zk.get_children(f"{offsets}/{topic}")]
@@ -97,13 +97,13 @@ def test_a_batch_registered_before_the_move_commits_after_it(stack, zk, zk_root)
     write_old_layout(zk, f"{zk_root}/job", open_batch=True)
     with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
         take_lock(store)
-        batch, version = store.open_batch()
+        batch, version = store.batches.open_batch()
         assert batch.state is BatchState.REGISTERED and len(batch.ranges) == 2
-        store.commit(batch, version)
+        store.batches.commit(batch, version)
         found = offsets_of(store)
         assert found[("clicks", 0)][0] == 130 and found[("views", 1)][0] == 50
         assert found[("clicks", 1)] == expected_offsets()[("clicks", 1)]
-        store.release_lock()
+        store.session.release_lock()
 
 
 def test_a_move_killed_before_the_pointer_is_done_again_by_the_next_run(stack, zk, zk_root):
@@ -111,7 +111,7 @@ def test_a_move_killed_before_the_pointer_is_done_again_by_the_next_run(stack, z
     code = ("import sys; from etl.config import RetryConfig, ZooKeeperConfig; from etl.state.store import ZkStateStore;"
             f"s = ZkStateStore(ZooKeeperConfig(hosts={stack.zk_hosts!r}, root={zk_root!r}, session_timeout_seconds=4),"
             " 'job', RetryConfig(attempts=2, initial_wait_seconds=0.1, max_wait_seconds=0.2)); s.connect();"
-            " s.acquire_lock(); sys.exit(3)")
+            " s.session.acquire_lock(); sys.exit(3)")
     env = {**os.environ, "ETL_FAULT_POINT": "migrate:snapshot-written", "ETL_FAULT_ACTION": "kill"}
     done = subprocess.run([sys.executable, "-c", code], env=env, start_new_session=True, timeout=60)
     assert done.returncode == -signal.SIGKILL
@@ -119,10 +119,10 @@ def test_a_move_killed_before_the_pointer_is_done_again_by_the_next_run(stack, z
     assert zk.exists(f"{zk_root}/job/committed") is None and len(zk.get_children(f"{zk_root}/job/snapshots")) == 1
     with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
         take_lock(store)
-        assert offsets_of(store) == expected_offsets() and store.topic_ids() == IDS
-        store.prune_batches()
-        assert zk.get_children(f"{zk_root}/job/snapshots") == [store.committed_state().snapshot]
-        store.release_lock()
+        assert offsets_of(store) == expected_offsets() and store.offsets.topic_ids() == IDS
+        store.batches.prune_batches()
+        assert zk.get_children(f"{zk_root}/job/snapshots") == [store.offsets.committed_state().snapshot]
+        store.session.release_lock()
 
 
 def test_a_plan_broken_off_before_its_header_is_invisible_and_replaced(stack, zk_root, monkeypatch):
@@ -133,11 +133,11 @@ def test_a_plan_broken_off_before_its_header_is_invisible_and_replaced(stack, zk
         monkeypatch.setenv("ETL_FAULT_POINT", "plan:ranges-written")
         monkeypatch.setenv("ETL_FAULT_ACTION", "raise")
         with pytest.raises(InjectedFault):
-            store.write_plan(batch)
+            store.batches.write_plan(batch)
         monkeypatch.delenv("ETL_FAULT_POINT")
-        assert store.batch_ids() == [] and store.open_batch() is None
-        version = store.write_plan(batch)
-        assert store.read_batch(1) == (batch, version)
+        assert store.batches.batch_ids() == [] and store.batches.open_batch() is None
+        version = store.batches.write_plan(batch)
+        assert store.batches.read_batch(1) == (batch, version)
 
 
 def test_a_commit_broken_off_after_its_snapshot_moves_nothing_and_is_done_again(stack, zk, zk_root, monkeypatch):
@@ -145,21 +145,21 @@ def test_a_commit_broken_off_after_its_snapshot_moves_nothing_and_is_done_again(
                   (OffsetRange("t", 0, 0, 5, None),))
     with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
         take_lock(store)
-        version = store.write_plan(batch)
-        batch, version = store.advance(batch, version, BatchState.WRITTEN, rows=5, rejected=0)
-        batch, version = store.advance(batch, version, BatchState.REGISTERED)
+        version = store.batches.write_plan(batch)
+        batch, version = store.batches.advance(batch, version, BatchState.WRITTEN, rows=5, rejected=0)
+        batch, version = store.batches.advance(batch, version, BatchState.REGISTERED)
         monkeypatch.setenv("ETL_FAULT_POINT", "commit:snapshot-written")
         monkeypatch.setenv("ETL_FAULT_ACTION", "raise")
         with pytest.raises(InjectedFault):
-            store.commit(*store.open_batch())
+            store.batches.commit(*store.batches.open_batch())
         monkeypatch.delenv("ETL_FAULT_POINT")
-        assert store.committed_offsets() == {} and store.open_batch()[0].state is BatchState.REGISTERED
-        store.prune_batches()  # keeps the open batch's snapshot
+        assert store.offsets.committed_offsets() == {} and store.batches.open_batch()[0].state is BatchState.REGISTERED
+        store.batches.prune_batches()  # keeps the open batch's snapshot
         assert len(zk.get_children(f"{zk_root}/job/snapshots")) == 2
-        store.commit(*store.open_batch())
-        store.prune_batches()
-        assert store.committed_offsets()[("t", 0)].value == 5
-        assert zk.get_children(f"{zk_root}/job/snapshots") == [store.committed_state().snapshot]
+        store.batches.commit(*store.batches.open_batch())
+        store.batches.prune_batches()
+        assert store.offsets.committed_offsets()[("t", 0)].value == 5
+        assert zk.get_children(f"{zk_root}/job/snapshots") == [store.offsets.committed_state().snapshot]
 
 
 def test_a_large_batch_written_before_the_move_keeps_its_fingerprints_through_commit(stack, zk, zk_root):
@@ -175,13 +175,13 @@ def test_a_large_batch_written_before_the_move_keeps_its_fingerprints_through_co
     zk.create(f"{job}/batches/{2:010d}/ranges-00000", dump([r.to_json() for r in ranges]))
     with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
         take_lock(store)
-        opened, version = store.open_batch()
+        opened, version = store.batches.open_batch()
         assert opened == batch
-        registered, version = store.advance(opened, version, BatchState.REGISTERED)
-        store.commit(registered, version)
-        assert store.read_batch(2)[0].last_records == last
-        assert store.committed_offsets()[("wide", 7)].last.to_json() == last["wide:7"]
-        store.release_lock()
+        registered, version = store.batches.advance(opened, version, BatchState.REGISTERED)
+        store.batches.commit(registered, version)
+        assert store.batches.read_batch(2)[0].last_records == last
+        assert store.offsets.committed_offsets()[("wide", 7)].last.to_json() == last["wide:7"]
+        store.session.release_lock()
 
 
 def test_a_deleted_pointer_after_the_move_is_refused_not_migrated_again(stack, zk, zk_root):
@@ -191,17 +191,17 @@ def test_a_deleted_pointer_after_the_move_is_refused_not_migrated_again(stack, z
     write_old_layout(zk, job, open_batch=True)
     with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
         take_lock(store)
-        batch, version = store.open_batch()
-        store.commit(batch, version)  # clicks[0] moves from 120 to 130
-        store.release_lock()
+        batch, version = store.batches.open_batch()
+        store.batches.commit(batch, version)  # clicks[0] moves from 120 to 130
+        store.session.release_lock()
     snapshots = zk.get_children(f"{job}/snapshots")
     zk.delete(f"{job}/committed")
     with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
         with pytest.raises(StateConflict, match=r"no .*committed pointer.*deleted.*etl history --json"):
-            store.committed_offsets()
+            store.offsets.committed_offsets()
         with pytest.raises(StateConflict, match=r"committed pointer"):
             take_lock(store)
-        store.release_lock()
+        store.session.release_lock()
     assert zk.exists(f"{job}/committed") is None and zk.get_children(f"{job}/snapshots") == snapshots
 
 
@@ -210,9 +210,9 @@ def test_a_deleted_snapshot_chunk_is_named_not_a_raw_zookeeper_error(stack, zk, 
     write_old_layout(zk, job)
     with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
         take_lock(store)
-        store.release_lock()
-        name = store.committed_state().snapshot
+        store.session.release_lock()
+        name = store.offsets.committed_state().snapshot
     zk.delete(f"{job}/snapshots/{name}", recursive=True)
     with ZkStateStore(zk_config(stack, zk_root), "job", RETRY) as store:
         with pytest.raises(StateConflict, match=rf"snapshot {name}.*missing"):
-            store.committed_offsets()
+            store.offsets.committed_offsets()

@@ -22,38 +22,38 @@ def batch(batch_id=1, ranges=(OffsetRange("t", 0, 0, 10, None), OffsetRange("t",
 
 def test_plan_round_trips_in_chunks_and_commit_moves_offsets(open_store):
     store = open_store()
-    store.acquire_lock()
+    store.session.acquire_lock()
     big = batch(ranges=[OffsetRange("t", p, 0, p + 1, None) for p in range(5000)])
-    version = store.write_plan(big)
-    loaded, loaded_version = store.read_batch(1)
+    version = store.batches.write_plan(big)
+    loaded, loaded_version = store.batches.read_batch(1)
     assert loaded.ranges == big.ranges and loaded_version == version
-    written, version = store.advance(loaded, version, BatchState.WRITTEN, rows=1, rejected=0)
-    registered, version = store.advance(written, version, BatchState.REGISTERED)
-    store.commit(registered, version)
-    offsets = store.committed_offsets()
+    written, version = store.batches.advance(loaded, version, BatchState.WRITTEN, rows=1, rejected=0)
+    registered, version = store.batches.advance(written, version, BatchState.REGISTERED)
+    store.batches.commit(registered, version)
+    offsets = store.offsets.committed_offsets()
     assert len(offsets) == 5000 and offsets[("t", 4999)].value == 5000
-    assert store.open_batch() is None
+    assert store.batches.open_batch() is None
 
 
 def test_expired_session_cannot_commit_and_does_not_harm_the_run_that_took_over(open_store, stack):
     zombie = open_store()
-    zombie.acquire_lock()
+    zombie.session.acquire_lock()
     planned = batch()
-    zombie.write_plan(planned)
-    written, v = zombie.advance(planned, 0, BatchState.WRITTEN)
+    zombie.batches.write_plan(planned)
+    written, v = zombie.batches.advance(planned, 0, BatchState.WRITTEN)
     expire_session(zombie, stack.zk_hosts)
     successor = open_store()
-    assert successor.acquire_lock() is None  # the ephemeral lock died with the session
+    assert successor.session.acquire_lock() is None  # the ephemeral lock died with the session
     with pytest.raises(LockLost):
-        zombie.advance(written, v, BatchState.REGISTERED)
+        zombie.batches.advance(written, v, BatchState.REGISTERED)
     zombie.session._session_lost.clear()  # even a client that missed the LOST event is fenced
     with pytest.raises(LockLost):
-        zombie.advance(written, v, BatchState.REGISTERED)
-    resumed, version = successor.open_batch()
+        zombie.batches.advance(written, v, BatchState.REGISTERED)
+    resumed, version = successor.batches.open_batch()
     assert resumed.state is BatchState.WRITTEN
-    registered, version = successor.advance(resumed, version, BatchState.REGISTERED)
-    successor.commit(registered, version)
-    assert successor.committed_offsets()[("t", 0)].value == 10
+    registered, version = successor.batches.advance(resumed, version, BatchState.REGISTERED)
+    successor.batches.commit(registered, version)
+    assert successor.offsets.committed_offsets()[("t", 0)].value == 10
 
 
 def test_a_read_that_outlives_the_lock_holders_session_is_a_lost_lock(open_store):
@@ -63,11 +63,11 @@ def test_a_read_that_outlives_the_lock_holders_session_is_a_lost_lock(open_store
     def expired():
         raise SessionExpiredError()
     store = open_store()
-    store.acquire_lock()
+    store.session.acquire_lock()
     with pytest.raises(LockLost, match="session expired") as caught:
         store.session._read(expired, "read committed offsets")
     assert isinstance(caught.value.__cause__, SessionExpiredError)
-    store.release_lock()
+    store.session.release_lock()
     with pytest.raises(SessionExpiredError):  # without the lock there is no lock to lose
         store.session._read(expired, "read committed offsets")
 
@@ -76,17 +76,17 @@ def test_the_partitions_a_batch_touched_are_stored_in_chunks_at_written(open_sto
     """By event time a backfill batch may touch thousands of Hive partitions: they sit in chunks
     beside the header, far below the 1 MB znode limit, written with the move to WRITTEN."""
     store = open_store()
-    store.acquire_lock()
-    version = store.write_plan(batch())
+    store.session.acquire_lock()
+    version = store.batches.write_plan(batch())
     touched = tuple({"partition": f"dt=2026-01-{d:02d}/hour={h:02d}", "rows": h, "late": 0}
                     for d in range(1, 29) for h in range(24)) * 20  # 13,440 entries, ~800 KB as one list
-    loaded, version = store.read_batch(1)
+    loaded, version = store.batches.read_batch(1)
     assert loaded.partitions is None
-    written, version = store.advance(loaded, version, BatchState.WRITTEN, rows=1, rejected=0, partitions=touched)
-    again, again_version = store.read_batch(1)
+    written, version = store.batches.advance(loaded, version, BatchState.WRITTEN, rows=1, rejected=0, partitions=touched)
+    again, again_version = store.batches.read_batch(1)
     assert again.partitions == touched and again_version == version
-    registered, version = store.advance(again, version, BatchState.REGISTERED)
-    assert store.read_batch(1)[0].partitions == touched  # later moves keep them
+    registered, version = store.batches.advance(again, version, BatchState.REGISTERED)
+    assert store.batches.read_batch(1)[0].partitions == touched  # later moves keep them
 
 
 ATTEMPT = "container_e03_1795672377170_0001_{:02d}_000001"  # a YARN AM's CONTAINER_ID, attempt N
@@ -97,18 +97,18 @@ def test_a_lock_held_by_an_earlier_yarn_attempt_is_taken_once_its_session_expire
     session (and so its ephemeral lock) lives until the timeout: attempt 2 waits for it."""
     monkeypatch.setenv("CONTAINER_ID", ATTEMPT.format(1))
     dead = open_store()
-    assert dead.acquire_lock() is None
+    assert dead.session.acquire_lock() is None
     monkeypatch.setenv("CONTAINER_ID", ATTEMPT.format(2))
     successor = open_store()
-    assert successor.acquire_lock() == dead.me  # held: a plain acquire gives up at once
+    assert successor.session.acquire_lock() == dead.session.me  # held: a plain acquire gives up at once
     expiry = threading.Timer(1.0, expire_session, (dead, stack.zk_hosts))
     expiry.start()
     try:
-        assert successor.take_lock() is None
+        assert successor.session.take_lock() is None
     finally:
         expiry.join()
-    assert successor.lock_holder() == successor.me
-    assert (successor.me.yarn_application, successor.me.yarn_attempt) == ("application_1795672377170_0001", 2)
+    assert successor.session.lock_holder() == successor.session.me
+    assert (successor.session.me.yarn_application, successor.session.me.yarn_attempt) == ("application_1795672377170_0001", 2)
 
 
 @pytest.mark.parametrize("holder_container", [None, "container_e03_1795672377170_0007_01_000001",
@@ -119,19 +119,19 @@ def test_a_lock_held_by_any_other_run_is_not_waited_for(open_store, monkeypatch,
     if holder_container:
         monkeypatch.setenv("CONTAINER_ID", holder_container)
     holder = open_store()
-    assert holder.acquire_lock() is None
+    assert holder.session.acquire_lock() is None
     monkeypatch.setenv("CONTAINER_ID", ATTEMPT.format(2))
     started = time.monotonic()
-    assert open_store().take_lock() == holder.me
-    assert time.monotonic() - started < holder.config.session_timeout_seconds
+    assert open_store().session.take_lock() == holder.session.me
+    assert time.monotonic() - started < holder.session.config.session_timeout_seconds
 
 
 def test_a_one_table_jobs_relocations_are_stored_as_before_routes_could_be_compacted(open_store):
     store = open_store()
-    store.acquire_lock()
+    store.session.acquire_lock()
     plan = switched(store, compaction(1))
-    data, _ = store.client.get(store.paths.relocations)
+    data, _ = store.session.client.get(store.session.paths.relocations)
     assert zlib.decompress(data) == b'{"main":{"dt=2026-01-01/hour=00":"_compacted/dt=2026-01-01/hour=00/c0000000001"},' \
                                     b'"rejected":{}}'
-    assert store.client.exists(store.paths.table_relocations) is None
-    assert b"table_name" not in store.client.get(store.paths.compaction(plan.compaction_id))[0]
+    assert store.session.client.exists(store.session.paths.table_relocations) is None
+    assert b"table_name" not in store.session.client.get(store.session.paths.compaction(plan.compaction_id))[0]

@@ -54,8 +54,8 @@ def job_state(config) -> tuple[dict, object]:
     """Committed offsets {(topic, partition): value} and the last batch, read from ZooKeeper."""
     from etl.state.store import ZkStateStore
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
-        offsets = {k: v.value for k, v in store.committed_offsets().items()}
-        last = store.last_batch()
+        offsets = {k: v.value for k, v in store.offsets.committed_offsets().items()}
+        last = store.batches.last_batch()
     return offsets, (last[0] if last else None)
 
 

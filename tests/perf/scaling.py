@@ -89,16 +89,16 @@ def zk_only_scaling(run: BenchRun, n: int, label: str) -> dict:
     config = load_config(run.ini(label, ["zk-only"], run.args.decoder, 1000))
     results = []
     with ZkStateStore(config.zookeeper, config.job.name, config.retry) as store:
-        if store.acquire_lock() is not None:
+        if store.session.acquire_lock() is not None:
             raise RuntimeError("lock held")
         try:
             for batch_no in (1, 2):
                 timings, ok = _zk_only_batch(store, n, run.args.scaling_records, batch_no)
                 results.append({"batch": batch_no, "timings": timings, "offsets_match": ok,
                                 "znodes": znode_sizes(run, config, batch_no)})
-                store.prune_batches()
+                store.batches.prune_batches()
         finally:
-            store.release_lock()
+            store.session.release_lock()
     return {"batches": results}
 
 
@@ -110,28 +110,28 @@ def _zk_only_batch(store, n: int, k: int, batch_no: int) -> tuple[dict, bool]:
     timings = {}
     store.offsets._state_cache = None  # read as a new run does, not from the snapshot this process cached
     started = time.monotonic()
-    committed = store.committed_offsets()
+    committed = store.offsets.committed_offsets()
     timings["zk_reads"] = time.monotonic() - started
     ranges = tuple(OffsetRange("zk-only", p, (batch_no - 1) * k, batch_no * k,
                                committed[("zk-only", p)].value if ("zk-only", p) in committed else None)
                    for p in range(n))
     now = utc_now()
     batch = Batch(batch_no, BatchState.PLANNED, now.isoformat(timespec="seconds"),
-                  PLANNING_TIME_HOURLY.values_for_plan(now), ranges, planned_by=store.me.describe(),
+                  PLANNING_TIME_HOURLY.values_for_plan(now), ranges, planned_by=store.session.me.describe(),
                   updated_at=utc_now_iso())
     last = {f"zk-only:{p}": [batch_no * k - 1, 1767225600000 + p, f"{p:016x}"] for p in range(n)}
-    steps = [("write_plan", lambda b, v: (b, store.write_plan(b))),
-             ("written", lambda b, v: store.advance(b, v, BatchState.WRITTEN, rows=n * k, rejected=0,
+    steps = [("write_plan", lambda b, v: (b, store.batches.write_plan(b))),
+             ("written", lambda b, v: store.batches.advance(b, v, BatchState.WRITTEN, rows=n * k, rejected=0,
                                                     last_records=last)),
-             ("registered", lambda b, v: store.advance(b, v, BatchState.REGISTERED)),
-             ("commit", lambda b, v: (store.commit(b, v), v))]
+             ("registered", lambda b, v: store.batches.advance(b, v, BatchState.REGISTERED)),
+             ("commit", lambda b, v: (store.batches.commit(b, v), v))]
     version = None
     for name, step in steps:
         started = time.monotonic()
         batch, version = step(batch, version)
         timings[name] = time.monotonic() - started
     timings["total"] = sum(timings.values())
-    offsets = store.committed_offsets()
+    offsets = store.offsets.committed_offsets()
     ok = len(offsets) == n and all(offsets[("zk-only", p)].value == batch_no * k
                                    and offsets[("zk-only", p)].last.to_json() == last[f"zk-only:{p}"]
                                    for p in range(n))

@@ -62,29 +62,29 @@ def context(config, store, kind=CommandContext):
 
 
 def held_by_another(store: MemoryStore) -> MemoryStore:
-    other = store.session()
-    assert other.acquire_lock() is None
+    other = store.another_run()
+    assert other.session.acquire_lock() is None
     return other
 
 
 def with_open_batch(store: MemoryStore) -> None:
-    store.acquire_lock()
-    store.write_plan(batch())
-    store.release_lock()
+    store.session.acquire_lock()
+    store.batches.write_plan(batch())
+    store.session.release_lock()
 
 
 # -- etl compact ----------------------------------------------------------------------------
 def test_compact_leaves_a_running_job_alone(config, store):
     other, said = held_by_another(store), []
     assert compact_in(context(config, store), None, dry_run=False, as_json=False, out=said.append) == EXIT_OK
-    assert "Nothing was compacted" in said[0] and store.lock_holder() == other.me
+    assert "Nothing was compacted" in said[0] and store.session.lock_holder() == other.session.me
 
 
 def test_compact_refuses_while_a_batch_is_open_and_releases_the_lock(config, store):
     with_open_batch(store)
     with pytest.raises(StateConflict, match="batch 1 is open in state PLANNED"):
         compact_in(context(config, store), None, dry_run=True, as_json=False)
-    assert store.lock_holder() is None
+    assert store.session.lock_holder() is None
 
 
 # -- etl compact, routed ----------------------------------------------------------------------
@@ -107,20 +107,20 @@ def routed(tmp_path):
 
 
 def _loaded(store: MemoryStore, *topics: str) -> None:
-    store.acquire_lock()
+    store.session.acquire_lock()
     committed(store, batch(ranges=tuple(OffsetRange(t, 0, 0, 5, None) for t in topics)))
-    store.release_lock()
+    store.session.release_lock()
 
 
 def test_routed_compact_leaves_a_running_job_alone_and_refuses_an_open_batch(routed, store):
     other, said = held_by_another(store), []
     assert compact_in(context(routed, store), None, dry_run=False, as_json=False, out=said.append) == EXIT_OK
-    assert "Nothing was compacted" in said[0] and store.lock_holder() == other.me
-    other.release_lock()
+    assert "Nothing was compacted" in said[0] and store.session.lock_holder() == other.session.me
+    other.session.release_lock()
     with_open_batch(store)
     with pytest.raises(StateConflict, match="batch 1 is open in state PLANNED"):
         compact_in(context(routed, store), None, dry_run=False, as_json=False, tables=["rejects"])
-    assert store.lock_holder() is None
+    assert store.session.lock_holder() is None
 
 
 def test_an_unknown_table_is_refused_naming_the_jobs_tables_and_nothing_is_touched(routed, store):
@@ -128,7 +128,7 @@ def test_an_unknown_table_is_refused_naming_the_jobs_tables_and_nothing_is_touch
     with pytest.raises(ConfigError, match=r"--table nope: not a table of job j1, whose tables are app_x, orders, "
                                           r"rejects; nothing was touched"):
         compact_in(context(routed, store), None, dry_run=False, as_json=False, tables=["orders", "nope"])
-    assert store.lock_holder() is None and store.open_compactions() == []
+    assert store.session.lock_holder() is None and store.compactions.open_compactions() == []
 
 
 def test_the_tables_compacted_are_those_loaded_into_a_retired_routes_and_the_rejected_one_once(routed, store, tmp_path):
@@ -143,9 +143,9 @@ def test_the_tables_compacted_are_those_loaded_into_a_retired_routes_and_the_rej
     (tmp_path / "fewer.ini").write_text(fewer)
     retired = replace(RouteBinding.of(load_config(tmp_path / "fewer.ini"), ctx.warehouse),
                       retired=RouteBinding.of(routed, ctx.warehouse).routes[1:])
-    store.acquire_lock()
-    store.bind_first(retired)
-    store.release_lock()
+    store.session.acquire_lock()
+    store.operator.bind_first(retired)
+    store.session.release_lock()
     assert [t.name for t in compaction_tables(load_config(tmp_path / "fewer.ini"), store, ctx.warehouse, None)] == \
         ["app_x", "orders", None]
 
@@ -169,35 +169,35 @@ def test_bind_is_refused_while_a_batch_is_open(config, store):
     with_open_batch(store)
     said = []
     assert bind_in(context(config, store), yes=True, data_moved=False, out=said.append) == EXIT_BATCH_FAILED
-    assert "batch 1 is open" in said[0] and store.lock_holder() is None and store.binding() is None
+    assert "batch 1 is open" in said[0] and store.session.lock_holder() is None and store.operator.binding() is None
 
 
 def test_bind_to_the_table_the_job_is_bound_to_does_nothing(config, store):
     ctx = context(config, store)
-    store.acquire_lock()
-    store.bind_first(Target.of(config, ctx.warehouse))
-    store.release_lock()
+    store.session.acquire_lock()
+    store.operator.bind_first(Target.of(config, ctx.warehouse))
+    store.session.release_lock()
     said = []
     assert bind_in(ctx, yes=True, data_moved=False, out=said.append) == EXIT_OK
     assert "already bound" in said[0]
 
 
 def test_bind_without_yes_only_shows_the_change(config, store):
-    store.acquire_lock()
-    store.bind_first(OTHER)
+    store.session.acquire_lock()
+    store.operator.bind_first(OTHER)
     committed(store, batch())
-    store.release_lock()
+    store.session.release_lock()
     said = []
     assert bind_in(context(config, store), yes=False, data_moved=False, out=said.append) == EXIT_USAGE
     assert said[-1] == "nothing changed: pass --yes to apply"
-    assert store.binding() == OTHER and store.lock_holder() is None
+    assert store.operator.binding() == OTHER and store.session.lock_holder() is None
 
 
 # -- etl recover ----------------------------------------------------------------------------
 def test_recover_changes_nothing_while_a_run_holds_the_lock(config, store):
     other, said, report = held_by_another(store), [], {}
     code = recover_in(context(config, store, JobContext), dry_run=False, out=said.append, report=report)
-    assert code == EXIT_OK and report["lock"] == other.me.describe() and "changes nothing" in said[0]
+    assert code == EXIT_OK and report["lock"] == other.session.me.describe() and "changes nothing" in said[0]
 
 
 def test_recover_of_a_job_that_never_ran_has_nothing_to_repair(config, store):
@@ -220,7 +220,7 @@ def test_recover_deletes_the_temp_files_of_dead_attempts_and_nothing_else(config
         assert said[-1] == "  - delete 1 temp files left by dead attempts" and (folder / "_tmp.attempt-1").exists()
         assert recover_in(ctx, dry_run=False, out=said.append) == EXIT_OK
     assert said[-1] == "done: deleted 1 temp files" and sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
-    assert store.lock_holder() is None and store.batch_ids() == []
+    assert store.session.lock_holder() is None and store.batches.batch_ids() == []
 
 
 # -- etl reset-offsets ----------------------------------------------------------------------
@@ -228,19 +228,19 @@ def test_reset_is_refused_while_a_run_holds_the_lock(config, store):
     other, said, report = held_by_another(store), [], {}
     assert reset_in(context(config, store, JobContext), "earliest", yes=True, out=said.append,
                     report=report) == EXIT_BATCH_FAILED
-    assert report == {"lock": other.me.describe()} and said[0].startswith("refused: a run holds the job lock")
+    assert report == {"lock": other.session.me.describe()} and said[0].startswith("refused: a run holds the job lock")
 
 
 def test_reset_is_refused_while_a_batch_is_open_and_moves_nothing(config, store):
-    store.acquire_lock()
+    store.session.acquire_lock()
     committed(store, batch())
-    store.write_plan(batch(2, ranges=(OffsetRange("t", 0, 10, 20, 10),)))
-    store.release_lock()
+    store.batches.write_plan(batch(2, ranges=(OffsetRange("t", 0, 10, 20, 10),)))
+    store.session.release_lock()
     said, report = [], {}
     assert reset_in(context(config, store, JobContext), "earliest", yes=True, out=said.append,
                     report=report) == EXIT_BATCH_FAILED
     assert report == {"open_batch": 2} and "run `etl recover` first" in said[0]
-    assert values(store) == {("t", 0): 10, ("t", 1): 5} and store.lock_holder() is None
+    assert values(store) == {("t", 0): 10, ("t", 1): 5} and store.session.lock_holder() is None
 
 
 # -- etl run --dry-run ----------------------------------------------------------------------
@@ -257,14 +257,14 @@ def test_a_dry_run_of_a_job_bound_to_another_table_is_refused_as_the_run_is(conf
     from etl.model.binding import BindingMismatch, check_bound
     ctx = context(config, store, JobContext)
     elsewhere = replace(Target.of(config, ctx.warehouse), table="other")
-    store.acquire_lock()
-    store.bind_first(elsewhere)
-    store.release_lock()
+    store.session.acquire_lock()
+    store.operator.bind_first(elsewhere)
+    store.session.release_lock()
     with pytest.raises(BindingMismatch) as run_refused:
         check_bound(elsewhere, Target.of(config, ctx.warehouse), config)
     with pytest.raises(BindingMismatch) as dry_refused:
         preview(ctx)
-    assert str(dry_refused.value) == str(run_refused.value) and store.binding() == elsewhere
+    assert str(dry_refused.value) == str(run_refused.value) and store.operator.binding() == elsewhere
 
 
 # -- etl run --------------------------------------------------------------------------------
@@ -287,14 +287,14 @@ def test_a_run_that_finds_the_lock_held_raises_having_done_nothing(config, store
         with pytest.raises(LockHeld, match="is already running"):
             run_in(context)
         launched = psutil.Process().children()
-    assert seen.lock_was_held and store.batch_ids() == []
+    assert seen.lock_was_held and store.batches.batch_ids() == []
     assert early.jvm.process.pid in [p.pid for p in launched]
     assert early.jvm.process.poll() is not None  # killed unused when the context closed
 
 
 # -- etl history ----------------------------------------------------------------------------
 def test_history_lists_the_newest_batches_first(store):
-    store.acquire_lock()
+    store.session.acquire_lock()
     for batch_id, start in ((1, 0), (2, 10), (3, 20)):
         committed(store, batch(batch_id, ranges=(OffsetRange("t", 0, start, start + 10, start or None),)))
     assert [b["batch_id"] for b in collect_history(store, 2)] == [3, 2]
@@ -304,11 +304,11 @@ def test_a_one_table_job_with_partitions_awaiting_their_marker_is_not_bound_to_r
     """A one-table job's ledger names no table (etl.sink.marker_ledger): bound to routes, its
     waiting partitions would be marked in no table's folder. So bind waits until they are marked."""
     ctx = context(config, store)
-    store.acquire_lock()
-    store.bind_first(Target.of(config, ctx.warehouse))
+    store.session.acquire_lock()
+    store.operator.bind_first(Target.of(config, ctx.warehouse))
     committed(store, batch(ranges=(OffsetRange("a", 0, 0, 10, None),),
                            extra={"markers": {"unmarked": [{"dt": "2026-01-01", "hour": "00"}]}}))
-    store.release_lock()
+    store.session.release_lock()
     ini = routed_ini(f"[route all]\ntopics = a\ntable = t\nschema = {EVENTS_SCHEMA}\n", hive="rejected_table = t_rejected")
     (tmp_path / "routed.ini").write_text(ini.replace("hosts = 127.0.0.1:2181", "hosts = 127.0.0.1:1")
                                          .replace("url = file:///tmp/w", f"url = file://{tmp_path}/w"))
@@ -316,4 +316,4 @@ def test_a_one_table_job_with_partitions_awaiting_their_marker_is_not_bound_to_r
     routed = load_config(tmp_path / "routed.ini")
     assert bind_in(context(routed, store), yes=True, data_moved=False, out=said.append) == EXIT_USAGE
     assert any("1 partition awaits its _SUCCESS marker (dt=2026-01-01/hour=00)" in line for line in said), said
-    assert said[-1] == "nothing changed" and store.binding() == Target.of(config, ctx.warehouse)
+    assert said[-1] == "nothing changed" and store.operator.binding() == Target.of(config, ctx.warehouse)

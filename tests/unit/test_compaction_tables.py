@@ -65,7 +65,7 @@ class Job:
         for view, name, topic in views:
             self._files(view.main_dir(P), name, topic)
         self._files(self.warehouse.rejected_dir(P), self.config.hive.rejected_table, *self.tables.values())
-        self.store.acquire_lock()
+        self.store.session.acquire_lock()
         committed(self.store, batch(ranges=[OffsetRange(t, 0, 0, 30, None) for t in self.tables.values()]))
 
     def _files(self, folder: str, table: str, *topics: str) -> None:
@@ -83,8 +83,8 @@ class Job:
 
     def files(self, table: str | None, kind: TableKind = TableKind.MAIN) -> dict[str, list[str]]:
         """Every folder of the table that holds a file, and its file names."""
-        view = self.warehouse.view(table).with_relocations(self.store.relocations().for_table(table)
-                                                           if table else self.store.relocations())
+        view = self.warehouse.view(table).with_relocations(self.store.compactions.relocations().for_table(table)
+                                                           if table else self.store.compactions.relocations())
         root = Path(view.root(kind))
         return {str(d.relative_to(root)): sorted(f.name for f in d.iterdir() if f.is_file())
                 for d in sorted(root.rglob("*")) if d.is_dir() and any(f.is_file() for f in d.iterdir())}
@@ -96,7 +96,7 @@ def test_a_one_table_jobs_compaction_stores_and_reports_no_table_name(tmp_path):
     assert [(p.table, p.table_name) for p in report.planned] == [(TableKind.MAIN, None), (TableKind.REJECTED, None)]
     assert "table_name" not in json.dumps(report.to_json())
     assert report.render().splitlines()[1].startswith("  main dt=2026-11-20/hour=10: 3 files")
-    relocations = job.store.relocations()
+    relocations = job.store.compactions.relocations()
     assert relocations.main == {P: report.planned[0].target} and relocations.rejected == {P: report.planned[1].target}
     assert relocations.tables == {} and job.store.state.table_relocations == {}
     assert job.files(None) == {report.planned[0].target: [final_name("events", 0, 0, 30)]}
@@ -108,7 +108,7 @@ def test_each_routed_table_is_compacted_into_its_own_folder_and_the_rejected_tab
     assert [(p.label, p.partition) for p in report.planned] == [("orders", P), ("clicks", P), ("rejected", P)]
     orders, clicks, rejected = report.planned
     assert orders.target != clicks.target != rejected.target  # ids differ, so do the folders
-    relocations = job.store.relocations()
+    relocations = job.store.compactions.relocations()
     assert relocations.main == {} and relocations.rejected == {P: rejected.target}
     assert relocations.tables == {"orders": {P: orders.target}, "clicks": {P: clicks.target}}
     assert job.files("orders") == {orders.target: [final_name("orders", 0, 0, 30)]}
@@ -129,7 +129,7 @@ def test_only_the_tables_asked_for_are_compacted(tmp_path):
     report = job.compact(tables=(CLICKS,), only=[P, "dt=2026-11-20/hour=11"])
     assert [p.label for p in report.planned] == ["clicks"]
     assert [c.skipped for c in report.looked_at][-1] == "not a partition of the tables looked at"
-    assert job.store.relocations().tables.keys() == {"clicks"} and job.store.relocations().rejected == {}
+    assert job.store.compactions.relocations().tables.keys() == {"clicks"} and job.store.compactions.relocations().rejected == {}
 
 
 @pytest.mark.parametrize("point", POINTS)
@@ -142,15 +142,15 @@ def test_a_routed_compaction_interrupted_anywhere_is_carried_on_to_the_same_end(
     monkeypatch.setenv("ETL_FAULT_ACTION", "raise")
     with pytest.raises(InjectedFault):
         cut.compact(tables=(ORDERS,))
-    [(plan, _)] = cut.store.open_compactions()
+    [(plan, _)] = cut.store.compactions.open_compactions()
     inputs = {f.name for f in plan.inputs}
     if cut.metastore.moved == []:  # Hive still reads the old folder: every input must be there
         assert set(cut.files("orders").get(P, [])) == inputs
     monkeypatch.delenv("ETL_FAULT_POINT")
     again = cut.compact(tables=(ORDERS,))
-    assert again.planned == [] and cut.store.open_compactions() == []
+    assert again.planned == [] and cut.store.compactions.open_compactions() == []
     assert cut.files("orders") == plain.files("orders") == {plan.target: [final_name("orders", 0, 0, 30)]}
-    assert cut.store.relocations() == plain.store.relocations()
+    assert cut.store.compactions.relocations() == plain.store.compactions.relocations()
     relative = {k: v.replace(str(tmp_path / "cut"), "") for k, v in cut.metastore.locations.items()}
     assert relative == {k: v.replace(str(tmp_path / "plain"), "") for k, v in plain.metastore.locations.items()}
     assert len(cut.metastore.moved) == 1 or point == "compact:metastore-switched"  # set again, idempotent
@@ -166,7 +166,7 @@ def test_a_routed_partition_moved_by_hand_is_refused_naming_its_table(tmp_path, 
     job.metastore.locations[("orders", P)] = "file:///elsewhere"
     with pytest.raises(HiveError, match="of the orders table is registered at file:///elsewhere"):
         job.compact(tables=(ORDERS,))
-    assert job.store.relocations().tables == {}
+    assert job.store.compactions.relocations().tables == {}
 
 
 def test_a_table_met_by_compaction_first_is_still_evolved_when_a_batch_asks_for_it(tmp_path, monkeypatch):
@@ -190,10 +190,10 @@ def test_a_table_met_by_compaction_first_is_still_evolved_when_a_batch_asks_for_
 
 def test_etl_compact_of_a_routed_job_compacts_the_tables_named_whatever_their_case(tmp_path):
     job = Job(tmp_path, routed=True)
-    job.store.release_lock()
+    job.store.session.release_lock()
     said: list[str] = []
     with MetastoreContext(job.config, clock=lambda: NOW, store=job.store, fs=job.fs, metastore=job.metastore) as context:
         assert compact_in(context, None, dry_run=False, as_json=True, out=said.append, tables=["CLICKS"]) == EXIT_OK
         assert context.existing == ["clicks"]
     assert [p["table_name"] for p in json.loads(said[0])["compacted"]] == ["clicks"]
-    assert job.store.relocations().tables.keys() == {"clicks"} and job.store.lock_holder() is None
+    assert job.store.compactions.relocations().tables.keys() == {"clicks"} and job.store.session.lock_holder() is None

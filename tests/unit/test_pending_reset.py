@@ -15,17 +15,17 @@ def test_a_recorded_reset_is_finished_by_the_next_lock_holder_whatever_the_files
     moves = ((str(tmp_path / "table" / "a.parquet"), str(tmp_path / "aside" / "a.parquet")),
              (str(tmp_path / "table" / "b.parquet"), str(tmp_path / "aside" / "b.parquet")))
     died = MemoryStore()
-    died.acquire_lock()
+    died.session.acquire_lock()
     committed(died, batch())
     reset = Reset(AT, "op", (OffsetChange("t", 0, 10, 0),), moves)
-    died.write_pending_reset(PendingReset(reset, {}))
-    died.expire()
-    nxt = died.session()
-    nxt.acquire_lock()
+    died.operator.write_pending_reset(PendingReset(reset, {}))
+    died.session.expire()
+    nxt = died.another_run()
+    nxt.session.acquire_lock()
     said = []
     finish_pending_reset(nxt, LocalFileSystem(), said.append)
-    assert values(nxt) == {("t", 0): 0, ("t", 1): 5} and nxt.pending_reset() is None
-    assert nxt.events() == [reset] and len(said) == 1
+    assert values(nxt) == {("t", 0): 0, ("t", 1): 5} and nxt.operator.pending_reset() is None
+    assert nxt.operator.events() == [reset] and len(said) == 1
     assert sorted(p.name for p in (tmp_path / "aside").iterdir()) == ["a.parquet", "b.parquet"]
     finish_pending_reset(nxt, LocalFileSystem(), said.append)  # nothing pending: nothing happens
-    assert len(said) == 1 and nxt.events() == [reset]
+    assert len(said) == 1 and nxt.operator.events() == [reset]

@@ -87,7 +87,7 @@ def config(tmp_path):
 @pytest.fixture
 def store():
     found = MemoryStore()
-    found.acquire_lock()
+    found.session.acquire_lock()
     committed(found, batch(ranges=(OffsetRange("t", 0, 0, 100, None),)))
     return found
 
@@ -148,7 +148,7 @@ def damaged_by_an_earlier_recover(config, store):
     Path(merged).rename(aside)
     write_parquet(posixpath.join(warehouse.rejected_dir("dt=2026-01-02/hour=00"), final_name("t", 0, 40, 60)),
                   rejects(40, 60))
-    store.record_event(MovedAside(at, "op", "etl recover", ((merged, aside),)))
+    store.operator.record_event(MovedAside(at, "op", "etl recover", ((merged, aside),)))
     return warehouse, main
 
 
@@ -156,7 +156,7 @@ def test_verify_names_each_range_whose_rejected_records_a_move_took_out_of_the_t
     warehouse, _ = damaged_by_an_earlier_recover(config, store)
     fs = LocalFileSystem()
     held = held_by_job(fs, config, store, warehouse)
-    problems = check_moved_rejected(fs, warehouse, held.whole, store.committed_offsets(), store.events())
+    problems = check_moved_rejected(fs, warehouse, held.whole, store.offsets.committed_offsets(), store.operator.events())
     assert [(p.kind, p.where) for p in problems] == [("missing_rejected", f"t[0] [{lo}, {hi})")
                                                     for lo, hi in RANGES if lo != 40], problems
 
@@ -181,10 +181,10 @@ def test_a_range_moved_out_whole_and_rewritten_is_not_reported(config, store):
         Path(source).rename(target)
     for r in RANGES:
         write_parquet(posixpath.join(warehouse.main_dir("dt=2026-01-02/hour=00"), final_name("t", 0, *r)), range(*r))
-    store.record_event(MovedAside(at, "op", "etl recover", moves))
+    store.operator.record_event(MovedAside(at, "op", "etl recover", moves))
     fs = LocalFileSystem()
     held = held_by_job(fs, config, store, warehouse)
-    assert check_moved_rejected(fs, warehouse, held.whole, store.committed_offsets(), store.events()) == []
+    assert check_moved_rejected(fs, warehouse, held.whole, store.offsets.committed_offsets(), store.operator.events()) == []
 
 
 # -- a topic split by a field among two tables, its clicks table and rejected table compacted ----
@@ -212,7 +212,7 @@ def routed(tmp_path):
 
 def test_a_split_topics_part_lost_beside_merged_parts_rewrites_every_range_in_every_table(routed):
     store = MemoryStore()
-    store.acquire_lock()
+    store.session.acquire_lock()
     ranges = RANGES[:3]
     committed(store, batch(ranges=(OffsetRange("ev", 0, 0, 60, None),), tables={"ev": ["clicks", "views"]}))
     fs, folder = LocalFileSystem(), compacted_folder(HOUR, 1)

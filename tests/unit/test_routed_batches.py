@@ -194,11 +194,11 @@ def _routed_config(tmp_path, routes: str, name: str = "r.ini"):
 
 def _bound(config, store, *loaded: str) -> None:
     """The job bound to `config`'s routes, with `loaded` topics committed."""
-    store.acquire_lock()
-    store.bind_first(RouteBinding.of(config, Warehouse.of(config)))
+    store.session.acquire_lock()
+    store.operator.bind_first(RouteBinding.of(config, Warehouse.of(config)))
     if loaded:
         committed(store, batch(ranges=tuple(OffsetRange(topic, 0, 0, 5, None) for topic in loaded)))
-    store.release_lock()
+    store.session.release_lock()
 
 
 def _bind(config, store, yes=False, stop_loading=False) -> tuple[int, list[str]]:
@@ -218,7 +218,7 @@ def test_a_route_added_is_refused_by_the_run_until_bound(tmp_path):
     code, said = _bind(after, store)
     assert code == EXIT_USAGE and said == ["job j1: added: [route more] -> raw_{topic}",
                                            "nothing changed: pass --yes to apply"]
-    assert store.binding() == bound and store.lock_holder() is None
+    assert store.operator.binding() == bound and store.session.lock_holder() is None
 
 
 def test_a_route_removed_whose_topics_have_loaded_records_needs_stop_loading(tmp_path):
@@ -231,7 +231,7 @@ def test_a_route_removed_whose_topics_have_loaded_records_needs_stop_loading(tmp
                                                       "config would load them any more; pass --stop-loading")
     code, said = _bind(fewer, store, stop_loading=True)
     assert code == EXIT_USAGE and said[-1] == "nothing changed: pass --yes to apply"
-    assert store.binding() == RouteBinding.of(both, Warehouse.of(both))
+    assert store.operator.binding() == RouteBinding.of(both, Warehouse.of(both))
 
 
 def test_a_loaded_topic_moved_to_another_table_is_refused_without_move_loaded(tmp_path):
@@ -252,17 +252,17 @@ def _one_table_job(tmp_path, table: str = "table = orders"):
     one = load_config(tmp_path / "one.ini")
     keeps = load_config(_write(tmp_path / "keeps.ini", routed_ini(ROUTES, hive="rejected_table = orders_rejected")))
     store = MemoryStore()
-    store.acquire_lock()
-    store.bind_first(Target.of(one, Warehouse.of(one)))
+    store.session.acquire_lock()
+    store.operator.bind_first(Target.of(one, Warehouse.of(one)))
     committed(store, batch(ranges=(OffsetRange("orders", 0, 0, 5, None),)))
     return keeps, store
 
 
 def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_table(tmp_path):
     keeps, store = _one_table_job(tmp_path)
-    store.release_lock()
+    store.session.release_lock()
     with pytest.raises(BindingMismatch, match=r"or turn it into a job with routes on purpose with `etl bind --config"):
-        check_job_binding(store.binding(), RouteBinding.of(keeps, Warehouse.of(keeps)), keeps, committed=["orders"])
+        check_job_binding(store.operator.binding(), RouteBinding.of(keeps, Warehouse.of(keeps)), keeps, committed=["orders"])
     code, said = _bind(keeps, store)
     assert code == EXIT_USAGE and said[1:] == ["the records of orders stay in orders, and go on going there",
                                                "nothing changed: pass --yes to apply"], said
@@ -272,7 +272,7 @@ def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_t
     assert code == EXIT_USAGE and [line.split(" at ")[0].split(",")[0] for line in said[1:]] == [
         "refused: the rejected table rejects is", "refused: topic orders's records were loaded into orders",
         "nothing changed"], said
-    assert isinstance(store.binding(), Target)
+    assert isinstance(store.operator.binding(), Target)
 
 
 class _NoHive(CommandContext):
@@ -290,11 +290,11 @@ def _one_table_compacted(tmp_path, under_way: bool):
     compaction under way."""
     keeps, store = _one_table_job(tmp_path, "table = orders\nrejected_table = orders_rejected")
     main, rejected = switched(store, compaction(1)), switched(store, compaction(2, table=TableKind.REJECTED))
-    for plan, version in store.open_compactions():  # their replaced files deleted: finished
-        store.drop_compaction(plan, version)
+    for plan, version in store.compactions.open_compactions():  # their replaced files deleted: finished
+        store.compactions.drop_compaction(plan, version)
     if under_way:
-        store.write_compaction(compaction(3, "dt=2026-01-01/hour=01"))
-    store.release_lock()
+        store.compactions.write_compaction(compaction(3, "dt=2026-01-01/hour=01"))
+    store.session.release_lock()
     return keeps, store, main, rejected
 
 
@@ -304,20 +304,21 @@ def test_a_one_table_job_bound_to_routes_keeps_its_compacted_partitions_as_its_t
     with _NoHive(keeps, store=store, fs=LocalFileSystem()) as context:
         assert bind_in(context, yes=True, data_moved=False, out=said.append) == EXIT_OK, said
     assert "its 1 compacted partitions stay where they are, as table orders's" in said
-    assert isinstance(store.binding(), RouteBinding)
-    assert store.relocations() == Relocations(rejected={rejected.partition: rejected.target},
+    assert isinstance(store.operator.binding(), RouteBinding)
+    assert store.compactions.relocations() == Relocations(rejected={rejected.partition: rejected.target},
                                               tables={"orders": {main.partition: main.target}})
-    view = Warehouse.of(keeps).with_relocations(store.relocations()).for_table("orders")
+    view = Warehouse.of(keeps).with_relocations(store.compactions.relocations()).for_table("orders")
     assert view.main_dir(main.partition) == f"/tmp/w/db.db/orders/{main.target}"
 
 
 def test_a_one_table_job_with_a_compaction_under_way_is_not_bound_to_routes(tmp_path):
     keeps, store, main, _ = _one_table_compacted(tmp_path, under_way=True)
-    before = store.relocations()
+    before = store.compactions.relocations()
     code, said = _bind(keeps, store, yes=True)
     assert code == EXIT_USAGE and said[-1] == "nothing changed", said
     assert any("a compaction is under way: `etl compact` finishes it" in line for line in said)
-    assert isinstance(store.binding(), Target) and store.relocations() == before and store.lock_holder() is None
+    assert isinstance(store.operator.binding(), Target) and store.compactions.relocations() == before
+    assert store.session.lock_holder() is None
 
 
 def _write(path, text: str):

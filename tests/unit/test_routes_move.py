@@ -60,10 +60,10 @@ class _NoHive(CommandContext):
 def _loaded(config, *topics: str) -> MemoryStore:
     """A job bound to `config`'s routes, whose `topics` have committed offsets."""
     store = MemoryStore()
-    store.acquire_lock()
-    store.bind_first(RouteBinding.of(config, Warehouse.of(config)))
+    store.session.acquire_lock()
+    store.operator.bind_first(RouteBinding.of(config, Warehouse.of(config)))
     committed(store, batch(ranges=tuple(OffsetRange(topic, 0, 0, 5, None) for topic in topics)))
-    store.release_lock()
+    store.session.release_lock()
     return store
 
 
@@ -75,13 +75,13 @@ def _bind(config, store, yes=True, move_loaded=False, stop_loading=False) -> tup
 
 
 def _tables(config, store, *topics: str) -> list[str]:
-    return [name for name, _ in job_tables(config, Warehouse.of(config), topics, None, store.binding())]
+    return [name for name, _ in job_tables(config, Warehouse.of(config), topics, None, store.operator.binding())]
 
 
 def test_a_move_is_refused_without_move_loaded_naming_each_topic_and_its_tables(tmp_path):
     before = _config(tmp_path, "before", RAW + ORDERS)
     store = _loaded(before, "orders", "refunds", "app.x")
-    bound, events = store.binding(), store.events()
+    bound, events = store.operator.binding(), store.operator.events()
     moved = _config(tmp_path, "moved", RAW + ORDERS.replace("table = orders", "table = sales"))
     code, said = _bind(moved, store)
     assert code == EXIT_USAGE, said
@@ -89,7 +89,7 @@ def test_a_move_is_refused_without_move_loaded_naming_each_topic_and_its_tables(
                         "would go to other tables; pass --move-loaded to move them on purpose (their records "
                         "loaded so far stay in the old tables, which `etl verify` goes on checking, and the next "
                         "ones go to the new tables); nothing changed"), said
-    assert store.binding() == bound and store.events() == events and store.lock_holder() is None
+    assert store.operator.binding() == bound and store.operator.events() == events and store.session.lock_holder() is None
 
 
 def test_a_move_with_move_loaded_keeps_the_old_routes_of_each_moved_topic_as_retired(tmp_path):
@@ -100,7 +100,7 @@ def test_a_move_with_move_loaded_keeps_the_old_routes_of_each_moved_topic_as_ret
     assert code == EXIT_USAGE and said[-1] == "nothing changed: pass --yes to apply", said
     code, said = _bind(moved, store, move_loaded=True)
     assert code == EXIT_OK and said[-1] == "bound; recorded in ZooKeeper; moved to other tables: orders, refunds", said
-    stored = store.binding()
+    stored = store.operator.binding()
     assert stored.routes == RouteBinding.of(moved, Warehouse.of(moved)).routes
     assert stored.retired == (BoundRoute("orders/orders", "orders", topics=("orders",)),
                               BoundRoute("orders/refunds", "orders", topics=("refunds",)))
@@ -114,7 +114,7 @@ def test_a_moved_topics_old_table_is_inspected_and_holds_nothing_once_its_files_
     store = _loaded(before, "app.x")
     moved = _config(tmp_path, "moved", RAW.replace("app[.].*", "app[.]y.*") + ORDERS + _route("x", "apps", "app.x"))
     assert _bind(moved, store, move_loaded=True)[0] == EXIT_OK
-    assert store.binding().retired == (BoundRoute("raw/app.x", "raw_{topic}", topics=("app.x",)),)
+    assert store.operator.binding().retired == (BoundRoute("raw/app.x", "raw_{topic}", topics=("app.x",)),)
     assert _tables(moved, store, "app.x") == ["apps", "raw_app_x"]
     held = held_by_job(LocalFileSystem(), moved, store, Warehouse.of(moved))  # no folder at all: nothing held
     assert sorted(held.by_table) == ["apps", "raw_app_x"] and not held.by_table["raw_app_x"].files
@@ -131,7 +131,7 @@ def test_a_split_topic_moved_to_one_table_keeps_both_of_its_old_tables(tmp_path)
     assert code == EXIT_USAGE and "events (clicks, events_other -> events_all)" in said[-1], said
     assert _bind(whole, store, move_loaded=True)[0] == EXIT_OK
     removed = RouteBinding.of(_config(tmp_path, "before", SPLIT), Warehouse.of(whole)).routes  # retired whole, as ever
-    assert store.binding().retired == (
+    assert store.operator.binding().retired == (
         *removed, BoundRoute("clicks/events", "clicks", "kind", ("click",), ("events",)),
         BoundRoute("rest/events", "events_other", "kind", ("*",), ("events",)))
     assert _tables(whole, store, "events") == ["clicks", "events_all", "events_other"]
@@ -142,32 +142,32 @@ def test_a_topic_moved_twice_keeps_both_of_its_earlier_tables(tmp_path):
     b, c = _config(tmp_path, "b", _route("t", "b", "t")), _config(tmp_path, "c", _route("t", "c", "t"))
     assert _bind(b, store, move_loaded=True)[0] == EXIT_OK
     assert _bind(c, store, move_loaded=True)[0] == EXIT_OK
-    assert [(r.name, r.table) for r in store.binding().retired] == [("t/t", "a"), ("t/t", "b")]
+    assert [(r.name, r.table) for r in store.operator.binding().retired] == [("t/t", "a"), ("t/t", "b")]
     assert _tables(c, store, "t") == ["a", "b", "c"]
-    check_job_binding(store.binding(), RouteBinding.of(c, Warehouse.of(c)), c, ["t"])
+    check_job_binding(store.operator.binding(), RouteBinding.of(c, Warehouse.of(c)), c, ["t"])
 
 
 def test_a_move_and_a_stop_are_each_refused_without_their_flag_and_made_together_with_both(tmp_path):
     store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
     after = _config(tmp_path, "after", _route("orders", "sales", "orders"))
     code, said = _bind(after, store, move_loaded=True)
-    assert code == EXIT_USAGE and "pass --stop-loading" in said[-1] and store.binding().retired == (), said
+    assert code == EXIT_USAGE and "pass --stop-loading" in said[-1] and store.operator.binding().retired == (), said
     code, said = _bind(after, store, stop_loading=True)
-    assert code == EXIT_USAGE and "pass --move-loaded" in said[-1] and store.binding().retired == (), said
+    assert code == EXIT_USAGE and "pass --move-loaded" in said[-1] and store.operator.binding().retired == (), said
     code, said = _bind(after, store, stop_loading=True, move_loaded=True)
     assert code == EXIT_OK and said[-1].endswith("; no longer loaded: app.x; moved to other tables: orders"), said
-    assert [(r.name, r.table) for r in store.binding().retired] == [("raw", "raw_{topic}"), ("orders/orders", "orders")]
+    assert [(r.name, r.table) for r in store.operator.binding().retired] == [("raw", "raw_{topic}"), ("orders/orders", "orders")]
     assert _tables(after, store, "orders", "app.x") == ["orders", "raw_app_x", "sales"]
 
 
 def test_another_database_or_folder_stays_refused_with_move_loaded(tmp_path):
     store = _loaded(_config(tmp_path, "before", ORDERS), "orders")
-    bound = store.binding()
+    bound = store.operator.binding()
     other = _config(tmp_path, "other", ORDERS.replace("table = orders", "table = sales"), rejected="elsewhere")
     code, said = _bind(other, store, move_loaded=True)
     assert code == EXIT_USAGE and said[-1] == ("refused: moving the job's tables to another database or folder, or "
                                                "giving it another rejected table, is not built yet; nothing changed"), said
-    assert store.binding() == bound
+    assert store.operator.binding() == bound
 
 
 def test_a_retired_pattern_counts_only_for_topics_it_may_have_loaded(tmp_path):
@@ -190,7 +190,7 @@ def test_topics_stopped_then_routed_again_to_another_table_are_moved_from_their_
     assert code == EXIT_USAGE and said[-1].startswith("refused: orders (orders -> sales) and refunds (orders -> "
                                                       "sales) have loaded records"), said
     assert _bind(again, store, move_loaded=True)[0] == EXIT_OK
-    assert [r.name for r in store.binding().retired] == ["orders", "orders/orders", "orders/refunds"]
+    assert [r.name for r in store.operator.binding().retired] == ["orders", "orders/orders", "orders/refunds"]
     assert _tables(again, store, "orders", "refunds", "app.x") == ["orders", "raw_app_x", "sales"]
 
 
@@ -201,7 +201,7 @@ def test_a_topic_a_retired_pattern_stopped_then_routed_again_keeps_its_retired_t
     code, said = _bind(again, store)
     assert code == EXIT_USAGE and said[-1].startswith("refused: app.x (raw_app_x -> apps) have loaded records"), said
     assert _bind(again, store, move_loaded=True)[0] == EXIT_OK
-    assert store.binding().retired[-1] == BoundRoute("raw/app.x", "raw_{topic}", topics=("app.x",))
+    assert store.operator.binding().retired[-1] == BoundRoute("raw/app.x", "raw_{topic}", topics=("app.x",))
     assert _tables(again, store, "orders", "app.x") == ["apps", "orders", "raw_app_x"]
 
 
@@ -210,7 +210,7 @@ def test_the_oracle_reads_a_moved_topics_old_table_as_one_of_its_own(tmp_path):
     store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
     moved = _config(tmp_path, "moved", RAW + ORDERS.replace("table = orders", "table = sales"))
     assert _bind(moved, store, move_loaded=True)[0] == EXIT_OK
-    found = oracle_tables(moved, ["orders", "app.x"], store.binding())
+    found = oracle_tables(moved, ["orders", "app.x"], store.operator.binding())
     assert found.tables == ("orders", "raw_app_x", "sales") and found.earlier == {"orders": ("orders",)}
     assert oracle_tables(moved, ["orders", "app.x"]).tables == ("raw_app_x", "sales")
     rows = {"orders": Counter({("orders", 0, 0): 1}), "sales": Counter({("orders", 0, 1): 1}),
@@ -271,10 +271,10 @@ def test_a_loaded_topic_two_routes_now_choose_is_refused_advising_to_fix_the_rou
         tmp_path, stop_loading):
     """The topic is still wanted (a route chooses it): what is missing is one route, or a split."""
     store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
-    bound = store.binding()
+    bound = store.operator.binding()
     both = _config(tmp_path, "both", RAW + ORDERS + _route("x", "x_{topic}", regex="app[.]x"))
     code, said = _bind(both, store, stop_loading=stop_loading)
-    assert code == EXIT_USAGE and store.binding() == bound, said
+    assert code == EXIT_USAGE and store.operator.binding() == bound, said
     refused = [line for line in said if line.startswith("refused: ")]
     assert refused == ["refused: app.x: [route raw] takes all of topic 'app.x', which [route raw] and [route x] "
                        "choose; routes that share a topic split it: give each field and values. A route still "
@@ -292,7 +292,7 @@ def test_a_dry_run_refuses_what_the_run_refuses_with_its_message_touching_nothin
     from etl.context.job import JobContext
     from etl.ops.dry_run import preview
     store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "app.x")
-    bound, events = store.binding(), store.events()
+    bound, events = store.operator.binding(), store.operator.events()
     after = _config(tmp_path, "after", RAW + ORDERS.replace("table = orders", "table = sales") if change == "moved"
                     else RAW + ORDERS + _route("x", "x_{topic}", regex="app[.]x"))
     with pytest.raises(BindingMismatch) as run_refused:  # the run's check (etl.job.driver.Job._check_binding)
@@ -300,7 +300,7 @@ def test_a_dry_run_refuses_what_the_run_refuses_with_its_message_touching_nothin
     with pytest.raises(BindingMismatch) as dry_refused:
         preview(JobContext(after, store=store, fs=LocalFileSystem(), create_nodes=False))
     assert str(dry_refused.value) == str(run_refused.value) and dry_refused.value.exit_code == 2
-    assert store.binding() == bound and store.events() == events and store.lock_holder() is None
+    assert store.operator.binding() == bound and store.operator.events() == events and store.session.lock_holder() is None
 
 
 def test_a_topic_that_never_loaded_a_record_is_neither_moved_nor_stopped(tmp_path):
@@ -308,14 +308,14 @@ def test_a_topic_that_never_loaded_a_record_is_neither_moved_nor_stopped(tmp_pat
     committed offset of 0, nothing loaded. Such a topic goes to its new tables, or none, as a new one."""
     before = _config(tmp_path, "before", RAW + ORDERS)
     store = _loaded(before, "orders")
-    store.acquire_lock()
+    store.session.acquire_lock()
     committed(store, batch(2, ranges=(OffsetRange("refunds", 0, 0, 0, None), OffsetRange("app.empty", 0, 7, 7, None))))
-    store.release_lock()
+    store.session.release_lock()
     after = _config(tmp_path, "after", _route("orders", "orders", "orders") + _route("refunds", "refunds", "refunds"))
     code, said = _bind(after, store)
     assert code == EXIT_OK and said[-1] == "bound; recorded in ZooKeeper", said
-    assert store.binding().retired == (BoundRoute.of(before.routes.by_name("raw")),)  # removed whole, as ever
-    check_job_binding(store.binding(), RouteBinding.of(after, Warehouse.of(after)), after,
+    assert store.operator.binding().retired == (BoundRoute.of(before.routes.by_name("raw")),)  # removed whole, as ever
+    check_job_binding(store.operator.binding(), RouteBinding.of(after, Warehouse.of(after)), after,
                       ["orders", "refunds", "app.empty"])
 
 
@@ -335,11 +335,11 @@ def test_a_loaded_topic_is_not_moved_into_a_table_that_holds_another_topics_reco
     store = _loaded(_config(tmp_path, "before", RAW + ORDERS), "orders", "refunds", "app.x")
     moved = _config(tmp_path, "moved", RAW + ORDERS.replace("table = orders", "table = sales"))
     assert _bind(moved, store, move_loaded=True)[0] == EXIT_OK
-    bound = store.binding()
+    bound = store.operator.binding()
     into = _config(tmp_path, "into", RAW.replace("app[.].*", "app[.]y.*") + ORDERS.replace("table = orders", "table = sales")
                    + _route("x", "orders", "app.x"))
     code, said = _bind(into, store, move_loaded=True)
-    assert code == EXIT_USAGE and store.binding() == bound, said
+    assert code == EXIT_USAGE and store.operator.binding() == bound, said
     assert "refused: app.x would load into table orders, which holds the records of topic orders, refunds" in said[-1], said
 
 
@@ -351,6 +351,6 @@ def test_a_stopped_topic_routed_back_into_its_own_table_goes_on_there_and_is_no_
     assert _bind(_config(tmp_path, "stopped", NEWCOMER), store, stop_loading=True)[0] == EXIT_OK
     code, said = _bind(before, store)
     assert code == EXIT_OK and said == ["job j1: added: [route rt] -> raw_{topic}", "bound; recorded in ZooKeeper"], said
-    check_job_binding(store.binding(), RouteBinding.of(before, Warehouse.of(before)), before, ["rt1.rej"])
+    check_job_binding(store.operator.binding(), RouteBinding.of(before, Warehouse.of(before)), before, ["rt1.rej"])
     routed = _routed_now(before, store, "rt1.rej", "raw_rt1-rej")
     assert routed.loaded == ("rt1.rej",) and routed.unroutable[0].why.endswith("rt1.rej has loaded it and keeps it")

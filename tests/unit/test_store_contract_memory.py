@@ -7,7 +7,7 @@ from tests.harness.store_contract import StoreContract, Stores
 
 
 def _expire(store) -> None:
-    store.expire()
+    store.session.expire()
 
 
 class TestMemoryStore(StoreContract):
