@@ -95,16 +95,16 @@ def _check_producers_schemas(context: JobContext) -> None:
 
 def _run_locked(context: JobContext, loop: bool, interval: float, max_batches: int | None, emit: Emit | None) -> None:
     store, observer = context.store, context.observer
-    finish_pending_reset(store, context.fs, log.warning)  # a reset that died half-way
+    finish_pending_reset(store.operator, context.fs, log.warning)  # a reset that died half-way
     with timed(observer, Phase.SETUP):
         kafka = context.kafka
         topics = kafka.job_topics().loaded
         group_usable = context.mirror.access_check(kafka.admin, topics)
         kafka.partitions(topics)  # a missing topic fails before Spark starts
-        mirror_committed(store, context.mirror, topics)
+        mirror_committed(store.offsets, context.mirror, topics)
         group_usable()  # a group the job may not use, too
     job = context.job()
-    refresh = _MirrorRefresh(lambda: mirror_committed(store, context.mirror, kafka.job_topics().loaded))
+    refresh = _MirrorRefresh(lambda: mirror_committed(store.offsets, context.mirror, kafka.job_topics().loaded))
     try:
         compactor_of(context).finish_pending()  # before any batch: a batch writes where Hive reads
         _run_batches(job, loop, interval, max_batches, emit, observer, refresh,
