@@ -8,20 +8,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from etl.state.protocols import BatchPart, CompactionPart, LockPart, OffsetPart
+from etl.state.protocols import WithBatches, WithCompactions, WithOffsets, WithSession
 
 
-class CompactionStore(Protocol):
-    """The lock and the compaction records, and the batch and offset parts' reads."""
-
-    @property
-    def session(self) -> LockPart: ...
-
-    @property
-    def compactions(self) -> CompactionPart: ...
-
-    @property
-    def batches(self) -> BatchPart: ...  # whether a batch is open
-
-    @property
-    def offsets(self) -> OffsetPart: ...  # the committed offsets
+class CompactionStore(WithSession, WithCompactions, WithBatches, WithOffsets, Protocol):
+    """The lock and the compaction records, and the batch and offset parts' reads (whether a
+    batch is open, the committed offsets)."""

@@ -18,19 +18,13 @@ from etl.config import Config, DimensionChangePolicy
 from etl.errors import DimensionChanged
 from etl.model.batch import Batch
 from etl.rows.dimensions import DimensionLoader, LoadedDimension, Snapshot, describe_change
-from etl.state.protocols import BatchPart, LockPart
+from etl.state.protocols import WithBatches, WithSession
 
 log = logging.getLogger(__name__)
 
 
-class PinStore(Protocol):
+class PinStore(WithSession, WithBatches, Protocol):
     """What a resume asks of the store: amend the batch, and who this run is."""
-
-    @property
-    def session(self) -> LockPart: ...
-
-    @property
-    def batches(self) -> BatchPart: ...
 
 
 def resumed(batch: Batch, version: int, config: Config, dimensions: DimensionLoader, store: PinStore,

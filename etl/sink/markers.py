@@ -70,25 +70,16 @@ from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.marker_ledger import LEDGER_KEY, ONE_TABLE, Awaiting, Ledger, MarkerError, partition_key, window_of
 from etl.sink.warehouse import Warehouse
-from etl.state.protocols import BatchPart, LockPart, OffsetPart
+from etl.state.protocols import WithBatches, WithOffsets, WithSession
 
 log = logging.getLogger(__name__)
 
 MARKER_NAME = "_SUCCESS"
 
 
-class MarkerStore(Protocol):
+class MarkerStore(WithSession, WithBatches, WithOffsets, Protocol):
     """The state parts the markers use: the committed offsets and the last batch they judge by,
     the amend that moves the ledger, and who writes a marker."""
-
-    @property
-    def session(self) -> LockPart: ...
-
-    @property
-    def batches(self) -> BatchPart: ...
-
-    @property
-    def offsets(self) -> OffsetPart: ...
 
 
 class SuccessMarkers:

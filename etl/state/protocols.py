@@ -141,23 +141,37 @@ class CompactionPart(Protocol):
     def checksummed_outputs(self, ids: Collection[int] | None = None) -> dict[int, frozenset[str]]: ...
 
 
-class StateStore(Protocol):
-    """The six parts on one ZooKeeper session: what a command that runs batches holds."""
-
+# Each part as a property, stated once: a caller's protocol names the parts it uses
+# (etl.sink.markers.MarkerStore, etl.job.pins.PinStore, etl.compaction.records.CompactionStore).
+class WithSession(Protocol):
     @property
     def session(self) -> LockPart: ...
 
+
+class WithBatches(Protocol):
     @property
     def batches(self) -> BatchPart: ...
 
+
+class WithOffsets(Protocol):
     @property
     def offsets(self) -> OffsetPart: ...
 
+
+class WithOperator(Protocol):
     @property
     def operator(self) -> OperatorPart: ...
 
+
+class WithTotals(Protocol):
     @property
     def totals(self) -> TotalsPart: ...
 
+
+class WithCompactions(Protocol):
     @property
     def compactions(self) -> CompactionPart: ...
+
+
+class StateStore(WithSession, WithBatches, WithOffsets, WithOperator, WithTotals, WithCompactions, Protocol):
+    """The six parts on one ZooKeeper session: what a command that runs batches holds."""

@@ -94,25 +94,7 @@ class MemoryStore:
     def session(self) -> "MemoryStore":
         return self
 
-    @property
-    def batches(self) -> "MemoryStore":
-        return self
-
-    @property
-    def offsets(self) -> "MemoryStore":
-        return self
-
-    @property
-    def operator(self) -> "MemoryStore":
-        return self
-
-    @property
-    def totals(self) -> "MemoryStore":
-        return self
-
-    @property
-    def compactions(self) -> "MemoryStore":
-        return self
+    batches = offsets = operator = totals = compactions = session
 
     # -- connection -----------------------------------------------------------------------
     def __enter__(self) -> "MemoryStore":
