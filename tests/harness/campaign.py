@@ -1,11 +1,13 @@
 """Random SIGKILLs of `etl run`, and what each kill interrupted."""
 from __future__ import annotations
 
+import datetime as dt
 import os
 import random
 import re
 import signal
 import time
+import zoneinfo
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,11 +226,22 @@ def _in_a_batch(log: str) -> bool:
     return bool(_BATCH_LINE.search(log)) and SPARK_STARTED in log
 
 
-def within_one_planning_hour(seconds: float) -> None:
-    """Wait, if need be, for the next UTC hour, so that the batches of the next `seconds` all plan
-    in one hour. A campaign that compacts one planning-time partition round after round finds
-    nothing to compact once the hour turns (a two-worker suite's run at 06:00 did)."""
-    left = 3600 - time.time() % 3600
-    if left < seconds:
-        print(f"[campaign] {left:.0f}s left in this hour, less than the campaign's {seconds:.0f}s: waiting for the next")
-        time.sleep(left + 1)
+# Zones whose hours turn at three different minutes of the UTC hour (:00, :30, :15), without
+# summer time: one of them always has at least 30 minutes left in its hour.
+_HOUR_ZONES = ("UTC", "Asia/Kolkata", "Asia/Kathmandu")
+
+
+def zone_whose_hour_lasts(seconds: float) -> str:
+    """A `[hive] partition_timezone` whose current hour has at least `seconds` left, so that the
+    batches of the next `seconds` all plan into one `dt/hour` partition. A campaign that compacts
+    one planning-time partition round after round finds nothing to compact once the hour turns (a
+    two-worker suite's run at 06:00 did); waiting for the next UTC hour cost up to 5 minutes."""
+    now = dt.datetime.now(dt.timezone.utc)
+
+    def left_in_hour(zone: str) -> float:
+        local = now.astimezone(zoneinfo.ZoneInfo(zone))
+        return 3600 - (local.minute * 60 + local.second + local.microsecond / 1e6)
+
+    zone = max(_HOUR_ZONES, key=left_in_hour)
+    assert left_in_hour(zone) >= seconds, f"no zone has {seconds:.0f}s left in its hour"  # at most 1,800 s
+    return zone

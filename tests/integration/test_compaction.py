@@ -23,7 +23,7 @@ from etl.ops.run import run_job
 from etl.ops.verify import run_verify
 from etl.sink.checksums import CHECKSUMS_KEY
 from etl.state.store import ZkStateStore
-from tests.harness.campaign import within_one_planning_hour
+from tests.harness.campaign import zone_whose_hour_lasts
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.state import wait_for_lock_release
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader, table_offsets
@@ -36,17 +36,17 @@ def records(count: int, start: int = 0) -> list[bytes]:
     return [json.dumps({"event_id": i, "ts": "2026-11-20 10:15:00"}).encode() for i in range(start, start + count)]
 
 
-def compaction_config(write_config, topic: str, **compaction):
+def compaction_config(write_config, topic: str, timezone: str = "UTC", **compaction):
     # ZooKeeper's shortest session (as the crash tests): a SIGKILLed command's lock goes in 4 s, not 10
     return write_config(kafka={"topics": topic}, job={"max_records_per_partition": "6"},
-                        zookeeper={"session_timeout_seconds": "4"},
+                        zookeeper={"session_timeout_seconds": "4"}, hive={"partition_timezone": timezone},
                         compaction={"min_files": "2", "keep_superseded_minutes": "0", **compaction})
 
 
-def loaded(new_topic, produce, write_config, **compaction):
+def loaded(new_topic, produce, write_config, timezone: str = "UTC", **compaction):
     topic = new_topic(partitions=2)
     produce(topic, {p: records(n) for p, n in RECORDS.items()})
-    config = compaction_config(write_config, topic, **compaction)
+    config = compaction_config(write_config, topic, timezone, **compaction)
     finished = run_etl(config)
     assert finished.returncode == 0, finished.describe()
     return topic, config
@@ -115,8 +115,8 @@ def test_sigkill_at_every_step_of_a_compaction_is_carried_on_exactly_once(
     """Each round: more records loaded into the partition (by then compacted: the new files go to
     its current folder), a compaction SIGKILLed at one step, then carried on by the next `etl run`
     or `etl compact`. Hive is read after every step: never an offset twice, never one missing."""
-    within_one_planning_hour(240)  # about 60 s serially; every round's files in the one partition
-    topic, config = loaded(new_topic, produce, write_config)
+    # about 60 s serially: every round's files in the one partition
+    topic, config = loaded(new_topic, produce, write_config, timezone=zone_whose_hour_lasts(240))
     [partition] = partitions_of(warehouse_dir, hive_table_name)
     produced = dict(RECORDS)
     read = hive_reader(spark)

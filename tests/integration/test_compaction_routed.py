@@ -21,7 +21,7 @@ import pytest
 from etl.config import load_config
 from etl.config.routes import table_name
 from etl.model.compaction import COMPACTED_FOLDER
-from tests.harness.campaign import within_one_planning_hour
+from tests.harness.campaign import zone_whose_hour_lasts
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import check_exactly_once, hive_reader, job_tables
 from tests.harness.paths import EVENTS_SCHEMA
@@ -36,7 +36,7 @@ BATCH = 6  # max_records_per_partition: 12 records a partition make two files in
 class RoutedJob:
     """The topics, the tables and what was produced (each garbled record is expected in the rejected table)."""
 
-    def __init__(self, name: str, new_topic, produce, write_config, **compaction):
+    def __init__(self, name: str, new_topic, produce, write_config, timezone: str = "UTC", **compaction):
         self.name, self.produce = name, produce
         self.a, self.own, self.split = new_topic(2, f"{name}.a"), new_topic(1, f"{name}.own"), new_topic(1, f"{name}.split")
         self.partitions = {self.a: 2, self.own: 1, self.split: 1}
@@ -45,7 +45,7 @@ class RoutedJob:
         self.sections = dict(
             kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"},
             job={"max_records_per_partition": str(BATCH)},
-            hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
+            hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected", "partition_timezone": timezone},
             compaction={"min_files": "2", "keep_superseded_minutes": "0", "only_finished": "false", **compaction},
             **{"route a": {**route, "topics": self.a, "table": f"{name}_a"},
                "route own": {**route, "topics": self.own, "table": "{topic}"},
@@ -80,8 +80,8 @@ def _record(i: int) -> bytes:
     return json.dumps({"event_id": i, "action": "click" if i % 3 == 0 else "view", "ts": "2026-11-21 10:00:00"}).encode()
 
 
-def _loaded(new_topic, produce, write_config, **compaction) -> RoutedJob:
-    job = RoutedJob(f"cr{uuid.uuid4().hex[:8]}", new_topic, produce, write_config, **compaction)
+def _loaded(new_topic, produce, write_config, timezone: str = "UTC", **compaction) -> RoutedJob:
+    job = RoutedJob(f"cr{uuid.uuid4().hex[:8]}", new_topic, produce, write_config, timezone, **compaction)
     job.more()
     first = run_etl(job.config)
     assert first.returncode == 0 and first.stdout.count("COMMITTED") == 2, first.describe()
@@ -160,8 +160,7 @@ def test_sigkill_at_every_step_of_a_routed_compaction_is_carried_on_exactly_once
     """Rounds alternate table a (`--table a --partition P`) with the rejected table; each killed
     compaction is carried on in turn by `etl recover`, `etl compact` and `etl run`. Then
     [compaction] after_run compacts the routed job at the end of `etl run`."""
-    within_one_planning_hour(CAMPAIGN_SECONDS)
-    job = _loaded(new_topic, produce, write_config)
+    job = _loaded(new_topic, produce, write_config, timezone=zone_whose_hour_lasts(CAMPAIGN_SECONDS))
     read = hive_reader(spark)
     # recover first: it finishes a compaction short of SWITCHED, and leaves a SWITCHED one for the
     # next run or compact to delete its replaced files (nothing to repair), as for one table.
