@@ -6,7 +6,8 @@ Session fixtures live until the session ends: the YARN over its private HDFS and
 cluster (test_airflow_dag.py, test_standalone_cluster.py, test_yarn.py) start, then the KDC with
 its kerberized HDFS and metastore (test_kerberos*.py) start last and idle never. A module moves
 as a whole (its module-scoped fixtures are set up once) and the order inside a group is
-collection order. A run that selects none of them is not reordered. On several workers
+collection order, but for the modules that run from a venv scripts/test builds while the suite
+starts (WAITS_FOR_VENV): they come last in their group. A run that selects none of them is not reordered. On several workers
 (ETL_TEST_WORKERS, tests/harness/parallel.py) they run first instead, all on one worker, while
 the other workers take the rest, a whole module at a time.
 
@@ -37,14 +38,22 @@ def _group(item: pytest.Item) -> int:
     return max((CLUSTER_GROUPS.get(name, 0) for name in names), default=0)
 
 
+def _waits_for_a_venv(item: pytest.Item) -> bool:
+    """Whether the item's module runs from a venv that scripts/test builds while the suite starts
+    (its WAITS_FOR_VENV, tests/harness/side_venvs.py): last in its group, so that the build has
+    ended by then."""
+    return bool(getattr(getattr(item, "module", None), "WAITS_FOR_VENV", None))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    by_module: dict[str, int] = {}
+    by_module: dict[str, tuple[int, bool]] = {}
     for item in items:
         module = item.nodeid.split("::", 1)[0]
-        by_module[module] = max(by_module.get(module, 0), _group(item))
+        group, waits = by_module.get(module, (0, False))
+        by_module[module] = (max(group, _group(item)), waits or _waits_for_a_venv(item))
     items.sort(key=lambda item: by_module[item.nodeid.split("::", 1)[0]])  # stable: collection order within
     if parallel.on_worker():  # the cluster modules run first, on one worker (tests/harness/parallel.py)
-        parallel.clusters_first(items, {module for module, group in by_module.items() if group})
+        parallel.clusters_first(items, {module for module, (group, _) in by_module.items() if group})
 
 
 @pytest.hookimpl(optionalhook=True)

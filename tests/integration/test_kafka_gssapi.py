@@ -33,6 +33,7 @@ from tests.harness.recovery import kill_mid_write
 from tests.harness.state import job_state
 
 pytestmark = [pytest.mark.slow, pytest.mark.cell("kafka-gssapi")]
+WAITS_FOR_VENV = "gssapi"  # late in the suite (tests/conftest.py): scripts/test builds it meanwhile
 
 PRINCIPAL = f"etl-kafka@{REALM}"
 

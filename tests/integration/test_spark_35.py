@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 
+from tests.harness import side_venvs
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import run_etl
 from tests.harness.jdbc import offsets_reader
@@ -22,15 +23,14 @@ from tests.harness.paths import REPO
 from tests.harness.recovery import kill_mid_write
 
 pytestmark = [pytest.mark.slow, pytest.mark.cell("spark-3.5")]
+WAITS_FOR_VENV = "spark35"  # late in the suite (tests/conftest.py): scripts/test builds it meanwhile
 
 SPARK_35 = REPO / ".venv-spark35"
 
 
 @pytest.fixture(scope="module")
 def spark_35_venv():
-    python = SPARK_35 / "bin" / "python"
-    if not python.exists():
-        pytest.fail(f"{SPARK_35} is missing: scripts/spark35-venv installs it (scripts/test runs it)")
+    python = side_venvs.wait_for("spark35", SPARK_35) / "bin" / "python"
     version = subprocess.run([str(python), "-c", "import pyspark; print(pyspark.__version__)"], check=True,
                              capture_output=True, text=True).stdout.strip()
     assert version.startswith("3.5."), version
