@@ -268,7 +268,7 @@ class Job:
         unmatched = {d.name: sum(r.unmatched.get(d.name, 0) for r in results)
                      for d in self.config.dimensions if d.joined}
         ignored = summed(r.ignored_fields for r in results)
-        last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record.to_json()
+        last_records = {f"{r.range.topic}:{r.range.partition}": r.last_record
                         for r in results if r.last_record is not None}
         more = routed_written(batch, results, mode_of(batch).written(batch, results, self.markers, self.config.hive))
         return self.store.batches.advance(batch, version, BatchState.WRITTEN, rows=rows, rejected=rejected,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from etl.errors import StateConflict
+from etl.model.identity import RecordFingerprint
 from etl.model.naming import FileRange, final_name
 
 
@@ -122,29 +123,29 @@ class Batch:
     updated_at: str = ""
     extra: dict = field(default_factory=dict)
     dimensions: dict = field(default_factory=dict)  # name -> pinned snapshot (etl.rows.dimensions.Snapshot json)
-    unmatched: dict | None = None  # name -> rows whose key found no match; None until WRITTEN
+    unmatched: dict[str, int] | None = None  # name -> rows whose key found no match; None until WRITTEN
     # Writer-schema fields the table lacks -> records that carried them (avro, protobuf); set at WRITTEN
-    ignored_fields: dict = field(default_factory=dict)
+    ignored_fields: dict[str, int] = field(default_factory=dict)
     # Pins replaced under on_dimension_change = use_current: {dimension, pinned, current, at, by}
     dimension_changes: tuple[dict, ...] = ()
     kind: BatchKind = BatchKind.LOAD
     # What the plan writes to, checked when a batch is resumed (etl.model.binding.Target json).
     target: dict = field(default_factory=dict)
-    topic_ids: dict = field(default_factory=dict)  # topic -> id the broker reported at plan time
+    topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> id the broker reported at plan time
     # "topic:partition" -> fingerprint of the last record written (etl.model.identity), set at WRITTEN
-    last_records: dict = field(default_factory=dict)
+    last_records: dict[str, RecordFingerprint] = field(default_factory=dict)
     # By event time: the Placement json every attempt places rows with ({} under planning time).
     placement: dict = field(default_factory=dict)
     # Set at WRITTEN by event time: each Hive partition touched, {"partition", "rows", "late"}.
     partitions: tuple[dict, ...] | None = None
     # Set at WRITTEN by event time: "topic:partition" -> latest event time (ms) among its rows.
-    event_high: dict = field(default_factory=dict)
+    event_high: dict[str, int] = field(default_factory=dict)
     # Set at REGISTERED: the snapshot of the offsets after this batch, written before the commit
     # that points to it (etl.state.snapshots); "" until then, or when it must be written at commit.
     snapshot: str = ""
     # With [route] sections: topic -> the tables its ranges are written to, as routed when planned
     # (etl.model.routes); {} for a one-table job, whose ranges all go to its table.
-    tables: dict = field(default_factory=dict)
+    tables: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def file_ranges(self) -> tuple[OffsetRange, ...]:
@@ -182,7 +183,8 @@ class Batch:
             "dimensions": self.dimensions, "unmatched": self.unmatched,
             **({"ignored_fields": self.ignored_fields} if self.ignored_fields else {}),
             "dimension_changes": list(self.dimension_changes), "kind": self.kind.value,
-            "target": self.target, "topic_ids": self.topic_ids, "last_records": self.last_records,
+            "target": self.target, "topic_ids": self.topic_ids,
+            "last_records": {key: last.to_json() for key, last in self.last_records.items()},
             **({"placement": self.placement} if self.placement else {}),
             # The partitions themselves are stored in chunks beside the header (etl.state.store).
             **({"partition_count": len(self.partitions)} if self.partitions is not None else {}),
@@ -201,14 +203,24 @@ class Batch:
             planned_by=header.get("planned_by", ""), rows=header.get("rows"),
             rejected=header.get("rejected"), updated_at=header.get("updated_at", ""),
             extra=header.get("extra", {}), dimensions=header.get("dimensions", {}),
-            unmatched=header.get("unmatched"), ignored_fields=header.get("ignored_fields", {}),
+            unmatched=None if header.get("unmatched") is None else _counts(header["unmatched"]),
+            ignored_fields=_counts(header.get("ignored_fields", {})),
             dimension_changes=tuple(header.get("dimension_changes", [])),
             kind=BatchKind(header.get("kind", BatchKind.LOAD.value)), target=header.get("target", {}),
-            topic_ids=header.get("topic_ids", {}), last_records=header.get("last_records", {}),
-            placement=header.get("placement", {}), event_high=header.get("event_high", {}),
+            # An id the broker did not report was never stored (etl.job.driver); an older header's None is the same.
+            topic_ids={str(topic): str(i) for topic, i in header.get("topic_ids", {}).items() if i},
+            last_records={key: RecordFingerprint(int(last[0]), int(last[1]), str(last[2]))
+                          for key, last in header.get("last_records", {}).items()},
+            placement=header.get("placement", {}), event_high=_counts(header.get("event_high", {})),
             partitions=None if partitions is None else tuple(partitions),
-            snapshot=header.get("snapshot", ""), tables=header.get("tables", {}),
+            snapshot=header.get("snapshot", ""),
+            tables={topic: list(tables) for topic, tables in header.get("tables", {}).items()},
         )
+
+
+def _counts(raw: dict) -> dict[str, int]:
+    """A stored map of names to whole numbers (rows, records, epoch milliseconds)."""
+    return {str(name): int(count) for name, count in raw.items()}
 
 
 def utc_now() -> dt.datetime:

@@ -58,7 +58,8 @@ def record_chunks(batch: Batch) -> list[bytes]:
     keys = _record_keys(batch)
     if len(keys) <= INLINE_RECORDS:
         return []
-    entries = [[k, batch.last_records.get(k), batch.event_high.get(k)] for k in keys]
+    lasts = {key: last.to_json() for key, last in batch.last_records.items()}
+    entries = [[k, lasts.get(k), batch.event_high.get(k)] for k in keys]
     return [zlib.compress(dump(entries[i:i + RECORDS_PER_CHUNK])) for i in range(0, len(entries), RECORDS_PER_CHUNK)]
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 
 from etl.model.batch import Batch, BatchKind, OffsetRange, utc_now_iso
-from etl.model.identity import RecordFingerprint
 from etl.state.snapshots import CommittedState
 from etl.state.znodes import CommittedOffset
 
@@ -49,7 +48,7 @@ def offsets_after(batch: Batch, state: CommittedState) -> tuple[dict[tuple[str, 
 
 def _moved(batch: Batch, r: OffsetRange, found: CommittedOffset | None, skipped: set) -> CommittedOffset:
     """The partition's committed offset once the range is loaded."""
-    last = RecordFingerprint.from_json(batch.last_records.get(f"{r.topic}:{r.partition}"))
+    last = batch.last_records.get(f"{r.topic}:{r.partition}")
     high, active = _event_time(batch, r, found)
     if found is None:
         return CommittedOffset(r.end, 0, r.start, last, high, active, r.incarnation)

@@ -168,7 +168,7 @@ def test_a_large_batch_written_before_the_move_keeps_its_fingerprints_through_co
     job = f"{zk_root}/job"
     write_old_layout(zk, job)
     ranges = tuple(OffsetRange("wide", p, 0, 2, None) for p in range(1500))
-    last = {f"wide:{p}": [1, 1767225600000, f"{p:016x}"] for p in range(1500)}
+    last = {f"wide:{p}": RecordFingerprint(1, 1767225600000, f"{p:016x}") for p in range(1500)}
     batch = Batch(2, BatchState.WRITTEN, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"}, ranges,
                   last_records=last)
     zk.create(f"{job}/batches/{2:010d}", dump(batch.header_json()))
@@ -180,7 +180,7 @@ def test_a_large_batch_written_before_the_move_keeps_its_fingerprints_through_co
         registered, version = store.batches.advance(opened, version, BatchState.REGISTERED)
         store.batches.commit(registered, version)
         assert store.batches.read_batch(2)[0].last_records == last
-        assert store.offsets.committed_offsets()[("wide", 7)].last.to_json() == last["wide:7"]
+        assert store.offsets.committed_offsets()[("wide", 7)].last == last["wide:7"]
         store.session.release_lock()
 
 

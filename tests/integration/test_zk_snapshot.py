@@ -6,6 +6,7 @@ import pytest
 from kazoo.exceptions import ConnectionLoss
 
 from etl.model.batch import Batch, BatchState, OffsetRange
+from etl.model.identity import RecordFingerprint
 
 
 def planned(batch_id, ranges):
@@ -29,7 +30,8 @@ def test_a_batch_of_20000_partitions_plans_and_commits_below_the_request_limit(o
     assert store.session.acquire_lock() is None
     n = 20000
     first = [OffsetRange(f"topic-with-a-long-name-{p % 7}", p, 0, 3, None) for p in range(n)]
-    last = {f"{r.topic}:{r.partition}": [2, 1767225600000 + r.partition, f"{r.partition:016x}"] for r in first}
+    last = {f"{r.topic}:{r.partition}": RecordFingerprint(2, 1767225600000 + r.partition, f"{r.partition:016x}")
+            for r in first}
     load(store, planned(1, first), last_records=last)
     second = [OffsetRange(r.topic, r.partition, 3, 5, 3) for r in first]
     load(store, planned(2, second))

@@ -106,6 +106,7 @@ def _zk_only_batch(store, n: int, k: int, batch_no: int) -> tuple[dict, bool]:
     """One batch's ZooKeeper work, each step timed: reads (and plan), plan write, WRITTEN (with
     each partition's last record), REGISTERED (the snapshot of the offsets after the batch), commit."""
     from etl.model.batch import Batch, BatchState, OffsetRange, utc_now, utc_now_iso
+    from etl.model.identity import RecordFingerprint
     from etl.model.partitioning import PLANNING_TIME_HOURLY
     timings = {}
     store.offsets._state_cache = None  # read as a new run does, not from the snapshot this process cached
@@ -119,7 +120,7 @@ def _zk_only_batch(store, n: int, k: int, batch_no: int) -> tuple[dict, bool]:
     batch = Batch(batch_no, BatchState.PLANNED, now.isoformat(timespec="seconds"),
                   PLANNING_TIME_HOURLY.values_for_plan(now), ranges, planned_by=store.session.me.describe(),
                   updated_at=utc_now_iso())
-    last = {f"zk-only:{p}": [batch_no * k - 1, 1767225600000 + p, f"{p:016x}"] for p in range(n)}
+    last = {f"zk-only:{p}": RecordFingerprint(batch_no * k - 1, 1767225600000 + p, f"{p:016x}") for p in range(n)}
     steps = [("write_plan", lambda b, v: (b, store.batches.write_plan(b))),
              ("written", lambda b, v: store.batches.advance(b, v, BatchState.WRITTEN, rows=n * k, rejected=0,
                                                     last_records=last)),

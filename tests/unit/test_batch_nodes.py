@@ -13,7 +13,7 @@ from etl.state.znodes import CommittedOffset
 def batch_of(n: int) -> Batch:
     ranges = tuple(OffsetRange("t", p, 0, 3, None) for p in range(n))
     return Batch(1, BatchState.WRITTEN, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"}, ranges,
-                 last_records={f"t:{p}": [2, 1767225600000 + p, f"{p:016x}"] for p in range(n)},
+                 last_records={f"t:{p}": RecordFingerprint(2, 1767225600000 + p, f"{p:016x}") for p in range(n)},
                  event_high={f"t:{p}": 1767225600000 + p for p in range(0, n, 2)})
 
 
