@@ -225,4 +225,5 @@ def test_a_backward_import_is_caught(tmp_path, relative, line, expected):
 def test_a_cycle_is_caught(tmp_path):
     copy = _copy_with(tmp_path, "model/naming.py", "from etl.model import batch")  # batch imports naming
     added = [c for c in cycles(import_graph(copy)) if c not in cycles(import_graph())]
-    assert added == [["etl.model.batch", "etl.model.naming"]]
+    # batch imports naming, and identity, which imports naming too: one cycle of the three
+    assert added == [["etl.model.batch", "etl.model.identity", "etl.model.naming"]]
