@@ -19,6 +19,7 @@ from etl import faults, logs
 from etl.config import Config, effective_ini, load_config, render_effective
 from etl.errors import (ConfigError, EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
                         RETRYABLE_OS_ERRORS, EtlError, LockHeld)
+from etl.ops.acting import act_of, add_act_options
 from etl.ops.check import CheckResult, unknown
 from etl.state.store import BATCHES_KEPT, RETRYABLE_ZK_ERRORS
 
@@ -151,8 +152,8 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     verify = _command(commands, "verify", cmd_verify, "check the warehouse against ZooKeeper; exit 0 only if all holds")
     verify.add_argument("--deep", action="store_true", help="also read every row through Hive")
     verify.add_argument("--json", action="store_true")
-    recover = _command(commands, "recover", cmd_recover, "explain the state a crash left, then complete it")
-    recover.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
+    recover = _command(commands, "recover", cmd_recover, "explain the state a crash left, and with --execute complete it")
+    add_act_options(recover, "--dry-run")
     recover.add_argument("--accept-loss", action="store_true",
                          help="record committed ranges that no file covers and Kafka no longer holds as lost")
     recover.add_argument("--json", action="store_true")
@@ -162,13 +163,13 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     target.add_argument("--to-datetime", dest="to", metavar="ISO-8601",
                         help="each partition's first offset whose record's timestamp is at or after this time, which "
                              "says its zone (2026-11-25T14:30:00Z, +01:00); its end, as latest, where none is")
-    reset.add_argument("--yes", action="store_true", help="apply; without it only show the changes")
+    add_act_options(reset, "--yes")
     reset.add_argument("--move-aside", action="store_true",
                        help="backwards: move the committed files at and after the new offsets out of the table, "
                             "so that reloading them is exactly once (without it a backwards reset is refused)")
     reset.add_argument("--json", action="store_true")
     bind = _command(commands, "bind", cmd_bind, "move the job to the table and folders its config names now")
-    bind.add_argument("--yes", action="store_true", help="apply; without it only show the change")
+    add_act_options(bind, "--yes")
     bind.add_argument("--data-moved", action="store_true", help="the loaded files were moved to the new folders too: verify checks them")
     bind.add_argument("--stop-loading", action="store_true", help="with routes: stop loading topics no route takes any more")
     bind.add_argument("--move-loaded", action="store_true", help="with routes: send loaded topics to their new tables")
@@ -177,7 +178,7 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
                          help="compact this partition whether or not it is finished (repeatable)")
     compact.add_argument("--table", action="append", metavar="TABLE", help="only this table, by its Hive name: one of "
                          "the routes' tables, or the rejected table (repeatable)")
-    compact.add_argument("--dry-run", action="store_true", help="say what would be compacted; change nothing")
+    add_act_options(compact, "--dry-run")
     compact.add_argument("--json", action="store_true")
     _command(commands, "config", cmd_config, "check the config, then print it as the job sees it: the file with "
                                              "its ETL__ environment overrides, secrets masked")
@@ -291,34 +292,40 @@ def cmd_verify(config: Config, args) -> int:
 
 
 def cmd_recover(config: Config, args) -> int:
-    from etl.ops.recovery import recover
-    return _reported(args, lambda **out: recover(config, dry_run=args.dry_run, accept_loss=args.accept_loss, **out))
+    from etl.ops.recovery import RecoverOptions, recover
+    return _reported(args, lambda **out: recover(config, RecoverOptions(act_of(args), args.accept_loss), **out))
 
 
 def cmd_reset(config: Config, args) -> int:
-    from etl.ops.reset import reset_offsets
-    return _reported(args, lambda **out: reset_offsets(config, args.to, yes=args.yes, move_aside=args.move_aside, **out))
+    from etl.ops.reset import ResetOptions, parse_targets, reset_offsets
+    options = ResetOptions(parse_targets(args.to), act_of(args), move_aside=args.move_aside)
+    return _reported(args, lambda **out: reset_offsets(config, options, **out))
 
 
 def _reported(args, call) -> int:
-    """With --json, one document: the command's report, its exit code and the lines it would print."""
+    """With --json, one document: the command's report, its exit code and the lines it would
+    print; a refusal's too, with its message, before main reports the error."""
     if not args.json:
         return call()
-    report: dict = {}
-    lines: list[str] = []
-    code = call(out=lines.append, report=report)
+    report, lines = dict[str, object](), list[str]()
+    try:
+        code = call(out=lines.append, report=report)
+    except EtlError as exc:
+        print(json.dumps({"exit_code": exc.exit_code, **report, "messages": lines, "error": str(exc)}, indent=2))
+        raise
     print(json.dumps({"exit_code": code, **report, "messages": lines}, indent=2))
     return code
 
 
 def cmd_bind(config: Config, args) -> int:
-    from etl.ops.rebind import bind
-    return bind(config, yes=args.yes, data_moved=args.data_moved, stop_loading=args.stop_loading, move_loaded=args.move_loaded)
+    from etl.ops.rebind import BindOptions, bind
+    return bind(config, BindOptions(act_of(args), args.data_moved, args.stop_loading, args.move_loaded))
 
 
 def cmd_compact(config: Config, args) -> int:
-    from etl.ops.compact import run_compact
-    return run_compact(config, args.partition, dry_run=args.dry_run, as_json=args.json, tables=args.table)
+    from etl.ops.compact import CompactOptions, run_compact
+    partitions, tables = (None if values is None else tuple(values) for values in (args.partition, args.table))
+    return run_compact(config, CompactOptions(partitions, tables, act_of(args), args.json))
 
 
 def cmd_config(config: Config, args) -> int:

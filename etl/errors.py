@@ -63,6 +63,26 @@ class ZooKeeperAccessDenied(ConfigError):
     way [zookeeper] auth says. Nothing was touched."""
 
 
+class Refused(EtlError):
+    """An operator command (`etl recover`, `reset-offsets`, `bind`, `compact`) will not do what it
+    was asked as asked: a flag it needs is missing, or what it would do loses or duplicates
+    records. Its message gives each reason, what gets past it, and that nothing was changed."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, *reasons: str):
+        said = "; ".join(reasons)
+        super().__init__(said if said.endswith("nothing changed") else f"{said}; nothing changed")
+        self.reasons = reasons
+
+
+class RefusedUntilDone(Refused):
+    """An operator command must wait for what is under way in the job's state (an open batch, a
+    run holding the job lock) to finish, by `etl run` or `etl recover`. Nothing was changed."""
+
+    exit_code = EXIT_BATCH_FAILED
+
+
 class TopicNotFound(EtlError):
     """A configured topic does not exist on the brokers."""
 

@@ -9,7 +9,7 @@ writing the same table would load every record twice. So:
   binding), and every later run, and every resumed batch, must name the same ones;
 - the table records its owner in the table property `etl.owner`: the job's ZooKeeper path. A
   table owned by another job is refused before anything is created or altered;
-- a job is moved on purpose with `etl bind --config NEW.ini --yes` (etl.ops.rebind), which updates
+- a job is moved on purpose with `etl bind --config NEW.ini --execute` (etl.ops.rebind), which updates
   both sides.
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Target:
 
 def move_hint(config) -> str:
     return (f"If the change is a mistake, restore the config; to move the job on purpose, run "
-            f"`etl bind --config {config.path} --yes` (see docs/operating.md, 'Moving a job to another table')")
+            f"`etl bind --config {config.path} --execute` (see docs/operating.md, 'Moving a job to another table')")
 
 
 def check_bound(bound: Target, current: Target, config) -> None:

@@ -297,7 +297,7 @@ def check_job_binding(bound: JobBinding, current: JobBinding, config, committed:
                                   f"{'; '.join(diff.describe())}. Nothing was touched. {routes_hint(config)}",
                                   not_loadable=tuple(topic for topic, _ in diff.unroutable))
         return
-    turn = (f"turn it into a job with routes on purpose with `etl bind --config {config.path} --yes`"
+    turn = (f"turn it into a job with routes on purpose with `etl bind --config {config.path} --execute`"
             if isinstance(bound, Target) else "turning a job with routes into a one-table job is not built yet")
     raise BindingMismatch(f"job {config.job.name} is bound to {bound.describe()}, but the config names "
                           f"{current.describe()}. Nothing was touched: restore the config, or {turn}")
@@ -318,4 +318,4 @@ def check_planned(batch, current: JobBinding, config) -> None:
 
 def routes_hint(config) -> str:
     return (f"If the change is a mistake, restore the config; to make it on purpose, run `etl bind --config "
-            f"{config.path}` to see it, then with --yes (see docs/configuration.md, '[route <name>]')")
+            f"{config.path}` to see it, then with --execute (see docs/configuration.md, '[route <name>]')")

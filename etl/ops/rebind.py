@@ -3,7 +3,7 @@
 created or evolved and claimed (its etl.owner property), then the binding in ZooKeeper.
 
 A job with [route] sections is bound to its routes (etl.model.route_binding): `etl bind` shows
-how the config's routes differ from the bound ones, and with --yes binds the job to them. A
+how the config's routes differ from the bound ones, and with --execute binds the job to them. A
 route removed whose topics have loaded records is refused unless --stop-loading says to stop
 loading them; its tables stay bound as retired, so that `etl verify` still checks them. A loaded
 topic whose routes now give it other tables is refused unless --move-loaded says to move it: its
@@ -16,11 +16,11 @@ moves."""
 from __future__ import annotations
 
 import getpass
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from etl.config.routes import Routes
 from etl.context.command import CommandContext
-from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE
+from etl.errors import EXIT_OK, Refused, RefusedUntilDone
 from etl.model.batch import utc_now_iso
 from etl.model.binding import Target
 from etl.model.route_binding import (
@@ -28,53 +28,67 @@ from etl.model.route_binding import (
     retired_by_move,
 )
 from etl.model.events import Bind
+from etl.ops.acting import PREVIEW_LAST_LINE, Act
 from etl.sink.marker_ledger import Ledger
 from etl.sink.markers import MARKER_NAME
 from etl.state.protocols import BatchPart
 
 
-def bind(config, yes: bool, data_moved: bool, out=print, stop_loading: bool = False, move_loaded: bool = False) -> int:
+@dataclass(frozen=True)
+class BindOptions:
+    """`etl bind`'s command line: whether it acts, and what the operator says on purpose (the files
+    were moved too; topics stop loading; loaded topics move to other tables)."""
+    act: Act = Act.PREVIEW
+    data_moved: bool = False
+    stop_loading: bool = False
+    move_loaded: bool = False
+
+
+def bind(config, options: BindOptions, out=print) -> int:
     """`etl bind`: move the job to the table and folders its config names now."""
     with CommandContext(config) as context:
-        return bind_in(context, yes, data_moved, out, stop_loading, move_loaded)
+        return bind_in(context, options, out)
 
 
-def bind_in(context: CommandContext, yes: bool, data_moved: bool, out=print, stop_loading: bool = False,
-            move_loaded: bool = False) -> int:
+def bind_in(context: CommandContext, options: BindOptions, out=print) -> int:
     config, store = context.config, context.store
-    if not config.routes.implicit and data_moved:
-        out("refused: --data-moved moves a one-table job's files; a job with routes keeps its tables' files in place")
-        return EXIT_USAGE
+    if not config.routes.implicit and options.data_moved:
+        raise Refused("--data-moved moves a one-table job's files; a job with routes keeps its tables' files in place")
     if store.session.acquire_lock() is not None:
-        out("refused: a run holds the job lock; try again when it has finished")
-        return EXIT_BATCH_FAILED
+        raise RefusedUntilDone("a run holds the job lock; try again when it has finished")
     try:
         opened = store.batches.open_batch()
         if opened:
-            finish = "`etl recover`" if config.routes.implicit else "`etl run`"
-            out(f"refused: batch {opened[0].batch_id} is open; finish it with the old config ({finish}) first")
-            return EXIT_BATCH_FAILED
+            finish = "`etl recover --execute`" if config.routes.implicit else "`etl run`"
+            raise RefusedUntilDone(f"batch {opened[0].batch_id} is open; finish it with the old config ({finish}) "
+                                   f"first")
         if config.routes.implicit:
-            return _bind_locked(context, Target.of(config, context.warehouse), yes, data_moved, out)
-        return _bind_routes_locked(context, RouteBinding.of(config, context.warehouse), yes, out,
-                                   stop_loading=stop_loading, move_loaded=move_loaded)
+            return _bind_locked(context, Target.of(config, context.warehouse), options, out)
+        return _bind_routes_locked(context, RouteBinding.of(config, context.warehouse), options, out)
     finally:
         store.session.release_lock()
 
 
-def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved: bool, out) -> int:
+def _preview_ends(options: BindOptions, out) -> bool:
+    """True, with the preview's last line, when bind only shows what it would do."""
+    if not options.act.executes:
+        out(PREVIEW_LAST_LINE)
+    return not options.act.executes
+
+
+def _bind_locked(context: CommandContext, current: Target, options: BindOptions, out) -> int:
     config, store = context.config, context.store
     bound = store.operator.binding()
     if bound == current:
         out(f"job {config.job.name} is already bound to {current.describe()}; nothing to do")
         return EXIT_OK
     out(f"job {config.job.name}: {bound.describe() if bound else 'not bound yet'} -> {current.describe()}")
+    data_moved = options.data_moved
     out("the files already loaded " + ("were moved there by you: `etl verify` checks them at the new place" if
                                         data_moved else "stay where they are; `etl verify` checks the new table from "
                                         "the offsets committed now"))
-    if not yes:
-        out("nothing changed: pass --yes to apply")
-        return EXIT_USAGE
+    if _preview_ends(options, out):
+        return EXIT_OK
     context.registrar()  # the new table created (or evolved) and claimed before ZooKeeper points at it
     store.operator.rebind(current, reset_origins=not data_moved,
                  event=Bind(utc_now_iso(), getpass.getuser(), to=current.to_json(), data_moved=data_moved,
@@ -83,14 +97,13 @@ def _bind_locked(context: CommandContext, current: Target, yes: bool, data_moved
     return EXIT_OK
 
 
-def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: bool, out, stop_loading: bool,
-                        move_loaded: bool) -> int:
+def _bind_routes_locked(context: CommandContext, current: RouteBinding, options: BindOptions, out) -> int:
     config, store = context.config, context.store
     bound = store.operator.binding()
     offsets = store.offsets.committed_offsets()
     committed, loaded = {topic for topic, _ in offsets}, loaded_topics(offsets)  # loaded: nothing to leave behind
     if isinstance(bound, Target):
-        return _bind_one_table_to_routes(context, bound, current, loaded, yes, out)
+        return _bind_one_table_to_routes(context, bound, current, loaded, options, out)
     diff = binding_diff(bound, current, sorted(committed), loaded) if bound else BindingDiff()
     if bound is not None and not diff:
         out(f"job {config.job.name} is already bound to its {len(current.routes)} routes; nothing to do")
@@ -100,17 +113,14 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, yes: boo
     retired = dict.fromkeys((*(bound.retired if bound else ()), *diff.removed,
                              *(retired_by_move(bound, diff.moved) if bound else ())))
     binding = replace(current, retired=tuple(retired))
-    refusals = _refusals(bound, current, diff, stop_loading, move_loaded, config.routes) + [
+    refusals = _refusals(bound, current, diff, options, config.routes) + [
         f"{topic} would load into table {table}, which holds the records of topic {', '.join(sorted(owners))} "
         f"(a table `etl bind` retired stays its topics'); give {topic} a table of its own; nothing changed"
         for topic, table, owners in into_retired(binding, diff.moved, committed, config.routes)]
-    for refusal in refusals:
-        out(f"refused: {refusal}")
     if refusals:
-        return EXIT_USAGE
-    if not yes:
-        out("nothing changed: pass --yes to apply")
-        return EXIT_USAGE
+        raise Refused(*refusals)
+    if _preview_ends(options, out):
+        return EXIT_OK
     _ensure_fixed_tables(context)  # created or evolved and claimed before ZooKeeper points at them
     store.operator.rebind(binding, reset_origins=False,
                  event=Bind(utc_now_iso(), getpass.getuser(), to=binding.to_json(), data_moved=False,
@@ -128,19 +138,19 @@ def _unroutable(topic: str, why: str, routes: Routes) -> str:
     return f"{topic}: {why}. A route still chooses it, so it is not stopped: {mend}; nothing changed"
 
 
-def _refusals(bound: RouteBinding | None, current: RouteBinding, diff: BindingDiff, stop_loading: bool,
-              move_loaded: bool, routes: Routes) -> list[str]:
+def _refusals(bound: RouteBinding | None, current: RouteBinding, diff: BindingDiff, options: BindOptions,
+              routes: Routes) -> list[str]:
     """What the routes' difference needs that bind was not told: each refusal, or none."""
     if diff.elsewhere:
         return ["moving the job's tables to another database or folder, or giving it another rejected table, is not "
                 "built yet; nothing changed"]
     refusals = [_unroutable(topic, why, routes) for topic, why in diff.unroutable]  # no flag makes these
-    if diff.moved and bound is not None and not move_loaded:
+    if diff.moved and bound is not None and not options.move_loaded:
         moves = " and ".join(moved_tables(bound, current, topic) for topic in diff.moved)
         refusals.append(f"{moves} have loaded records that would go to other tables; pass --move-loaded to move them "
                         f"on purpose (their records loaded so far stay in the old tables, which `etl verify` goes on "
                         f"checking, and the next ones go to the new tables); nothing changed")
-    if diff.stopped and not stop_loading:
+    if diff.stopped and not options.stop_loading:
         refusals.append(f"{', '.join(diff.stopped)} have loaded records and no route of the config would load them "
                         f"any more; pass --stop-loading to stop loading them on purpose (their files stay, and `etl "
                         f"verify` checks them)")
@@ -148,7 +158,7 @@ def _refusals(bound: RouteBinding | None, current: RouteBinding, diff: BindingDi
 
 
 def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: RouteBinding, committed: set[str],
-                              yes: bool, out) -> int:
+                              options: BindOptions, out) -> int:
     """A one-table job takes routes when every record it loaded stays where it is (from_one_table),
     and no compaction is under way (its plan names no table). Its compacted partitions stay where
     they are: their relocations are re-filed as its table's in the binding's own transaction."""
@@ -159,18 +169,14 @@ def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: R
         problems.append("a compaction is under way: `etl compact` finishes it (its replaced files are deleted "
                         "keep_superseded_minutes after its switch); then bind")
     problems += _awaiting_markers(store.batches)
-    for problem in problems:
-        out(f"refused: {problem}")
     if problems:
-        out("nothing changed")
-        return EXIT_USAGE
+        raise Refused(*problems)
     out(f"the records of {', '.join(sorted(committed)) or 'no topic'} stay in {bound.table}, and go on going there")
     compacted = len(store.compactions.relocations().main)
     if compacted:
         out(f"its {compacted} compacted partitions stay where they are, as table {bound.table}'s")
-    if not yes:
-        out("nothing changed: pass --yes to apply")
-        return EXIT_USAGE
+    if _preview_ends(options, out):
+        return EXIT_OK
     _ensure_fixed_tables(context)
     store.operator.rebind(current, reset_origins=False, event=Bind(utc_now_iso(), getpass.getuser(), to=current.to_json(),
                                                           data_moved=False, previous=bound.to_json()),

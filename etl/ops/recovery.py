@@ -9,7 +9,8 @@ it holds along, each rewritten in the same repair, or nothing moves (etl.ops.rep
 whose rejected records an earlier recover moved out is rewritten whole (etl.ops.rejected_moves).
 All of it only while holding the job lock, so it never touches what a live run is doing. What it
 must not fix silently (a file outside every plan, overlaps, offsets Kafka no longer holds) it
-reports with what the operator can do, and exits non-zero without changing anything. A gap
+reports with what the operator can do, and exits non-zero without changing anything. It only
+shows what it would do unless given --execute (etl.ops.acting). A gap
 Kafka no longer holds can be recorded as lost with --accept-loss, after which `etl verify`
 accepts it.
 """
@@ -31,6 +32,7 @@ from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.model.compaction import CompactionState
 from etl.model.events import AcceptedLoss, MovedAside
 from etl.model.naming import FileRange, partition_path
+from etl.ops.acting import PREVIEW_LAST_LINE, Act
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
 from etl.model.partitioning import padded_path
 from etl.ops.inventory import Inventory
@@ -229,15 +231,22 @@ def _lost_from_kafka(batch: Batch, missing: list, kafka: KafkaMetadata) -> list[
             for r in missing if r.start < marks[(r.topic, r.partition)][0]]
 
 
-def recover(config: Config, dry_run: bool, accept_loss: bool = False, out=print, report: dict | None = None) -> int:
+@dataclass(frozen=True)
+class RecoverOptions:
+    """`etl recover`'s command line: whether it acts, and whether committed ranges that no file
+    covers and Kafka no longer holds are recorded as lost (--accept-loss)."""
+    act: Act = Act.PREVIEW
+    accept_loss: bool = False
+
+
+def recover(config: Config, options: RecoverOptions, out=print, report: dict | None = None) -> int:
     """`report`, when given, receives what was found as JSON (`etl recover --json`)."""
     # The batch it completes and the reset it finishes move offsets: the store mirrors them to Kafka.
     with JobContext(config, moves_offsets=True, runs_batches=True) as context:
-        return recover_in(context, dry_run, accept_loss, out, report)
+        return recover_in(context, options, out, report)
 
 
-def recover_in(context: JobContext, dry_run: bool, accept_loss: bool = False, out=print,
-               report: dict | None = None) -> int:
+def recover_in(context: JobContext, options: RecoverOptions, out=print, report: dict | None = None) -> int:
     config, store, report = context.config, context.store, {} if report is None else report
     holder = store.session.lock_holder()
     if holder is not None:
@@ -247,11 +256,16 @@ def recover_in(context: JobContext, dry_run: bool, accept_loss: bool = False, ou
         return EXIT_OK
     held = held_by_job(context.fs, config, store, context.located())
     inventory = held.whole
-    found = assess(config, store, context.kafka, held, context.fs, context.warehouse, accept_loss)
+    found = assess(config, store, context.kafka, held, context.fs, context.warehouse, options.accept_loss)
     report.update(assessment_json(found))
     _report(found, out)
-    if found.problems or dry_run or not found.actions:
-        return EXIT_BATCH_FAILED if found.problems else EXIT_OK
+    if found.problems:
+        return EXIT_BATCH_FAILED
+    if not found.actions:
+        return EXIT_OK
+    if not options.act.executes:
+        out(PREVIEW_LAST_LINE)
+        return EXIT_OK
     return _repair(context, inventory, found, out)
 
 

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import getpass
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from etl.config import Config
 from etl.context.job import JobContext
-from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError
+from etl.errors import EXIT_OK, ConfigError, Refused, RefusedUntilDone
 from etl.job.pending_reset import finish_pending_reset
 from etl.model.batch import utc_now_iso
 from etl.model.events import OffsetChange, PendingReset, Reset
+from etl.ops.acting import PREVIEW_LAST_LINE, Act
 from etl.ops.inventory import Inventory
 from etl.ops.job_tables import held_by_job
 from etl.sink.aside import aside_path, aside_root
@@ -111,45 +113,49 @@ def _wanted(kafka: KafkaMetadata, partitions: list[tuple[str, int]], marks: dict
     return {tp: marks[tp][0 if targets == "earliest" else 1] for tp in partitions}
 
 
-def reset_offsets(config: Config, to: list[str] | str | datetime, yes: bool, move_aside: bool = False, out=print,
-                  report: dict | None = None) -> int:
-    """`to`: --to's values, or --to-datetime's time (parse_targets); it is read before anything is
-    touched. `report`, when given, receives the changes, refusals and moves as JSON (`--json`)."""
-    targets = parse_targets(to)
+@dataclass(frozen=True)
+class ResetOptions:
+    """`etl reset-offsets`'s command line: where to, whether it acts, and whether a backwards reset
+    moves the files it would load again out of the table (--move-aside)."""
+    targets: Targets
+    act: Act = Act.PREVIEW
+    move_aside: bool = False
+
+
+def reset_offsets(config: Config, options: ResetOptions, out=print, report: dict | None = None) -> int:
+    """`report`, when given, receives the changes, refusals and moves as JSON (`--json`)."""
     with JobContext(config, moves_offsets=True) as context:
-        return reset_in(context, targets, yes, move_aside, out, report)
+        return reset_in(context, options, out, report)
 
 
-def reset_in(context: JobContext, targets: Targets, yes: bool, move_aside: bool = False, out=print,
-             report: dict | None = None) -> int:
-    """reset_offsets with its targets parsed, in the command's context."""
+def reset_in(context: JobContext, options: ResetOptions, out=print, report: dict | None = None) -> int:
+    """reset_offsets in the command's context."""
     store, report = context.store, {} if report is None else report
     holder = store.session.acquire_lock()
     if holder is not None:
         report["lock"] = holder.describe()
-        out(f"refused: a run holds the job lock ({holder.describe()}); try again when it has finished")
-        return EXIT_BATCH_FAILED
+        raise RefusedUntilDone(f"a run holds the job lock ({holder.describe()}); try again when it has finished")
     try:
         finish_pending_reset(store.operator, context.fs, out)
-        return _reset_locked(context, targets, yes, move_aside, out, report)
+        return _reset_locked(context, options, out, report)
     finally:
         store.session.release_lock()
 
 
-def _reset_locked(context: JobContext, targets, yes, move_aside, out, report: dict) -> int:
-    config, store = context.config, context.store
+def _reset_locked(context: JobContext, options: ResetOptions, out, report: dict) -> int:
+    config, store, targets = context.config, context.store, options.targets
     opened = store.batches.open_batch()
     if opened:
         report["open_batch"] = opened[0].batch_id
-        out(f"refused: batch {opened[0].batch_id} is open ({opened[0].state.value}); run `etl recover` first")
-        return EXIT_BATCH_FAILED
+        raise RefusedUntilDone(f"batch {opened[0].batch_id} is open ({opened[0].state.value}); run "
+                               f"`etl recover --execute` first")
     kafka = context.kafka
     changes = plan_changes(config, store.offsets, kafka, targets)
     topic_ids = kafka.topic_ids(sorted({c.topic for c in changes}))
     warehouse, fs = context.located(), context.fs
     inventory = held_by_job(fs, config, store, warehouse).whole  # a routed job's every table
     current = {key: c.incarnation for key, c in store.offsets.committed_offsets().items()}
-    refusals, moving = _backwards(changes, inventory, move_aside, current)
+    refusals, moving = _backwards(changes, inventory, options.move_aside, current)
     report.update(changes=[{**c.__dict__, "backwards": c.old is not None and c.new < c.old} for c in changes],
                   refusals=refusals, move_out=moving, applied=False)
     if isinstance(targets, datetime):
@@ -159,19 +165,16 @@ def _reset_locked(context: JobContext, targets, yes, move_aside, out, report: di
     for c in changes:
         out(f"{c.topic}[{c.partition}]: {c.old} -> {c.new}"
             f"{'  (backwards)' if c.old is not None and c.new < c.old else ''}")
-    for refusal in refusals:
-        out(f"refused: {refusal}")
     if refusals:
-        out("nothing changed")
-        return EXIT_USAGE
+        raise Refused(*refusals)
     at = utc_now_iso()
     root = aside_root(warehouse.fs_root, config.job.name, at)
     moves = [(path, aside_path(warehouse.fs_root, root, path)) for path in moving]
     for source, target in moves:
         out(f"move out of the table: {source} -> {target}")
-    if not yes:
-        out("nothing changed: pass --yes to apply")
-        return EXIT_USAGE
+    if not options.act.executes:
+        out(PREVIEW_LAST_LINE)
+        return EXIT_OK
     event = Reset(at, getpass.getuser(), tuple(changes), tuple(moves))
     store.operator.write_pending_reset(PendingReset(event, topic_ids))
     finish_pending_reset(store.operator, fs, out)

@@ -37,7 +37,7 @@ def recover_or_run(config: Path | str, drain: bool = True, timeout: float = 600)
     """Bring a job back after a fault: `etl recover` when this checkout has it (it explains the
     state and completes the open batch), else `etl run` (which resumes the open batch itself).
     With `drain`, an `etl run` follows the recover, to load what is left beyond the open batch."""
-    recovered = optional_command(config, "recover", timeout=timeout)
+    recovered = optional_command(config, "recover", "--execute", timeout=timeout)
     if recovered is not None:
         assert recovered.returncode == 0, f"etl recover failed\n{recovered.describe()}"
         if not drain:

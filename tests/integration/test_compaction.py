@@ -17,8 +17,9 @@ from etl.config import load_config
 from etl.context.job import JobContext
 from etl.model.batch import utc_now
 from etl.model.compaction import COMPACTED_FOLDER
-from etl.ops.compact import run_compact
-from etl.ops.recovery import recover, recover_in
+from etl.ops.acting import Act
+from etl.ops.compact import CompactOptions, run_compact
+from etl.ops.recovery import RecoverOptions, recover, recover_in
 from etl.ops.run import run_job
 from etl.ops.verify import run_verify
 from etl.sink.checksums import CHECKSUMS_KEY
@@ -68,12 +69,12 @@ def test_compacting_a_partition_keeps_every_offset_once(spark, new_topic, produc
     root = warehouse_dir / f"{DB}.db" / hive_table_name
     assert len(parquet_files(root)) == 9
 
-    dry = etl_command(config, "compact", "--partition", partition, "--dry-run", "--json")
+    dry = etl_command(config, "compact", "--partition", partition, "--json")
     assert dry.returncode == 0, dry.describe()
     assert [c["partition"] for c in json.loads(dry.stdout)["compacted"]] == [partition]
-    assert len(parquet_files(root)) == 9 and not (root / COMPACTED_FOLDER).exists()  # --dry-run changes nothing
+    assert len(parquet_files(root)) == 9 and not (root / COMPACTED_FOLDER).exists()  # a preview changes nothing
 
-    done = etl_command(config, "compact", "--partition", partition)
+    done = etl_command(config, "compact", "--execute", "--partition", partition)
     assert done.returncode == 0, done.describe()
     merged = parquet_files(root)
     assert [p.name for p in merged] == [f"{topic}+0+{0:020d}+{30:020d}.parquet",
@@ -86,7 +87,7 @@ def test_below_min_files_is_left_alone_and_an_open_batch_is_refused(zk, new_topi
                                                                    hive_table_name, warehouse_dir):
     topic, config = loaded(new_topic, produce, write_config, min_files="20")
     [partition] = partitions_of(warehouse_dir, hive_table_name)
-    left = etl_command(config, "compact", "--partition", partition, "--json")
+    left = etl_command(config, "compact", "--execute", "--partition", partition, "--json")
     assert left.returncode == 0, left.describe()
     report = json.loads(left.stdout)
     assert report["compacted"] == [] and "fewer than min_files = 20" in report["looked_at"][0]["skipped"]
@@ -95,7 +96,7 @@ def test_below_min_files_is_left_alone_and_an_open_batch_is_refused(zk, new_topi
     killed = run_etl(config, fault="state:WRITTEN")  # SIGKILL: batch left open
     assert killed.returncode != 0
     wait_for_lock_release(zk, config)
-    refused = etl_command(config, "compact", "--partition", partition)
+    refused = etl_command(config, "compact", "--execute", "--partition", partition)
     assert refused.returncode == 1 and "is open in state WRITTEN" in refused.stderr, refused.describe()
     root = warehouse_dir / f"{DB}.db" / hive_table_name
     assert not (root / COMPACTED_FOLDER).exists()
@@ -121,18 +122,18 @@ def test_sigkill_at_every_step_of_a_compaction_is_carried_on_exactly_once(
     produced = dict(RECORDS)
     read = hive_reader(spark)
     for index, point in enumerate(KILL_POINTS):
-        killed = run_etl(config, "--partition", partition, command="compact", fault=point)
+        killed = run_etl(config, "--execute", "--partition", partition, command="compact", fault=point)
         assert killed.returncode != 0, f"{point}: {killed.describe()}"
         wait_for_lock_release(zk, config)
         assert_once(read, config, topic, produced, point)
         produce(topic, {0: records(7, produced[0])})
         produced[0] += 7
-        finished = run_etl(config) if index % 2 == 0 else etl_command(config, "compact")
+        finished = run_etl(config) if index % 2 == 0 else etl_command(config, "compact", "--execute")
         assert finished.returncode == 0, f"{point}: {finished.describe()}"
         if index % 2:
             assert run_etl(config).returncode == 0
         assert_once(read, config, topic, produced, point)
-    final = etl_command(config, "compact", "--partition", partition)
+    final = etl_command(config, "compact", "--execute", "--partition", partition)
     assert final.returncode == 0, final.describe()
     assert pending_compactions(config) == []
     check_exactly_once(read, config, expected_offsets(topic, produced), warehouse_dir)
@@ -172,7 +173,7 @@ def test_late_rows_for_a_compacted_partition_are_visible_through_hive_once(
                           compaction={"min_files": "2", "keep_superseded_minutes": "0"})
     assert run_etl(config).returncode == 0
     partition = "dt=2026-11-20/hour=10"
-    done = etl_command(config, "compact", "--json")  # finished: its window closed days ago
+    done = etl_command(config, "compact", "--execute", "--json")  # finished: its window closed days ago
     assert done.returncode == 0, done.describe()
     assert [c["partition"] for c in json.loads(done.stdout)["compacted"]] == [partition]
 
@@ -193,7 +194,7 @@ def test_late_rows_for_a_compacted_partition_are_visible_through_hive_once(
     footer = {k: v for k, v in pq.ParquetFile(merged).metadata.metadata.items()
               if k.startswith(b"etl.") and k != CHECKSUMS_KEY}
     pq.write_table(table.replace_schema_metadata(footer), merged, use_deprecated_int96_timestamps=True)
-    again = etl_command(config, "compact", "--partition", partition)
+    again = etl_command(config, "compact", "--execute", "--partition", partition)
     assert again.returncode == 1 and f"{merged.name} has no `etl.checksums`" in again.stderr, again.describe()
     assert not (root / COMPACTED_FOLDER / partition / "c0000000002").exists() or \
         not any((root / COMPACTED_FOLDER / partition / "c0000000002").iterdir())  # rolled back
@@ -214,8 +215,7 @@ def test_a_file_lost_beside_a_merged_rejected_file_is_recovered_with_every_rejec
     assert run_job(cfg) == 0
     [partition] = partitions_of(warehouse_dir, hive_table_name)
     said: list[str] = []
-    assert run_compact(cfg, [partition], dry_run=False, as_json=False, out=said.append,
-                       tables=[cfg.hive.rejected_table]) == 0
+    assert run_compact(cfg, CompactOptions((partition,), (cfg.hive.rejected_table,), Act.EXECUTE), out=said.append) == 0
     rejected = parquet_files(warehouse_dir / f"{DB}.db" / cfg.hive.rejected_table)
     assert [p.name for p in rejected] == [f"{topic}+0+{0:020d}+{60:020d}.parquet"], said
     lost = warehouse_dir / f"{DB}.db" / hive_table_name / partition / f"{topic}+0+{20:020d}+{30:020d}.parquet"
@@ -223,9 +223,9 @@ def test_a_file_lost_beside_a_merged_rejected_file_is_recovered_with_every_rejec
 
     found = run_verify(cfg, deep=False)  # the merged file's range [20, 30) has no main file left either
     assert [p.kind for p in found.problems] == ["gap", "orphan_rejected_file"], found.render()
-    assert recover(cfg, dry_run=True, out=said.append) == 0
+    assert recover(cfg, RecoverOptions(), out=said.append) == 0
     with JobContext(cfg, clock=lambda: utc_now() + dt.timedelta(hours=1)) as an_hour_later:
-        assert recover_in(an_hour_later, dry_run=False, out=said.append) == 0, said
+        assert recover_in(an_hour_later, RecoverOptions(Act.EXECUTE), out=said.append) == 0, said
     check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: 60}), warehouse_dir)
     assert any("rewrite every range of the 1 merged files" in line for line in said), said
     for table in (hive_table_name, cfg.hive.rejected_table):  # no row went to the repair's own hour

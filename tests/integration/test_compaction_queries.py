@@ -64,7 +64,7 @@ def test_queries_during_a_compaction_see_every_committed_row_once(spark, thrift_
     try:
         time.sleep(2)
         for fault in ("compact:WRITTEN", "compact:metastore-switched"):
-            held = run_etl(config, "--partition", partition, command="compact", fault=fault, action="sleep:4")
+            held = run_etl(config, "--execute", "--partition", partition, command="compact", fault=fault, action="sleep:4")
             assert held.returncode == 0, held.describe()
             if fault == "compact:WRITTEN":  # a second compaction needs new small files: two more batches
                 time.sleep(7)  # past the grace period: this run deletes the replaced files first
@@ -72,7 +72,7 @@ def test_queries_during_a_compaction_see_every_committed_row_once(spark, thrift_
                 expected.update((topic, 0, o) for o in range(30, 42))
                 assert run_etl(config).returncode == 0
         time.sleep(7)  # the second compaction's replaced files reach the end of their grace period
-        deleting = run_etl(config, command="compact", fault="compact:DELETED", action="sleep:3")
+        deleting = run_etl(config, "--execute", command="compact", fault="compact:DELETED", action="sleep:3")
         assert deleting.returncode == 0, deleting.describe()
         time.sleep(1)
     finally:

@@ -38,7 +38,7 @@ def test_a_partition_pointed_back_at_its_old_folder_keeps_its_files_and_rows(
     originals = parquet_files(old_folder)
     assert len(originals) == 9
 
-    done = etl_command(kept, "compact", "--partition", partition)
+    done = etl_command(kept, "compact", "--execute", "--partition", partition)
     assert done.returncode == 0, done.describe()
     [new_folder] = {p.parent for p in parquet_files(root / COMPACTED_FOLDER)}
     assert parquet_files(old_folder) == originals  # in their grace period
@@ -48,7 +48,7 @@ def test_a_partition_pointed_back_at_its_old_folder_keeps_its_files_and_rows(
     assert table_offsets(spark, DB, hive_table_name) == expected
 
     past_grace = compaction_config(write_config, topic)  # keep_superseded_minutes = 0: the grace period is over
-    for command in (lambda: etl_command(past_grace, "compact"), lambda: run_etl(past_grace)):
+    for command in (lambda: etl_command(past_grace, "compact", "--execute"), lambda: run_etl(past_grace)):
         refused = command()
         assert refused.returncode == 1, refused.describe()
         assert f"Hive reads partition {partition}" in refused.stderr, refused.describe()
@@ -61,7 +61,7 @@ def test_a_partition_pointed_back_at_its_old_folder_keeps_its_files_and_rows(
 
     # The remedy the message gives: point the partition at the merged folder and run again.
     point_partition_at(spark, hive_table_name, partition, new_folder)
-    finished = etl_command(past_grace, "compact")
+    finished = etl_command(past_grace, "compact", "--execute")
     assert finished.returncode == 0, finished.describe()
     assert parquet_files(old_folder) == []
     assert load_config(past_grace).hive.table == hive_table_name

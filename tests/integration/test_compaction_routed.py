@@ -102,17 +102,17 @@ def test_every_table_and_the_rejected_table_are_compacted_once_and_every_command
     job = _loaded(new_topic, produce, write_config)
     a, own, clicks, rest = job.tables
 
-    dry = etl_command(job.config, "compact", "--dry-run", "--json")
+    dry = etl_command(job.config, "compact", "--json")
     assert dry.returncode == 0, dry.describe()
     assert sorted(_compacted(json.loads(dry.stdout))) == sorted([*job.tables, "rejected"]), dry.stdout
     assert not any((_root(warehouse_dir, t) / COMPACTED_FOLDER).exists() for t in [*job.tables, job.rejected])
 
-    only_a = etl_command(job.config, "compact", "--table", a.upper(), "--json")
+    only_a = etl_command(job.config, "compact", "--execute", "--table", a.upper(), "--json")
     assert only_a.returncode == 0 and _compacted(json.loads(only_a.stdout)) == [a], only_a.describe()
-    rest_of = etl_command(job.config, "compact", "--json")
+    rest_of = etl_command(job.config, "compact", "--execute", "--json")
     assert rest_of.returncode == 0, rest_of.describe()
     assert _compacted(json.loads(rest_of.stdout)) == [clicks, own, rest, "rejected"], rest_of.stdout  # rejected once
-    unknown = etl_command(job.config, "compact", "--table", "nope")
+    unknown = etl_command(job.config, "compact", "--execute", "--table", "nope")
     assert unknown.returncode == 2 and f"whose tables are {a}" in unknown.stderr, unknown.describe()
 
     status = etl_command(job.config, "status", "--json")
@@ -144,7 +144,7 @@ def test_every_table_and_the_rejected_table_are_compacted_once_and_every_command
 
     # reset-offsets --move-aside over a routed table's merged file (and the rejected table's): each
     # moved, and said, once; the reload lands where Hive reads, once.
-    reset = etl_command(job.config, "reset-offsets", "--to", f"{job.own}:0=0", "--move-aside", "--yes")
+    reset = etl_command(job.config, "reset-offsets", "--to", f"{job.own}:0=0", "--move-aside", "--execute")
     assert reset.returncode == 0, reset.describe()
     moves = re.findall(r"move out of the table: (\S+) ->", reset.stdout)
     merged_own = [m for m in moves if f"{job.own}+0+{0:020d}+{2 * BATCH:020d}" in m]
@@ -164,12 +164,12 @@ def test_sigkill_at_every_step_of_a_routed_compaction_is_carried_on_exactly_once
     read = hive_reader(spark)
     # recover first: it finishes a compaction short of SWITCHED, and leaves a SWITCHED one for the
     # next run or compact to delete its replaced files (nothing to repair), as for one table.
-    carry_on = [("recover", lambda: etl_command(job.config, "recover")),
-                ("compact", lambda: etl_command(job.config, "compact")), ("run", lambda: run_etl(job.config))]
+    carry_on = [("recover", lambda: etl_command(job.config, "recover", "--execute")),
+                ("compact", lambda: etl_command(job.config, "compact", "--execute")), ("run", lambda: run_etl(job.config))]
     for index, point in enumerate(KILL_POINTS):
         table = job.tables[0] if index % 2 == 0 else job.rejected
         newest = max(p.relative_to(_root(warehouse_dir, table)) for p in _root(warehouse_dir, table).glob("dt=*/hour=*"))
-        killed = run_etl(job.config, "--table", table, "--partition", str(newest), command="compact", fault=point)
+        killed = run_etl(job.config, "--execute", "--table", table, "--partition", str(newest), command="compact", fault=point)
         assert killed.returncode != 0, f"{point}: {killed.describe()}"
         wait_for_lock_release(zk, job.config)
         _assert_once(read, job, point)

@@ -13,7 +13,8 @@ import pytest
 
 from etl.config import load_config
 from etl.ops.run import run_job
-from etl.ops.recovery import recover
+from etl.ops.acting import Act
+from etl.ops.recovery import RecoverOptions, recover
 from etl.ops.verify import run_verify
 from tests.harness.etl_process import run_etl
 from tests.harness.spark import rejected_errors
@@ -180,7 +181,7 @@ def test_a_deleted_part_is_found_by_verify_and_rewritten_by_recover(
     report = run_verify(load_config(config), deep=False)
     assert [p.kind for p in report.problems] == ["missing_part"], report.render()
     lines = []
-    assert recover(load_config(config), dry_run=False, out=lines.append) == 0, lines
+    assert recover(load_config(config), RecoverOptions(Act.EXECUTE), out=lines.append) == 0, lines
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 40, 1: 40})
     assert run_verify(load_config(config), deep=True).ok
 

@@ -6,7 +6,7 @@ import json
 
 from etl.cli import main
 from etl.config import load_config
-from etl.errors import EXIT_BATCH_FAILED, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_USAGE
+from etl.errors import EXIT_BATCH_FAILED, EXIT_LAG_ABOVE_MAX, EXIT_OK
 from etl.state.store import ZkStateStore
 from tests.harness.data import events_by_partition
 from tests.harness.oracle import expected_offsets, table_offsets
@@ -96,8 +96,8 @@ def test_history_json_runs_and_reports_after_two_batches(
     recovered = json.loads(capsys.readouterr().out)
     assert (recovered["exit_code"], recovered["open_batch"], recovered["problems"], recovered["actions"]) == \
         (0, None, [], [])
-    assert main(["reset-offsets", "--config", config, "--to", f"{topic}:0=50", "--json"]) == EXIT_USAGE
+    assert main(["reset-offsets", "--config", config, "--to", f"{topic}:0=50", "--json"]) == EXIT_OK  # a preview
     reset = json.loads(capsys.readouterr().out)
-    assert reset["applied"] is False and reset["refusals"] == []
+    assert reset["exit_code"] == EXIT_OK and reset["applied"] is False and reset["refusals"] == []
     assert reset["changes"] == [{"topic": topic, "partition": 0, "old": 50, "new": 50, "backwards": False}]
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 50, 1: 50})

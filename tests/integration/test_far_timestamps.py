@@ -114,7 +114,7 @@ def test_compaction_keeps_every_timestamp_hive_accepts_exactly(spark, thrift_url
     assert shown_rejected(spark, thrift_url, hive_table_name) == rejected
 
     for partition in partitions_of(warehouse_dir, hive_table_name):
-        done = etl_command(config, "compact", "--partition", partition, "--json")
+        done = etl_command(config, "compact", "--execute", "--partition", partition, "--json")
         assert done.returncode == 0, done.describe()
     assert merged_files(warehouse_dir, hive_table_name), "nothing was compacted"
     assert merged_files(warehouse_dir, f"{hive_table_name}_rejected"), "the rejected table was not compacted"
@@ -160,7 +160,7 @@ def test_verify_deep_on_event_time_with_far_dates_and_a_merged_file_changed_by_h
     assert verified.returncode == 0, verified.describe()  # was: ArrowInvalid, a traceback and exit 1
 
     for partition in EVENT_PARTITIONS:
-        done = etl_command(config, "compact", "--partition", partition)
+        done = etl_command(config, "compact", "--execute", "--partition", partition)
         assert done.returncode == 0, done.describe()
     merged = merged_files(warehouse_dir, hive_table_name)
     assert len(merged) == 3, merged

@@ -36,7 +36,7 @@ def test_event_time_partitions_then_compaction_on_hdfs_keep_every_offset_once(
     before = [p for p in fs.walk_files(f"{table}/dt=2026-11-20/hour=10") if p.endswith(".parquet")]
     assert len(before) == 8  # 4 batches of 6 records per Kafka partition, half of each in this hour
 
-    done = etl_command(config, "compact", "--partition", "dt=2026-11-20/hour=10")
+    done = etl_command(config, "compact", "--execute", "--partition", "dt=2026-11-20/hour=10")
     assert done.returncode == 0, done.describe()
     shutil.rmtree(copy)
     oracle = check_exactly_once(hive_reader(spark), config, expected, copy_to_local(fs, root, copy))

@@ -77,8 +77,8 @@ def test_a_first_batch_over_gssapi_killed_mid_write_recovers_and_every_offset_la
     env = etl_env(kdc, tmp_path)
     kill_mid_write(config, topic, zk, env=env, venv=gssapi_venv, state_config=state_config)
     kafka.produce(topic, events_by_partition(2, 25, first_id=80), bootstrap=broker.bootstrap)
-    for command in ("recover", "run"):
-        done = run_etl(config, command=command, env=env, venv=gssapi_venv)
+    for command, args in (("recover", ["--execute"]), ("run", [])):
+        done = run_etl(config, *args, command=command, env=env, venv=gssapi_venv)
         assert done.returncode == 0, done.describe()
     verified = run_etl(config, "--deep", command="verify", env=env, venv=gssapi_venv)
     assert verified.returncode == 0, verified.describe()

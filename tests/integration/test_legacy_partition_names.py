@@ -130,11 +130,11 @@ def test_etl_recover_moves_committed_unpadded_partitions_exactly_once(
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 4})
 
     if killed_half_way:
-        killed = run_etl(config, command="recover", fault="legacy:file-moved", action="kill")
+        killed = run_etl(config, "--execute", command="recover", fault="legacy:file-moved", action="kill")
         assert killed.returncode != 0, killed.describe()
         assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 4})  # each row once
         wait_for_lock_release(zk, config)  # the killed run's session expires
-    recovered = run_etl(config, command="recover")
+    recovered = run_etl(config, "--execute", command="recover")
     assert recovered.returncode == 0, recovered.describe()
     assert "moved to dt=0792-02-27/hour=10" in recovered.stdout, recovered.describe()
     assert placed(spark, hive_table_name) == {**PADDED, 3: ("0001-01-02", "05")}
@@ -142,5 +142,5 @@ def test_etl_recover_moves_committed_unpadded_partitions_exactly_once(
     assert set(placed(spark, hive_table_name, RANGE_QUERY)) == {0, 1, 3}
     assert not any(p.startswith(("dt=1-", "dt=792-")) for p in hive_partitions(spark, hive_table_name))
     assert run_verify(load_config(config), deep=True).ok
-    again = run_etl(config, command="recover")
+    again = run_etl(config, "--execute", command="recover")
     assert again.returncode == 0 and "nothing to repair" in again.stdout, again.describe()

@@ -133,13 +133,13 @@ def _reset_backwards(s: Scenario, rng: random.Random) -> None:
     start, end = rng.choice(ranges)
     if end - start > 1 and rng.random() < 0.3:  # inside a file: always refused
         expect_refusal(s, "reset-offsets", "--config", str(s.config), "--to", f"{s.topic}:{partition}={start + 1}",
-                       "--yes", "--move-aside")
+                       "--execute", "--move-aside")
     elif rng.random() < 0.4:  # over committed files without --move-aside: refused
         expect_refusal(s, "reset-offsets", "--config", str(s.config), "--to", f"{s.topic}:{partition}={start}",
-                       "--yes")
+                       "--execute")
     else:
         before = committed(s.config)[(s.topic, partition)]
-        code, text = etl("reset-offsets", "--config", str(s.config), "--to", f"{s.topic}:{partition}={start}", "--yes",
+        code, text = etl("reset-offsets", "--config", str(s.config), "--to", f"{s.topic}:{partition}={start}", "--execute",
                          "--move-aside")
         s.log.append(f"  reset {partition} -> {start} --move-aside: {code}")
         assert code == 0, text[-3000:]
@@ -157,7 +157,7 @@ def _reset_forwards(s: Scenario, rng: random.Random) -> None:
     offset = committed(s.config)[(s.topic, partition)]
     skip = rng.randint(1, 10)
     code, text = etl("reset-offsets", "--config", str(s.config), "--to", f"{s.topic}:{partition}={offset + skip}",
-                     "--yes")
+                     "--execute")
     s.log.append(f"  reset {partition} -> {offset + skip} (forwards over {skip}): {code}")
     assert code == 0, text[-3000:]
     # The next `skip` records of the partition are skipped on purpose: the ones produced just now, unless
@@ -218,7 +218,7 @@ def test_random_operator_mistakes_never_pass_both_run_and_verify_over_bad_data(
         if not s.recreated:
             s.must_have.update(i for p in ids for i in ids[p])
         codes = {}
-        for step, args in (("verify", ["verify"]), ("recover", ["recover"]), ("run", ["run"]),
+        for step, args in (("verify", ["verify"]), ("recover", ["recover", "--execute"]), ("run", ["run"]),
                            ("verify --deep", ["verify", "--deep"])):
             codes[step], text = etl(args[0], "--config", str(config), *args[1:])
             s.log.append(f"  {step}: exit {codes[step]}: {' | '.join(text.strip().splitlines()[-3:])[:400]}")

@@ -9,7 +9,8 @@ import json
 from etl.config import load_config
 from etl.ops.run import run_job
 from etl.model.events import OffsetChange, PendingReset, Reset
-from etl.ops.recovery import recover
+from etl.ops.acting import Act
+from etl.ops.recovery import RecoverOptions, recover
 from etl.ops.verify import run_verify
 from etl.state.store import ZkPaths, ZkStateStore
 from tests.harness.data import events_by_partition, loaded_job
@@ -49,9 +50,9 @@ def test_a_deleted_first_file_is_a_gap_and_recover_rewrites_it(
     assert not report.ok and "gap" in kinds(report), report.render()
     assert "[0, 20)" in report.render()
     out = []
-    assert recover(load_config(config), dry_run=True, out=out.append) == 0
+    assert recover(load_config(config), RecoverOptions(), out=out.append) == 0
     assert any("rewrite 1 committed ranges" in line for line in out), out
-    assert recover(load_config(config), dry_run=False, out=out.append) == 0
+    assert recover(load_config(config), RecoverOptions(Act.EXECUTE), out=out.append) == 0
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 60, 1: 60})
     assert run_verify(load_config(config), deep=True).ok
 
@@ -64,7 +65,7 @@ def test_a_partition_with_every_file_deleted_is_not_ok_and_is_rewritten(
     report = run_verify(load_config(config), deep=False)
     assert kinds(report) == ["gap"], report.render()
     assert "the partition has no file at all" in report.render() and f"{topic}[1]" in report.render()
-    assert recover(load_config(config), dry_run=False, out=print) == 0
+    assert recover(load_config(config), RecoverOptions(Act.EXECUTE), out=print) == 0
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 60, 1: 60})
     assert run_verify(load_config(config), deep=True).ok
 
@@ -76,7 +77,7 @@ def test_a_truncated_file_is_named_by_verify_deep_and_replaced_by_recover(
     victim.write_bytes(victim.read_bytes()[:100])
     report = run_verify(load_config(config), deep=True)
     assert kinds(report) == ["corrupt_file"] and str(victim) in report.render(), report.render()
-    assert recover(load_config(config), dry_run=False, out=print) == 0
+    assert recover(load_config(config), RecoverOptions(Act.EXECUTE), out=print) == 0
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 60, 1: 60})
     assert run_verify(load_config(config), deep=True).ok
     assert list((warehouse_dir / "_etl_moved_aside").rglob(victim.name))  # kept, out of the table
@@ -184,7 +185,7 @@ def test_a_changed_warehouse_url_is_refused_and_bind_moves_the_job_on_purpose(
     assert result.returncode == 2 and "other-warehouse" in result.stderr, result.stderr[-2000:]
     assert committed(config) == {(topic, 0): 60, (topic, 1): 60}
     moved = write_config(kafka={"topics": topic}, hive={"table": f"{hive_table_name}_b"})
-    bound = etl_command(moved, "bind", "--yes", timeout=240)
+    bound = etl_command(moved, "bind", "--execute", timeout=240)
     assert bound.returncode == 0, bound.stdout + bound.stderr[-2000:]
     ran = run_etl(moved)
     assert ran.returncode == 0, ran.stderr[-3000:]
@@ -195,12 +196,12 @@ def test_a_changed_warehouse_url_is_refused_and_bind_moves_the_job_on_purpose(
 def test_a_backwards_reset_is_refused_inside_a_file_and_over_files_unless_moved_aside(
         spark, new_topic, produce, write_config, hive_table_name, warehouse_dir):
     topic, config = loaded(new_topic, produce, write_config, job={"max_records_per_partition": "20"})
-    inside = etl_command(config, "reset-offsets", "--to", f"{topic}:0=30", "--yes", "--move-aside")
-    assert inside.returncode == 2 and "reset to 20 or 40 instead" in inside.stdout, inside.stdout
-    over = etl_command(config, "reset-offsets", "--to", f"{topic}:0=20", "--yes")
-    assert over.returncode == 2 and "--move-aside" in over.stdout, over.stdout
+    inside = etl_command(config, "reset-offsets", "--to", f"{topic}:0=30", "--execute", "--move-aside")
+    assert inside.returncode == 2 and "reset to 20 or 40 instead" in inside.stderr, inside.describe()
+    over = etl_command(config, "reset-offsets", "--to", f"{topic}:0=20", "--execute")
+    assert over.returncode == 2 and "--move-aside" in over.stderr, over.describe()
     assert committed(config)[(topic, 0)] == 60
-    done = etl_command(config, "reset-offsets", "--to", f"{topic}:0=20", "--yes", "--move-aside")
+    done = etl_command(config, "reset-offsets", "--to", f"{topic}:0=20", "--execute", "--move-aside")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert len(list((warehouse_dir / "_etl_moved_aside").rglob("*.parquet"))) == 2
     assert run_job(load_config(config)) == 0
@@ -217,11 +218,11 @@ def test_a_gap_that_a_forward_reset_partly_explains_is_rewritten_only_where_it_i
     for f in table_files(warehouse_dir, hive_table_name, 0):
         f.unlink()
     produce(topic, events_by_partition(2, 10, first_id=1000))
-    reset = etl_command(config, "reset-offsets", "--to", f"{topic}:0=61", "--yes")
+    reset = etl_command(config, "reset-offsets", "--to", f"{topic}:0=61", "--execute")
     assert reset.returncode == 0, reset.stdout + reset.stderr[-2000:]
     report = run_verify(load_config(config), deep=False)
     assert kinds(report) == ["gap"] and "[0, 60)" in report.render(), report.render()
-    assert recover(load_config(config), dry_run=False, out=print) == 0
+    assert recover(load_config(config), RecoverOptions(Act.EXECUTE), out=print) == 0
     assert run_job(load_config(config)) == 0
     assert table_offsets(spark, DB, hive_table_name) == (
         expected_offsets(topic, {0: 60, 1: 70}) + expected_offsets(topic, {0: 70}, start=61))

@@ -10,7 +10,8 @@ from etl.config import load_config
 from etl.errors import OffsetOutOfRange
 from etl.job.packing import pack_ranges
 from etl.model.identity import incarnation_tag
-from etl.ops.recovery import recover
+from etl.ops.acting import Act
+from etl.ops.recovery import RecoverOptions, recover
 from etl.ops.run import run_job
 from etl.ops.verify import run_verify
 from etl.state.store import ZkStateStore
@@ -153,7 +154,7 @@ def test_a_recreated_topic_triggers_the_out_of_range_policy(
     report = run_verify(cfg, deep=False)
     assert [p.kind for p in report.problems] == ["gap"] and "[0, 20)" in report.render(), report.render()
     out: list[str] = []
-    assert recover(cfg, dry_run=False, out=out.append) == 1
+    assert recover(cfg, RecoverOptions(Act.EXECUTE), out=out.append) == 1
     assert any("[lost]" in line and f"{topic}[0] [0, 20)" in line for line in out), out
     assert sum(table_offsets(spark, DB, hive_table_name).values()) == 35
 

@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from etl.config import load_config
-from etl.ops.recovery import recover
+from etl.ops.acting import Act
+from etl.ops.recovery import RecoverOptions, recover
 from etl.ops.run import run_job
 from etl.ops.verify import run_verify
 from etl.state.store import ZkStateStore
@@ -101,7 +102,7 @@ def test_a_file_deleted_on_hdfs_is_a_gap_that_recover_rewrites_once(spark, new_t
                                                           ("orphan_rejected_file", f"{topic}[1]")], \
         found.render()
     said: list[str] = []
-    assert recover(config, dry_run=False, out=said.append) == 0, said
+    assert recover(config, RecoverOptions(Act.EXECUTE), out=said.append) == 0, said
     assert run_verify(config, deep=False).ok
     copy = copy_to_local(fs, root, tmp_path / "warehouse-copy")
     oracle = check_exactly_once(hive_reader(spark), config_path, expected_offsets(topic, {0: 30, 1: 30}), copy)

@@ -21,11 +21,11 @@ def test_a_merged_file_moved_aside_is_reported_once(spark, new_topic, produce, w
     table = warehouse_dir / f"{DB}.db" / hive_table_name
     [partition] = [str(p.relative_to(table)) for p in table.glob("dt=*/hour=*")]  # by planning time
     assert len(list((table / partition).glob("*.parquet"))) == 6
-    compacted = etl_command(config, "compact", "--partition", partition)
+    compacted = etl_command(config, "compact", "--execute", "--partition", partition)
     assert compacted.returncode == 0, compacted.describe()
     assert len(list(table.rglob("*.parquet"))) == 1, list(table.rglob("*.parquet"))  # one file, 6 ranges
 
-    reset = etl_command(config, "reset-offsets", "--to", f"{topic}:0=0", "--move-aside", "--yes")
+    reset = etl_command(config, "reset-offsets", "--to", f"{topic}:0=0", "--move-aside", "--execute")
     assert reset.returncode == 0, reset.describe()
     moves = re.findall(r"move out of the table: (\S+) ->", reset.stdout)
     assert len(moves) == 1, reset.stdout  # 6 ranges in one merged file: it was said 6 times

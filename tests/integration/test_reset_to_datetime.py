@@ -1,6 +1,6 @@
 """`etl reset-offsets --to-datetime`: offsets found by the records' timestamps (Kafka's
 offsets_for_times), on the real broker, with the guards of every reset (the lock, the dry run
-without --yes, a backwards reset over loaded files only with --move-aside), and mirrored to the
+previewed without --execute, a backwards reset over loaded files only with --move-aside), and mirrored to the
 job's consumer group once ZooKeeper holds them."""
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from etl.config import load_config
+from etl.errors import Refused, RefusedUntilDone
+from etl.ops.acting import Act
 from etl.ops.run import run_job
-from etl.ops.reset import reset_offsets
+from etl.ops.reset import ResetOptions, reset_offsets
 from etl.ops.verify import run_verify
 from etl.state.store import ZkStateStore
 from tests.harness.data import events_by_partition
@@ -49,17 +51,17 @@ def test_a_reset_to_a_time_starts_each_partition_at_its_first_record_at_or_after
 
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as other:  # a run holds the lock
         assert other.session.acquire_lock() is None
-        assert reset_offsets(cfg, at, yes=True, out=out.append) == 1
-    assert "refused: a run holds the job lock" in out[-1]
+        with pytest.raises(RefusedUntilDone, match="a run holds the job lock"):
+            reset_offsets(cfg, ResetOptions(at, Act.EXECUTE), out=out.append)
     out.clear()
-    assert reset_offsets(cfg, at, yes=False, out=out.append) == 2  # without --yes: shown, nothing changed
+    assert reset_offsets(cfg, ResetOptions(at), out=out.append) == 0  # a preview: shown, nothing changed
     assert out == [f"--to-datetime {at.isoformat()}: each partition's first offset whose record's timestamp is at "
                    f"or after it, or its end where it holds none",
                    f"{topic}[0]: None -> 10", f"{topic}[1]: None -> 20", f"{topic}[2]: None -> 5",
-                   "nothing changed: pass --yes to apply"]
+                   "preview: nothing changed; pass --execute to apply"]
     assert committed(cfg) == {} and group_offsets(group, bootstrap=stack.kafka_bootstrap) == {}
 
-    assert reset_offsets(cfg, at, yes=True, out=print) == 0
+    assert reset_offsets(cfg, ResetOptions(at, Act.EXECUTE), out=print) == 0
     assert committed(cfg) == {(topic, 0): 10, (topic, 1): 20, (topic, 2): 5}
     assert group_offsets(group, bootstrap=stack.kafka_bootstrap) == committed(cfg)  # mirrored once applied
     assert run_job(cfg) == 0
@@ -68,9 +70,10 @@ def test_a_reset_to_a_time_starts_each_partition_at_its_first_record_at_or_after
 
     # Backwards, to T0 + 5 s (offsets 5 and 10): over the loaded files, so only with --move-aside.
     earlier, out = T0 + timedelta(seconds=5), []
-    assert reset_offsets(cfg, earlier, yes=True, out=out.append) == 2
-    assert any("Pass --move-aside" in line for line in out), out
-    assert reset_offsets(cfg, earlier, yes=True, move_aside=True, out=print) == 0
+    with pytest.raises(Refused, match="Pass --move-aside") as refused:
+        reset_offsets(cfg, ResetOptions(earlier, Act.EXECUTE), out=out.append)
+    assert refused.value.exit_code == 2
+    assert reset_offsets(cfg, ResetOptions(earlier, Act.EXECUTE, move_aside=True), out=print) == 0
     assert committed(cfg) == {(topic, 0): 5, (topic, 1): 10, (topic, 2): 5}
     assert group_offsets(group, bootstrap=stack.kafka_bootstrap) == committed(cfg)
     assert run_job(cfg) == 0

@@ -1,5 +1,5 @@
 """Issue 30: routes added and removed between runs, with the guards, on the real stack. A route
-added to the config is refused by `etl run` until `etl bind --yes` binds it; a route removed
+added to the config is refused by `etl run` until `etl bind --execute` binds it; a route removed
 whose topic has loaded records is refused by `etl bind` unless --stop-loading; after it, the
 topic is reported as no longer loaded, and `etl verify` still checks its table. A loaded topic
 moved to another table is refused by `etl bind` unless --move-loaded; after it, its history stays
@@ -13,7 +13,8 @@ import uuid
 from etl.config import load_config
 from etl.config.routes import table_name
 from etl.model.compaction import COMPACTED_FOLDER
-from etl.ops.recovery import recover
+from etl.ops.acting import Act
+from etl.ops.recovery import RecoverOptions, recover
 from etl.ops.verify import run_verify
 from tests.harness.data import events_by_partition
 from tests.harness.etl_process import etl_command, run_etl
@@ -47,15 +48,15 @@ def test_a_route_added_or_removed_is_bound_on_purpose_and_verify_follows(spark, 
     assert refused.returncode == 2 and "added: [route b]" in refused.stderr and "etl bind" in refused.stderr, \
         refused.describe()
     shown = etl_command(both, "bind")
-    assert shown.returncode == 2 and "nothing changed: pass --yes to apply" in shown.stdout, shown.describe()
-    assert etl_command(both, "bind", "--yes").returncode == 0
+    assert shown.returncode == 0 and "preview: nothing changed; pass --execute to apply" in shown.stdout, shown.describe()
+    assert etl_command(both, "bind", "--execute").returncode == 0
     assert run_etl(both).returncode == 0
     assert table_offsets(spark, DB, f"{name}_b") == expected_offsets(b, {0: 4})
 
     only_b = _config(write_config, name, {"b": route_b})
-    kept = etl_command(only_b, "bind", "--yes")
-    assert kept.returncode == 2 and "pass --stop-loading" in kept.stdout, kept.describe()
-    assert etl_command(only_b, "bind", "--yes", "--stop-loading").returncode == 0
+    kept = etl_command(only_b, "bind", "--execute")
+    assert kept.returncode == 2 and "pass --stop-loading" in kept.stderr, kept.describe()
+    assert etl_command(only_b, "bind", "--execute", "--stop-loading").returncode == 0
     produce(a, events_by_partition(1, 3))
     produce(b, events_by_partition(1, 2))
     assert run_etl(only_b).returncode == 0
@@ -86,10 +87,10 @@ def test_a_loaded_topic_moved_to_another_table_keeps_its_history_where_it_was(
     refused = run_etl(moved)
     assert refused.returncode == 2 and f"topic {b}'s records would go to other tables" in refused.stderr, \
         refused.describe()
-    kept = etl_command(moved, "bind", "--yes")
-    assert kept.returncode == 2 and f"{b} ({name}_b -> {name}_b2)" in kept.stdout and "pass --move-loaded" in \
-        kept.stdout, kept.describe()
-    bound = etl_command(moved, "bind", "--yes", "--move-loaded")
+    kept = etl_command(moved, "bind", "--execute")
+    assert kept.returncode == 2 and f"{b} ({name}_b -> {name}_b2)" in kept.stderr and "pass --move-loaded" in \
+        kept.stderr, kept.describe()
+    bound = etl_command(moved, "bind", "--execute", "--move-loaded")
     assert bound.returncode == 0 and f"moved to other tables: {b}" in bound.stdout, bound.describe()
     produce(a, events_by_partition(1, 3, first_id=5))
     produce(b, events_by_partition(1, 2, first_id=4))
@@ -106,7 +107,7 @@ def test_a_loaded_topic_moved_to_another_table_keeps_its_history_where_it_was(
     lost.unlink()
     report = run_verify(load_config(moved), deep=True)
     assert not report.ok and "[0, 4)" in report.render(), report.render()
-    assert recover(load_config(moved), dry_run=False, out=print) == 0
+    assert recover(load_config(moved), RecoverOptions(Act.EXECUTE), out=print) == 0
     assert table_offsets(spark, DB, f"{name}_b2") == expected_offsets(b, {0: 6})
     rewritten = check_exactly_once(hive_reader(spark), moved, expected, warehouse_dir)
     print(f"[routes-bind] the moved topic's old file deleted, NOT OK, recovered into the new table: "
@@ -116,7 +117,7 @@ def test_a_loaded_topic_moved_to_another_table_keeps_its_history_where_it_was(
 def test_a_one_table_job_turned_into_a_routed_one_keeps_its_table_and_its_offsets(
         spark, new_topic, produce, write_config, warehouse_dir):
     """The tested migration: a one-table job's config given routes is refused by `etl run` until
-    `etl bind --yes`, which keeps its table, rejected table and committed offsets; its topic goes
+    `etl bind --execute`, which keeps its table, rejected table and committed offsets; its topic goes
     on into its table, a new topic into a table of its own, each offset once."""
     name = f"mg{uuid.uuid4().hex[:8]}"
     old, new = new_topic(1, f"{name}.old"), new_topic(1, f"{name}.new")
@@ -129,8 +130,8 @@ def test_a_one_table_job_turned_into_a_routed_one_keeps_its_table_and_its_offset
     refused = run_etl(routed)
     assert refused.returncode == 2 and "etl bind" in refused.stderr, refused.describe()
     shown = etl_command(routed, "bind")
-    assert shown.returncode == 2 and f"the records of {old} stay in {name}_t" in shown.stdout, shown.describe()
-    assert etl_command(routed, "bind", "--yes").returncode == 0
+    assert shown.returncode == 0 and f"the records of {old} stay in {name}_t" in shown.stdout, shown.describe()
+    assert etl_command(routed, "bind", "--execute").returncode == 0
     assert run_etl(routed).returncode == 0
     assert table_offsets(spark, DB, f"{name}_t") == expected_offsets(old, {0: 8})
     assert table_offsets(spark, DB, table_name("{topic}", new)) == expected_offsets(new, {0: 4})
@@ -152,11 +153,11 @@ def test_a_one_table_job_with_a_compacted_partition_is_bound_to_routes_and_its_b
     assert run_etl(one).returncode == 0
     root = warehouse_dir / f"{DB}.db" / f"{name}_t"
     [partition] = sorted(str(p.relative_to(root)) for p in root.glob("dt=*/hour=*"))
-    done = etl_command(one, "compact", "--partition", partition)
+    done = etl_command(one, "compact", "--execute", "--partition", partition)
     assert done.returncode == 0 and "compacted 1 partitions" in done.stdout, done.describe()
 
     routed = _config(write_config, name, {"t": _route(topic, f"{name}_t")}, **small)
-    bound = etl_command(routed, "bind", "--yes")
+    bound = etl_command(routed, "bind", "--execute")
     assert bound.returncode == 0 and "its 1 compacted partitions stay where they are" in bound.stdout, bound.describe()
     produce(topic, events_by_partition(1, 3, first_id=12))
     assert run_etl(routed).returncode == 0

@@ -74,12 +74,12 @@ def test_a_routed_job_by_event_time_writes_a_file_per_range_table_and_hour_exact
     assert all(table in history.stdout for table in tables), history.stdout
     print(f"[routes-event-time] {oracle.describe()}; hours by table {[len(hours[t]) for t in tables]}")
 
-    compact = etl_command(config, "compact", "--table", f"{name}_clicks", "--json")
+    compact = etl_command(config, "compact", "--execute", "--table", f"{name}_clicks", "--json")
     assert compact.returncode == 0, compact.describe()
     compacted = json.loads(compact.stdout)["compacted"]
     assert compacted and {plan.get("table_name") for plan in compacted} == {f"{name}_clicks"}, compact.stdout
 
-    reset = etl_command(config, "reset-offsets", "--to", f"{split}:1=0", "--move-aside", "--yes")
+    reset = etl_command(config, "reset-offsets", "--to", f"{split}:1=0", "--move-aside", "--execute")
     assert reset.returncode == 0, reset.describe()
     moved = [line for line in reset.stdout.splitlines() if line.startswith("move out of the table:")]
     assert any(f"/{name}_clicks/" in line for line in moved) and any(f"/{name}_rest/" in line for line in moved) \

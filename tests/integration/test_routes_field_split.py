@@ -82,7 +82,7 @@ def _deleted_by_hand_then_recovered(spark, config, expected, warehouse_dir, name
         path.unlink()
     verify = etl_command(config, "verify")
     assert verify.returncode == 1 and "[gap]" in verify.stdout and "[missing_part]" in verify.stdout, verify.describe()
-    recover = etl_command(config, "recover")
+    recover = etl_command(config, "recover", "--execute")
     assert recover.returncode == 0 and "rewrite 2 committed ranges that no file covers" in recover.stdout, \
         recover.describe()
     assert "batch 2 REPAIR PLANNED: 2 ranges" in recover.stderr, recover.describe()
@@ -133,7 +133,7 @@ def _reset_back_over_a_split_range(spark, config, expected, warehouse_dir, event
     """`etl reset-offsets` back to the start of the split topic's partition 1 moves its range's
     parts out of every table (with its rejected file and manifest), and the next run loads the
     range again: still once."""
-    reset = etl_command(config, "reset-offsets", "--to", f"{events}:1=0", "--move-aside", "--yes")
+    reset = etl_command(config, "reset-offsets", "--to", f"{events}:1=0", "--move-aside", "--execute")
     assert reset.returncode == 0, reset.describe()
     moved = [line for line in reset.stdout.splitlines() if line.startswith("move out of the table:")]
     assert len(moved) == 5, reset.stdout  # the clicks, views and other parts, the rejected file, the manifest

@@ -44,7 +44,7 @@ def test_a_batch_a_kill_mid_write_and_recovery_on_spark_3_5_land_every_offset_on
     config = write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"})
     kill_mid_write(config, topic, zk, venv=spark_35_venv)  # the first batch: recover and the rerun are the batches
     produce(topic, events_by_partition(2, 25, first_id=80))
-    recovered = run_etl(config, command="recover", venv=spark_35_venv)
+    recovered = run_etl(config, "--execute", command="recover", venv=spark_35_venv)
     assert recovered.returncode == 0, recovered.describe()
     rerun = run_etl(config, "-v", venv=spark_35_venv)
     assert rerun.returncode == 0, rerun.describe()

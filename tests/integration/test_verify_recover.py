@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from etl.config import load_config
+from etl.errors import RefusedUntilDone
 from etl.ops.run import run_job
 from etl.model.batch import BatchState
-from etl.ops.recovery import recover
-from etl.ops.reset import reset_offsets
+from etl.ops.acting import Act
+from etl.ops.recovery import RecoverOptions, recover
+from etl.ops.reset import ResetOptions, parse_targets, reset_offsets
 from etl.ops.verify import run_verify
 from etl.state.store import ZkStateStore
 from tests.harness.data import events_by_partition, loaded_job
@@ -66,14 +70,14 @@ def test_recover_deletes_temp_files_and_refuses_a_file_outside_every_plan(
     (some.parent / f"_tmp.0123abcd.{some.name}").write_bytes(b"partial")
     assert kinds(run_verify(load_config(config), deep=False)) == ["temp_file"]
     lines = []
-    assert recover(load_config(config), dry_run=False, out=lines.append) == 0
+    assert recover(load_config(config), RecoverOptions(Act.EXECUTE), out=lines.append) == 0
     assert any("delete 1 temp files" in line for line in lines)
     assert run_verify(load_config(config), deep=False).ok
 
     stray = some.parent / f"{topic}+0+{50:020d}+{60:020d}.parquet"
     shutil.copy(some, stray)
     lines.clear()
-    assert recover(load_config(config), dry_run=False, out=lines.append) == 1
+    assert recover(load_config(config), RecoverOptions(Act.EXECUTE), out=lines.append) == 1
     text = "\n".join(lines)
     assert "uncovered_file" in text and "belongs to no open batch plan" in text and "nothing was changed" in text
     assert stray.exists()
@@ -87,16 +91,17 @@ def test_recover_explains_a_crashed_batch_then_completes_it(
     assert run_etl(config, fault="state:WRITTEN").returncode == -9
     wait_for_lock_release(zk, config)
 
-    dry = etl_command(config, "recover", "--dry-run")
+    dry = etl_command(config, "recover")
     assert dry.returncode == 0, dry.stderr
     assert "batch 1 is open in state WRITTEN: all its files are written, but its Hive partition was not" \
            " registered" in dry.stdout
     assert "register Hive partition" in dry.stdout and "commit the offsets of batch 1" in dry.stdout
+    assert dry.stdout.splitlines()[-1] == "preview: nothing changed; pass --execute to apply", dry.stdout
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
-        assert store.batches.open_batch()[0].state is BatchState.WRITTEN  # the dry run changed nothing
+        assert store.batches.open_batch()[0].state is BatchState.WRITTEN  # the preview changed nothing
 
-    done = etl_command(config, "recover", timeout=240)
+    done = etl_command(config, "recover", "--execute", timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "batch 1 (resumed) COMMITTED" in done.stdout
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 40, 1: 40, 2: 40})
@@ -110,14 +115,16 @@ def test_reset_offsets_is_refused_while_locked_or_open_and_recorded_when_applied
     out = []
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as other:
         other.session.acquire_lock()
-        assert reset_offsets(cfg, ["latest"], yes=True, out=out.append) == 1
-    assert "refused: a run holds the job lock" in out[-1]
+        with pytest.raises(RefusedUntilDone, match="a run holds the job lock") as refused:
+            reset_offsets(cfg, ResetOptions("latest", Act.EXECUTE), out=out.append)
+        assert refused.value.exit_code == 1
 
     produce(topic, events_by_partition(2, 10, first_id=900))
     out.clear()
-    assert reset_offsets(cfg, [f"{topic}:0=55"], yes=False, out=out.append) == 2
-    assert out == [f"{topic}[0]: 50 -> 55", "nothing changed: pass --yes to apply"]
-    assert reset_offsets(cfg, [f"{topic}:0=55"], yes=True, out=out.append) == 0
+    to_55 = parse_targets([f"{topic}:0=55"])
+    assert reset_offsets(cfg, ResetOptions(to_55), out=out.append) == 0
+    assert out == [f"{topic}[0]: 50 -> 55", "preview: nothing changed; pass --execute to apply"]
+    assert reset_offsets(cfg, ResetOptions(to_55, Act.EXECUTE), out=out.append) == 0
     status = etl_command(config, "status")
     assert "offsets reset at" in status.stdout and f"{topic}[0] 50 -> 55" in status.stdout
     assert run_job(cfg) == 0

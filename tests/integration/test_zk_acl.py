@@ -232,8 +232,8 @@ def test_etl_run_and_its_tools_authenticate_and_wrong_credentials_exit_2(
     assert table_offsets(spark, "etl_test", hive_table_name) == expected_offsets(topic, {0: 50, 1: 50})
 
     # reset-offsets to where the job is records an event (one more znode) and changes nothing else.
-    for command, args in [("status", ()), ("recover", ("--dry-run",)), ("verify", ()),
-                          ("reset-offsets", ("--to", "latest", "--yes"))]:
+    for command, args in [("status", ()), ("recover", ()), ("verify", ()),
+                          ("reset-offsets", ("--to", "latest", "--execute"))]:
         ran = etl_command(config, command, *args, timeout=300)
         assert ran.returncode == 0, f"etl {command}: {ran.stdout}\n{ran.stderr[-3000:]}"
 
@@ -253,7 +253,7 @@ def test_etl_run_and_its_tools_authenticate_and_wrong_credentials_exit_2(
     for bad, says in [(wrong, f"ZooKeeper refused [zookeeper] digest_user '{USER}' access to {job_root}/"),
                       (unauthenticated, "Set [zookeeper] auth = digest")]:
         for command in ("run", "status", "recover", "reset-offsets"):
-            args = ("--to", "earliest", "--yes") if command == "reset-offsets" else ()
+            args = ("--to", "earliest", "--execute") if command == "reset-offsets" else ()
             ran = etl_command(bad, command, *args, timeout=300)
             assert ran.returncode == EXIT_USAGE and says in ran.stderr, f"etl {command}: {ran.stderr[-3000:]}"
             assert "Traceback" not in ran.stderr

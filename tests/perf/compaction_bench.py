@@ -148,7 +148,7 @@ def _queries(run: BenchRun, table: str, sql: str, counts: dict[int, int], when: 
 def _compact(run: BenchRun, ini: Path, partition: str) -> dict:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            "ETL_LOG_FORMAT": "text"}
-    command = [ETL_CLI, "compact", "--config", str(ini), "--partition", partition, "--json"]
+    command = [ETL_CLI, "compact", "--config", str(ini), "--partition", partition, "--execute", "--json"]
     run.gate.wait("etl compact")
     wall_start = time.time()
     started = time.monotonic()

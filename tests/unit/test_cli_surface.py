@@ -5,6 +5,7 @@ relay turns other programs' lines into records, the driver JVM's log4j2 JSON lay
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import socket
@@ -17,6 +18,7 @@ import pytest
 
 from etl import cli, logs, spark_line
 from etl.hive.spark import DRIVER_LOG4J2
+from etl.ops.acting import Act
 from etl.ops.check import NagiosState, judge
 from etl.ops.status import PartitionStatus
 from tests.harness.config_file import TWO_ROUTES, minimal_ini, routed_ini
@@ -73,6 +75,40 @@ def test_compact_takes_tables_by_name():
     assert "--table TABLE" in compact.format_help()
     args = cli._parser().parse_args(["compact", "--config", "x.ini", "--table", "a", "--table", "rejects"])
     assert args.table == ["a", "rejects"]
+
+
+# Each command that changes state, its options' module and function, and what else its line needs.
+CHANGING = {"recover": ("etl.ops.recovery", "recover", []), "compact": ("etl.ops.compact", "run_compact", []),
+            "bind": ("etl.ops.rebind", "bind", []), "reset-offsets": ("etl.ops.reset", "reset_offsets", ["--to", "latest"])}
+OLD_FLAG = {"recover": "--dry-run", "compact": "--dry-run", "bind": "--yes", "reset-offsets": "--yes"}
+
+
+@pytest.mark.parametrize("command", sorted(CHANGING))
+@pytest.mark.parametrize("flags, act, warned", [
+    ([], Act.PREVIEW, None), (["--execute"], Act.EXECUTE, None), (["old"], None, "old")])
+def test_every_command_that_changes_state_previews_unless_given_execute(command, flags, act, warned, tmp_path,
+                                                                         monkeypatch, caplog):
+    """The old flag still works for one release (--yes acts, --dry-run previews), with a warning
+    that names --execute; the options reach the command as one object."""
+    module, function, more = CHANGING[command]
+    given: list = []
+    monkeypatch.setattr(importlib.import_module(module), function, lambda config, options, **out: given.append(options) or 0)
+    (tmp_path / "job.ini").write_text(minimal_ini(REPO / "warehouse_schema" / "events.sql"))
+    old = OLD_FLAG[command]
+    line = [command, "--config", str(tmp_path / "job.ini"), *more, *(old if flag == "old" else flag for flag in flags)]
+    assert cli.main(line) == 0 and len(given) == 1
+    expected = act or (Act.EXECUTE if old == "--yes" else Act.PREVIEW)
+    assert given[0].act is expected
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    advice = "use --execute" if old == "--yes" else "a preview is the default now; --execute acts"
+    assert warnings == ([] if warned is None else [f"{old} is deprecated and goes in the next release: {advice}"])
+
+
+@pytest.mark.parametrize("command", sorted(CHANGING))
+def test_execute_and_the_old_flag_together_are_a_usage_error(command, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli._parser().parse_args([command, "--config", "x.ini", *CHANGING[command][2], "--execute", OLD_FLAG[command]])
+    assert exited.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, env", [

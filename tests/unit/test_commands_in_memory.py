@@ -19,18 +19,20 @@ from etl.config import load_config
 from etl.context.command import CommandContext
 from etl.context.job import JobContext
 from etl.compaction.tables import ONE_TABLE, CompactedTable
-from etl.errors import EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, LockHeld, StateConflict
+from etl.errors import (EXIT_BATCH_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, LockHeld, Refused, RefusedUntilDone,
+                        StateConflict)
 from etl.job.observer import JobObserver
 from etl.model.batch import OffsetRange
 from etl.model.binding import Target
 from etl.model.compaction import TableKind
 from etl.model.route_binding import RouteBinding
-from etl.ops.compact import compact_in, compaction_tables
+from etl.ops.acting import Act
+from etl.ops.compact import CompactOptions, compact_in, compaction_tables
 from etl.ops.dry_run import preview
 from etl.ops.history import collect_history
-from etl.ops.rebind import bind_in
-from etl.ops.recovery import recover_in
-from etl.ops.reset import reset_in
+from etl.ops.rebind import BindOptions, bind_in
+from etl.ops.recovery import RecoverOptions, recover_in
+from etl.ops.reset import ResetOptions, reset_in
 from etl.hive.jvm_launch import EarlyJvm
 from etl.hive.spark import EarlyLaunch, context_settings
 from etl.ops.run import run_in
@@ -40,6 +42,10 @@ from tests.harness.memory_store import MemoryStore
 from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.ports import free_port
 from tests.harness.store_contract import OTHER, batch, committed, values
+
+EXECUTE_BIND = BindOptions(Act.EXECUTE)
+EXECUTE_RECOVER = RecoverOptions(Act.EXECUTE)
+EXECUTE_RESET = ResetOptions("earliest", Act.EXECUTE)
 
 
 @pytest.fixture
@@ -76,14 +82,14 @@ def with_open_batch(store: MemoryStore) -> None:
 # -- etl compact ----------------------------------------------------------------------------
 def test_compact_leaves_a_running_job_alone(config, store):
     other, said = held_by_another(store), []
-    assert compact_in(context(config, store), None, dry_run=False, as_json=False, out=said.append) == EXIT_OK
+    assert compact_in(context(config, store), CompactOptions(act=Act.EXECUTE), out=said.append) == EXIT_OK
     assert "Nothing was compacted" in said[0] and store.session.lock_holder() == other.session.me
 
 
 def test_compact_refuses_while_a_batch_is_open_and_releases_the_lock(config, store):
     with_open_batch(store)
     with pytest.raises(StateConflict, match="batch 1 is open in state PLANNED"):
-        compact_in(context(config, store), None, dry_run=True, as_json=False)
+        compact_in(context(config, store), CompactOptions())
     assert store.session.lock_holder() is None
 
 
@@ -114,12 +120,12 @@ def _loaded(store: MemoryStore, *topics: str) -> None:
 
 def test_routed_compact_leaves_a_running_job_alone_and_refuses_an_open_batch(routed, store):
     other, said = held_by_another(store), []
-    assert compact_in(context(routed, store), None, dry_run=False, as_json=False, out=said.append) == EXIT_OK
+    assert compact_in(context(routed, store), CompactOptions(act=Act.EXECUTE), out=said.append) == EXIT_OK
     assert "Nothing was compacted" in said[0] and store.session.lock_holder() == other.session.me
     other.session.release_lock()
     with_open_batch(store)
     with pytest.raises(StateConflict, match="batch 1 is open in state PLANNED"):
-        compact_in(context(routed, store), None, dry_run=False, as_json=False, tables=["rejects"])
+        compact_in(context(routed, store), CompactOptions(tables=("rejects",), act=Act.EXECUTE))
     assert store.session.lock_holder() is None
 
 
@@ -127,7 +133,7 @@ def test_an_unknown_table_is_refused_naming_the_jobs_tables_and_nothing_is_touch
     _loaded(store, "orders", "app.x")
     with pytest.raises(ConfigError, match=r"--table nope: not a table of job j1, whose tables are app_x, orders, "
                                           r"rejects; nothing was touched"):
-        compact_in(context(routed, store), None, dry_run=False, as_json=False, tables=["orders", "nope"])
+        compact_in(context(routed, store), CompactOptions(tables=("orders", "nope"), act=Act.EXECUTE))
     assert store.session.lock_holder() is None and store.compactions.open_compactions() == []
 
 
@@ -160,16 +166,16 @@ def test_table_names_a_one_table_jobs_table_or_its_rejected_one(config, store):
 # -- etl bind -------------------------------------------------------------------------------
 def test_bind_is_refused_while_a_run_holds_the_lock(config, store):
     held_by_another(store)
-    said = []
-    assert bind_in(context(config, store), yes=True, data_moved=False, out=said.append) == EXIT_BATCH_FAILED
-    assert said == ["refused: a run holds the job lock; try again when it has finished"]
+    with pytest.raises(RefusedUntilDone, match="^a run holds the job lock; try again when it has finished; nothing changed$") as refused:
+        bind_in(context(config, store), EXECUTE_BIND)
+    assert refused.value.exit_code == EXIT_BATCH_FAILED
 
 
 def test_bind_is_refused_while_a_batch_is_open(config, store):
     with_open_batch(store)
-    said = []
-    assert bind_in(context(config, store), yes=True, data_moved=False, out=said.append) == EXIT_BATCH_FAILED
-    assert "batch 1 is open" in said[0] and store.session.lock_holder() is None and store.operator.binding() is None
+    with pytest.raises(RefusedUntilDone, match="batch 1 is open; finish it with the old config"):
+        bind_in(context(config, store), EXECUTE_BIND)
+    assert store.session.lock_holder() is None and store.operator.binding() is None
 
 
 def test_bind_to_the_table_the_job_is_bound_to_does_nothing(config, store):
@@ -178,32 +184,32 @@ def test_bind_to_the_table_the_job_is_bound_to_does_nothing(config, store):
     store.operator.bind_first(Target.of(config, ctx.warehouse))
     store.session.release_lock()
     said = []
-    assert bind_in(ctx, yes=True, data_moved=False, out=said.append) == EXIT_OK
+    assert bind_in(ctx, EXECUTE_BIND, out=said.append) == EXIT_OK
     assert "already bound" in said[0]
 
 
-def test_bind_without_yes_only_shows_the_change(config, store):
+def test_bind_without_execute_only_shows_the_change_and_exits_0(config, store):
     store.session.acquire_lock()
     store.operator.bind_first(OTHER)
     committed(store, batch())
     store.session.release_lock()
     said = []
-    assert bind_in(context(config, store), yes=False, data_moved=False, out=said.append) == EXIT_USAGE
-    assert said[-1] == "nothing changed: pass --yes to apply"
+    assert bind_in(context(config, store), BindOptions(), out=said.append) == EXIT_OK
+    assert said[-1] == "preview: nothing changed; pass --execute to apply"
     assert store.operator.binding() == OTHER and store.session.lock_holder() is None
 
 
 # -- etl recover ----------------------------------------------------------------------------
 def test_recover_changes_nothing_while_a_run_holds_the_lock(config, store):
     other, said, report = held_by_another(store), [], {}
-    code = recover_in(context(config, store, JobContext), dry_run=False, out=said.append, report=report)
+    code = recover_in(context(config, store, JobContext), EXECUTE_RECOVER, out=said.append, report=report)
     assert code == EXIT_OK and report["lock"] == other.session.me.describe() and "changes nothing" in said[0]
 
 
 def test_recover_of_a_job_that_never_ran_has_nothing_to_repair(config, store):
     said, report = [], {}
     with context(config, store, JobContext) as ctx:
-        assert recover_in(ctx, dry_run=True, out=said.append, report=report) == EXIT_OK
+        assert recover_in(ctx, RecoverOptions(), out=said.append, report=report) == EXIT_OK
     assert said == ["no open batch: the job has not run a batch yet", "nothing to repair"]
     assert report["open_batch"] is None and report["actions"] == []
 
@@ -216,9 +222,10 @@ def test_recover_deletes_the_temp_files_of_dead_attempts_and_nothing_else(config
     (folder / "notes.txt").write_bytes(b"not the job's")
     said = []
     with ctx:
-        assert recover_in(ctx, dry_run=True, out=said.append) == EXIT_OK
-        assert said[-1] == "  - delete 1 temp files left by dead attempts" and (folder / "_tmp.attempt-1").exists()
-        assert recover_in(ctx, dry_run=False, out=said.append) == EXIT_OK
+        assert recover_in(ctx, RecoverOptions(), out=said.append) == EXIT_OK
+        assert said[-2:] == ["  - delete 1 temp files left by dead attempts",
+                             "preview: nothing changed; pass --execute to apply"] and (folder / "_tmp.attempt-1").exists()
+        assert recover_in(ctx, EXECUTE_RECOVER, out=said.append) == EXIT_OK
     assert said[-1] == "done: deleted 1 temp files" and sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
     assert store.session.lock_holder() is None and store.batches.batch_ids() == []
 
@@ -226,9 +233,9 @@ def test_recover_deletes_the_temp_files_of_dead_attempts_and_nothing_else(config
 # -- etl reset-offsets ----------------------------------------------------------------------
 def test_reset_is_refused_while_a_run_holds_the_lock(config, store):
     other, said, report = held_by_another(store), [], {}
-    assert reset_in(context(config, store, JobContext), "earliest", yes=True, out=said.append,
-                    report=report) == EXIT_BATCH_FAILED
-    assert report == {"lock": other.session.me.describe()} and said[0].startswith("refused: a run holds the job lock")
+    with pytest.raises(RefusedUntilDone, match="^a run holds the job lock") as refused:
+        reset_in(context(config, store, JobContext), EXECUTE_RESET, out=said.append, report=report)
+    assert refused.value.exit_code == EXIT_BATCH_FAILED and report == {"lock": other.session.me.describe()}
 
 
 def test_reset_is_refused_while_a_batch_is_open_and_moves_nothing(config, store):
@@ -237,9 +244,9 @@ def test_reset_is_refused_while_a_batch_is_open_and_moves_nothing(config, store)
     store.batches.write_plan(batch(2, ranges=(OffsetRange("t", 0, 10, 20, 10),)))
     store.session.release_lock()
     said, report = [], {}
-    assert reset_in(context(config, store, JobContext), "earliest", yes=True, out=said.append,
-                    report=report) == EXIT_BATCH_FAILED
-    assert report == {"open_batch": 2} and "run `etl recover` first" in said[0]
+    with pytest.raises(RefusedUntilDone, match=r"run `etl recover --execute` first") as refused:
+        reset_in(context(config, store, JobContext), EXECUTE_RESET, out=said.append, report=report)
+    assert refused.value.exit_code == EXIT_BATCH_FAILED and report == {"open_batch": 2}
     assert values(store) == {("t", 0): 10, ("t", 1): 5} and store.session.lock_holder() is None
 
 
@@ -314,6 +321,7 @@ def test_a_one_table_job_with_partitions_awaiting_their_marker_is_not_bound_to_r
                                          .replace("url = file:///tmp/w", f"url = file://{tmp_path}/w"))
     said: list[str] = []
     routed = load_config(tmp_path / "routed.ini")
-    assert bind_in(context(routed, store), yes=True, data_moved=False, out=said.append) == EXIT_USAGE
-    assert any("1 partition awaits its _SUCCESS marker (dt=2026-01-01/hour=00)" in line for line in said), said
-    assert said[-1] == "nothing changed" and store.operator.binding() == Target.of(config, ctx.warehouse)
+    with pytest.raises(Refused, match=r"1 partition awaits its _SUCCESS marker \(dt=2026-01-01/hour=00\).*; nothing "
+                                      r"changed$") as refused:
+        bind_in(context(routed, store), EXECUTE_BIND, out=said.append)
+    assert refused.value.exit_code == EXIT_USAGE and store.operator.binding() == Target.of(config, ctx.warehouse)

@@ -21,7 +21,8 @@ from etl.errors import EXIT_OK, HiveError, InjectedFault
 from etl.hive.registrar import HiveRegistrar
 from etl.model.batch import OffsetRange
 from etl.model.naming import final_name
-from etl.ops.compact import compact_in
+from etl.ops.acting import Act
+from etl.ops.compact import CompactOptions, compact_in
 from etl.sink.fs import LocalFileSystem
 from etl.sink.warehouse import Warehouse
 from tests.harness.config_file import minimal_ini, routed_ini
@@ -193,7 +194,7 @@ def test_etl_compact_of_a_routed_job_compacts_the_tables_named_whatever_their_ca
     job.store.session.release_lock()
     said: list[str] = []
     with MetastoreContext(job.config, clock=lambda: NOW, store=job.store, fs=job.fs, metastore=job.metastore) as context:
-        assert compact_in(context, None, dry_run=False, as_json=True, out=said.append, tables=["CLICKS"]) == EXIT_OK
+        assert compact_in(context, CompactOptions(tables=("CLICKS",), act=Act.EXECUTE, as_json=True), out=said.append) == EXIT_OK
         assert context.existing == ["clicks"]
     assert [p["table_name"] for p in json.loads(said[0])["compacted"]] == ["clicks"]
     assert job.store.compactions.relocations().tables.keys() == {"clicks"} and job.store.session.lock_holder() is None

@@ -11,7 +11,7 @@ import pytest
 from etl.config import load_config
 from etl.context.command import CommandContext
 from etl.cli import main
-from etl.errors import EXIT_OK, EXIT_USAGE, StateConflict
+from etl.errors import EXIT_OK, EXIT_USAGE, Refused, StateConflict
 from etl.job.assemble import route_specs
 from etl.job.batch_tables import BatchTables, planned_tables, refuse_lost_topics
 from etl.model.batch import Batch, BatchState, OffsetRange
@@ -19,7 +19,8 @@ from etl.model.binding import BindingMismatch, Target
 from etl.model.compaction import Relocations, TableKind
 from etl.model.route_binding import RouteBinding, binding_from_json, check_job_binding, check_planned
 from etl.ops.job_tables import job_tables
-from etl.ops.rebind import bind_in
+from etl.ops.acting import Act
+from etl.ops.rebind import BindOptions, bind_in
 from etl.sink.fs import LocalFileSystem
 from etl.sink.warehouse import Warehouse
 from etl.source.topics import JobTopics, NotLoadedReason, TopicRouting, not_loaded_topics
@@ -201,10 +202,14 @@ def _bound(config, store, *loaded: str) -> None:
     store.session.release_lock()
 
 
-def _bind(config, store, yes=False, stop_loading=False) -> tuple[int, list[str]]:
+def _bind(config, store, act=Act.PREVIEW, stop_loading=False) -> tuple[int, list[str]]:
+    """The exit code and the lines said; a refusal (raised) ends them, a line per reason."""
     said: list[str] = []
     with CommandContext(config, store=store, fs=LocalFileSystem()) as context:
-        return bind_in(context, yes=yes, data_moved=False, out=said.append, stop_loading=stop_loading), said
+        try:
+            return bind_in(context, BindOptions(act, stop_loading=stop_loading), out=said.append), said
+        except Refused as refused:
+            return refused.exit_code, [*said, *(f"refused: {reason}" for reason in refused.reasons)]
 
 
 def test_a_route_added_is_refused_by_the_run_until_bound(tmp_path):
@@ -216,8 +221,8 @@ def test_a_route_added_is_refused_by_the_run_until_bound(tmp_path):
     store = MemoryStore()
     _bound(before, store, "app.x")
     code, said = _bind(after, store)
-    assert code == EXIT_USAGE and said == ["job j1: added: [route more] -> raw_{topic}",
-                                           "nothing changed: pass --yes to apply"]
+    assert code == EXIT_OK and said == ["job j1: added: [route more] -> raw_{topic}",
+                                        "preview: nothing changed; pass --execute to apply"]
     assert store.operator.binding() == bound and store.session.lock_holder() is None
 
 
@@ -226,11 +231,11 @@ def test_a_route_removed_whose_topics_have_loaded_records_needs_stop_loading(tmp
     fewer = _routed_config(tmp_path, ROUTES.split("[route orders]")[0], "fewer.ini")
     store = MemoryStore()
     _bound(both, store, "orders", "app.x")
-    code, said = _bind(fewer, store, yes=True)
+    code, said = _bind(fewer, store, act=Act.EXECUTE)
     assert code == EXIT_USAGE and said[-1].startswith("refused: orders have loaded records and no route of the "
                                                       "config would load them any more; pass --stop-loading")
     code, said = _bind(fewer, store, stop_loading=True)
-    assert code == EXIT_USAGE and said[-1] == "nothing changed: pass --yes to apply"
+    assert code == EXIT_OK and said[-1] == "preview: nothing changed; pass --execute to apply"
     assert store.operator.binding() == RouteBinding.of(both, Warehouse.of(both))
 
 
@@ -239,7 +244,7 @@ def test_a_loaded_topic_moved_to_another_table_is_refused_without_move_loaded(tm
     renamed = _routed_config(tmp_path, ROUTES.replace("table = orders", "table = sales"), "renamed.ini")
     store = MemoryStore()
     _bound(_routed_config(tmp_path, ROUTES), store, "orders")
-    code, said = _bind(renamed, store, yes=True)
+    code, said = _bind(renamed, store, act=Act.EXECUTE)
     assert code == EXIT_USAGE and "topic orders's records would go to other tables" in said[0]
     assert said[-1].startswith("refused: orders (orders -> sales) have loaded records that would go to other tables; "
                                "pass --move-loaded")
@@ -264,14 +269,13 @@ def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_t
     with pytest.raises(BindingMismatch, match=r"or turn it into a job with routes on purpose with `etl bind --config"):
         check_job_binding(store.operator.binding(), RouteBinding.of(keeps, Warehouse.of(keeps)), keeps, committed=["orders"])
     code, said = _bind(keeps, store)
-    assert code == EXIT_USAGE and said[1:] == ["the records of orders stay in orders, and go on going there",
-                                               "nothing changed: pass --yes to apply"], said
+    assert code == EXIT_OK and said[1:] == ["the records of orders stay in orders, and go on going there",
+                                            "preview: nothing changed; pass --execute to apply"], said
     renamed = load_config(_write(tmp_path / "renamed.ini", routed_ini(
         ROUTES.replace("table = orders", "table = sales"), hive="rejected_table = rejects")))
-    code, said = _bind(renamed, store, yes=True)
+    code, said = _bind(renamed, store, act=Act.EXECUTE)
     assert code == EXIT_USAGE and [line.split(" at ")[0].split(",")[0] for line in said[1:]] == [
-        "refused: the rejected table rejects is", "refused: topic orders's records were loaded into orders",
-        "nothing changed"], said
+        "refused: the rejected table rejects is", "refused: topic orders's records were loaded into orders"], said
     assert isinstance(store.operator.binding(), Target)
 
 
@@ -302,7 +306,7 @@ def test_a_one_table_job_bound_to_routes_keeps_its_compacted_partitions_as_its_t
     keeps, store, main, rejected = _one_table_compacted(tmp_path, under_way=False)
     said: list[str] = []
     with _NoHive(keeps, store=store, fs=LocalFileSystem()) as context:
-        assert bind_in(context, yes=True, data_moved=False, out=said.append) == EXIT_OK, said
+        assert bind_in(context, BindOptions(Act.EXECUTE), out=said.append) == EXIT_OK, said
     assert "its 1 compacted partitions stay where they are, as table orders's" in said
     assert isinstance(store.operator.binding(), RouteBinding)
     assert store.compactions.relocations() == Relocations(rejected={rejected.partition: rejected.target},
@@ -314,9 +318,8 @@ def test_a_one_table_job_bound_to_routes_keeps_its_compacted_partitions_as_its_t
 def test_a_one_table_job_with_a_compaction_under_way_is_not_bound_to_routes(tmp_path):
     keeps, store, main, _ = _one_table_compacted(tmp_path, under_way=True)
     before = store.compactions.relocations()
-    code, said = _bind(keeps, store, yes=True)
-    assert code == EXIT_USAGE and said[-1] == "nothing changed", said
-    assert any("a compaction is under way: `etl compact` finishes it" in line for line in said)
+    code, said = _bind(keeps, store, act=Act.EXECUTE)
+    assert code == EXIT_USAGE and said[-1].startswith("refused: a compaction is under way: `etl compact` finishes it"), said
     assert isinstance(store.operator.binding(), Target) and store.compactions.relocations() == before
     assert store.session.lock_holder() is None
 

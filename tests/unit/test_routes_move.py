@@ -12,12 +12,13 @@ import pytest
 from etl.cli import main
 from etl.config import load_config
 from etl.context.command import CommandContext
-from etl.errors import EXIT_OK, EXIT_USAGE
+from etl.errors import EXIT_OK, EXIT_USAGE, Refused
 from etl.model.batch import OffsetRange
 from etl.model.binding import BindingMismatch
 from etl.model.route_binding import BoundRoute, RouteBinding, check_job_binding
 from etl.ops.job_tables import held_by_job, job_tables
-from etl.ops.rebind import bind_in
+from etl.ops.acting import Act
+from etl.ops.rebind import BindOptions, bind_in
 from etl.sink.fs import LocalFileSystem
 from etl.sink.warehouse import Warehouse
 from tests.harness.config_file import routed_ini
@@ -67,11 +68,15 @@ def _loaded(config, *topics: str) -> MemoryStore:
     return store
 
 
-def _bind(config, store, yes=True, move_loaded=False, stop_loading=False) -> tuple[int, list[str]]:
+def _bind(config, store, act=Act.EXECUTE, move_loaded=False, stop_loading=False) -> tuple[int, list[str]]:
+    """The exit code and the lines said; a refusal (raised) ends them, a line per reason."""
     said: list[str] = []
+    options = BindOptions(act, stop_loading=stop_loading, move_loaded=move_loaded)
     with _NoHive(config, store=store, fs=LocalFileSystem()) as context:
-        return bind_in(context, yes=yes, data_moved=False, out=said.append, stop_loading=stop_loading,
-                       move_loaded=move_loaded), said
+        try:
+            return bind_in(context, options, out=said.append), said
+        except Refused as refused:
+            return refused.exit_code, [*said, *(f"refused: {reason}" for reason in refused.reasons)]
 
 
 def _tables(config, store, *topics: str) -> list[str]:
@@ -96,8 +101,9 @@ def test_a_move_with_move_loaded_keeps_the_old_routes_of_each_moved_topic_as_ret
     before = _config(tmp_path, "before", RAW + ORDERS)
     store = _loaded(before, "orders", "refunds", "app.x")
     moved = _config(tmp_path, "moved", RAW + ORDERS.replace("table = orders", "table = sales"))
-    code, said = _bind(moved, store, yes=False, move_loaded=True)
-    assert code == EXIT_USAGE and said[-1] == "nothing changed: pass --yes to apply", said
+    code, said = _bind(moved, store, act=Act.PREVIEW, move_loaded=True)
+    assert code == EXIT_OK and said[-1] == "preview: nothing changed; pass --execute to apply", said
+    assert store.operator.binding().retired == (), said
     code, said = _bind(moved, store, move_loaded=True)
     assert code == EXIT_OK and said[-1] == "bound; recorded in ZooKeeper; moved to other tables: orders, refunds", said
     stored = store.operator.binding()
@@ -223,20 +229,20 @@ def test_the_oracle_reads_a_moved_topics_old_table_as_one_of_its_own(tmp_path):
 def test_bind_takes_move_loaded_on_the_command_line(tmp_path, monkeypatch):
     import etl.ops.rebind
     given: dict = {}
-    monkeypatch.setattr(etl.ops.rebind, "bind", lambda config, **flags: given.update(flags) or EXIT_OK)
+    monkeypatch.setattr(etl.ops.rebind, "bind", lambda config, options: given.update(options=options) or EXIT_OK)
     config = _config(tmp_path, "job", ORDERS)
-    assert main(["bind", "--config", str(config.path), "--yes", "--move-loaded"]) == EXIT_OK
-    assert given == {"yes": True, "data_moved": False, "stop_loading": False, "move_loaded": True}
+    assert main(["bind", "--config", str(config.path), "--execute", "--move-loaded"]) == EXIT_OK
+    assert given["options"] == BindOptions(Act.EXECUTE, data_moved=False, stop_loading=False, move_loaded=True)
 
 
 @pytest.mark.parametrize("flags", [[], ["--stop-loading"]])
 def test_bind_moves_nothing_unless_told(tmp_path, monkeypatch, flags):
     import etl.ops.rebind
     given: dict = {}
-    monkeypatch.setattr(etl.ops.rebind, "bind", lambda config, **more: given.update(more) or EXIT_OK)
+    monkeypatch.setattr(etl.ops.rebind, "bind", lambda config, options: given.update(options=options) or EXIT_OK)
     config = _config(tmp_path, "job", ORDERS)
     assert main(["bind", "--config", str(config.path), *flags]) == EXIT_OK
-    assert given["move_loaded"] is False and given["stop_loading"] is bool(flags)
+    assert given["options"].move_loaded is False and given["options"].stop_loading is bool(flags)
 
 
 NEWCOMER = _route("raw", "{topic}", regex="raw_.*")  # raw_rt1-rej makes raw_rt1_rej, as rt1.rej does with RT
