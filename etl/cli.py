@@ -233,11 +233,11 @@ def cmd_run(config: Config, args) -> int:
     from etl.hive.spark import launch_early
     # The driver JVM boots while the run imports and plans (a loop pays its start once, and waits)
     early = None if args.loop else launch_early(config)
-    from etl.ops.run import run_job
+    from etl.ops.run import RunOptions, run_job
     from etl.ops.metrics import published_metrics
     with published_metrics(config) as observer:  # [metrics]: published however the run ends
-        return run_job(config, loop=args.loop, interval=args.interval, max_batches=args.max_batches,
-                       emit=_emit if args.json else None, observer=observer, early=early)
+        return run_job(config, RunOptions(args.loop, args.interval, args.max_batches), observer,
+                       emit=_emit if args.json else None, early=early)
 
 
 def cmd_status(config: Config, args) -> int:

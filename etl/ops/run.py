@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable
 
 from etl.compaction.run import compact, compactor_of
@@ -38,8 +38,17 @@ Emit = Callable[[dict], None]
 MIRROR_REFRESH_SECONDS = 3600.0
 
 
-def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batches: int | None = None,
-            observer: JobObserver = NO_OBSERVER, emit: Emit | None = None,
+@dataclass(frozen=True)
+class RunOptions:
+    """`etl run`'s command line: keep going (--loop, sleeping `interval` seconds when caught up),
+    and stop after `max_batches` committed batches (None: when caught up; with `loop`, never)."""
+    loop: bool = False
+    interval: float = 60.0
+    max_batches: int | None = None
+
+
+def run_job(config: Config, options: RunOptions = RunOptions(), observer: JobObserver = NO_OBSERVER,
+            emit: Emit | None = None,
             clock: Callable[[], dt.datetime] = utc_now, early: EarlyLaunch | None = None) -> int:
     """Raises LockHeld, having done nothing, when another run holds the job's lock. `clock`: the
     run's one clock, which plans batches, closes markers' windows and finishes compactions. With
@@ -47,14 +56,13 @@ def run_job(config: Config, loop: bool = False, interval: float = 60.0, max_batc
     driver JVM the command launched before it imported this (etl.hive.spark.launch_early)."""
     timeline = PhaseTimeline(observer)
     with JobContext(config, clock, moves_offsets=True, runs_batches=True, observer=timeline, early=early) as context:
-        code = run_in(context, loop, interval, max_batches, emit)
+        code = run_in(context, options, emit)
     if emit is not None:
         emit(timeline.report())
     return code
 
 
-def run_in(context: JobContext, loop: bool = False, interval: float = 60.0, max_batches: int | None = None,
-           emit: Emit | None = None) -> int:
+def run_in(context: JobContext, options: RunOptions = RunOptions(), emit: Emit | None = None) -> int:
     config, observer = context.config, context.observer
     context.spec  # a schema error stops the run before it touches anything
     _check_producers_schemas(context)  # so does a column that cannot hold its field
@@ -67,7 +75,7 @@ def run_in(context: JobContext, loop: bool = False, interval: float = 60.0, max_
                        f"changes. If that run died, its lock disappears when its ZooKeeper session expires "
                        f"(at most {config.zookeeper.session_timeout_seconds:g}s after it died); then run again.")
     try:
-        _run_locked(context, loop, interval, max_batches, emit)
+        _run_locked(context, options, emit)
     finally:
         with timed(observer, Phase.CLEANUP):
             store.session.release_lock()
@@ -93,7 +101,7 @@ def _check_producers_schemas(context: JobContext) -> None:
         check_writer_schemas(context.spec_for(route).decoder, topics, f"{config.path}: {where} {route.schema_file}")
 
 
-def _run_locked(context: JobContext, loop: bool, interval: float, max_batches: int | None, emit: Emit | None) -> None:
+def _run_locked(context: JobContext, options: RunOptions, emit: Emit | None) -> None:
     store, observer = context.store, context.observer
     finish_pending_reset(store.operator, context.fs, log.warning)  # a reset that died half-way
     with timed(observer, Phase.SETUP):
@@ -107,7 +115,7 @@ def _run_locked(context: JobContext, loop: bool, interval: float, max_batches: i
     refresh = _MirrorRefresh(lambda: mirror_committed(store.offsets, context.mirror, kafka.job_topics().loaded))
     try:
         compactor_of(context).finish_pending()  # before any batch: a batch writes where Hive reads
-        _run_batches(job, loop, interval, max_batches, emit, observer, refresh,
+        _run_batches(job, options, emit, observer, refresh,
                      compact=(lambda: _compact(context, emit)) if context.config.compaction.after_run else None)
     except Exception:
         context.spark.settle_after_failure()  # Spark's running tasks end before the JVM does
@@ -134,11 +142,11 @@ class _MirrorRefresh:
             self.last = time.monotonic()
 
 
-def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None, emit: Emit | None,
+def _run_batches(job: Job, options: RunOptions, emit: Emit | None,
                  observer: JobObserver = NO_OBSERVER, refresh_mirror: Callable[[], None] = lambda: None,
                  compact: Callable[[], None] | None = None) -> None:
     """`compact`: [compaction] after_run's step, when caught up and at the end (None: off)."""
-    done = 0
+    done, max_batches = 0, options.max_batches
     while max_batches is None or done < max_batches:
         summary = job.run_once()
         if summary is not None:
@@ -151,11 +159,11 @@ def _run_batches(job: Job, loop: bool, interval: float, max_batches: int | None,
         caught_up = summary is None or not (summary.resumed or summary.reached_cap)
         if caught_up and compact is not None:
             compact()
-        if caught_up and not loop:
+        if caught_up and not options.loop:
             return
         if caught_up:
             refresh_mirror()
-            time.sleep(interval)
+            time.sleep(options.interval)
     if compact is not None:
         compact()
 

@@ -38,12 +38,12 @@ class PhaseTimes(JobObserver):
 
 def run_job_timed(config, max_batches: int | None = 1) -> tuple[dict, str]:
     """etl.ops.run.run_job in this process, timed phase by phase; returns (phases, its stdout)."""
-    from etl.ops.run import run_job
+    from etl.ops.run import RunOptions, run_job
     times = PhaseTimes()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         started = time.monotonic()
-        code = run_job(config, max_batches=max_batches, observer=times)
+        code = run_job(config, RunOptions(max_batches=max_batches), observer=times)
         wall = time.monotonic() - started
     if code != 0:
         raise RuntimeError(f"run_job exited {code}: {out.getvalue()}")
