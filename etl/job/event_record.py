@@ -16,35 +16,34 @@ from typing import Mapping
 
 from etl.config import HiveConfig
 from etl.job.range_task import RangeResult
-from etl.model.batch import Batch
+from etl.model.batch import Batch, TouchedPartition
 from etl.sink.markers import SuccessMarkers
 
 log = logging.getLogger(__name__)
 
 
-def touched_partitions(results: list[RangeResult], tables: Mapping[str, list[str]] | None = None) -> list[dict]:
-    """{"partition", "rows", "late", "files"} of every Hive partition the ranges wrote into, and
-    its "table" in a routed batch (`tables`: Batch.tables), sorted; `files`: one per range that
-    placed rows there."""
+def touched_partitions(results: list[RangeResult],
+                       tables: Mapping[str, list[str]] | None = None) -> list[TouchedPartition]:
+    """Every Hive partition the ranges wrote into, with its table in a routed batch (`tables`:
+    Batch.tables), sorted; `files`: one per range that placed rows there."""
     touched: dict[tuple[str, str], list[int]] = {}
     for result in results:
         own = ((tables or {}).get(result.range.topic) or [""])[0]
         for part in result.parts:
             counts = touched.setdefault((part.partition, part.table or own), [0, 0, 0])
             counts[0], counts[1], counts[2] = counts[0] + part.rows, counts[1] + part.late, counts[2] + 1
-    return [{"partition": path, **({"table": table} if table else {}), "rows": rows, "late": late, "files": files}
-            for (path, table), (rows, late, files) in sorted(touched.items())]
+    return [TouchedPartition(path, rows, late, files, table) for (path, table), (rows, late, files) in sorted(touched.items())]
 
 
 def event_time_record(batch: Batch, results: list[RangeResult], markers: SuccessMarkers, hive: HiveConfig) -> dict:
     """The changes the WRITTEN header carries, given what the batch's tasks returned."""
     partitions = touched_partitions(results, batch.tables)
     for part in partitions:
-        if part["late"]:
+        if part.late:
             log.error("LATE DATA: batch %d wrote %d rows into Hive partition %s of %s.%s, which was already due its "
                       "_SUCCESS when the batch was planned: written exactly once all the same ([hive] late_data = "
-                      "write); readers that trusted the marker miss them", batch.batch_id, part["late"],
-                      part["partition"], hive.database, part.get("table") or hive.the_table)
+                      "write); readers that trusted the marker miss them", batch.batch_id, part.late,
+                      part.partition, hive.database, part.table or hive.the_table)
     event_high = {f"{r.range.topic}:{r.range.partition}": r.max_event_ms for r in results
                   if r.max_event_ms is not None}
     return {"partitions": tuple(partitions), "event_high": event_high, "extra": markers.on_written(batch, partitions)}

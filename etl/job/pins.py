@@ -16,7 +16,7 @@ from typing import Callable, Protocol
 
 from etl.config import Config, DimensionChangePolicy
 from etl.errors import DimensionChanged
-from etl.model.batch import Batch
+from etl.model.batch import Batch, DimensionChange
 from etl.rows.dimensions import DimensionLoader, LoadedDimension, Snapshot, describe_change
 from etl.state.protocols import WithBatches, WithSession
 
@@ -78,8 +78,7 @@ def change_error(batch: Batch, names: list[str], pins: dict, current: dict) -> D
         f"versions in one batch. {advice}. The batch stays {batch.state.value}; nothing was committed")
 
 
-def change_records(names: list[str], pins: dict, now: dict, by: str, at: str) -> tuple[dict, ...]:
+def change_records(names: list[str], pins: dict, now: dict, by: str, at: str) -> tuple[DimensionChange, ...]:
     """What the batch keeps about pins replaced under use_current."""
-    return tuple({"dimension": name, "pinned": pins[name].to_json() if name in pins else None,
-                  "current": now[name].to_json() if name in now else None, "at": at, "by": by}
-                 for name in names)
+    return tuple(DimensionChange(name, pins[name].to_json() if name in pins else None,
+                                 now[name].to_json() if name in now else None, at, by) for name in names)

@@ -30,7 +30,7 @@ class BatchSummary:
                    batch.rejected or 0, seconds, reached_cap=any(r.size >= cap for r in batch.ranges),
                    unmatched=dict(batch.unmatched or {}), dimension_changes=len(batch.dimension_changes),
                    ignored_fields=dict(batch.ignored_fields),
-                   late_rows=sum(part.get("late", 0) for part in batch.partitions or ()))
+                   late_rows=sum(part.late for part in batch.partitions or ()))
 
     def describe(self) -> str:
         kind = "resumed" if self.resumed else "new"
@@ -53,7 +53,7 @@ def written_files(batch: Batch) -> int:
     table's files (the line says how many records were rejected) and split ranges' manifests."""
     if batch.partitions is None:
         return sum(len(batch.tables.get(r.topic) or (None,)) for r in batch.file_ranges)
-    return sum(part.get("files", 1) for part in batch.partitions)
+    return sum(1 if part.files is None else part.files for part in batch.partitions)
 
 
 def summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

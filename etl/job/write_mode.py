@@ -194,11 +194,11 @@ class EventTimeMode:
     def table_partitions(self, batch: Batch) -> dict[str, list[dict[str, str]]]:
         by_table: dict[str, list[dict[str, str]]] = {}
         for part in batch.partitions or ():
-            by_table.setdefault(part.get("table", ""), []).append(partition_values(part["partition"]))
+            by_table.setdefault(part.table, []).append(partition_values(part.partition))
         return by_table
 
     def register(self, registrar: HiveRegistrar, batch: Batch) -> None:
-        touched = [partition_values(part["partition"]) for part in batch.partitions or ()]
+        touched = [partition_values(part.partition) for part in batch.partitions or ()]
         registrar.add_partitions(touched, [batch.partition_values] if batch.rejected else [])
 
     def written(self, batch: Batch, results: list[RangeResult], markers: SuccessMarkers, hive: HiveConfig) -> dict:
@@ -211,7 +211,7 @@ class EventTimeMode:
         return apply_partition_cap(batch, count(), hive.max_partitions_per_batch, hive.on_too_many_partitions)
 
     def main_partitions(self, batch: Batch) -> list[dict[str, str] | str]:
-        return [part["partition"] for part in batch.partitions or ()]
+        return [part.partition for part in batch.partitions or ()]
 
 
 PLANNING_TIME = PlanningTimeMode()

@@ -105,6 +105,50 @@ class SkippedRange:
         return raw
 
 
+@dataclass(frozen=True)
+class TouchedPartition:
+    """A Hive partition a batch by event time wrote into, recorded at WRITTEN: its rows, the late
+    ones among them (already due their _SUCCESS when planned), the files written there (one per
+    range that placed rows; None in batches written before it was counted, read as 1), and a
+    routed batch's table ("" for a one-table job's)."""
+
+    partition: str  # its path, dt=2026-11-22/hour=13
+    rows: int
+    late: int = 0
+    files: int | None = None
+    table: str = ""
+
+    def to_json(self) -> dict:
+        """As stored: the key order and the omitted keys of the versions that wrote it."""
+        return {"partition": self.partition, **({"table": self.table} if self.table else {}), "rows": self.rows,
+                "late": self.late, **({"files": self.files} if self.files is not None else {})}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "TouchedPartition":
+        return cls(str(raw["partition"]), int(raw["rows"]), int(raw.get("late", 0)),
+                   None if raw.get("files") is None else int(raw["files"]), str(raw.get("table", "")))
+
+
+@dataclass(frozen=True)
+class DimensionChange:
+    """A dimension's pin replaced when its batch was resumed under on_dimension_change =
+    use_current: the snapshots before and after (etl.rows.dimensions.Snapshot json; None where the
+    source was missing), when, and by which run."""
+
+    dimension: str
+    pinned: dict | None
+    current: dict | None
+    at: str
+    by: str
+
+    def to_json(self) -> dict:
+        return {"dimension": self.dimension, "pinned": self.pinned, "current": self.current, "at": self.at, "by": self.by}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "DimensionChange":
+        return cls(str(raw["dimension"]), raw.get("pinned"), raw.get("current"), str(raw["at"]), str(raw["by"]))
+
+
 # In a routed batch's extra, from WRITTEN on: table -> the rows written to it (etl.job.batch_tables).
 TABLE_ROWS_KEY = "table_rows"
 
@@ -126,8 +170,7 @@ class Batch:
     unmatched: dict[str, int] | None = None  # name -> rows whose key found no match; None until WRITTEN
     # Writer-schema fields the table lacks -> records that carried them (avro, protobuf); set at WRITTEN
     ignored_fields: dict[str, int] = field(default_factory=dict)
-    # Pins replaced under on_dimension_change = use_current: {dimension, pinned, current, at, by}
-    dimension_changes: tuple[dict, ...] = ()
+    dimension_changes: tuple[DimensionChange, ...] = ()  # pins replaced under on_dimension_change = use_current
     kind: BatchKind = BatchKind.LOAD
     # What the plan writes to, checked when a batch is resumed (etl.model.binding.Target json).
     target: dict = field(default_factory=dict)
@@ -136,8 +179,8 @@ class Batch:
     last_records: dict[str, RecordFingerprint] = field(default_factory=dict)
     # By event time: the Placement json every attempt places rows with ({} under planning time).
     placement: dict = field(default_factory=dict)
-    # Set at WRITTEN by event time: each Hive partition touched, {"partition", "rows", "late"}.
-    partitions: tuple[dict, ...] | None = None
+    # Set at WRITTEN by event time: each Hive partition touched.
+    partitions: tuple[TouchedPartition, ...] | None = None
     # Set at WRITTEN by event time: "topic:partition" -> latest event time (ms) among its rows.
     event_high: dict[str, int] = field(default_factory=dict)
     # Set at REGISTERED: the snapshot of the offsets after this batch, written before the commit
@@ -182,7 +225,7 @@ class Batch:
             "updated_at": self.updated_at, "range_count": len(self.ranges), "extra": self.extra,
             "dimensions": self.dimensions, "unmatched": self.unmatched,
             **({"ignored_fields": self.ignored_fields} if self.ignored_fields else {}),
-            "dimension_changes": list(self.dimension_changes), "kind": self.kind.value,
+            "dimension_changes": [c.to_json() for c in self.dimension_changes], "kind": self.kind.value,
             "target": self.target, "topic_ids": self.topic_ids,
             "last_records": {key: last.to_json() for key, last in self.last_records.items()},
             **({"placement": self.placement} if self.placement else {}),
@@ -205,14 +248,14 @@ class Batch:
             extra=header.get("extra", {}), dimensions=header.get("dimensions", {}),
             unmatched=None if header.get("unmatched") is None else _counts(header["unmatched"]),
             ignored_fields=_counts(header.get("ignored_fields", {})),
-            dimension_changes=tuple(header.get("dimension_changes", [])),
+            dimension_changes=tuple(DimensionChange.from_json(c) for c in header.get("dimension_changes", [])),
             kind=BatchKind(header.get("kind", BatchKind.LOAD.value)), target=header.get("target", {}),
             # An id the broker did not report was never stored (etl.job.driver); an older header's None is the same.
             topic_ids={str(topic): str(i) for topic, i in header.get("topic_ids", {}).items() if i},
             last_records={key: RecordFingerprint(int(last[0]), int(last[1]), str(last[2]))
                           for key, last in header.get("last_records", {}).items()},
             placement=header.get("placement", {}), event_high=_counts(header.get("event_high", {})),
-            partitions=None if partitions is None else tuple(partitions),
+            partitions=None if partitions is None else tuple(TouchedPartition.from_json(p) for p in partitions),
             snapshot=header.get("snapshot", ""),
             tables={topic: list(tables) for topic, tables in header.get("tables", {}).items()},
         )

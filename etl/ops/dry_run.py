@@ -127,7 +127,7 @@ def open_batch_target(batch: Batch, warehouse: Warehouse | None) -> dict:
     if batch.partitions is None:
         return {DRY_RUN_KEY: True, "partitions": None, "detail": EVENT_TIME_TARGET}
     return {DRY_RUN_KEY: True, "detail": "recorded when the batch's files were written",
-            "partitions": [{**_partition(warehouse, part["partition"]), **({"table": part["table"]} if "table" in part else {})}
+            "partitions": [{**_partition(warehouse, part.partition), **({"table": part.table} if part.table else {})}
                            for part in batch.partitions]}
 
 

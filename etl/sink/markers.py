@@ -63,7 +63,7 @@ from typing import Callable, Mapping, Protocol
 
 from etl.config import Config, SuccessMarkerConfig
 from etl.errors import WarehouseError
-from etl.model.batch import Batch, BatchState
+from etl.model.batch import Batch, BatchState, TouchedPartition
 from etl.model.naming import partition_path, partition_values, temp_name
 from etl.model.partitioning import Partitioner, future_bound_ms
 from etl.sink.commit import publish
@@ -137,19 +137,19 @@ class SuccessMarkers:
                 ledger = ledger.with_late(self._report_late(batch, awaiting))
         return replace(batch, extra={**batch.extra, LEDGER_KEY: ledger.to_json()})
 
-    def on_written(self, batch: Batch, partitions: list[dict]) -> dict:
+    def on_written(self, batch: Batch, partitions: list[TouchedPartition]) -> dict:
         """By event time: the batch header's extra, its ledger listing every partition the batch
         touched, and each partition that received late rows recorded."""
         if not self.settings.enabled:
             return batch.extra
         ledger = Ledger.of(batch)
         for part in partitions:
-            values = partition_values(part["partition"])
-            table = part.get("table", "")  # a routed batch's: each table's partition is marked in its folder
+            values = partition_values(part.partition)
+            table = part.table  # a routed batch's: each table's partition is marked in its folder
             ledger = ledger.adding(values, self.partitioner, (table,))
-            if part["late"]:
-                ledger = ledger.with_late({"batch_id": batch.batch_id, "partition": part["partition"],
-                                           "rows": part["late"], "planned_at": batch.planned_at,
+            if part.late:
+                ledger = ledger.with_late({"batch_id": batch.batch_id, "partition": part.partition,
+                                           "rows": part.late, "planned_at": batch.planned_at,
                                            "planned_by": batch.planned_by, **({"table": table} if table else {})})
         return {**batch.extra, LEDGER_KEY: ledger.to_json()}
 

@@ -99,7 +99,8 @@ def merge_markers(header: dict, chunks: list[list]) -> dict:
 
 def partition_chunks(batch: Batch) -> list[bytes]:
     touched = batch.partitions or ()
-    return [dump(list(touched[i:i + PARTITIONS_PER_CHUNK])) for i in range(0, len(touched), PARTITIONS_PER_CHUNK)]
+    return [dump([part.to_json() for part in touched[i:i + PARTITIONS_PER_CHUNK]])
+            for i in range(0, len(touched), PARTITIONS_PER_CHUNK)]
 
 
 def partition_chunk_count(header: dict) -> int:

@@ -133,6 +133,6 @@ def test_a_dimension_changed_between_a_kill_and_the_resume_fails_or_is_used_as_c
     batch = last_batch(use_current)
     assert batch.state is BatchState.COMMITTED and len(batch.dimension_changes) == 1
     change = batch.dimension_changes[0]
-    assert change["dimension"] == "countries" and change["pinned"]["files"][0][1] == pinned_size
-    assert change["current"]["files"][0][1] == source.stat().st_size
-    assert batch.dimensions["countries"] == change["current"]
+    assert change.dimension == "countries" and change.pinned["files"][0][1] == pinned_size
+    assert change.current["files"][0][1] == source.stat().st_size
+    assert batch.dimensions["countries"] == change.current

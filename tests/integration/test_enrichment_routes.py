@@ -85,6 +85,6 @@ def test_each_route_joins_or_transforms_with_its_own_dimensions_and_a_changed_on
     spark.catalog.refreshTable(f"{DB}.{name}_events")  # this session listed its files before batch 2
     names = {r[0] for r in spark.sql(f"SELECT country_name FROM {DB}.{name}_events WHERE event_id >= 100").collect()}
     assert names == {"Deutschland"}
-    assert [c["dimension"] for c in last_batch(use_current).dimension_changes] == ["countries"]
+    assert [c.dimension for c in last_batch(use_current).dimension_changes] == ["countries"]
     oracle = check_exactly_once(hive_reader(spark), use_current, expected + more, warehouse_dir)
     print(f"[dimension-routes] {oracle.describe()}")

@@ -84,7 +84,7 @@ def test_a_far_future_event_time_does_not_mark_the_open_hour_nor_make_later_rows
         errors = rejected_errors(spark, DB, hive_table_name)
         assert len(errors) == 1 and errors[0].startswith("future: event time 9999-12-30"), errors
     assert not (hour_folder(warehouse_dir, hive_table_name, later) / MARKER_NAME).exists()
-    assert all(p["late"] == 0 for p in job_state(config).last_batch.partitions)
+    assert all(p.late == 0 for p in job_state(config).last_batch.partitions)
     assert run_verify(load_config(config), deep=False).ok
 
 
@@ -104,6 +104,6 @@ def test_a_watermark_pinned_by_an_older_release_recovers(spark, new_topic, produ
     second, later = now_event(2)
     produce(topic, {0: [second]})
     assert run_job(load_config(config)) == 0
-    assert job_state(config).last_batch.partitions and all(p["late"] == 0 for p in job_state(config).last_batch.partitions)  # not late
+    assert job_state(config).last_batch.partitions and all(p.late == 0 for p in job_state(config).last_batch.partitions)  # not late
     assert stored_max(config)[(topic, 0)] == int(later.timestamp() * 1000)  # the pinned maximum is replaced
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 3})

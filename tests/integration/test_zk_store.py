@@ -10,7 +10,7 @@ import pytest
 from kazoo.exceptions import SessionExpiredError
 
 from etl.errors import LockLost
-from etl.model.batch import Batch, BatchState, OffsetRange
+from etl.model.batch import Batch, BatchState, OffsetRange, TouchedPartition
 from tests.harness.state import expire_session
 from tests.harness.store_contract import compaction, switched
 
@@ -78,7 +78,7 @@ def test_the_partitions_a_batch_touched_are_stored_in_chunks_at_written(open_sto
     store = open_store()
     store.session.acquire_lock()
     version = store.batches.write_plan(batch())
-    touched = tuple({"partition": f"dt=2026-01-{d:02d}/hour={h:02d}", "rows": h, "late": 0}
+    touched = tuple(TouchedPartition(f"dt=2026-01-{d:02d}/hour={h:02d}", h, 0)
                     for d in range(1, 29) for h in range(24)) * 20  # 13,440 entries, ~800 KB as one list
     loaded, version = store.batches.read_batch(1)
     assert loaded.partitions is None

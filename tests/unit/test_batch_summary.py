@@ -6,7 +6,7 @@ from __future__ import annotations
 from etl.job.event_record import touched_partitions
 from etl.job.summary import BatchSummary
 from etl.job.tasks import RangeResult
-from etl.model.batch import Batch, BatchState, OffsetRange
+from etl.model.batch import Batch, BatchState, OffsetRange, TouchedPartition
 from etl.sink.manifest import Part
 
 
@@ -20,7 +20,7 @@ def test_an_event_time_batch_counts_one_file_per_range_and_hive_partition():
     results = [RangeResult(one, True, 5, 0, parts=tuple(Part(f"dt=2026-11-2{d}/hour=10", 1) for d in range(5))),
                RangeResult(two, True, 2, 0, parts=(Part("dt=2026-11-20/hour=10", 1), Part("dt=2026-11-21/hour=10", 1)))]
     partitions = touched_partitions(results)
-    assert [p["files"] for p in partitions] == [2, 2, 1, 1, 1]
+    assert [p.files for p in partitions] == [2, 2, 1, 1, 1]
     summary = BatchSummary.of(_batch([one, two], tuple(partitions)), resumed=False, seconds=1.0, cap=1000)
     assert summary.files == 7 and "COMMITTED: 7 files, 7 rows" in summary.describe()
 
@@ -31,8 +31,8 @@ def test_a_batch_by_planning_time_counts_one_file_per_range():
 
 
 def test_a_record_written_before_files_were_counted_takes_each_partition_for_one():
-    partitions = ({"partition": "dt=2026-11-20/hour=10", "rows": 3, "late": 0},
-                  {"partition": "dt=2026-11-20/hour=11", "rows": 4, "late": 0})
+    partitions = (TouchedPartition("dt=2026-11-20/hour=10", 3, 0, files=None),
+                  TouchedPartition("dt=2026-11-20/hour=11", 4, 0, files=None))
     summary = BatchSummary.of(_batch([OffsetRange("t", 0, 0, 7, None)], partitions), False, 1.0, 1000)
     assert summary.files == 2
 

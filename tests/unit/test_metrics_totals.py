@@ -5,7 +5,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange
+from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, TouchedPartition
 from etl.ops.metrics import totals_metrics
 from etl.state.totals import LoadTotals
 
@@ -17,8 +17,8 @@ def batch(kind=BatchKind.LOAD, rows=90, rejected=10, partitions=None) -> Batch:
 
 
 def test_a_load_batch_adds_its_offsets_rows_rejected_late_rows_and_bytes():
-    first = LoadTotals().after(batch(partitions=({"partition": {}, "rows": 50, "late": 3},
-                                                 {"partition": {}, "rows": 40, "late": 2})), 4096)
+    first = LoadTotals().after(batch(partitions=(TouchedPartition("dt=2026-11-25", 50, 3),
+                                                 TouchedPartition("dt=2026-11-26", 40, 2))), 4096)
     assert (first.batches, first.offsets, first.rows, first.rejected, first.late, first.bytes) == \
         (1, 100, 90, 10, 5, 4096)
     assert first.since and first.bytes_since == first.since

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from etl.model.batch import Batch, BatchState
+from etl.job.summary import written_files
+from etl.model.batch import Batch, BatchState, DimensionChange, TouchedPartition
 from etl.model.identity import RecordFingerprint
 from etl.state.offsets_after import offsets_after
 from etl.state.snapshots import CommittedState
@@ -63,3 +64,24 @@ def test_the_fixtures_span_the_versions_before_each_typed_field():
     keys_by_version = [set(s["header"]) for s in STORED if s["state"] == "COMMITTED"]
     assert "last_records" not in keys_by_version[0] and "tables" in keys_by_version[-1]
     assert len(STORED) == 8
+
+
+# The partitions a batch by event time records at WRITTEN, as stored in its chunks: before each
+# entry counted its files, then with them, and a routed batch's with its table.
+TOUCHED = [{"partition": "dt=2026-11-25/hour=10", "rows": 40, "late": 0},
+           {"partition": "dt=2026-11-25/hour=11", "rows": 7, "late": 2, "files": 2},
+           {"partition": "dt=2026-11-25/hour=11", "table": "clicks", "rows": 5, "late": 0, "files": 1}]
+CHANGE = {"dimension": "countries", "pinned": {"path": "/d/c.csv", "bytes": 10, "files": [["/d/c.csv", 10, 1]]},
+          "current": None, "at": "2026-11-25T10:00:00+00:00", "by": "run f457 (host vm, pid 1)"}
+
+
+def test_the_partitions_and_dimension_changes_a_batch_stored_are_typed_and_write_back_as_stored():
+    header = {**STORED[-1]["header"], "dimension_changes": [CHANGE]}
+    batch = Batch.from_json(header, STORED[-1]["ranges"], TOUCHED)
+    assert batch.partitions == (TouchedPartition("dt=2026-11-25/hour=10", 40, 0, None),
+                                TouchedPartition("dt=2026-11-25/hour=11", 7, 2, 2),
+                                TouchedPartition("dt=2026-11-25/hour=11", 5, 0, 1, "clicks"))
+    assert [part.to_json() for part in batch.partitions] == TOUCHED
+    assert batch.dimension_changes == (DimensionChange("countries", CHANGE["pinned"], None, CHANGE["at"], CHANGE["by"]),)
+    assert batch.header_json()["dimension_changes"] == [CHANGE]
+    assert written_files(batch) == 1 + 2 + 1  # an entry from before files were counted is one file

@@ -16,7 +16,7 @@ from etl.job.event_record import touched_partitions
 from etl.job.batch_tables import register_routed, routed_written
 from etl.job.range_task import RangeResult
 from etl.job.write_mode import EVENT_TIME, PLANNING_TIME
-from etl.model.batch import Batch, BatchState, OffsetRange
+from etl.model.batch import Batch, BatchState, OffsetRange, TouchedPartition
 from etl.ops.dry_run import open_batch_target
 from etl.ops.metrics_tables import written_files
 from etl.sink.fs import LocalFileSystem
@@ -47,14 +47,14 @@ def _batch(**changes) -> Batch:
 
 
 def test_written_lists_each_tables_partitions_and_a_one_table_batchs_entries_name_none():
-    assert touched_partitions(RESULTS, TABLES) == [
+    assert [p.to_json() for p in touched_partitions(RESULTS, TABLES)] == [
         {"partition": H + "07", "table": "clicks", "rows": 2, "late": 0, "files": 1},
         {"partition": H + "08", "table": "clicks", "rows": 1, "late": 1, "files": 1},
         {"partition": H + "08", "table": "orders", "rows": 3, "late": 0, "files": 1},
         {"partition": H + "08", "table": "views", "rows": 2, "late": 0, "files": 1}]
     one = [RangeResult(WHOLE, True, 3, 0, parts=(Part(H + "08", 3, 0),)), RangeResult(SPLIT, True, 1, 0,
                                                                                       parts=(Part(H + "08", 1, 1),))]
-    assert json.dumps(touched_partitions(one)) == json.dumps(
+    assert json.dumps([p.to_json() for p in touched_partitions(one)]) == json.dumps(
         [{"partition": H + "08", "rows": 4, "late": 1, "files": 2}])
 
 
@@ -143,10 +143,8 @@ def test_a_batch_over_200_tables_and_48_hours_fits_zookeepers_nodes():
     """9,600 (table, partition) entries, in the touched partitions and the markers' ledger: each
     node ZooKeeper stores stays under its 1 MB."""
     hours = [f"dt=2026-11-{24 + h // 24}/hour={h % 24:02d}" for h in range(48)]
-    touched = [{"partition": p, "table": f"table_{t:03d}", "rows": 1000, "late": 0, "files": 3}
-               for p in hours for t in range(200)]
-    ledger = Ledger(unmarked=tuple(Awaiting(partition_key(partition_values(e["partition"])), e["table"])
-                                   for e in touched))
+    touched = [TouchedPartition(p, 1000, 0, 3, f"table_{t:03d}") for p in hours for t in range(200)]
+    ledger = Ledger(unmarked=tuple(Awaiting(partition_key(partition_values(e.partition)), e.table) for e in touched))
     batch = _batch(partitions=tuple(touched), extra={LEDGER_KEY: ledger.to_json()})
     chunks = partition_chunks(batch) + marker_chunks(batch)
     assert len(partition_chunks(batch)) == 2 and max(len(c) for c in chunks) < 1_000_000
