@@ -17,6 +17,7 @@ import pyspark
 import pytest
 
 from etl import cli, logs, spark_line
+from etl.errors import Refused
 from etl.hive.spark import DRIVER_LOG4J2
 from etl.ops.acting import Act
 from etl.ops.check import NagiosState, judge
@@ -102,6 +103,24 @@ def test_every_command_that_changes_state_previews_unless_given_execute(command,
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     advice = "use --execute" if old == "--yes" else "a preview is the default now; --execute acts"
     assert warnings == ([] if warned is None else [f"{old} is deprecated and goes in the next release: {advice}"])
+
+
+def test_a_refusal_under_json_prints_the_report_with_its_error_and_exits_with_its_code(tmp_path, monkeypatch, capsys):
+    import etl.ops.reset
+
+    def refuse(config, options, out, report):
+        report.update(changes=[{"topic": "t", "partition": 0, "old": 50, "new": 20, "backwards": True}])
+        out("t[0]: 50 -> 20  (backwards)")
+        raise Refused("t[0] -> 20 is backwards over 2 committed files: pass --move-aside")
+    monkeypatch.setattr(etl.ops.reset, "reset_offsets", refuse)
+    (tmp_path / "job.ini").write_text(minimal_ini(REPO / "warehouse_schema" / "events.sql"))
+    code = cli.main(["reset-offsets", "--config", str(tmp_path / "job.ini"), "--to", "t:0=20", "--execute", "--json"])
+    shown, said = capsys.readouterr()
+    report = json.loads(shown)
+    assert code == 2 and report["exit_code"] == 2 and report["changes"][0]["new"] == 20
+    assert report["messages"] == ["t[0]: 50 -> 20  (backwards)"]
+    assert report["error"] == "t[0] -> 20 is backwards over 2 committed files: pass --move-aside; nothing changed"
+    assert "etl: error: t[0] -> 20 is backwards" in said
 
 
 @pytest.mark.parametrize("command", sorted(CHANGING))
