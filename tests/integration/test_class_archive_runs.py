@@ -64,6 +64,10 @@ def test_the_first_run_records_a_class_archive_and_the_next_run_maps_it(spark, n
     check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: 80, 1: 80}), warehouse_dir)
 
 
+# What HotSpot prints when it wrote its crash report (hs_err_pid<pid>.log).
+JVM_REPORTED = "An error report file with more information is saved as"
+
+
 def _damage(archive: Path, where: str, length: int = 4096) -> None:
     """Flip `length` bytes of the archive in place, at its start or at five points of its body
     (which of its classes the JVM touches at start varies): its size stays the same."""
@@ -104,7 +108,7 @@ def test_a_damaged_archive_is_moved_aside_and_every_next_run_succeeds_and_record
             said = f"{archive} made the driver JVM exit while it started"
         produce(topic, events_by_partition(1, 10, first_id=loaded))
         run = run_etl(config, "--json")
-        told = run.stderr
+        told, reported = run.stderr, JVM_REPORTED in run.stdout + run.stderr  # HotSpot's banner goes to stdout
         if where.endswith("checksum") and run.returncode != 0:  # the JVM failed, or died after its start
             said = (f"{archive} made the driver JVM fail while it started", f"{archive} made the driver JVM exit during")
             assert any(words in run.stderr for words in said) and "moved aside" in run.stderr, run.describe()
@@ -117,9 +121,10 @@ def test_a_damaged_archive_is_moved_aside_and_every_next_run_succeeds_and_record
         if said:  # this run moved the archive aside, and says so
             assert said in run.stderr and "moved aside" in run.stderr, f"damaged {where}: " + run.stderr[-3000:]
         assert not archive.exists() and list(folder.glob("*.corrupt")) == [Path(f"{archive}.corrupt")]
-        if where.endswith("checksum") and f"{archive} made the driver JVM exit" in told:
-            # the JVM crashed (rather than raising a LinkageError), and its report is beside the archives
-            assert list(folder.glob("hs_err_pid*.log")), list(folder.iterdir())
+        if where.endswith("checksum") and f"{archive} made the driver JVM exit" in told and reported:
+            # The JVM crashed and wrote its report: beside the archives, not in the job's folder. A JVM
+            # that exited at start without crashing (it refused the archive) writes none, nor says so.
+            assert list(folder.glob("hs_err_pid*.log")), (list(folder.iterdir()), told[-3000:])
         [recorded] = folder.glob("*.jsa")  # this run recorded a whole one again
         assert "class archive ready" in run.stderr and recorded.stat().st_size > 10_000_000
     check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: loaded}), warehouse_dir)
