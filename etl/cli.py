@@ -17,8 +17,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 import etl
 from etl import faults, logs
 from etl.config import Config, effective_ini, load_config, render_effective
-from etl.errors import (ConfigError, EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
-                        RETRYABLE_OS_ERRORS, EtlError, LockHeld)
+from etl.errors import (ConfigError, EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE,
+                        EXIT_USAGE, RETRYABLE_OS_ERRORS, EtlError, LockHeld)
 from etl.ops.acting import act_of, add_act_options
 from etl.ops.check import CheckResult, unknown
 from etl.state.store import BATCHES_KEPT, RETRYABLE_ZK_ERRORS
@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
             logs.json_hooks()
         config = load_config(args.config)
         if not config.routes.implicit and args.command in _NOT_ROUTED_YET:
-            raise ConfigError(f"etl {_NOT_ROUTED_YET[args.command]} does not take [route] sections yet; nothing was touched")
+            raise ConfigError(f"etl {_NOT_ROUTED_YET[args.command]} does not take [route] sections yet; "
+                              "nothing was touched")
         logs.bind(job=config.job.name)
         if program and logs.chosen_format() is logs.LogFormat.JSON:
             logs.relay_stderr(logs.bound())
@@ -152,7 +153,8 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     verify = _command(commands, "verify", cmd_verify, "check the warehouse against ZooKeeper; exit 0 only if all holds")
     verify.add_argument("--deep", action="store_true", help="also read every row through Hive")
     verify.add_argument("--json", action="store_true")
-    recover = _command(commands, "recover", cmd_recover, "explain the state a crash left, and with --execute complete it")
+    recover = _command(commands, "recover", cmd_recover,
+                       "explain the state a crash left, and with --execute complete it")
     add_act_options(recover, "--dry-run")
     recover.add_argument("--accept-loss", action="store_true",
                          help="record committed ranges that no file covers and Kafka no longer holds as lost")
@@ -170,10 +172,13 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     reset.add_argument("--json", action="store_true")
     bind = _command(commands, "bind", cmd_bind, "move the job to the table and folders its config names now")
     add_act_options(bind, "--yes")
-    bind.add_argument("--data-moved", action="store_true", help="the loaded files were moved to the new folders too: verify checks them")
-    bind.add_argument("--stop-loading", action="store_true", help="with routes: stop loading topics no route takes any more")
+    bind.add_argument("--data-moved", action="store_true",
+                      help="the loaded files were moved to the new folders too: verify checks them")
+    bind.add_argument("--stop-loading", action="store_true",
+                      help="with routes: stop loading topics no route takes any more")
     bind.add_argument("--move-loaded", action="store_true", help="with routes: send loaded topics to their new tables")
-    compact = _command(commands, "compact", cmd_compact, "merge the small files of finished Hive partitions, exactly once")
+    compact = _command(commands, "compact", cmd_compact,
+                       "merge the small files of finished Hive partitions, exactly once")
     compact.add_argument("--partition", action="append", type=_partition, metavar="dt=YYYY-MM-DD[/hour=HH]",
                          help="compact this partition whether or not it is finished (repeatable)")
     compact.add_argument("--table", action="append", metavar="TABLE", help="only this table, by its Hive name: one of "

@@ -5,16 +5,16 @@ A benchmark, not a test: it prints figures (and checks that every run loaded exa
 should), but never fails because something was slow. Needs the local stack
 (scripts/local-stack up) and the venv with the dev extra (scripts/setup --tests).
 
-    .venv/bin/python scripts/bench.py                      # 1M JSON records, 4 partitions, local[2], 3 repetitions
-    .venv/bin/python scripts/bench.py --memory-check       # peak Python worker RSS: a 1M vs a 10M partition-batch
+    .venv/bin/python scripts/bench.py                    # 1M JSON records, 4 partitions, local[2], 3 repetitions
+    .venv/bin/python scripts/bench.py --memory-check     # peak Python worker RSS: a 1M vs a 10M partition-batch
     .venv/bin/python scripts/bench.py --partition-scaling 10,100,1000
-    .venv/bin/python scripts/bench.py --event-time         # partition_by = column:ts vs planning_time; 720 partitions
-    .venv/bin/python scripts/bench.py --formats            # the same events as JSON, Avro and Protobuf; Avro row by row
-    .venv/bin/python scripts/bench.py --side-by-side       # ours vs Spark's own Kafka source + file sink (issue 27)
-    .venv/bin/python scripts/bench.py --cluster-shape      # the seeds' shape, spark-submit on local[2], standalone, YARN
-    .venv/bin/python scripts/bench.py --fixed-cost         # a scheduled etl run, exec to exit, phase by phase
-    .venv/bin/python scripts/bench.py --routes             # 20 topics into 20 tables in one run vs one table vs 20 jobs
-    .venv/bin/python scripts/bench.py --compaction         # one partition of 504 small files: queries, etl compact, merge
+    .venv/bin/python scripts/bench.py --event-time       # partition_by = column:ts vs planning_time; 720 partitions
+    .venv/bin/python scripts/bench.py --formats          # the same events as JSON, Avro and Protobuf; Avro row by row
+    .venv/bin/python scripts/bench.py --side-by-side     # ours vs Spark's own Kafka source + file sink (issue 27)
+    .venv/bin/python scripts/bench.py --cluster-shape    # the seeds' shape, spark-submit on local[2], standalone, YARN
+    .venv/bin/python scripts/bench.py --fixed-cost       # a scheduled etl run, exec to exit, phase by phase
+    .venv/bin/python scripts/bench.py --routes           # 20 topics into 20 tables in one run vs one table vs 20 jobs
+    .venv/bin/python scripts/bench.py --compaction       # one partition of 504 small files: queries, etl compact, merge
     .venv/bin/python scripts/bench.py --json --json-out bench.json
     .venv/bin/python scripts/bench.py --plot docs/images --plot-from docs/perf/*.json   # charts, no Spark
 
@@ -67,10 +67,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--drain-parallelism", type=_counts, default="2,4,8",
                         help="also drain at each local[P], the best being the physical limit (default 2,4,8)")
-    parser.add_argument("--drain-fetch-bytes", type=_counts, default="1048576,16777216",
-                        help="and with each max.partition.fetch.bytes (default 1 MiB, librdkafka's and the ETL's, and 16 MiB)")
-    parser.add_argument("--seeds-shape", action="store_true",
-                        help="only: 545,884 records in 18 partitions, whole `etl run` processes at each --seeds-parallelism")
+    parser.add_argument("--drain-fetch-bytes", type=_counts, default="1048576,16777216", help="and with each "
+                        "max.partition.fetch.bytes (default 1 MiB, librdkafka's and the ETL's, and 16 MiB)")
+    parser.add_argument("--seeds-shape", action="store_true", help="only: 545,884 records in 18 partitions, whole "
+                        "`etl run` processes at each --seeds-parallelism")
     parser.add_argument("--seeds-parallelism", type=_counts, default="2,4", help="local[P] for --seeds-shape")
     parser.add_argument("--routes", action="store_true",
                         help="only: the seeds' records as --routes-topics topics into as many tables in one `etl run`, "
@@ -79,9 +79,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--memory-check", action="store_true",
                         help="only: the full batch on one partition of 1M and one of 10M records, peak worker RSS")
     parser.add_argument("--memory-records", default="1000000,10000000", help="partition-batch sizes for --memory-check")
-    parser.add_argument("--event-time", action="store_true",
-                        help="only: partition_by = column:ts vs planning_time on --records, and peak worker RSS of a "
-                             "range over 1 vs 720 hourly partitions")
+    parser.add_argument("--event-time", action="store_true", help="only: partition_by = column:ts vs planning_time "
+                        "on --records, and peak worker RSS of a range over 1 vs 720 hourly partitions")
     parser.add_argument("--event-memory-records", type=int, default=300_000, help="records per range for --event-time")
     parser.add_argument("--formats", action="store_true",
                         help="only: the full batch over the same --records as JSON, Avro and Protobuf (schemas in a "
@@ -90,9 +89,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="only: our full batch vs Spark's own Kafka source and Parquet file sink "
                              "(tests/perf/peer_job.py) on the same --records, parsed and as a string, in-process; "
                              "then the seeds' shape as whole processes of both")
-    parser.add_argument("--compaction", action="store_true",
-                        help="only: GROUP BY over one Hive partition of partitions x batches small files, `etl compact` "
-                             "on it, the GROUP BY again; merge_files vs a plain pyarrow rewrite of the same files")
+    parser.add_argument("--compaction", action="store_true", help="only: GROUP BY over one Hive partition of "
+                        "partitions x batches small files, `etl compact` on it, the GROUP BY again; merge_files vs a "
+                        "plain pyarrow rewrite of the same files")
     parser.add_argument("--compaction-records", type=int, default=545_884, help="records for --compaction")
     parser.add_argument("--compaction-partitions", type=int, default=18, help="Kafka partitions for --compaction")
     parser.add_argument("--compaction-batches", type=int, default=28, help="batches (files per partition)")
@@ -101,17 +100,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
                              "YARN (client and cluster mode); starts scripts/local-stack up spark and up yarn")
     parser.add_argument("--cluster-managers", type=lambda text: text.split(","),
                         default="local,standalone,yarn-client,yarn-cluster", help="for --cluster-shape")
-    parser.add_argument("--crash-compare", action="store_true",
-                        help="only: one seeded SIGKILL campaign for our job and for the peer (Spark's file sink), "
-                             "counted through Hive, DuckDB and Spark")
+    parser.add_argument("--crash-compare", action="store_true", help="only: one seeded SIGKILL campaign for our "
+                        "job and for the peer (Spark's file sink), counted through Hive, DuckDB and Spark")
     parser.add_argument("--crash-kills", type=int, default=10, help="SIGKILLs per job for --crash-compare")
     parser.add_argument("--seed", type=int, default=20261126, help="the kill delays' seed for --crash-compare")
-    parser.add_argument("--partition-scaling", metavar="N,N,...", help="only: plan and commit time for topics of N partitions")
+    parser.add_argument("--partition-scaling", metavar="N,N,...",
+                        help="only: plan and commit time for topics of N partitions")
     parser.add_argument("--scaling-records", type=int, default=3, help="records per partition per batch (default 3)")
     parser.add_argument("--scaling-batches", type=int, choices=(1, 2), default=2,
                         help="batches per partition count: 1 (offsets created) or 2 (also updated; default)")
-    parser.add_argument("--scaling-topics", type=int, metavar="T",
-                        help="only: one routed job over T topics of --scaling-topic-partitions, a table each (issue 30)")
+    parser.add_argument("--scaling-topics", type=int, metavar="T", help="only: one routed job over T topics of "
+                        "--scaling-topic-partitions, a table each (issue 30)")
     parser.add_argument("--scaling-topic-partitions", type=int, default=10)
     parser.add_argument("--scaling-zk-only", action="store_true", help="measure partition scaling on ZooKeeper alone")
     parser.add_argument("--profile", action="store_true",
@@ -119,15 +118,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--py-spy", action="store_true",
                         help="also run one more full batch with py-spy sampling the Spark Python workers "
                              "(py-spy is in the dev extra that scripts/setup --tests installs)")
-    parser.add_argument("--fixed-cost", action="store_true",
-                        help="only: a scheduled `etl run` process phase by phase, exec to exit: nothing new, one "
-                             "record, the seeds' shape (medians of --repeat)")
+    parser.add_argument("--fixed-cost", action="store_true", help="only: a scheduled `etl run` process phase by "
+                        "phase, exec to exit: nothing new, one record, the seeds' shape (medians of --repeat)")
     parser.add_argument("--variant", action="append", nargs="+", metavar=("NAME", "VAR=VALUE"), default=[],
-                        help="with --fixed-cost, also run with these environment variables, e.g. ETL__JVM__QUICK_START=false")
+                        help="with --fixed-cost, also run with these environment variables, "
+                             "e.g. ETL__JVM__QUICK_START=false")
     parser.add_argument("--no-fixed-cost", action="store_true", help="skip the no-data run and Spark start-up timing")
-    parser.add_argument("--load-threshold", type=float, default=1.0, help="measure when the 1-minute load is below this")
-    parser.add_argument("--max-wait", type=float, default=None,
-                        help="seconds to wait for a quiet machine, in all (default 1200, 90 with --compaction; 0: never)")
+    parser.add_argument("--load-threshold", type=float, default=1.0,
+                        help="measure when the 1-minute load is below this")
+    parser.add_argument("--max-wait", type=float, default=None, help="seconds to wait for a quiet machine, in all "
+                        "(default 1200, 90 with --compaction; 0: never)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     parser.add_argument("--json-out", metavar="FILE", help="write the JSON object to FILE (implies --json)")
     parser.add_argument("--plot", metavar="DIR", help="also draw what the run measured as PNG charts into DIR")

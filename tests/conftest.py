@@ -7,9 +7,9 @@ cluster (test_airflow_dag.py, test_standalone_cluster.py, test_yarn.py) start, t
 its kerberized HDFS and metastore (test_kerberos*.py) start last and idle never. A module moves
 as a whole (its module-scoped fixtures are set up once) and the order inside a group is
 collection order, but for the modules that run from a venv scripts/test builds while the suite
-starts (WAITS_FOR_VENV): they come last in their group. A run that selects none of them is not reordered. On several workers
-(ETL_TEST_WORKERS, tests/harness/parallel.py) they run first instead, all on one worker, while
-the other workers take the rest, a whole module at a time.
+starts (WAITS_FOR_VENV): they come last in their group. A run that selects none of them is not
+reordered. On several workers (ETL_TEST_WORKERS, tests/harness/parallel.py) they run first
+instead, all on one worker, while the other workers take the rest, a whole module at a time.
 
 At the end of a run, the report adds where the suite's time went by module (setup, call and
 teardown summed): the module-scoped fixtures that --durations shows once are counted there too;

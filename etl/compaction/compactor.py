@@ -118,7 +118,8 @@ class Compactor:
         """The inputs an earlier compaction merged with checksums, as its record in ZooKeeper says
         (never as their own footers say: a file rewritten without the key would pass unchecked)."""
         replaced = compaction_of_folder(plan.source)
-        names = set() if replaced is None else self.store.compactions.checksummed_outputs([replaced]).get(replaced, frozenset())
+        names = set() if replaced is None else \
+            self.store.compactions.checksummed_outputs([replaced]).get(replaced, frozenset())
         return {self._source(plan, name) for name in names}
 
     def _copy_marker(self, plan: CompactionPlan, target: str) -> None:

@@ -110,7 +110,8 @@ class CommandContext:
         first use: a command that needs it asks before it touches anything)."""
         if self._partitioner is None:
             ddl = self.config.partition_schema_file
-            columns = load_table_schema(ddl, self.config.job.key_column).partition_columns if ddl else DEFAULT_PARTITIONS
+            columns = load_table_schema(ddl, self.config.job.key_column).partition_columns if ddl \
+                else DEFAULT_PARTITIONS
             self._partitioner = TableSchema((), columns).partitioner.in_zone(self.config.hive.partitioning.timezone)
         return self._partitioner
 

@@ -12,8 +12,9 @@ exited cleanly, with its size and the CRC-32 of its bytes in its name. The JVM c
 (SIGSEGV) on an archive whose body is damaged and ignores one whose header is, so before each
 mapping both are checked (CRC-32 of 167 MB: 0.06-0.14 s; sha256 took 0.11, blake2b 0.21): an
 archive that fails is moved aside (`.corrupt`, one kept for inspection), said in a warning,
-and the command starts without it and records a new one. Should a JVM still die while starting with an archive, etl.hive.spark
-moves it aside the same way and starts again without it: a cache never fails a command twice.
+and the command starts without it and records a new one. Should a JVM still die while starting
+with an archive, etl.hive.spark moves it aside the same way and starts again without it: a
+cache never fails a command twice.
 One process records at a time (a file lock); the others start without an archive meanwhile.
 The archive's name is a hash of what it depends on (the java binary, Spark's jars, the [spark]
 spark.driver.* settings); should the JVM still refuse it, the JVM starts as it would without

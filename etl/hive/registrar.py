@@ -175,7 +175,8 @@ class HiveRegistrar:
         for kind, partitions in ((TableKind.MAIN, main), (TableKind.REJECTED, rejected)):
             if partitions:
                 self._add_missing(self._table(kind), partitions,
-                                  [self.warehouse.hive_uri(self.warehouse.folder(kind, values)) for values in partitions])
+                                  [self.warehouse.hive_uri(self.warehouse.folder(kind, values))
+                                   for values in partitions])
 
     def _add_missing(self, table: str, partitions: list[dict[str, str]], locations: list[str]) -> None:
         held = self._registered(table, partitions)
@@ -189,7 +190,8 @@ class HiveRegistrar:
 
     def _add(self, table: str, partitions: list[dict[str, str]], locations: list[str]) -> None:
         self._catalog_call(_adding(table, partitions),
-                           lambda c: c.add_partitions(self.hive.database, table, partitions, locations), BATCH_STAYS_OPEN)
+                           lambda c: c.add_partitions(self.hive.database, table, partitions, locations),
+                           BATCH_STAYS_OPEN)
 
     def _registered(self, table: str, partitions: list[dict[str, str]]) -> list[str | None]:
         """Where the metastore holds each partition (None: it does not), read one by one up to

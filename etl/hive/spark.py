@@ -194,7 +194,8 @@ def context_settings(config: Config, submitted: Mapping[str, str], archive: Arch
     on it later."""
     settings = {"spark.app.name": f"etl-{config.job.name}", "spark.ui.showConsoleProgress": "false"}
     settings.update((k, v) for k, v in config.spark.items() if k != "spark.master" or k not in submitted)
-    own = (config.jvm.quick_start_options(config.spark.get(DRIVER_JAVA_OPTIONS, "")), archive.java_options if archive else "")
+    own = (config.jvm.quick_start_options(config.spark.get(DRIVER_JAVA_OPTIONS, "")),
+           archive.java_options if archive else "")
     settings.update(_driver_java_options(config.spark, " ".join(part for part in own if part)))
     if "spark.master" not in submitted and "spark.master" not in config.spark:
         settings["spark.master"] = "local[*]"
@@ -291,7 +292,8 @@ def satisfy_a_yarn_application_master() -> None:
         return
     from pyspark import SparkContext
     conf = _submitted_conf()
-    if conf.get("spark.submit.deployMode", "client") != "cluster" or not conf.get("spark.master", "").startswith("yarn"):
+    if conf.get("spark.submit.deployMode", "client") != "cluster" \
+            or not conf.get("spark.master", "").startswith("yarn"):
         return
     if SparkContext._active_spark_context is not None:
         return

@@ -84,10 +84,10 @@ def _check_dimension_types(config: Config, specs: dict[str, WriterSpec]) -> None
         for route, column in ((route, column) for route in others for column in columns):
             ours, theirs = specs[route.name].schema.column(column), specs[first.name].schema.column(column)
             if ours.hive_type != theirs.hive_type:
-                raise ConfigError(f"{config.path}: [dimension {dimension.name}]: {route.describe()} declares {column!r} "
-                                  f"as {ours.hive_type} in {route.schema_file}, and {first.describe()} as "
-                                  f"{theirs.hive_type} in {first.schema_file}; the routes that join a dimension declare "
-                                  f"its key and columns with the same types")
+                raise ConfigError(f"{config.path}: [dimension {dimension.name}]: {route.describe()} declares "
+                                  f"{column!r} as {ours.hive_type} in {route.schema_file}, and {first.describe()} as "
+                                  f"{theirs.hive_type} in {first.schema_file}; the routes that join a dimension "
+                                  f"declare its key and columns with the same types")
 
 
 def probe_decoder(config: Config, route: RouteConfig, field: str, spec: WriterSpec,

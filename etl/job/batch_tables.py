@@ -31,7 +31,8 @@ from etl.sink.warehouse import Warehouse
 from etl.source.topics import JobTopics
 
 SpecFor = Callable[[RouteConfig, str], WriterSpec]  # a route's writer spec for a topic, built once per command
-ProbeFor = Callable[[RouteConfig, str, str], Decoder]  # a split's field's decoder (route, field, topic), once per command
+# A split's field's decoder (route, field, topic), built once per command.
+ProbeFor = Callable[[RouteConfig, str, str], Decoder]
 TableRegistrar = Callable[[Config, Warehouse, TableDdl | None], HiveRegistrar]  # a table's, ensured once per command
 
 

@@ -65,7 +65,8 @@ class Job:
         self._table_registrar, self._spec_for, self._probe_for = host.table_registrar, host.spec_for, host.probe_for
         self._registrar: HiveRegistrar | None = None
         self.committed: Batch | None = None  # the last batch this Job committed
-        self.dimensions = DimensionLoader(self.config.dimensions, host.dimension_schema, self.spark.session, files=self.fs)
+        self.dimensions = DimensionLoader(self.config.dimensions, host.dimension_schema, self.spark.session,
+                                          files=self.fs)
         # The clock that partitions a batch is the one that closes its window.
         self.partitioning = self.config.hive.partitioning
         self.partitioner = host.partitioner
@@ -123,13 +124,15 @@ class Job:
     def repair(self, ranges: list[OffsetRange], planned: dict[str, str] | None = None) -> BatchSummary:
         """Rewrite committed ranges whose files were lost, as a REPAIR batch: planned, written and
         registered like any batch (so a crash is resumed the same way), committed without moving
-        an offset. Each range's `expected` is its partition's committed offset; a routed job's range goes to the tables its
-        topic's routes give it now (`etl recover` checked it has some), into partition `planned`, where it came from (None: now's)."""
+        an offset. Each range's `expected` is its partition's committed offset; a routed job's
+        range goes to the tables its topic's routes give it now (`etl recover` checked it has
+        some), into partition `planned`, where it came from (None: now's)."""
         self.store.session.assert_lock_held()
         self._locate_partitions()
         self._check_binding()
         batch = self._new_batch(tuple(ranges), planned, kind=BatchKind.REPAIR)
-        batch = planned_tables(batch, self.config, None if self.config.routes.implicit else self.kafka.job_topics().tables)
+        batch = planned_tables(batch, self.config,
+                               None if self.config.routes.implicit else self.kafka.job_topics().tables)
         self._refuse_foreign_files(batch)
         return self._start(batch)
 
@@ -141,7 +144,8 @@ class Job:
             self.store.operator.bind_first(self.target)
             log.info("job %s bound to %s", self.config.job.name, self.target.describe())
         else:
-            check_job_binding(bound, self.target, self.config, () if self.config.routes.implicit else self._committed_topics())
+            check_job_binding(bound, self.target, self.config,
+                              () if self.config.routes.implicit else self._committed_topics())
 
     def _committed_topics(self) -> set[str]:
         return {topic for topic, _ in self.store.offsets.committed_offsets()}
@@ -178,8 +182,10 @@ class Job:
         chosen = self.kafka.job_topics()  # resolved at every plan: a regex picks up new topics
         refuse_lost_topics(chosen, self._committed_topics, self.config)
         topics = chosen.loaded
-        positions, topic_ids = planning_positions(self.store.offsets, self.kafka, topics)  # as `etl run --dry-run` shows
-        plan = tagged(plan_ranges(positions, self.config.job), self.store.offsets, topic_ids)  # a recreated topic's incarnation
+        # The positions as `etl run --dry-run` shows them; the plan's ranges tagged with a recreated
+        # topic's incarnation.
+        positions, topic_ids = planning_positions(self.store.offsets, self.kafka, topics)
+        plan = tagged(plan_ranges(positions, self.config.job), self.store.offsets, topic_ids)
         for level, note in plan.notes():
             log.log(level, "%s", note)
         if plan.is_empty:
@@ -197,7 +203,8 @@ class Job:
         placement = replace(found, planned=dict(planned)) if planned else found
         return Batch(batch_id=self._next_batch_id(), state=BatchState.PLANNED,
                      planned_at=planned_at.isoformat(timespec="seconds"), partition_values=placement.planned,
-                     ranges=ranges, planned_by=self.store.session.me.describe(), updated_at=planned_at.isoformat(timespec="seconds"),
+                     ranges=ranges, planned_by=self.store.session.me.describe(),
+                     updated_at=planned_at.isoformat(timespec="seconds"),
                      placement=self.mode.stored_placement(placement), **more)
 
     def _next_batch_id(self) -> int:
@@ -244,7 +251,8 @@ class Job:
         if self.config.routes.implicit:
             mode_of(batch).register(registrar, batch)
         else:
-            register_routed(self._tables_of(batch), self._table_registrar, registrar, batch, mode_of(batch).table_partitions(batch))
+            register_routed(self._tables_of(batch), self._table_registrar, registrar, batch,
+                            mode_of(batch).table_partitions(batch))
 
     def _write_files(self, batch: Batch, version: int,
                      loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
@@ -299,7 +307,8 @@ class Job:
         context = self.spark.context()
         # Each dimension is shipped once per executor, not once per task.
         broadcasts = {name: context.broadcast(to_ipc(d.table)) for name, d in loaded.items()}
-        packs = packing.packed(tasks, [r.size for r in batch.file_ranges], self.config.job.records_per_task, context.defaultParallelism)
+        packs = packing.packed(tasks, [r.size for r in batch.file_ranges], self.config.job.records_per_task,
+                               context.defaultParallelism)
         rdd = context.parallelize(packs, len(packs))  # one RDD partition, one Spark task, per pack
         call = functools.partial(function, lookups=broadcasts)
         try:

@@ -32,7 +32,8 @@ def touched_partitions(results: list[RangeResult],
         for part in result.parts:
             counts = touched.setdefault((part.partition, part.table or own), [0, 0, 0])
             counts[0], counts[1], counts[2] = counts[0] + part.rows, counts[1] + part.late, counts[2] + 1
-    return [TouchedPartition(path, rows, late, files, table) for (path, table), (rows, late, files) in sorted(touched.items())]
+    return [TouchedPartition(path, rows, late, files, table)
+            for (path, table), (rows, late, files) in sorted(touched.items())]
 
 
 def event_time_record(batch: Batch, results: list[RangeResult], markers: SuccessMarkers, hive: HiveConfig) -> dict:

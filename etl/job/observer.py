@@ -86,7 +86,8 @@ class PhaseTimeline(JobObserver):
         for phase, _, seconds in self.timeline:
             summed[phase.value] = summed.get(phase.value, 0.0) + seconds
         return {"event": "phases", "seconds": {k: round(v, 4) for k, v in summed.items()},
-                "timeline": [[phase.value, round(started, 4), round(seconds, 4)] for phase, started, seconds in self.timeline],
+                "timeline": [[phase.value, round(started, 4), round(seconds, 4)]
+                             for phase, started, seconds in self.timeline],
                 "clock": "monotonic"}
 
 

@@ -44,15 +44,17 @@ def _value(committed) -> int | None:
     return None if committed is None else committed.value
 
 
-def recreated_partitions(store: OffsetPart, kafka: KafkaMetadata, committed: dict, marks: dict, topic_ids: dict[str, str | None],
+def recreated_partitions(store: OffsetPart, kafka: KafkaMetadata, committed: dict, marks: dict,
+                         topic_ids: dict[str, str | None],
                          with_new_data_only: bool = True) -> dict[tuple[str, int], str]:
     """Partitions whose committed offset belongs to an earlier incarnation of their topic, with why.
 
     It asks `store` for the topic ids stored at commit and `kafka` for the records now at the
-    committed offsets; etl.model.identity judges each witness. `marks` is (low, high) per partition. The topic id decides where the broker
-    reports one. The last loaded record is checked where Kafka still holds its offset; the planner
-    asks only for the partitions with something to read (a recreated partition with nothing to
-    read costs nothing yet), recovery for all that it would rewrite."""
+    committed offsets; etl.model.identity judges each witness. `marks` is (low, high) per partition.
+    The topic id decides where the broker reports one. The last loaded record is checked where Kafka
+    still holds its offset; the planner asks only for the partitions with something to read (a
+    recreated partition with nothing to read costs nothing yet), recovery for all that it would
+    rewrite."""
     stored_ids = store.topic_ids()
     reasons = {}
     for (topic, partition) in marks:

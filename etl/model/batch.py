@@ -58,7 +58,8 @@ class OffsetRange:
 
     def to_json(self) -> list:
         # The first incarnation's ranges are stored as before tags existed.
-        return [self.topic, self.partition, self.start, self.end, self.expected, *([self.incarnation] if self.incarnation else [])]
+        return [self.topic, self.partition, self.start, self.end, self.expected,
+                *([self.incarnation] if self.incarnation else [])]
 
     @classmethod
     def from_json(cls, raw: list) -> "OffsetRange":
@@ -96,7 +97,8 @@ class SkippedRange:
                 f"{self.high} (topic recreated?); restarting at {self.restart_at}{self._tagged()}")
 
     def _tagged(self) -> str:
-        return f" as incarnation {self.incarnation} (its files are named +{self.incarnation})" if self.incarnation else ""
+        return (f" as incarnation {self.incarnation} (its files are named +{self.incarnation})" if self.incarnation
+                else "")
 
     def to_json(self) -> dict:
         raw = self.__dict__.copy()
@@ -142,7 +144,8 @@ class DimensionChange:
     by: str
 
     def to_json(self) -> dict:
-        return {"dimension": self.dimension, "pinned": self.pinned, "current": self.current, "at": self.at, "by": self.by}
+        return {"dimension": self.dimension, "pinned": self.pinned, "current": self.current, "at": self.at,
+                "by": self.by}
 
     @classmethod
     def from_json(cls, raw: dict) -> "DimensionChange":

@@ -30,7 +30,8 @@ TEMP_SUFFIX = ".inprogress"
 INCARNATION_LENGTH = 11
 _TAG = rf"[A-Za-z0-9_-]{{{INCARNATION_LENGTH}}}"
 _TAG_RE = re.compile(_TAG)
-_FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9-][A-Za-z0-9._-]*)\+(?P<partition>\d+)\+(?P<start>\d{20})\+(?P<end>\d{20})"
+_FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9-][A-Za-z0-9._-]*)\+(?P<partition>\d+)"
+                       r"\+(?P<start>\d{20})\+(?P<end>\d{20})"
                        rf"(?:\+(?P<incarnation>{_TAG}))?\.parquet$")
 
 
@@ -49,7 +50,8 @@ class FileRange:
 
 def final_name(topic: str, partition: int, start: int, end: int, incarnation: str = "") -> str:
     if incarnation and not _TAG_RE.fullmatch(incarnation):
-        raise ValueError(f"{incarnation!r} is not an incarnation tag ({INCARNATION_LENGTH} characters of [A-Za-z0-9_-])")
+        raise ValueError(f"{incarnation!r} is not an incarnation tag "
+                         f"({INCARNATION_LENGTH} characters of [A-Za-z0-9_-])")
     tag = f"+{incarnation}" if incarnation else ""
     return f"{topic}+{partition}+{start:020d}+{end:020d}{tag}{EXTENSION}"
 

@@ -53,7 +53,8 @@ def compaction_tables(config: Config, store: StateStore, warehouse: Warehouse,
     if config.routes.implicit:
         found = {config.hive.the_table.lower(): CompactedTable(TableKind.MAIN)} | rejected
     else:
-        loaded = job_tables(config, warehouse, {topic for topic, _ in store.offsets.committed_offsets()}, None, store.operator.binding())
+        loaded = job_tables(config, warehouse, {topic for topic, _ in store.offsets.committed_offsets()}, None,
+                            store.operator.binding())
         found = {name: CompactedTable(TableKind.MAIN, name) for name, _ in loaded} | rejected
     if names is None:
         return tuple(found.values())

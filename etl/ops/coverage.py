@@ -243,4 +243,5 @@ def check_registered(inventory: Inventory, locations: dict[str, str], expected: 
                 f"to {expected[path]}: analysts do not see them",
                 "if [warehouse] url was changed by mistake, change it back; otherwise point the partition at the "
                 "job's folder: ALTER TABLE ... PARTITION (...) SET LOCATION '<the job's folder>'")
-        for path, location in sorted(locations.items()) if path in expected and not same_location(location, expected[path])]
+        for path, location in sorted(locations.items())
+        if path in expected and not same_location(location, expected[path])]

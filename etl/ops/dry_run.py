@@ -108,7 +108,8 @@ def new_plan_target(mode: WriteMode, planned: Callable[[], dict[str, str]], ware
     """Where a new plan writes: by planning time `planned()`'s partition, by event time unknown yet."""
     if mode.by_event_time:
         return {DRY_RUN_KEY: True, "partitions": None, "detail": EVENT_TIME_TARGET}
-    return {DRY_RUN_KEY: False, "partitions": [_partition(warehouse, planned())], "detail": "the hour it is planned in: now"}
+    return {DRY_RUN_KEY: False, "partitions": [_partition(warehouse, planned())],
+            "detail": "the hour it is planned in: now"}
 
 
 def _open_batch(batch: Batch, warehouse: Warehouse | None) -> dict:

@@ -178,9 +178,10 @@ def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: R
     if _preview_ends(options, out):
         return EXIT_OK
     _ensure_fixed_tables(context)
-    store.operator.rebind(current, reset_origins=False, event=Bind(utc_now_iso(), getpass.getuser(), to=current.to_json(),
-                                                          data_moved=False, previous=bound.to_json()),
-                 relocations_of=bound.table)
+    store.operator.rebind(current, reset_origins=False,
+                          event=Bind(utc_now_iso(), getpass.getuser(), to=current.to_json(),
+                                     data_moved=False, previous=bound.to_json()),
+                          relocations_of=bound.table)
     out("bound; recorded in ZooKeeper")
     return EXIT_OK
 

@@ -135,7 +135,8 @@ def _without(inventory: Inventory, paths: set[str]) -> Inventory:
                      {r: path for r, path in inventory.manifests.items() if path not in paths})
 
 
-def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store: OffsetPart, committed) -> tuple[list[Span], list[Span]]:
+def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store: OffsetPart,
+                    committed) -> tuple[list[Span], list[Span]]:
     """Each gap split at the earliest offset Kafka still holds: what can be rewritten, what is lost.
     A recreated topic holds none of the committed records any more, whatever its offsets say, nor
     does a deleted one, and Kafka holds none of an incarnation the partition left (etl.model.identity):
@@ -323,7 +324,8 @@ def _repair(context: JobContext, inventory: Inventory, found: Assessment, out) -
     return EXIT_OK
 
 
-def _move_out(store: OperatorPart, fs: WarehouseFileSystem, warehouse: Warehouse, job_name: str, paths: list[str], out) -> None:
+def _move_out(store: OperatorPart, fs: WarehouseFileSystem, warehouse: Warehouse, job_name: str, paths: list[str],
+              out) -> None:
     at = utc_now_iso()
     root = aside_root(warehouse.fs_root, job_name, at)
     moves = [(path, aside_path(warehouse.fs_root, root, path)) for path in paths]

@@ -104,7 +104,8 @@ def _ranges(fs: WarehouseFileSystem, source: str, target: str) -> list[FileRange
         ranges = read_facts(fs, target).ranges
     except Exception:  # deleted from _etl_moved_aside, or the unreadable file it was moved out as
         ranges = None
-    return [FileRange(named.topic, named.partition, a, b, named.incarnation) for a, b in ranges or [(named.start, named.end)]]
+    return [FileRange(named.topic, named.partition, a, b, named.incarnation)
+            for a, b in ranges or [(named.start, named.end)]]
 
 
 def _under(path: str, root: str) -> bool:
@@ -112,4 +113,5 @@ def _under(path: str, root: str) -> bool:
 
 
 def _overlap(a: FileRange, b: FileRange) -> bool:
-    return (a.topic, a.partition, a.incarnation) == (b.topic, b.partition, b.incarnation) and a.start < b.end and b.start < a.end
+    return ((a.topic, a.partition, a.incarnation) == (b.topic, b.partition, b.incarnation)
+            and a.start < b.end and b.start < a.end)

@@ -82,7 +82,8 @@ def merged_not_in_kafka(moves: Moves, lost: list[Span]) -> list[Problem]:
         if missing:
             problems.append(Problem(
                 "merged_not_in_kafka", path, f"a merged file that holds a range to rewrite, and other ranges, of which "
-                f"Kafka no longer holds {', '.join(f'{r.topic}[{r.partition}] [{r.start}, {r.end})' for r in missing[:5])}"
+                f"Kafka no longer holds "
+                f"{', '.join(f'{r.topic}[{r.partition}] [{r.start}, {r.end})' for r in missing[:5])}"
                 f": moving it out would take their rows out of the tables for good, so nothing was moved",
                 "restore the lost or broken file of the range to rewrite from a backup; recover then has nothing to "
                 "rewrite. Otherwise the damage cannot be repaired without losing those ranges' rows: leave the tables "
@@ -110,7 +111,8 @@ def repair_batches(spans: list[Span], origins: dict[FileRange, str], cap: int,
         for lo, hi, origin in _pieces(span, origins):
             expected = committed[(span.topic, span.partition)]
             grouped.setdefault(origin, []).extend(OffsetRange(span.topic, span.partition, start, min(start + cap, hi),
-                                                              expected, span.incarnation) for start in range(lo, hi, cap))
+                                                              expected, span.incarnation)
+                                                  for start in range(lo, hi, cap))
     return [(None if origin is None else partition_values(origin), ranges)
             for origin, ranges in sorted(grouped.items(), key=lambda item: (item[0] is None, item[0] or ""))]
 

@@ -196,7 +196,8 @@ def _backwards(changes: list[OffsetChange], inventory: Inventory, move_aside: bo
         if c.old is None or c.new >= c.old:
             continue
         tag = (current or {}).get((c.topic, c.partition), "")
-        mine = [f for f in files if (f.range.topic, f.range.partition, f.range.incarnation) == (c.topic, c.partition, tag)]
+        mine = [f for f in files
+                if (f.range.topic, f.range.partition, f.range.incarnation) == (c.topic, c.partition, tag)]
         inside = [f for f in mine if f.range.start < c.new < f.range.end]
         # Each file once: a merged file (etl compact) is in the inventory once per range it holds.
         after = sorted({f.path for f in mine if f.range.start >= c.new})

@@ -189,7 +189,8 @@ def over_max_lag(status: dict, max_lag: int) -> list[dict]:
 def render_over_max_lag(over: list[dict], max_lag: int) -> str:
     if not over:
         return f"lag: every partition is at or below --max-lag {max_lag}"
-    shown = ", ".join(f"{p['topic']}[{p['partition']}] ({p['lag']}{', cannot be loaded' if p.get('not_loadable') else ''})"
+    shown = ", ".join(f"{p['topic']}[{p['partition']}] "
+                      f"({p['lag']}{', cannot be loaded' if p.get('not_loadable') else ''})"
                       for p in over[:10])
     return (f"LAG ABOVE --max-lag {max_lag} in {len(over)} partitions: {shown}"
             + (f" and {len(over) - 10} more" if len(over) > 10 else ""))

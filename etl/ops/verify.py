@@ -122,7 +122,8 @@ def _topics_not_loaded(context: JobContext, committed) -> tuple[list[dict], list
     except (KafkaUnavailable, KafkaReadError) as exc:
         return [], [f"Kafka could not be asked which topics the job reads ({exc}); topics it does not load are "
                     f"not listed"]
-    return [t.to_json(config.topics_chooser) for t in found], [f"topic not loaded: {t.describe(config.topics_chooser)}" for t in found]
+    return ([t.to_json(config.topics_chooser) for t in found],
+            [f"topic not loaded: {t.describe(config.topics_chooser)}" for t in found])
 
 
 def _deep(context: JobContext, spark, inventory: Inventory, committed, events,

@@ -136,8 +136,9 @@ def check_deep(spark, database: str, tables: tuple[str, ...], inventory: Invento
                committed: dict[tuple[str, int], CommittedOffset], events: list[Event],
                offsets_in_kafka) -> list[Problem]:
     """Read the tables (a routed job's every table, the rejected one last; those tables_to_read
-    finds present) through Hive, as one: an offset is once in one of them. `offsets_in_kafka(topic, partition, start, end)` returns
-    the offsets Kafka holds in [start, end), or None if Kafka no longer holds that range at all."""
+    finds present) through Hive, as one: an offset is once in one of them. `offsets_in_kafka(topic,
+    partition, start, end)` returns the offsets Kafka holds in [start, end), or None if Kafka no
+    longer holds that range at all."""
     try:
         union = _lineage_union(spark, database, tables)
         union.createOrReplaceTempView("etl_verify_rows")
@@ -155,7 +156,8 @@ def check_deep(spark, database: str, tables: tuple[str, ...], inventory: Invento
         "etl_verify_ranges")
     found = {(r.t, r.p, r.i, r.lo): r.n for r in spark.sql(
         "SELECT r.t, r.p, r.i, r.lo, count(DISTINCT v.o) AS n FROM etl_verify_ranges r LEFT JOIN etl_verify_rows v "
-        "ON v.t = r.t AND v.p = r.p AND v.i = r.i AND v.o >= r.lo AND v.o < r.hi GROUP BY r.t, r.p, r.i, r.lo").collect()}
+        "ON v.t = r.t AND v.p = r.p AND v.i = r.i AND v.o >= r.lo AND v.o < r.hi "
+        "GROUP BY r.t, r.p, r.i, r.lo").collect()}
     for t, p, i, lo, hi in ranges:
         if found.get((t, p, i, lo), 0) < hi - lo:
             current = committed[(t, p)].incarnation == i
@@ -184,7 +186,8 @@ def _duplicates(spark) -> list[Problem]:
     rows = spark.sql("SELECT t, p, i, o, count(*) AS n FROM etl_verify_rows GROUP BY t, p, i, o HAVING count(*) > 1 "
                      f"ORDER BY t, p, i, o LIMIT {MAX_LISTED}").collect()
     return [Problem("duplicate_offset", f"{describe_partition(r.t, r.p, r.i)} offset {r.o}", f"appears {r.n} times in "
-                    f"the table and its rejected table", "run `etl verify` (without --deep) to find the overlapping files")
+                    f"the table and its rejected table",
+                    "run `etl verify` (without --deep) to find the overlapping files")
             for r in rows]
 
 

@@ -9,8 +9,8 @@ A batch's plan pins the snapshot of every dimension it used: a file's path, size
 modification time (on HDFS, the NameNode's, in milliseconds); a Hive table's location and the
 files listed with their sizes and modification times. A batch resumed after a crash compares
 the pins with what is there now, so that one batch's files never mix two versions of reference
-data unless the operator chose so ([job] on_dimension_change). Each snapshot is taken before and after the read; a source
-that changed while it was read is read again.
+data unless the operator chose so ([job] on_dimension_change). Each snapshot is taken before
+and after the read; a source that changed while it was read is read again.
 """
 from __future__ import annotations
 

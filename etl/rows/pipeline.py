@@ -95,8 +95,8 @@ class RowPipeline:
         """Rejected rows for records of `chunk` that never reach `process` (`errors`: index into
         the chunk, reason): a field split's records that no table takes (etl.job.route_task),
         whose reasons name no route."""
-        return self._rejected_rows(chunk, pa.array(chunk.offsets, pa.int64()), pa.array(chunk.timestamps_ms, pa.int64()),
-                                   errors, in_route=False)
+        return self._rejected_rows(chunk, pa.array(chunk.offsets, pa.int64()),
+                                   pa.array(chunk.timestamps_ms, pa.int64()), errors, in_route=False)
 
     def _placed(self, rows: pa.Table, offsets: pa.Int64Array, errors: list):
         """Each kept row's partition under event time; rows it must not write join the rejected."""

@@ -50,7 +50,8 @@ class FieldRouter:
 
     def route(self, values: Sequence[bytes | None]) -> Routed:
         good, text, errors = self._read(values)
-        listed = pc.fill_null(pc.index_in(text, value_set=self._values), len(self._values)).to_numpy(zero_copy_only=False)
+        listed = pc.fill_null(pc.index_in(text, value_set=self._values),
+                              len(self._values)).to_numpy(zero_copy_only=False)
         tables = self._value_table[listed]
         missing = pc.is_null(text).to_numpy(zero_copy_only=False)
         tables[(tables == NO_TABLE) | missing] = self._rest

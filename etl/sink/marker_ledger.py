@@ -82,7 +82,8 @@ class Ledger:
         return {"unmarked": [a.to_json() for a in self.unmarked], "late_count": self.late_count,
                 "late": list(self.late)}
 
-    def adding(self, values: Mapping[str, str], partitioner: Partitioner, tables: Sequence[str] = ONE_TABLE) -> "Ledger":
+    def adding(self, values: Mapping[str, str], partitioner: Partitioner,
+               tables: Sequence[str] = ONE_TABLE) -> "Ledger":
         """The partition `values` of each of `tables` listed too, the list oldest window first."""
         entries = set(self.unmarked) | {Awaiting(partition_key(values), table) for table in tables}
         return replace(self, unmarked=tuple(sorted(entries, key=lambda a: (window_of(partitioner, a.values).start,

@@ -196,7 +196,8 @@ class SuccessMarkers:
         mark = self._watermark()
         if mark is None:
             return None
-        return dt.datetime.fromtimestamp(mark / 1000, dt.timezone.utc) - dt.timedelta(seconds=self.settings.delay_seconds)
+        return (dt.datetime.fromtimestamp(mark / 1000, dt.timezone.utc)
+                - dt.timedelta(seconds=self.settings.delay_seconds))
 
     def _due(self, ledger: Ledger, cutoff: Callable[[], dt.datetime | None]) -> list[Awaiting]:
         closed_by = cutoff()
@@ -230,8 +231,9 @@ class SuccessMarkers:
     def _write(self, temp: str, awaiting: Awaiting) -> None:
         values = awaiting.values
         body = json.dumps({"job": self.config.job.name, "partition": partition_path(values),
-                           "window_end": window_of(self.partitioner, values).end.isoformat(), "written_at": self.clock().isoformat(
-                               timespec="seconds"), "by": self.store.session.me.describe(),
+                           "window_end": window_of(self.partitioner, values).end.isoformat(),
+                           "written_at": self.clock().isoformat(timespec="seconds"),
+                           "by": self.store.session.me.describe(),
                            **({"table": awaiting.table} if awaiting.table else {})}, sort_keys=True).encode()
         try:
             with self.fs.open_write(temp) as handle:

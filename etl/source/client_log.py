@@ -21,7 +21,8 @@ from etl.source.access import is_refusal
 
 # What differs between two lines of the same complaint: librdkafka's handle name and the time
 # in a state ("rdkafka#consumer-3", "after 0ms in state CONNECT").
-_VARYING = re.compile(r"^\S+ \[[^]]*\] |\[thrd:[^]]*\]: |, \d+ identical error\(s\) suppressed|\(after \d+ms in state \w+\)")
+_VARYING = re.compile(r"^\S+ \[[^]]*\] |\[thrd:[^]]*\]: |, \d+ identical error\(s\) suppressed"
+                      r"|\(after \d+ms in state \w+\)")
 SHOWN = 3  # distinct complaints in a summary
 
 

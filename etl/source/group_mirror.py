@@ -87,7 +87,8 @@ class OffsetMirror:
             return True
         request = [TopicPartition(topic, partition, offset) for (topic, partition), offset in sorted(offsets.items())]
         try:
-            refused = [tp for tp in self._client(self.group).commit(offsets=request, asynchronous=False) or () if tp.error]
+            refused = [tp for tp in self._client(self.group).commit(offsets=request, asynchronous=False) or ()
+                       if tp.error]
             if refused:  # librdkafka raises for these too; should one come back instead, it is the same failure
                 raise KafkaException(refused[0].error)
         except KafkaException as exc:

@@ -119,7 +119,8 @@ class KafkaMetadata:
         except KafkaException as exc:
             raise _as_unavailable(exc, f"list partitions of {topic}") from exc
         found = metadata.topics.get(topic)
-        if found is not None and found.error is not None and found.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        if found is not None and found.error is not None \
+                and found.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
             raise not_authorized(self.config.client, "DESCRIBE", "topic", topic, grant=("DESCRIBE", "READ"),
                                  note=" (Kafka answers so for a topic that does not exist, too)")
         if found is None or found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART \

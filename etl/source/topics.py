@@ -1,13 +1,14 @@
 """Which topics a job reads, and which it does not: the same answer for every command.
 
 [kafka] topics names them; [kafka] topics_regex chooses, at every plan, the broker's topics whose
-whole name it matches (fullmatch, by RE2 in linear time: etl.config.topic_pattern), so a topic created later is picked up by the next plan
-like a topic added to the list. The regex never chooses Kafka's internal topics (`__...`); a
-pattern written to reach them (its text has `__`, as `__consumer_offsets` has) hears so, once per
-command, and `etl status` lists them as not loaded, while `.*` skips them without a word. A
-topic it matches whose name Hive would hide (starting with '_' or '.': the files are named after
-the topic, and Hive and Spark skip such files) is never loaded; it is reported instead of
-failing the job, because anyone may create `_schemas` on a shared cluster.
+whole name it matches (fullmatch, by RE2 in linear time: etl.config.topic_pattern), so a topic
+created later is picked up by the next plan like a topic added to the list. The regex never
+chooses Kafka's internal topics (`__...`); a pattern written to reach them (its text has `__`, as
+`__consumer_offsets` has) hears so, once per command, and `etl status` lists them as not loaded,
+while `.*` skips them without a word. A topic it matches whose name Hive would hide (starting with
+'_' or '.': the files are named after the topic, and Hive and Spark skip such files) is never
+loaded; it is reported instead of failing the job, because anyone may create `_schemas` on a
+shared cluster.
 
 With [route] sections, a chosen topic that no table can take (etl.model.routes: its templated name
 is no Hive name, or another topic's table) is not loaded either, and reported with why.

@@ -82,7 +82,8 @@ def marker_chunks(batch: Batch) -> list[bytes]:
     unmarked = ((batch.extra or {}).get(LEDGER_KEY) or {}).get("unmarked") or []
     if len(unmarked) <= INLINE_UNMARKED:
         return []
-    return [zlib.compress(dump(unmarked[i:i + UNMARKED_PER_CHUNK])) for i in range(0, len(unmarked), UNMARKED_PER_CHUNK)]
+    return [zlib.compress(dump(unmarked[i:i + UNMARKED_PER_CHUNK]))
+            for i in range(0, len(unmarked), UNMARKED_PER_CHUNK)]
 
 
 def merge_markers(header: dict, chunks: list[list]) -> dict:

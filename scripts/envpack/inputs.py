@@ -55,7 +55,8 @@ def requirements(extras: tuple[str, ...], with_pyspark: bool, spark_line: str = 
     extra_lines: list[str] = []
     for extra in extras:
         if extra not in known or extra == "dev":
-            raise SystemExit(f"pack-env: no extra {extra!r} to pack; known: {', '.join(e for e in known if e != 'dev')}")
+            raise SystemExit(f"pack-env: no extra {extra!r} to pack; "
+                             f"known: {', '.join(e for e in known if e != 'dev')}")
         extra_lines += known[extra]
     return locked, extra_lines
 

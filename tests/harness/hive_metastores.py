@@ -137,8 +137,8 @@ class StandaloneMetastore(_Service):
     def _initialize_schema(self) -> None:
         done = subprocess.run(die_with_us(["java", "-Xmx256m", LOGGING, "-cp", self._classpath(),
                                            self.release.schema_tool, "-initSchema", "-dbType", "postgres"]),
-                              capture_output=True, text=True, env={**os.environ, "METASTORE_HOME": str(self.release.home)},
-                              timeout=300)
+                              capture_output=True, text=True,
+                              env={**os.environ, "METASTORE_HOME": str(self.release.home)}, timeout=300)
         if done.returncode != 0 or "Initialization script completed" not in done.stdout + done.stderr:
             raise RuntimeError(f"Hive {self.release.version}'s schema tool failed (rc {done.returncode}):\n"
                                f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")

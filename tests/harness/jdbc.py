@@ -55,7 +55,8 @@ def offsets_reader(jvm, url: str) -> Callable[[str, str], Counter]:
     def read_table(database: str, table: str) -> Counter:
         connection = reader.connect()
         try:
-            rows = reader.query(connection, f"SELECT kafka_topic, kafka_partition, kafka_offset FROM `{database}`.`{table}`")
+            rows = reader.query(connection,
+                                f"SELECT kafka_topic, kafka_partition, kafka_offset FROM `{database}`.`{table}`")
         finally:
             connection.close()
         return Counter((topic, int(partition), int(offset)) for topic, partition, offset in rows)

@@ -55,7 +55,8 @@ def _rows(output: str, group: str) -> dict[tuple[str, int], GroupRow]:
         if fields.get("GROUP") != group:
             continue
         rows[(fields["TOPIC"], int(fields["PARTITION"]))] = GroupRow(
-            *(None if fields[name] == "-" else int(fields[name]) for name in ("CURRENT-OFFSET", "LOG-END-OFFSET", "LAG")))
+            *(None if fields[name] == "-" else int(fields[name])
+              for name in ("CURRENT-OFFSET", "LOG-END-OFFSET", "LAG")))
     return rows
 
 

@@ -165,13 +165,13 @@ def deep_verification(cfg, config: Path | str) -> tuple[str, list[str]]:
         if result is None:
             return "etl verify --deep: not available", []
         said = f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-        return f"etl verify --deep: exit {result.returncode}", ([] if result.returncode == 0 else
-                                                                 [f"etl verify --deep exited {result.returncode}:\n{said}"])
+        return f"etl verify --deep: exit {result.returncode}", (
+            [] if result.returncode == 0 else [f"etl verify --deep exited {result.returncode}:\n{said}"])
     from etl.ops.verify import run_verify
     report = run_verify(cfg, deep=True)
     verdict = "OK" if report.ok else f"{len(report.problems)} problems"
-    return f"etl verify --deep (its check, in this process): {verdict}", ([] if report.ok else
-                                                                         [f"etl verify --deep's check:\n{report.render()}"])
+    return f"etl verify --deep (its check, in this process): {verdict}", (
+        [] if report.ok else [f"etl verify --deep's check:\n{report.render()}"])
 
 
 @dataclass(frozen=True)

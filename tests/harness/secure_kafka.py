@@ -104,7 +104,8 @@ class SecureBroker(PrivateBroker):
             'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
             'unsecuredLoginStringClaim_sub="broker";',
             "listener.name.oauth.oauthbearer.sasl.server.callback.handler.class="
-            "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler",
+            "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+            "OAuthBearerUnsecuredValidatorCallbackHandler",
             # ACLs: what a test restricts (grant_only) is refused to everyone else; a topic or group
             # without ACLs stays open, and the listeners without a user (PLAINTEXT, the controller's,
             # TLS without a client certificate) act as the operator.

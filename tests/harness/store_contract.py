@@ -104,7 +104,8 @@ class StoreContract:
         zombie = stores.open()
         zombie.session.acquire_lock()
         planned = batch()
-        written, version = zombie.batches.advance(planned, zombie.batches.write_plan(planned), BatchState.WRITTEN, rows=3)
+        written, version = zombie.batches.advance(planned, zombie.batches.write_plan(planned), BatchState.WRITTEN,
+                                                  rows=3)
         registered, version = zombie.batches.advance(written, version, BatchState.REGISTERED)
         stores.expire(zombie)
         successor = stores.open()
@@ -264,7 +265,8 @@ class StoreContract:
         store.session.acquire_lock()
         assert store.compactions.next_compaction_id() == 1 and store.compactions.open_compactions() == []
         assert store.compactions.write_compaction(compaction(1)) == 0
-        assert store.compactions.open_compactions() == [(compaction(1), 0)] and store.compactions.next_compaction_id() == 2
+        assert store.compactions.open_compactions() == [(compaction(1), 0)] \
+            and store.compactions.next_compaction_id() == 2
         with pytest.raises(StateConflict):
             store.compactions.write_compaction(compaction(1, "dt=2026-01-01/hour=01"))  # id 1 is taken
 
@@ -277,7 +279,8 @@ class StoreContract:
         assert store.compactions.relocations().folder(TableKind.MAIN, plan.partition) == plan.partition
         with pytest.raises(StateConflict):
             store.compactions.advance_compaction(written, version - 1, CompactionState.SWITCHED)
-        switched, version = store.compactions.advance_compaction(written, version, CompactionState.SWITCHED, switched_at=AT)
+        switched, version = store.compactions.advance_compaction(written, version, CompactionState.SWITCHED,
+                                                                 switched_at=AT)
         assert store.compactions.relocations().folder(TableKind.MAIN, plan.partition) == plan.target
         assert store.compactions.open_compactions() == [(switched, version)]
         with pytest.raises(StateConflict):
@@ -298,11 +301,13 @@ class StoreContract:
         store.compactions.drop_compaction(plan, store.compactions.open_compactions()[0][1])
         again = switched(store, replace(compaction(2, old.partition), source=plan.target, checksums=True))
         assert store.compactions.checksummed_outputs() == {2: frozenset({"m.parquet"})}
-        assert stores.open().compactions.checksummed_outputs() == {2: frozenset({"m.parquet"})}  # the plan is not needed
+        # The plan is not needed.
+        assert stores.open().compactions.checksummed_outputs() == {2: frozenset({"m.parquet"})}
         switched(store, replace(compaction(3, old.partition), source=again.target, checksums=True,
                                 outputs=(OutputFile("n.parquet", ("a.parquet",)),)))
         assert store.compactions.checksummed_outputs() == {3: frozenset({"n.parquet"})}  # the replaced folder's is gone
-        assert store.compactions.checksummed_outputs([2, 3]) == {3: frozenset({"n.parquet"})} == store.compactions.checksummed_outputs([3])
+        assert store.compactions.checksummed_outputs([2, 3]) == {3: frozenset({"n.parquet"})} \
+            == store.compactions.checksummed_outputs([3])
 
     def test_a_repair_that_rewrites_a_merged_files_range_takes_it_out_of_its_record(self, stores: Stores):
         """`etl recover` rewrites the range of a merged file moved out by hand: its REPAIR batch's
@@ -322,12 +327,14 @@ class StoreContract:
         p = "dt=2026-01-01/hour=00"
         rejected = switched(store, compaction(1, p, TableKind.REJECTED))
         orders = switched(store, compaction(2, p, table_name="orders"))
-        assert store.compactions.relocations() == Relocations(rejected={p: rejected.target}, tables={"orders": {p: orders.target}})
+        assert store.compactions.relocations() == Relocations(rejected={p: rejected.target},
+                                                              tables={"orders": {p: orders.target}})
         clicks = switched(store, compaction(3, p, table_name="clicks"))
         again = switched(store, compaction(4, "dt=2026-01-01/hour=01", table_name="orders"))
         found = store.compactions.relocations()
         assert found.main == {} and found.rejected == {p: rejected.target}
-        assert found.tables == {"clicks": {p: clicks.target}, "orders": {p: orders.target, again.partition: again.target}}
+        assert found.tables == {"clicks": {p: clicks.target},
+                                "orders": {p: orders.target, again.partition: again.target}}
         assert stores.open().compactions.relocations() == found
 
     def test_a_one_table_switch_names_no_routed_table(self, stores: Stores):

@@ -144,7 +144,8 @@ def on_spark_standalone(request, env: dict[str, str], tmp_path: Path):
     cluster = request.getfixturevalue("spark_standalone")
     archive, edge_python = request.getfixturevalue("packed_env"), request.getfixturevalue("edge_node_python")
     probes = probe_dir(tmp_path)
-    env.update(AIRFLOW_VAR_ETL_PYTHON=str(edge_python), AIRFLOW_VAR_ETL_SPARK_SUBMIT=str(SPARK_HOME / "bin" / "spark-submit"),
+    env.update(AIRFLOW_VAR_ETL_PYTHON=str(edge_python),
+               AIRFLOW_VAR_ETL_SPARK_SUBMIT=str(SPARK_HOME / "bin" / "spark-submit"),
                AIRFLOW_VAR_ETL_SPARK_ARGS=(f"--master {cluster.url} --archives {archive}#environment "
                                            f"--conf spark.pyspark.python=./environment/bin/python "
                                            f"--conf spark.pyspark.driver.python={edge_python} "
@@ -220,7 +221,8 @@ def check_ran_on_yarn(cluster, tag: str, probes: Path) -> str:
                     and not entry.startswith(str(SPARK_HOME))], probe  # nothing from the repository
     assert all(Path(p["cwd"]).name != f"{app_id.replace('application', 'container')}_01_000001"
                for p in executors), executors  # not the ApplicationMaster's container: client mode
-    return f"{app_id} {app['state']}/{app['finalStatus']}: executors' Python in {sorted({Path(p['cwd']).name for p in executors})}"
+    return (f"{app_id} {app['state']}/{app['finalStatus']}: executors' Python in "
+            f"{sorted({Path(p['cwd']).name for p in executors})}")
 
 
 # The BashOperator DAG (the one we recommend) loads on the session's Spark standalone cluster, the
@@ -252,7 +254,8 @@ def test_the_dag_loads_exactly_once_then_senses_the_closed_hours_marker_and_skip
     assert (table_path / f"dt={DAY}" / "hour=10" / MARKER_NAME).exists()
     marker = f"{table_path}/dt={DAY}/hour=10/{MARKER_NAME}"
     assert table_events(tmp_path / "airflow") == [
-        (f"{DB}.{hive_table_name}", f"hive://{DB}/{hive_table_name}", {"partition": f"dt={DAY}/hour=10", "marker": marker})]
+        (f"{DB}.{hive_table_name}", f"hive://{DB}/{hive_table_name}",
+         {"partition": f"dt={DAY}/hour=10", "marker": marker})]
     check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: 3}), warehouse_dir,
                        run_verify=False)
 
@@ -293,7 +296,8 @@ def test_a_run_without_a_logical_date_senses_the_hour_before_it_was_due(
 FAILURES = {2: lambda write_config, topic: Path("/nonexistent/etl.ini"),
             1: lambda write_config, topic: write_config(kafka={"topics": "no-such-topic-here"}),
             75: lambda write_config, topic: write_config(kafka={"topics": topic},
-                                                         zookeeper={"hosts": "127.0.0.1:9", "session_timeout_seconds": "1"})}
+                                                         zookeeper={"hosts": "127.0.0.1:9",
+                                                                    "session_timeout_seconds": "1"})}
 
 
 # Exit 75 is retried through each operator's own failure path; one other exit per DAG shows that
@@ -315,6 +319,7 @@ def test_etl_run_is_retried_on_exit_75_only(dag_id, exit_code, tmp_path, new_top
     assert (state, tasks) == ("failed", {"etl_run": "failed", "closed_hour_success_marker": "upstream_failed"}), \
         output[-6000:]
     assert tries(home, "etl_run") == (2 if exit_code == 75 else 1), output[-6000:]
-    said = (f"exit code {exit_code}", f"Error code is: {exit_code}") if exit_code == 75 else (f"etl run exited {exit_code}",)
+    said = (f"exit code {exit_code}", f"Error code is: {exit_code}") if exit_code == 75 \
+        else (f"etl run exited {exit_code}",)
     assert any(words in output for words in said), output[-6000:]
     assert table_events(home) == []

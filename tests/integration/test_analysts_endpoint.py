@@ -145,7 +145,8 @@ def test_queries_during_etl_commits_see_whole_files_once_and_finally_everything(
             result = run_etl(config, fault=fault, action=f"sleep:{pause}")
             runs.append(result)
             assert result.returncode == 0, "\n".join(
-                line for line in (result.stdout + result.stderr).splitlines() if "etl" in line or "ERROR" in line)[-4000:]
+                line for line in (result.stdout + result.stderr).splitlines()
+                if "etl" in line or "ERROR" in line)[-4000:]
         time.sleep(1)  # a few queries after the last commit too
     finally:
         stop.set()
@@ -173,8 +174,8 @@ def test_queries_during_etl_commits_see_whole_files_once_and_finally_everything(
     expected = Counter((topic, p, o) for p, n in produced.items() for o in range(n))
     final_long = parse_offsets(JdbcReader.query(long_session, sql))
     long_session.close()
-    final_beeline = parse_offsets(line.split("\t") for line in beeline(thrift_url, "--showHeader=false", "-e", sql + ";")
-                                  if line)
+    final_beeline = parse_offsets(line.split("\t")
+                                  for line in beeline(thrift_url, "--showHeader=false", "-e", sql + ";") if line)
     for how, final in (("long session", final_long), ("scripts/beeline", final_beeline)):
         both = final["main"] + final["rejected"]
         missing, extra = sorted(expected - both), sorted(both - expected)
@@ -239,7 +240,8 @@ def test_the_documented_example_queries_run_through_scripts_beeline(
     latest = sorted(errors_per_minute.items(), reverse=True)[:10]  # errors per minute, latest first
     assert lines[lines.index("minute\terrors") + 1:][:10] == [f"{m}\t{n}" for m, n in latest]
     found = [line for line in lines if line.startswith("access_log\t")]  # the record at 2:4711
-    assert len(found) == 1 and found[0].endswith("\tINFO\tmessage 2-4711" if (4711 + 2) % 7 else "\tERROR\tmessage 2-4711")
+    assert len(found) == 1 \
+        and found[0].endswith("\tINFO\tmessage 2-4711" if (4711 + 2) % 7 else "\tERROR\tmessage 2-4711")
     assert f"/{topic}+2+{0:020d}+{5000:020d}.parquet" in found[0]
     assert [line.split("\t")[:2] for line in lines if line.startswith("3\t") and "garbled" in line] == [
         ["3", str(o)] for o in range(499, 5000, 500)]  # what was rejected

@@ -110,7 +110,8 @@ def test_a_damaged_archive_is_moved_aside_and_every_next_run_succeeds_and_record
         run = run_etl(config, "--json")
         told, reported = run.stderr, JVM_REPORTED in run.stdout + run.stderr  # HotSpot's banner goes to stdout
         if where.endswith("checksum") and run.returncode != 0:  # the JVM failed, or died after its start
-            said = (f"{archive} made the driver JVM fail while it started", f"{archive} made the driver JVM exit during")
+            said = (f"{archive} made the driver JVM fail while it started",
+                    f"{archive} made the driver JVM exit during")
             assert any(words in run.stderr for words in said) and "moved aside" in run.stderr, run.describe()
             assert not archive.exists() and list(folder.glob("*.corrupt")) == [Path(f"{archive}.corrupt")]
             run = run_etl(config, "--json")  # and the next one loads the records, without the archive

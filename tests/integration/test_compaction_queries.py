@@ -64,7 +64,8 @@ def test_queries_during_a_compaction_see_every_committed_row_once(spark, thrift_
     try:
         time.sleep(2)
         for fault in ("compact:WRITTEN", "compact:metastore-switched"):
-            held = run_etl(config, "--execute", "--partition", partition, command="compact", fault=fault, action="sleep:4")
+            held = run_etl(config, "--execute", "--partition", partition, command="compact", fault=fault,
+                           action="sleep:4")
             assert held.returncode == 0, held.describe()
             if fault == "compact:WRITTEN":  # a second compaction needs new small files: two more batches
                 time.sleep(7)  # past the grace period: this run deletes the replaced files first

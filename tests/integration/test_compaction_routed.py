@@ -38,7 +38,8 @@ class RoutedJob:
 
     def __init__(self, name: str, new_topic, produce, write_config, timezone: str = "UTC", **compaction):
         self.name, self.produce = name, produce
-        self.a, self.own, self.split = new_topic(2, f"{name}.a"), new_topic(1, f"{name}.own"), new_topic(1, f"{name}.split")
+        self.a, self.own, self.split = new_topic(2, f"{name}.a"), new_topic(1, f"{name}.own"), \
+            new_topic(1, f"{name}.split")
         self.partitions = {self.a: 2, self.own: 1, self.split: 1}
         self.ends: Counter = Counter()
         route = {"schema": str(EVENTS_SCHEMA)}
@@ -51,7 +52,8 @@ class RoutedJob:
                "route own": {**route, "topics": self.own, "table": "{topic}"},
                "route clicks": {**route, "topics": self.split, "field": "action", "values": "click",
                                 "table": f"{name}_clicks"},
-               "route rest": {**route, "topics": self.split, "field": "action", "values": "*", "table": f"{name}_rest"}})
+               "route rest": {**route, "topics": self.split, "field": "action", "values": "*",
+                              "table": f"{name}_rest"}})
         self.config = write_config(**self.sections)
         self.write_config = write_config
         self.tables = [f"{name}_a", table_name("{topic}", self.own), f"{name}_clicks", f"{name}_rest"]
@@ -77,7 +79,8 @@ class RoutedJob:
 def _record(i: int) -> bytes:
     if i % BATCH == 3:
         return b'{"event_id": garbled'  # not JSON: a row of the rejected table
-    return json.dumps({"event_id": i, "action": "click" if i % 3 == 0 else "view", "ts": "2026-11-21 10:00:00"}).encode()
+    return json.dumps({"event_id": i, "action": "click" if i % 3 == 0 else "view",
+                       "ts": "2026-11-21 10:00:00"}).encode()
 
 
 def _loaded(new_topic, produce, write_config, timezone: str = "UTC", **compaction) -> RoutedJob:
@@ -165,11 +168,14 @@ def test_sigkill_at_every_step_of_a_routed_compaction_is_carried_on_exactly_once
     # recover first: it finishes a compaction short of SWITCHED, and leaves a SWITCHED one for the
     # next run or compact to delete its replaced files (nothing to repair), as for one table.
     carry_on = [("recover", lambda: etl_command(job.config, "recover", "--execute")),
-                ("compact", lambda: etl_command(job.config, "compact", "--execute")), ("run", lambda: run_etl(job.config))]
+                ("compact", lambda: etl_command(job.config, "compact", "--execute")),
+                ("run", lambda: run_etl(job.config))]
     for index, point in enumerate(KILL_POINTS):
         table = job.tables[0] if index % 2 == 0 else job.rejected
-        newest = max(p.relative_to(_root(warehouse_dir, table)) for p in _root(warehouse_dir, table).glob("dt=*/hour=*"))
-        killed = run_etl(job.config, "--execute", "--table", table, "--partition", str(newest), command="compact", fault=point)
+        newest = max(p.relative_to(_root(warehouse_dir, table))
+                     for p in _root(warehouse_dir, table).glob("dt=*/hour=*"))
+        killed = run_etl(job.config, "--execute", "--table", table, "--partition", str(newest), command="compact",
+                         fault=point)
         assert killed.returncode != 0, f"{point}: {killed.describe()}"
         wait_for_lock_release(zk, job.config)
         _assert_once(read, job, point)

@@ -54,7 +54,8 @@ def test_our_job_is_exactly_once_through_every_reader_and_the_peer_through_its_l
     say(f"{seed}, {kills} kills per job (ETL_PEER_CRASH_KILLS)")
     topics = {"ours": new_topic(partitions=4), "peer": new_topic(partitions=4)}
     config = write_config(kafka={"topics": topics["ours"]},
-                          job={"max_records_per_partition": str(TEST_SCALE.batch_rows)}, zookeeper={"session_timeout_seconds": "4"})
+                          job={"max_records_per_partition": str(TEST_SCALE.batch_rows)},
+                          zookeeper={"session_timeout_seconds": "4"})
     ours = OurJob(config, zk)
     peer = PeerJob(stack.kafka_bootstrap, topics["peer"], tmp_path / "peer", peer_table, stack.metastore_uri)
     sources = {ours.name: DataSource(topics["ours"], 4, produce), peer.name: DataSource(topics["peer"], 4, produce)}

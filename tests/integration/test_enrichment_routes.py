@@ -46,7 +46,8 @@ def test_each_route_joins_or_transforms_with_its_own_dimensions_and_a_changed_on
     codes = ["DE", "FR", "XX", None]
     expected += produced(produce, events, {p: [event(p * 10 + i, codes[i], "u0") for i in range(4)] for p in range(2)})
     source = countries_parquet(tmp_path, {"DE": "Germany", "FR": "France"})
-    sections = {"kafka": {"topics": None}, "hive": {"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
+    sections = {"kafka": {"topics": None},
+                "hive": {"table": None, "schema": None, "rejected_table": f"{name}_rejected"},
                 "job": {"max_rejected_ratio": "0.5"},
                 "dimension countries": countries_section(source),
                 "dimension ip_ranges": {"source": f"file://{IP_RANGES}", "columns": "ip_from, ip_to, country"},

@@ -104,6 +104,7 @@ def test_a_watermark_pinned_by_an_older_release_recovers(spark, new_topic, produ
     second, later = now_event(2)
     produce(topic, {0: [second]})
     assert run_job(load_config(config)) == 0
-    assert job_state(config).last_batch.partitions and all(p.late == 0 for p in job_state(config).last_batch.partitions)  # not late
+    # Not late.
+    assert job_state(config).last_batch.partitions and all(p.late == 0 for p in job_state(config).last_batch.partitions)
     assert stored_max(config)[(topic, 0)] == int(later.timestamp() * 1000)  # the pinned maximum is replaced
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 3})

@@ -35,8 +35,8 @@ def test_random_sigkills_on_an_hdfs_warehouse_then_completion_is_exactly_once(
     source = DataSource(topic, 4, produce)
     source.produce(150)
     root = hdfs.job_folder("campaign")
-    config = write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"}, job={"max_records_per_partition": "50"},
-                          warehouse=hdfs.warehouse(root))
+    config = write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"},
+                          job={"max_records_per_partition": "50"}, warehouse=hdfs.warehouse(root))
     fs = hdfs.filesystem()
     copy = tmp_path / "warehouse-copy"
 

@@ -41,7 +41,8 @@ def private_hdfs(tmp_path_factory):
 
 
 def hdfs_config(write_config, topic, hdfs, root, **warehouse):
-    return write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"}, warehouse=hdfs.warehouse(root, **warehouse))
+    return write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"},
+                        warehouse=hdfs.warehouse(root, **warehouse))
 
 
 def errors(run) -> list[str]:

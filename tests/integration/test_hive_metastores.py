@@ -36,8 +36,9 @@ def postgres(tmp_path_factory):
 
 def tables_in(postgres: PrivatePostgres, metastore: StandaloneMetastore) -> set[str]:
     """The tables Hive's own schema in PostgreSQL holds for this metastore."""
-    out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", postgres.user, "-d", metastore.database,
-                          "-At", "-c", 'SELECT "TBL_NAME" FROM "TBLS"'], check=True, capture_output=True, text=True)
+    out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", postgres.user,
+                          "-d", metastore.database, "-At", "-c", 'SELECT "TBL_NAME" FROM "TBLS"'],
+                         check=True, capture_output=True, text=True)
     return set(out.stdout.split())
 
 

@@ -40,7 +40,8 @@ from tests.harness.secure_kafka import USER, SecureBroker
 from tests.harness.state import job_state
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.cell("kafka-ssl", "kafka-mtls", "kafka-scram", "kafka-plain", "kafka-oauthbearer", "kafka-acls")]
+              pytest.mark.cell("kafka-ssl", "kafka-mtls", "kafka-scram", "kafka-plain", "kafka-oauthbearer",
+                               "kafka-acls")]
 
 PER_PARTITION = 30
 REFUSAL_METADATA_SECONDS = 5

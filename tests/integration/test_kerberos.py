@@ -6,8 +6,9 @@ The ETL authenticates from a keytab ([warehouse] kerberos_keytab) on the driver 
 executors: each `etl` process is given a ticket cache that does not exist, so the test's own
 tickets cannot stand in for the keytab. The loop reads Kafka over Kerberos too: a private
 broker's GSSAPI listener secured by the same KDC (tests/harness/kerberized_kafka.py), the job
-from .venv-gssapi (scripts/gssapi-venv), the same principal and keytab for both. The KDC and the secured services start once per test
-session, and only when these tests run (`-m kerberos` selects them).
+from .venv-gssapi (scripts/gssapi-venv), the same principal and keytab for both. The KDC and the
+secured services start once per test session, and only when these tests run (`-m kerberos`
+selects them).
 
 A batch, a SIGKILL and recovery over Kafka's GSSAPI listener: test_kafka_gssapi.py.
 """

@@ -123,7 +123,8 @@ def test_spark_submit_to_kerberized_yarn_with_a_keytab_loads_exactly_once_throug
     assert job_state(config).committed == {}
 
     started = time.monotonic()
-    result = submit(secure_yarn, kdc, kerberos_env, config, cwd, "--principal", ETL_PRINCIPAL, "--keytab", str(yarn_etl_keytab))
+    result = submit(secure_yarn, kdc, kerberos_env, config, cwd, "--principal", ETL_PRINCIPAL,
+                    "--keytab", str(yarn_etl_keytab))
     seconds = time.monotonic() - started
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-8000:]

@@ -114,7 +114,8 @@ def test_a_run_stopped_by_an_unpadded_name_is_finished_under_the_padded_names(
 
 @pytest.mark.parametrize("killed_half_way", [False, True])
 def test_etl_recover_moves_committed_unpadded_partitions_exactly_once(
-        killed_half_way, tmp_path, monkeypatch, zk, spark, new_topic, produce, write_config, hive_table_name, warehouse_dir):
+        killed_half_way, tmp_path, monkeypatch, zk, spark, new_topic, produce, write_config, hive_table_name,
+        warehouse_dir):
     topic, config, old = loaded_by_older_release(tmp_path, monkeypatch, new_topic, produce, write_config)
     assert old.returncode == 0, old.describe()
     assert "dt=1-01-02/hour=05" in hive_partitions(spark, hive_table_name)

@@ -86,7 +86,8 @@ def snapshot(s: Scenario) -> tuple:
 def expect_refusal(s: Scenario, *args: str) -> None:
     before = snapshot(s)
     code, text = etl(*args)
-    s.log.append(f"  {' '.join(args[:1] + args[3:])} -> {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
+    s.log.append(f"  {' '.join(args[:1] + args[3:])} -> {code}: "
+                 f"{text.strip().splitlines()[-1] if text.strip() else ''}")
     assert code == 2, f"expected a refusal (exit 2):\n{text[-3000:]}"
     assert "nothing" in text.lower() or "refused" in text.lower(), text[-3000:]
     assert snapshot(s) == before, "a refused command changed the job's state or files"
@@ -139,8 +140,8 @@ def _reset_backwards(s: Scenario, rng: random.Random) -> None:
                        "--execute")
     else:
         before = committed(s.config)[(s.topic, partition)]
-        code, text = etl("reset-offsets", "--config", str(s.config), "--to", f"{s.topic}:{partition}={start}", "--execute",
-                         "--move-aside")
+        code, text = etl("reset-offsets", "--config", str(s.config), "--to", f"{s.topic}:{partition}={start}",
+                         "--execute", "--move-aside")
         s.log.append(f"  reset {partition} -> {start} --move-aside: {code}")
         assert code == 0, text[-3000:]
         # The partition is read again from `start`: records an earlier forward reset skipped past

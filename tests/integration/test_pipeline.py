@@ -124,7 +124,8 @@ def test_a_recreated_topic_triggers_the_out_of_range_policy(
     recreate_topic(kafka_admin, topic)
     produce(topic, events_by_partition(1, 25, first_id=500))
 
-    with pytest.raises(OffsetOutOfRange, match=rf"{topic}' was deleted and recreated.*committed offset 30, Kafka holds \[0, 25\]"):
+    with pytest.raises(OffsetOutOfRange,
+                       match=rf"{topic}' was deleted and recreated.*committed offset 30, Kafka holds \[0, 25\]"):
         run_in_process(config)
     result = run_etl(config)
     assert result.returncode == 1 and "on_offset_out_of_range = earliest" in result.stderr
@@ -144,7 +145,8 @@ def test_a_recreated_topic_triggers_the_out_of_range_policy(
         tag = incarnation_tag(store.offsets.topic_ids()[topic])  # its first 11 characters, in base64url
     names = sorted(f.name for f in data_files(warehouse_dir, hive_table_name) if f.suffix == ".parquet")
     assert names == sorted([f"{topic}+0+{0:020d}+{20:020d}.parquet", f"{topic}+0+{20:020d}+{30:020d}.parquet",
-                            f"{topic}+0+{0:020d}+{20:020d}+{tag}.parquet", f"{topic}+0+{20:020d}+{25:020d}+{tag}.parquet"])
+                            f"{topic}+0+{0:020d}+{20:020d}+{tag}.parquet",
+                            f"{topic}+0+{20:020d}+{25:020d}+{tag}.parquet"])
     report = run_verify(cfg, deep=True)
     assert report.ok, report.render()
 

@@ -297,7 +297,8 @@ def test_broker_sigkilled_mid_batch_fails_the_run_and_after_its_restart_the_reru
         config = write_config(kafka={"topics": topic, "bootstrap.servers": broker.bootstrap,
                                      "fetch_timeout_seconds": "5"},
                               retry={"attempts": "2", "initial_wait_seconds": "0.2", "max_wait_seconds": "1"})
-        run = EtlProcess(config, fault="state:PLANNED", action="sleep:4")  # long enough to be seen and the broker killed
+        # Long enough to be seen and the broker killed.
+        run = EtlProcess(config, fault="state:PLANNED", action="sleep:4")
         try:
             run.wait_until(lambda: job_state(config).last_state == "PLANNED", 300, "batch 1 PLANNED", poll=0.2)
             broker.kill()

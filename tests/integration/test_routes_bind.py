@@ -48,7 +48,8 @@ def test_a_route_added_or_removed_is_bound_on_purpose_and_verify_follows(spark, 
     assert refused.returncode == 2 and "added: [route b]" in refused.stderr and "etl bind" in refused.stderr, \
         refused.describe()
     shown = etl_command(both, "bind")
-    assert shown.returncode == 0 and "preview: nothing changed; pass --execute to apply" in shown.stdout, shown.describe()
+    assert shown.returncode == 0 and "preview: nothing changed; pass --execute to apply" in shown.stdout, \
+        shown.describe()
     assert etl_command(both, "bind", "--execute").returncode == 0
     assert run_etl(both).returncode == 0
     assert table_offsets(spark, DB, f"{name}_b") == expected_offsets(b, {0: 4})

@@ -101,7 +101,8 @@ def test_without_a_rest_route_an_unlisted_value_is_rejected_with_why(spark, new_
     events = new_topic(2, f"{name}.events")
     expected = _produced(produce, events, 20)
     textfile = tmp_path / "etl_job.prom"
-    config = write_config(kafka={"topics": None}, job={"max_rejected_ratio": "0.9"}, metrics={"textfile": str(textfile)},
+    config = write_config(kafka={"topics": None}, job={"max_rejected_ratio": "0.9"},
+                          metrics={"textfile": str(textfile)},
                           hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected",
                                 "success_markers": "true", "success_marker_delay_seconds": "0"},
                           **_split(events, name, rest=False))

@@ -112,8 +112,8 @@ def submit(yarn: PrivateYarn, mode: str, config: Path, archive: Path, probes: Pa
     line = spark_submit("yarn", config, archive=archive, driver_python=driver_python, deploy_mode=mode,
                         probes=probes, conf=settings, files=files, args=args, hadoop_conf_dir=yarn.conf_dir)
     started = time.monotonic()
-    proc = subprocess.Popen(line.command, env=line.env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(line.command, env=line.env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
     try:
         if wait_for is not None:
             wait_for(proc)

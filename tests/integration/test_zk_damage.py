@@ -20,8 +20,8 @@ from tests.harness.oracle import expected_offsets, table_offsets
 from tests.harness.state import wait_for_lock_release
 
 DB = "etl_test"
-COMMANDS = (("run",), ("status",), ("verify",), ("recover", "--execute"), ("reset-offsets", "--to", "earliest", "--execute"),
-            ("history",))
+COMMANDS = (("run",), ("status",), ("verify",), ("recover", "--execute"),
+            ("reset-offsets", "--to", "earliest", "--execute"), ("history",))
 # `etl history` reads the batches' headers, never the committed offsets: a damaged snapshot does
 # not stop it, and it still shows the batches (whose `snapshot` says which one a backup restores).
 READS_SNAPSHOTS = COMMANDS[:-1]

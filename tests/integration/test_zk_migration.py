@@ -57,7 +57,8 @@ def expected_offsets() -> dict:
 
 
 def offsets_of(store) -> dict:
-    return {key: (o.value, o.origin, o.last, o.max_event_ms, o.active_at) for key, o in store.offsets.committed_offsets().items()}
+    return {key: (o.value, o.origin, o.last, o.max_event_ms, o.active_at)
+            for key, o in store.offsets.committed_offsets().items()}
 
 
 def take_lock(store, within=30):

@@ -18,7 +18,8 @@ def load(store, batch, **written):
     """Plan, write, register and commit a batch; returns it COMMITTED."""
     version = store.batches.write_plan(batch)
     batch, version = store.batches.read_batch(batch.batch_id)
-    batch, version = store.batches.advance(batch, version, BatchState.WRITTEN, rows=batch.record_count, rejected=0, **written)
+    batch, version = store.batches.advance(batch, version, BatchState.WRITTEN, rows=batch.record_count, rejected=0,
+                                           **written)
     batch, version = store.batches.advance(batch, version, BatchState.REGISTERED)
     return store.batches.commit(batch, version)
 

@@ -82,7 +82,8 @@ def test_the_partitions_a_batch_touched_are_stored_in_chunks_at_written(open_sto
                     for d in range(1, 29) for h in range(24)) * 20  # 13,440 entries, ~800 KB as one list
     loaded, version = store.batches.read_batch(1)
     assert loaded.partitions is None
-    written, version = store.batches.advance(loaded, version, BatchState.WRITTEN, rows=1, rejected=0, partitions=touched)
+    written, version = store.batches.advance(loaded, version, BatchState.WRITTEN, rows=1, rejected=0,
+                                             partitions=touched)
     again, again_version = store.batches.read_batch(1)
     assert again.partitions == touched and again_version == version
     registered, version = store.batches.advance(again, version, BatchState.REGISTERED)
@@ -108,7 +109,8 @@ def test_a_lock_held_by_an_earlier_yarn_attempt_is_taken_once_its_session_expire
     finally:
         expiry.join()
     assert successor.session.lock_holder() == successor.session.me
-    assert (successor.session.me.yarn_application, successor.session.me.yarn_attempt) == ("application_1795672377170_0001", 2)
+    assert (successor.session.me.yarn_application, successor.session.me.yarn_attempt) == \
+        ("application_1795672377170_0001", 2)
 
 
 @pytest.mark.parametrize("holder_container", [None, "container_e03_1795672377170_0007_01_000001",
@@ -131,7 +133,8 @@ def test_a_one_table_jobs_relocations_are_stored_as_before_routes_could_be_compa
     store.session.acquire_lock()
     plan = switched(store, compaction(1))
     data, _ = store.session.client.get(store.session.paths.relocations)
-    assert zlib.decompress(data) == b'{"main":{"dt=2026-01-01/hour=00":"_compacted/dt=2026-01-01/hour=00/c0000000001"},' \
+    assert zlib.decompress(data) == b'{"main":{"dt=2026-01-01/hour=00":' \
+                                    b'"_compacted/dt=2026-01-01/hour=00/c0000000001"},' \
                                     b'"rejected":{}}'
     assert store.session.client.exists(store.session.paths.table_relocations) is None
     assert b"table_name" not in store.session.client.get(store.session.paths.compaction(plan.compaction_id))[0]

@@ -36,7 +36,8 @@ def summarize(values: list[float]) -> dict:
 
 
 def rate(records: int, nbytes: int, seconds: float) -> dict:
-    return {"records_per_s": records / seconds if seconds else None, "mb_per_s": nbytes / MB / seconds if seconds else None}
+    return {"records_per_s": records / seconds if seconds else None,
+            "mb_per_s": nbytes / MB / seconds if seconds else None}
 
 
 def etl_run_json(ini, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -47,5 +48,6 @@ def etl_run_json(ini, env: Mapping[str, str] | None = None) -> subprocess.Comple
                           capture_output=True, text=True,
                           timeout=900)
     if done.returncode != 0:
-        raise RuntimeError(f"etl run --config {ini} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"etl run --config {ini} exited {done.returncode}:\n{done.stdout[-2000:]}\n"
+                           f"{done.stderr[-3000:]}")
     return done

@@ -228,11 +228,13 @@ class Monitor:
                 self._cpu_seen[pid] = cpu
 
     def to_json(self) -> dict:
-        out = {"seconds": self.seconds, "loadavg_before": list(self.load_before), "loadavg_after": list(self.load_after),
+        out = {"seconds": self.seconds, "loadavg_before": list(self.load_before),
+               "loadavg_after": list(self.load_after),
                "foreign_cpu_cores": round(self.foreign_cores, 3), "own_cpu_cores": round(self.own_cores, 3),
                "stack_cpu_cores": round(self.stack_cores, 3)}
         if self.sample_workers:
-            out.update(peak_worker_rss_mb=self.peak_worker_rss / 2**20, peak_workers_total_rss_mb=self.peak_total_rss / 2**20,
+            out.update(peak_worker_rss_mb=self.peak_worker_rss / 2**20,
+                       peak_workers_total_rss_mb=self.peak_total_rss / 2**20,
                        worker_rss_before_mb=self.baseline_worker_rss / 2**20, rss_samples=self.samples)
         if self.sample_tree:
             out.update(peak_tree_rss_mb=self.peak_tree_rss / 2**20, peak_new_processes_rss_mb=self.peak_new_rss / 2**20,

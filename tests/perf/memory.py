@@ -16,7 +16,8 @@ def memory_check(run: BenchRun) -> None:
         label = f"mem-{n}"
         topic = run.new_topic(1, label)
         say(f"producing {n:,} records into {topic} (1 partition)")
-        produced = produce_checked(run.stack.kafka_bootstrap, topic, {0: n}, value_maker(run.args.decoder, run.args.record_bytes))
+        produced = produce_checked(run.stack.kafka_bootstrap, topic, {0: n},
+                                   value_maker(run.args.decoder, run.args.record_bytes))
         say(f"produced in {produced['seconds']:.1f}s")
         ranges = [(topic, 0, *produced["watermarks"][0])]
         config = load_config(run.ini(label, [topic], run.args.decoder, n + 1))

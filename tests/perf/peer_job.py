@@ -107,7 +107,8 @@ def run_query(spark, bootstrap: str, topic: str, output: str, checkpoint: str, p
     for report in progress:
         for key, ms in report["durationMs"].items():
             durations[key] = durations.get(key, 0) + ms
-    return {"records": sum(p["numInputRows"] for p in progress), "batches": sum(1 for p in progress if p["numInputRows"]),
+    return {"records": sum(p["numInputRows"] for p in progress),
+            "batches": sum(1 for p in progress if p["numInputRows"]),
             "seconds": time.monotonic() - started, "duration_ms": durations}
 
 

@@ -66,7 +66,8 @@ def check_loaded(config, expected_ranges: list[tuple[str, int, int, int]], expec
         raise RuntimeError(f"job {config.job.name}: the batch is not COMMITTED: {batch}")
     ranges = sorted((r.topic, r.partition, r.start, r.end) for r in batch.ranges)
     if ranges != sorted(expected_ranges):
-        raise RuntimeError(f"job {config.job.name}: batch ranges {ranges[:4]}... differ from {sorted(expected_ranges)[:4]}...")
+        raise RuntimeError(f"job {config.job.name}: batch ranges {ranges[:4]}... "
+                           f"differ from {sorted(expected_ranges)[:4]}...")
     wrong = [(t, p, offsets.get((t, p)), end) for t, p, _s, end in expected_ranges if offsets.get((t, p)) != end]
     if wrong:
         raise RuntimeError(f"job {config.job.name}: committed offsets differ from the plan's ends: {wrong[:5]}")

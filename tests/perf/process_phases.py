@@ -36,7 +36,8 @@ def process_phases(run: BenchRun) -> None:
     state = {}
     for variant, env in variants(run.args.variant).items():
         for label, (name, partitions, records) in jobs.items():
-            column, job_name = (label, f"fixed-{name}") if not variant else (f"{label}, {variant}", f"fixed-{name}-{variant}")
+            column, job_name = (label, f"fixed-{name}") if not variant else \
+                (f"{label}, {variant}", f"fixed-{name}-{variant}")
             topic = run.new_topic(partitions, job_name)
             produce_checked(run.stack.kafka_bootstrap, topic, {p: 1 for p in range(partitions)}, make)
             ini = run.ini(job_name, [topic], "json", SEEDS_RECORDS)
@@ -77,7 +78,8 @@ def variants(given: list[list[str]]) -> dict[str, dict[str, str]]:
     for name, *assignments in given:
         malformed = [a for a in assignments if "=" not in a]
         if not assignments or malformed:
-            raise SystemExit(f"--variant {name}: give VAR=value (ETL__SECTION__KEY=value ...), not {malformed or 'none'}")
+            raise SystemExit(f"--variant {name}: give VAR=value (ETL__SECTION__KEY=value ...), "
+                             f"not {malformed or 'none'}")
         chosen[name] = dict(a.split("=", 1) for a in assignments)
     return chosen
 

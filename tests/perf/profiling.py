@@ -62,7 +62,8 @@ def profile(run: BenchRun) -> None:
     if data is None:
         topic = run.new_topic(1, "profile")
         n = run.args.records // run.args.partitions
-        produced = produce_checked(run.stack.kafka_bootstrap, topic, {0: n}, value_maker(run.args.decoder, run.args.record_bytes))
+        produced = produce_checked(run.stack.kafka_bootstrap, topic, {0: n},
+                                   value_maker(run.args.decoder, run.args.record_bytes))
         t, p, s, e = topic, 0, *produced["watermarks"][0]
     else:
         t, p, s, e = data["ranges"][0]

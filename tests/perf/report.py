@@ -24,8 +24,8 @@ def render(report: dict) -> str:
         lines.append(f"data: {d['records']:,} {d['decoder']} records, {d['value_bytes'] / MB:.1f} MB of values "
                      f"(~{d['value_bytes'] / d['records']:.0f} B each), {d['partitions']} partitions; "
                      f"produced in {d['produce_seconds']:.1f}s")
-        lines.append(f"Spark local[{report['args']['parallelism']}], one task per partition, {report['args']['repeat']} "
-                     f"repetitions, medians (min, max):")
+        lines.append(f"Spark local[{report['args']['parallelism']}], one task per partition, "
+                     f"{report['args']['repeat']} repetitions, medians (min, max):")
         lines.append(f"  {'path':<34} {'time':>28} {'records/s':>12} {'MB/s':>8}  per run: load-1m before | CPU cores "
                      f"used by the benchmark, the local stack, other processes")
         names = {"drain": "(a) drain (consume + count)", "drain_librdkafka_defaults": "    drain, librdkafka defaults",
@@ -43,10 +43,11 @@ def render(report: dict) -> str:
                          f"  {loads} | {cpu}")
         fb = t["full_batch"]
         run_total = fb["phases_median"]["run_minus_tables"]
-        lines.append(f"  {'    whole run_job but CREATE TABLE':<34} {run_total:>27.2f}s {fb['run_total_rate']['records_per_s']:>12,.0f} "
-                     f"{fb['run_total_rate']['mb_per_s']:>8.1f}")
+        lines.append(f"  {'    whole run_job but CREATE TABLE':<34} {run_total:>27.2f}s "
+                     f"{fb['run_total_rate']['records_per_s']:>12,.0f} {fb['run_total_rate']['mb_per_s']:>8.1f}")
         lines.append("  full batch phases (median s): " + ", ".join(
-            f"{k} {v:.3f}" for k, v in fb["phases_median"].items() if k not in ("batch", "run_total", "run_minus_tables")))
+            f"{k} {v:.3f}" for k, v in fb["phases_median"].items()
+            if k not in ("batch", "run_total", "run_minus_tables")))
         lines.append(f"  job said: {fb['job_said']}")
         lines.append(f"  peak Python worker RSS during (b): {_spread(fb['peak_worker_rss_mb'], ' MB', 0)}; "
                      f"daemon + workers: {_spread(fb['peak_workers_total_rss_mb'], ' MB', 0)}")
@@ -64,13 +65,15 @@ def render(report: dict) -> str:
         lines.append(f"  full batch / best drain = {r['full_batch_vs_best_drain']:.2f}x (target >= 0.9x)")
         if "full_batch_vs_librdkafka_defaults" in r:
             lines.append(f"  the ETL's consumer tuning (fetch.queue.backoff.ms): full batch "
-                         f"{r['full_batch_vs_librdkafka_defaults']:.2f}x, drain {r['drain_vs_librdkafka_defaults']:.2f}x "
-                         f"faster than with librdkafka's defaults")
+                         f"{r['full_batch_vs_librdkafka_defaults']:.2f}x, "
+                         f"drain {r['drain_vs_librdkafka_defaults']:.2f}x faster than with librdkafka's defaults")
             targets.append(("full batch >= 1.3x the same batch with librdkafka's defaults",
-                            r["full_batch_vs_librdkafka_defaults"] >= 1.3, f"{r['full_batch_vs_librdkafka_defaults']:.2f}x"))
+                            r["full_batch_vs_librdkafka_defaults"] >= 1.3,
+                            f"{r['full_batch_vs_librdkafka_defaults']:.2f}x"))
         targets.append(("full batch >= 390K records/s (on the 2-core machine of docs/performance.md)",
                         t["full_batch"]["records_per_s"] >= 390_000, f"{t['full_batch']['records_per_s']:,.0f}/s"))
-        targets.append(("full batch >= 0.8x drain", r["full_batch_vs_drain"] >= 0.8, f"{r['full_batch_vs_drain']:.2f}x"))
+        targets.append(("full batch >= 0.8x drain", r["full_batch_vs_drain"] >= 0.8,
+                        f"{r['full_batch_vs_drain']:.2f}x"))
         targets.append(("full batch >= 0.9x best drain", r["full_batch_vs_best_drain"] >= 0.9,
                         f"{r['full_batch_vs_best_drain']:.2f}x"))
         targets.append(("full batch >= 3x row-by-row", r["full_batch_vs_row_by_row"] >= 3,
@@ -97,15 +100,17 @@ def render(report: dict) -> str:
                      f"{report['memory'][0]['row_group_size']}), Python worker RSS sampled every 50 ms:")
         for m in report["memory"]:
             lines.append(f"  {m['records']:>11,} records ({m['value_bytes'] / MB:,.0f} MB): peak worker RSS "
-                         f"{m['peak_worker_rss_mb']:.0f} MB (before the run {m['worker_rss_before_mb']:.0f} MB; daemon + "
-                         f"workers {m['peak_workers_total_rss_mb']:.0f} MB, {m['rss_samples']} samples); batch "
-                         f"{m['phases']['batch']:.1f}s = {m['batch_rate']['records_per_s']:,.0f} records/s; load before "
-                         f"{m['loadavg_before'][0]:.2f}, foreign CPU {m['foreign_cpu_cores']:.2f} cores")
+                         f"{m['peak_worker_rss_mb']:.0f} MB (before the run {m['worker_rss_before_mb']:.0f} MB; "
+                         f"daemon + workers {m['peak_workers_total_rss_mb']:.0f} MB, {m['rss_samples']} samples); "
+                         f"batch {m['phases']['batch']:.1f}s = {m['batch_rate']['records_per_s']:,.0f} records/s; "
+                         f"load before {m['loadavg_before'][0]:.2f}, foreign CPU {m['foreign_cpu_cores']:.2f} cores")
         if len(report["memory"]) >= 2:
             small, big = report["memory"][0], report["memory"][-1]
-            growth = big["peak_worker_rss_mb"] / small["peak_worker_rss_mb"] if small["peak_worker_rss_mb"] else float("nan")
+            growth = big["peak_worker_rss_mb"] / small["peak_worker_rss_mb"] if small["peak_worker_rss_mb"] \
+                else float("nan")
             lines.append(f"  {big['records'] // small['records']}x the records -> {growth:.2f}x the peak worker RSS")
-            targets.append((f"flat memory {small['records']:,} vs {big['records']:,}", growth <= 1.25, f"{growth:.2f}x"))
+            targets.append((f"flat memory {small['records']:,} vs {big['records']:,}", growth <= 1.25,
+                            f"{growth:.2f}x"))
     if "partition_scaling" in report:
         lines.append("")
         lines.append("partitions: plan (Kafka metadata, watermarks, ZooKeeper reads, write_plan: the Job's plan "
@@ -119,7 +124,8 @@ def render(report: dict) -> str:
                 for b in entry["batches"]:
                     tm, z = b["timings"], b["znodes"]
                     lines.append(f"  {n:>10} {b['batch']:>6} {'-':>7} {tm['zk_reads']:>6.3f} "
-                                 f"{tm['write_plan']:>7.3f} {tm['commit']:>7.3f} {'-':>7} {'-':>7}  {z['header_bytes']}, "
+                                 f"{tm['write_plan']:>7.3f} {tm['commit']:>7.3f} {'-':>7} {'-':>7}  "
+                                 f"{z['header_bytes']}, "
                                  f"{z['range_chunks']} x <= {max(z['range_chunk_bytes'], default=0)}, "
                                  f"~{z['commit_request_bytes_estimate']:,}  offsets match: {b['offsets_match']} "
                                  f"(ZooKeeper only; WRITTEN {tm.get('written', 0):.3f}, REGISTERED with the "
@@ -133,7 +139,8 @@ def render(report: dict) -> str:
                       f"~{z['commit_request_bytes_estimate']:,}") if z else ""
                 lines.append(f"  {n:>10} {batch:>6} {ph['plan']:>7.3f} {'-':>6} {'-':>7} "
                              f"{ph['commit']:>7.3f} {ph['tasks']:>7.2f} {ph['run_total']:>7.2f}  {zs}"
-                             + (f"  committed {loaded['ranges']} offsets = watermarks, {loaded['rows']} rows" if loaded else ""))
+                             + (f"  committed {loaded['ranges']} offsets = watermarks, {loaded['rows']} rows"
+                                if loaded else ""))
         biggest = report["partition_scaling"][-1]
         if biggest["mode"] == "full job":
             worst = max(max(b["phases"]["plan"], b["phases"]["commit"]) for b in biggest["batches"])
@@ -205,8 +212,8 @@ def _seeds_shape(seeds: dict, targets: list) -> list[str]:
     lines = ["", f"the seeds' batch shape: {seeds['records']:,} JSON records in {seeds['partitions']} partitions, "
                  f"a whole `etl run` process per run (Spark start-up included):"]
     for parallelism, e in seeds["by_parallelism"].items():
-        lines.append(f"  local[{parallelism}]: process {_spread(e['process_seconds'])}, batch {_spread(e['batch_seconds'])} "
-                     f"({e['batch_records_per_second']:,.0f} records/s)")
+        lines.append(f"  local[{parallelism}]: process {_spread(e['process_seconds'])}, "
+                     f"batch {_spread(e['batch_seconds'])} ({e['batch_records_per_second']:,.0f} records/s)")
         if "process_seconds_librdkafka_defaults" in e:
             lines.append(f"    with librdkafka's consumer defaults: process "
                          f"{_spread(e['process_seconds_librdkafka_defaults'])}, batch "
@@ -235,10 +242,12 @@ def _side_by_side(sbs: dict, targets: list) -> list[str]:
         if key not in rows:
             continue
         e = rows[key]
-        lines.append(f"  {label:<33} {_spread(e['seconds']):>26} {e['records_per_s']:>10,.0f} {e['work_records_per_s']:>10,.0f} "
+        lines.append(f"  {label:<33} {_spread(e['seconds']):>26} {e['records_per_s']:>10,.0f} "
+                     f"{e['work_records_per_s']:>10,.0f} "
                      f"{e['records_per_s_per_core']:>9,.0f} {e['mb_per_s_per_core']:>9.1f} "
                      f"{e['cpu_s_per_million']['median']:>8.2f} {e['records_per_cpu_s']:>8,.0f} "
-                     f"{e['files']['median']:>6.0f} {e['bytes']['median'] / MB:>7.1f} {e['peak_tree_rss_mb']['median']:>7.0f} "
+                     f"{e['files']['median']:>6.0f} {e['bytes']['median'] / MB:>7.1f} "
+                     f"{e['peak_tree_rss_mb']['median']:>7.0f} "
                      f"{e['peak_workers_total_rss_mb']['median']:>7.0f}  "
                      + "/".join(f"{x:.2f}" for x in e["loadavg_before"]))
     lines.append("  (seconds: the whole in-process run, table creation and Hive registration included; work r/s: "
@@ -256,7 +265,8 @@ def _side_by_side(sbs: dict, targets: list) -> list[str]:
                      f"scheduled run as a whole process at local[{seeds['parallelism']}]:")
         for who, label in (("ours", "etl run"), ("peer_json", "peer_job")):
             e = seeds[who]
-            lines.append(f"    {label:<9} process {_spread(e['process_seconds'])}, batch {_spread(e['batch_seconds'])}, "
+            lines.append(f"    {label:<9} process {_spread(e['process_seconds'])}, "
+                         f"batch {_spread(e['batch_seconds'])}, "
                          f"CPU {_spread(e['cpu_seconds'])}, peak RSS {_spread(e['peak_rss_mb'], ' MB', 0)}")
         r = seeds["ratios"]
         lines.append(f"    peer / ours: process {r['process_seconds']:.2f}x, batch {r['batch_seconds']:.2f}x, "

@@ -48,7 +48,8 @@ def routes_bench(run: BenchRun) -> None:
     times: dict[str, dict[str, list[float]]] = {name: {"process": [], "batch": []} for name in jobs}
     for rep in range(1, run.args.repeat + 1):
         for name, inis in jobs.items():
-            expected = _produce(run, single if name == "one_table" else None, topics.get(name, []), per_topic, make, ends)
+            expected = _produce(run, single if name == "one_table" else None, topics.get(name, []), per_topic, make,
+                                ends)
             label = f"many tables: {name.replace('_', ' ')} #{rep}"
             done, stats = run.measure(label, lambda: [etl_run_json(ini) for ini in inis])
             for ini in inis:
@@ -60,7 +61,8 @@ def routes_bench(run: BenchRun) -> None:
             say(f"  {len(inis)} processes {stats['seconds']:.2f}s, batches {times[name]['batch'][-1]:.2f}s")
     report = {"records": SEEDS_RECORDS, "topics": count, "tables": count}
     for name, measured in times.items():
-        report[name] = {"process_seconds": summarize(measured["process"]), "batch_seconds": summarize(measured["batch"])}
+        report[name] = {"process_seconds": summarize(measured["process"]),
+                        "batch_seconds": summarize(measured["batch"])}
     one = statistics.median(times["one_table"]["process"])
     report["routed_over_one_table"] = statistics.median(times["routed"]["process"]) / one
     report["separate_jobs_over_one_table"] = statistics.median(times["separate_jobs"]["process"]) / one

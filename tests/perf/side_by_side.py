@@ -54,8 +54,10 @@ def side_by_side(run: BenchRun) -> None:
     topic = run.new_topic(args.partitions, "sbs")
     per = [args.records // args.partitions + (1 if p < args.records % args.partitions else 0)
            for p in range(args.partitions)]
-    say(f"producing {args.records:,} JSON records of ~{args.record_bytes} bytes into {topic} ({args.partitions} partitions)")
-    produced = produce_checked(run.stack.kafka_bootstrap, topic, dict(enumerate(per)), value_maker("json", args.record_bytes))
+    say(f"producing {args.records:,} JSON records of ~{args.record_bytes} bytes into {topic} "
+        f"({args.partitions} partitions)")
+    produced = produce_checked(run.stack.kafka_bootstrap, topic, dict(enumerate(per)),
+                               value_maker("json", args.record_bytes))
     ranges = [(topic, p, low, high) for p, (low, high) in sorted(produced["watermarks"].items())]
     records, nbytes = produced["records"], produced["bytes"]
     report: dict = {"data": {"topic": topic, "records": records, "value_bytes": nbytes, "partitions": args.partitions,
@@ -104,8 +106,8 @@ def peer_in_process(run: BenchRun, label: str, topic: str, peer: str, ranges: li
     if done["records"] != records:
         raise RuntimeError(f"the peer {label} read {done['records']} records, expected {records}")
     written = check_written(folder, ranges, records)
-    say(f"  query {done['seconds']:.2f}s, table + MSCK REPAIR {done['register_seconds']:.2f}s; {written['files']} files, "
-        f"{written['bytes'] / MB:.1f} MB; peak tree RSS {stats['peak_tree_rss_mb']:.0f} MB")
+    say(f"  query {done['seconds']:.2f}s, table + MSCK REPAIR {done['register_seconds']:.2f}s; "
+        f"{written['files']} files, {written['bytes'] / MB:.1f} MB; peak tree RSS {stats['peak_tree_rss_mb']:.0f} MB")
     return {**stats, "work_seconds": done["seconds"], "register_seconds": done["register_seconds"],
             "batches": done["batches"], "duration_ms": done["duration_ms"], **written}
 
@@ -133,7 +135,8 @@ def check_written(folder: Path, ranges: list, records: int, start: dict[int, int
     if rows != records or distinct != records or spans != expected:
         raise RuntimeError(f"{folder}: {rows} rows, {distinct} distinct (partition, offset), offsets {spans}; "
                            f"expected {records} records, offsets {expected}")
-    return {"files": len(files), "bytes": sum(path.stat().st_size for path in files), "rows": rows, "distinct": distinct}
+    return {"files": len(files), "bytes": sum(path.stat().st_size for path in files), "rows": rows,
+            "distinct": distinct}
 
 
 def summary(measured: list[dict], records: int, nbytes: int, parallelism: int) -> dict:
@@ -145,7 +148,8 @@ def summary(measured: list[dict], records: int, nbytes: int, parallelism: int) -
     return {"seconds": seconds, "work_seconds": summarize([m["work_seconds"] for m in measured]),
             "records_per_s": per_s, "mb_per_s": nbytes / MB / seconds["median"],
             "work_records_per_s": records / statistics.median(m["work_seconds"] for m in measured),
-            "records_per_s_per_core": per_s / parallelism, "mb_per_s_per_core": nbytes / MB / seconds["median"] / parallelism,
+            "records_per_s_per_core": per_s / parallelism,
+            "mb_per_s_per_core": nbytes / MB / seconds["median"] / parallelism,
             "cpu_s_per_million": cpu, "records_per_cpu_s": 1e6 / cpu["median"],
             "mb_per_cpu_s": nbytes / MB / (cpu["median"] * records / 1e6),
             "files": summarize([m["files"] for m in measured]), "bytes": summarize([m["bytes"] for m in measured]),
@@ -202,7 +206,8 @@ def seeds_side_by_side(run: BenchRun) -> dict:
         return done
     _batches(process(ours_cmd))  # the first runs: tables, state and checkpoint made, the first records loaded
     _peer_said(process(peer_cmd), SEEDS_PARTITIONS)
-    say(f"seeds' shape side by side: {SEEDS_RECORDS:,} JSON records in {SEEDS_PARTITIONS} partitions of {topic} per run")
+    say(f"seeds' shape side by side: {SEEDS_RECORDS:,} JSON records in {SEEDS_PARTITIONS} partitions of {topic} "
+        f"per run")
     measured: dict[str, list[dict]] = {"ours": [], "peer_json": []}
     for rep in range(1, args.repeat + 1):
         produced = produce_checked(run.stack.kafka_bootstrap, topic, per, make, start=ends)

@@ -88,7 +88,8 @@ def rows_task(spec):
     for records in consume_range(settings, topic, partition, start, end):
         for m in records:
             millis = m.timestamp()[1]
-            lineage = (topic, partition, m.offset(), dt.datetime.fromtimestamp(millis / 1000, utc) if millis >= 0 else None)
+            lineage = (topic, partition, m.offset(),
+                       dt.datetime.fromtimestamp(millis / 1000, utc) if millis >= 0 else None)
             if decoder == "json":
                 try:
                     obj = json_module.loads(m.value())

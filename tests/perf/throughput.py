@@ -27,7 +27,8 @@ def throughput(run: BenchRun) -> None:
            for p in range(args.partitions)]
     say(f"producing {args.records:,} {args.decoder} records of ~{args.record_bytes} bytes into {topic} "
         f"({args.partitions} partitions)")
-    produced = produce_checked(run.stack.kafka_bootstrap, topic, dict(enumerate(per)), value_maker(args.decoder, args.record_bytes))
+    produced = produce_checked(run.stack.kafka_bootstrap, topic, dict(enumerate(per)),
+                               value_maker(args.decoder, args.record_bytes))
     say(f"produced in {produced['seconds']:.1f}s ({produced['records'] / produced['seconds']:,.0f} records/s, "
         f"{produced['bytes'] / MB:.1f} MB)")
     ranges = [(topic, p, low, high) for p, (low, high) in sorted(produced["watermarks"].items())]

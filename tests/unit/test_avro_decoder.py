@@ -42,7 +42,8 @@ def decoder_for(table, url: str, zone: str = "UTC", retry: RetryConfig = ONE_TRY
 def test_two_writer_versions_decode_in_input_order_with_types_and_ignored_fields(schema_registry, table):
     client = registry_client(schema_registry.url)
     v1, v2 = AvroProducerCodec(client, AVRO_V1, "clicks"), AvroProducerCodec(client, AVRO_V2, "clicks")
-    values = [v1(RECORD), v2({**RECORD, "user_id": 8, "country": None, "browser": "firefox"}), v1({**RECORD, "user_id": 9})]
+    values = [v1(RECORD), v2({**RECORD, "user_id": 8, "country": None, "browser": "firefox"}),
+              v1({**RECORD, "user_id": 9})]
     assert schema_id_of(values[0]) != schema_id_of(values[1])
     decoded = decoder_for(table, schema_registry.url).decode(values)
     assert decoded.errors == []

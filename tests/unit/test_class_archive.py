@@ -120,9 +120,12 @@ def test_a_partial_archive_left_by_a_killed_process_is_removed_by_the_next_recor
 
 
 def test_the_archive_depends_on_the_driver_settings_not_on_the_others():
-    assert archive_key(SETTINGS, JvmConfig()) == archive_key({**SETTINGS, "spark.sql.shuffle.partitions": "8"}, JvmConfig())
-    assert archive_key(SETTINGS, JvmConfig()) != archive_key({**SETTINGS, "spark.driver.memory": "40g"}, JvmConfig())  # no compressed oops
-    assert archive_key(SETTINGS, JvmConfig()) != archive_key({**SETTINGS, "spark.driver.extraJavaOptions": "-XX:+UseSerialGC"}, JvmConfig())
+    assert archive_key(SETTINGS, JvmConfig()) == \
+        archive_key({**SETTINGS, "spark.sql.shuffle.partitions": "8"}, JvmConfig())
+    assert archive_key(SETTINGS, JvmConfig()) != \
+        archive_key({**SETTINGS, "spark.driver.memory": "40g"}, JvmConfig())  # no compressed oops
+    assert archive_key(SETTINGS, JvmConfig()) != \
+        archive_key({**SETTINGS, "spark.driver.extraJavaOptions": "-XX:+UseSerialGC"}, JvmConfig())
 
 
 def test_the_default_folder_is_the_users_cache():

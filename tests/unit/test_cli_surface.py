@@ -80,7 +80,8 @@ def test_compact_takes_tables_by_name():
 
 # Each command that changes state, its options' module and function, and what else its line needs.
 CHANGING = {"recover": ("etl.ops.recovery", "recover", []), "compact": ("etl.ops.compact", "run_compact", []),
-            "bind": ("etl.ops.rebind", "bind", []), "reset-offsets": ("etl.ops.reset", "reset_offsets", ["--to", "latest"])}
+            "bind": ("etl.ops.rebind", "bind", []),
+            "reset-offsets": ("etl.ops.reset", "reset_offsets", ["--to", "latest"])}
 OLD_FLAG = {"recover": "--dry-run", "compact": "--dry-run", "bind": "--yes", "reset-offsets": "--yes"}
 
 
@@ -93,7 +94,8 @@ def test_every_command_that_changes_state_previews_unless_given_execute(command,
     that names --execute; the options reach the command as one object."""
     module, function, more = CHANGING[command]
     given: list = []
-    monkeypatch.setattr(importlib.import_module(module), function, lambda config, options, **out: given.append(options) or 0)
+    monkeypatch.setattr(importlib.import_module(module), function,
+                        lambda config, options, **out: given.append(options) or 0)
     (tmp_path / "job.ini").write_text(minimal_ini(REPO / "warehouse_schema" / "events.sql"))
     old = OLD_FLAG[command]
     line = [command, "--config", str(tmp_path / "job.ini"), *more, *(old if flag == "old" else flag for flag in flags)]
@@ -234,7 +236,8 @@ def test_check_judges_the_largest_lag_against_both_thresholds(lags, state):
 
 
 def test_check_of_a_job_without_partitions_is_ok():
-    assert judge("clicks", [], 1, 2).line == "ETL OK - job clicks: no partition to load | max_lag=0;1;2;0; total_lag=0;;;0;"
+    assert judge("clicks", [], 1, 2).line == \
+        "ETL OK - job clicks: no partition to load | max_lag=0;1;2;0; total_lag=0;;;0;"
 
 
 def test_a_partition_waiting_past_the_last_stable_offset_never_lags_below_zero_and_can_warn():
@@ -271,7 +274,8 @@ def test_the_relay_makes_every_line_the_process_and_its_children_write_to_stderr
               "print('a line of python', file=sys.stderr, flush=True);"
               "from confluent_kafka.admin import AdminClient;"
               "AdminClient({'bootstrap.servers': '127.0.0.1:9', 'max.partition.fetch.bytes': '2097152'}).poll(0.5);"
-              "subprocess.run(['sh', '-c', 'echo \"WARNING: Using incubator modules\" >&2; printf \"no newline\" >&2'])")
+              "subprocess.run(['sh', '-c', 'echo \"WARNING: Using incubator modules\" >&2; "
+              "printf \"no newline\" >&2'])")
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0
     records = json_lines(done.stderr)

@@ -107,7 +107,8 @@ schema = {EVENTS_SCHEMA}
 
 @pytest.fixture
 def routed(tmp_path):
-    ini = routed_ini(ROUTES, hive="rejected_table = Rejects").replace("hosts = 127.0.0.1:2181", f"hosts = 127.0.0.1:{free_port()}")
+    ini = routed_ini(ROUTES, hive="rejected_table = Rejects").replace("hosts = 127.0.0.1:2181",
+                                                                      f"hosts = 127.0.0.1:{free_port()}")
     (tmp_path / "routed.ini").write_text(ini.replace("url = file:///tmp/w", f"url = file://{tmp_path}/w"))
     return load_config(tmp_path / "routed.ini")
 
@@ -166,7 +167,8 @@ def test_table_names_a_one_table_jobs_table_or_its_rejected_one(config, store):
 # -- etl bind -------------------------------------------------------------------------------
 def test_bind_is_refused_while_a_run_holds_the_lock(config, store):
     held_by_another(store)
-    with pytest.raises(RefusedUntilDone, match="^a run holds the job lock; try again when it has finished; nothing changed$") as refused:
+    with pytest.raises(RefusedUntilDone,
+                       match="^a run holds the job lock; try again when it has finished; nothing changed$") as refused:
         bind_in(context(config, store), EXECUTE_BIND)
     assert refused.value.exit_code == EXIT_BATCH_FAILED
 
@@ -224,7 +226,8 @@ def test_recover_deletes_the_temp_files_of_dead_attempts_and_nothing_else(config
     with ctx:
         assert recover_in(ctx, RecoverOptions(), out=said.append) == EXIT_OK
         assert said[-2:] == ["  - delete 1 temp files left by dead attempts",
-                             "preview: nothing changed; pass --execute to apply"] and (folder / "_tmp.attempt-1").exists()
+                             "preview: nothing changed; pass --execute to apply"] \
+            and (folder / "_tmp.attempt-1").exists()
         assert recover_in(ctx, EXECUTE_RECOVER, out=said.append) == EXIT_OK
     assert said[-1] == "done: deleted 1 temp files" and sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
     assert store.session.lock_holder() is None and store.batches.batch_ids() == []
@@ -316,7 +319,8 @@ def test_a_one_table_job_with_partitions_awaiting_their_marker_is_not_bound_to_r
     committed(store, batch(ranges=(OffsetRange("a", 0, 0, 10, None),),
                            extra={"markers": {"unmarked": [{"dt": "2026-01-01", "hour": "00"}]}}))
     store.session.release_lock()
-    ini = routed_ini(f"[route all]\ntopics = a\ntable = t\nschema = {EVENTS_SCHEMA}\n", hive="rejected_table = t_rejected")
+    ini = routed_ini(f"[route all]\ntopics = a\ntable = t\nschema = {EVENTS_SCHEMA}\n",
+                     hive="rejected_table = t_rejected")
     (tmp_path / "routed.ini").write_text(ini.replace("hosts = 127.0.0.1:2181", "hosts = 127.0.0.1:1")
                                          .replace("url = file:///tmp/w", f"url = file://{tmp_path}/w"))
     said: list[str] = []

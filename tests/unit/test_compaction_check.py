@@ -26,7 +26,8 @@ def _warehouse(tmp_path) -> Warehouse:
 def test_a_routed_plans_files_are_expected_in_its_own_tables_folders_only(tmp_path):
     warehouse = _warehouse(tmp_path)
     plan = compaction(1, P, table_name="orders")
-    orders, clicks = warehouse.for_table("orders").root(TableKind.MAIN), warehouse.for_table("raw_x").root(TableKind.MAIN)
+    orders, clicks = warehouse.for_table("orders").root(TableKind.MAIN), \
+        warehouse.for_table("raw_x").root(TableKind.MAIN)
     waiting = posixpath.join(orders, P, "a.parquet")
     assert check_superseded(Inventory(superseded=[waiting]), [plan], warehouse) == []
     stray = posixpath.join(clicks, P, "a.parquet")
@@ -46,12 +47,14 @@ def test_only_the_switching_tables_wrong_location_is_excused(tmp_path):
     rejected_plan = compaction(2, P, table=TableKind.REJECTED).advanced(CompactionState.WRITTEN)
     at_target = {P: warehouse.hive_uri(posixpath.join(warehouse.rejected_root, rejected_plan.target))}
     assert switching(wrong, TableKind.REJECTED, None, [plan, rejected_plan], at_target, warehouse) == []
-    assert switching(wrong, TableKind.MAIN, "orders", [rejected_plan], at_target, warehouse.for_table("orders")) == wrong
+    assert switching(wrong, TableKind.MAIN, "orders", [rejected_plan], at_target,
+                     warehouse.for_table("orders")) == wrong
 
 
 def _status(compacted: dict) -> dict:
     return {"job": "j", "total_lag": 0, "lock": None, "partitions": [], "topics_not_loaded": [], "last_batch": None,
-            "events": [], "markers": {"enabled": False, "late_count": 0}, "compactions": [], "compacted_partitions": compacted}
+            "events": [], "markers": {"enabled": False, "late_count": 0}, "compactions": [],
+            "compacted_partitions": compacted}
 
 
 def test_status_shows_each_routed_tables_compacted_partitions():

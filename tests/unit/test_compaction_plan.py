@@ -73,8 +73,10 @@ def test_relocations_per_table():
 ONE_TABLE_PLAN = (b'{"id":7,"inputs":[["t+0+0+2.parquet",10,2,[[0,2]]]],"marker":true,"outputs":[["m.parquet",'
                   b'["t+0+0+2.parquet"]]],"partition":"dt=2026-01-01/hour=00","planned_at":"2026-01-01T00:00:00+00:00",'
                   b'"planned_by":"host:1","source":"dt=2026-01-01/hour=00","state":"SWITCHED","switched_at":'
-                  b'"2026-01-01T01:00:00+00:00","table":"main","target":"_compacted/dt=2026-01-01/hour=00/c0000000007"}')
-ONE_TABLE_RELOCATIONS = b'{"main":{"dt=2026-01-01/hour=00":"_compacted/x/c1"},"rejected":{"dt=2026-01-01/hour=01":"_compacted/y/c2"}}'
+                  b'"2026-01-01T01:00:00+00:00","table":"main",'
+                  b'"target":"_compacted/dt=2026-01-01/hour=00/c0000000007"}')
+ONE_TABLE_RELOCATIONS = (b'{"main":{"dt=2026-01-01/hour=00":"_compacted/x/c1"},'
+                         b'"rejected":{"dt=2026-01-01/hour=01":"_compacted/y/c2"}}')
 
 
 def _switched_plan(table_name: str | None = None) -> CompactionPlan:

@@ -130,7 +130,8 @@ def test_only_the_tables_asked_for_are_compacted(tmp_path):
     report = job.compact(tables=(CLICKS,), only=[P, "dt=2026-11-20/hour=11"])
     assert [p.label for p in report.planned] == ["clicks"]
     assert [c.skipped for c in report.looked_at][-1] == "not a partition of the tables looked at"
-    assert job.store.compactions.relocations().tables.keys() == {"clicks"} and job.store.compactions.relocations().rejected == {}
+    assert job.store.compactions.relocations().tables.keys() == {"clicks"} \
+        and job.store.compactions.relocations().rejected == {}
 
 
 @pytest.mark.parametrize("point", POINTS)
@@ -175,7 +176,8 @@ def test_a_table_met_by_compaction_first_is_still_evolved_when_a_batch_asks_for_
     job = Job(tmp_path, routed=True)
     calls: list[str] = []
     monkeypatch.setattr(HiveRegistrar, "check_claimed", lambda self: calls.append(f"claimed {self.hive.table}"))
-    monkeypatch.setattr(HiveRegistrar, "ensure_table", lambda self, ddl=None: calls.append(f"ensured {self.hive.table}"))
+    monkeypatch.setattr(HiveRegistrar, "ensure_table",
+                        lambda self, ddl=None: calls.append(f"ensured {self.hive.table}"))
 
     class Started(CommandContext):  # the real existing_table and table_registrar, no Spark
         def registrar(self):
@@ -193,8 +195,10 @@ def test_etl_compact_of_a_routed_job_compacts_the_tables_named_whatever_their_ca
     job = Job(tmp_path, routed=True)
     job.store.session.release_lock()
     said: list[str] = []
-    with MetastoreContext(job.config, clock=lambda: NOW, store=job.store, fs=job.fs, metastore=job.metastore) as context:
-        assert compact_in(context, CompactOptions(tables=("CLICKS",), act=Act.EXECUTE, as_json=True), out=said.append) == EXIT_OK
+    with MetastoreContext(job.config, clock=lambda: NOW, store=job.store, fs=job.fs,
+                          metastore=job.metastore) as context:
+        assert compact_in(context, CompactOptions(tables=("CLICKS",), act=Act.EXECUTE, as_json=True),
+                          out=said.append) == EXIT_OK
         assert context.existing == ["clicks"]
     assert [p["table_name"] for p in json.loads(said[0])["compacted"]] == ["clicks"]
     assert job.store.compactions.relocations().tables.keys() == {"clicks"} and job.store.session.lock_holder() is None

@@ -30,7 +30,8 @@ CLIENTS = {"ZkStateStore", "KafkaMetadata", "OffsetMirror", "filesystem_for", "H
 ALLOWED = {
     # a Spark task runs on an executor, where no driver object reaches: it builds its own
     # filesystem from the config it was shipped
-    ("job/tasks.py", "filesystem_for"), ("job/event_task.py", "filesystem_for"), ("job/route_task.py", "filesystem_for"),
+    ("job/tasks.py", "filesystem_for"), ("job/event_task.py", "filesystem_for"),
+    ("job/route_task.py", "filesystem_for"),
 }
 
 

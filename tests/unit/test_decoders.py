@@ -190,7 +190,8 @@ def test_an_object_after_a_utf8_byte_order_mark_is_read_as_without_it(events_dec
     # RFC 8259 section 8.1 lets a parser ignore a BOM; producers on Windows (.NET's UTF8 encoding,
     # PowerShell) write one. Only the object is read: the rejected table would keep the raw bytes.
     bom = b"\xef\xbb\xbf"
-    decoded = events_decoder.decode([bom + event(0), event(1), bom + b' {"event_id": 2}', bom + b"[1]", bom + bom + b"{}"])
+    decoded = events_decoder.decode([bom + event(0), event(1), bom + b' {"event_id": 2}', bom + b"[1]",
+                                     bom + bom + b"{}"])
     assert decoded.good.to_pylist() == [0, 1, 2]
     assert decoded.table.column("event_id").to_pylist() == [0, 1, 2]
     assert decoded.errors == [(3, "expected a JSON object, got array"), (4, "invalid JSON: expected a JSON object")]
@@ -458,7 +459,8 @@ def test_timestamps_outside_what_hive_and_spark_read_back_are_rejected(ranged_de
         i: f"field 'ts': {texts[i]!r} is outside the range Hive and Spark read back ({TS_RANGE})" for i in (1, 2, 5, 6)
     }
     assert decoded.table.column("id").to_pylist() == [0, 3, 4, 7]
-    assert decoded.table.column("ts").to_pylist()[1:3] == [datetime(1, 1, 2), datetime(9999, 12, 30, 23, 59, 59, 999000)]
+    assert decoded.table.column("ts").to_pylist()[1:3] == [datetime(1, 1, 2),
+                                                            datetime(9999, 12, 30, 23, 59, 59, 999000)]
 
 
 def test_dates_outside_what_hive_and_spark_read_back_are_rejected(ranged_decoder):

@@ -85,7 +85,8 @@ def test_the_checker_finds_a_bad_snippet_and_names_its_line():
 
 
 def test_a_fragment_without_a_section_is_read_and_its_lines_counted_from_the_file():
-    doc = "```ini\nauth = digest   # none (default) | digest\n\n```\n\n```ini\n[kafka]\nsasl.password = x  # oops\n```\n"
+    doc = ("```ini\nauth = digest   # none (default) | digest\n\n```\n\n"
+           "```ini\n[kafka]\nsasl.password = x  # oops\n```\n")
     (first_ok, ok), (first_bad, bad) = ini_snippets(doc)
     assert syntax_errors(ok, "doc.md", first_ok) == []
     errors = syntax_errors(bad, "doc.md", first_bad)

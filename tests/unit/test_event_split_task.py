@@ -179,8 +179,10 @@ ONE_TABLE_MANIFEST = (
 
 
 def test_a_one_table_ranges_manifest_is_byte_identical_to_before(tmp_path):
-    ini = minimal_ini(EVENTS_SCHEMA, kafka="topics = orders").replace("url = file:///tmp/w", f"url = file://{tmp_path}/w")
-    ini = ini.replace("127.0.0.1:2181", f"127.0.0.1:{free_port()}").replace("127.0.0.1:9092", f"127.0.0.1:{free_port()}")
+    ini = minimal_ini(EVENTS_SCHEMA, kafka="topics = orders").replace("url = file:///tmp/w",
+                                                                      f"url = file://{tmp_path}/w")
+    ini = ini.replace("127.0.0.1:2181", f"127.0.0.1:{free_port()}").replace("127.0.0.1:9092",
+                                                                            f"127.0.0.1:{free_port()}")
     (tmp_path / "etl.ini").write_text(ini)
     config = load_config(tmp_path / "etl.ini")
     [spec] = route_specs(config).values()

@@ -83,7 +83,8 @@ def test_rows_of_a_partition_due_its_marker_are_late_written_or_rejected():
     written = place(data, placement(late_before_ms=due))
     assert written.late.to_pylist() == [True, False] and written.rejected == []
     refused = place(data, placement(late_before_ms=due, settings={"late_data": LateData.REJECT}))
-    assert [i for i, _ in refused.rejected] == [0] and refused.rejected[0][1].startswith("late: partition dt=2026-11-20/hour=07")
+    assert [i for i, _ in refused.rejected] == [0] \
+        and refused.rejected[0][1].startswith("late: partition dt=2026-11-20/hour=07")
 
 
 def offset(max_event: dt.datetime | None, active: dt.datetime | None) -> CommittedOffset:

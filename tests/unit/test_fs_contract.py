@@ -425,7 +425,8 @@ def test_leaving_a_with_block_by_an_exception_aborts_the_upload(webhdfs):
 
 def test_remote_exceptions_map_to_errors_that_say_what_to_do(webhdfs):
     webhdfs.server.inject("GETFILESTATUS", "remote:AccessControlException")
-    with pytest.raises(WarehouseError, match=r"permission denied \(AccessControlException.*\[warehouse\] user \('etl'\)"):
+    with pytest.raises(WarehouseError,
+                       match=r"permission denied \(AccessControlException.*\[warehouse\] user \('etl'\)"):
         webhdfs.fs.exists(webhdfs.root)
     webhdfs.server.inject("MKDIRS", "remote:SafeModeException")
     with pytest.raises(WarehouseError, match="safe mode"):
@@ -442,8 +443,8 @@ def test_a_denied_access_names_the_user_the_permission_and_the_folder_and_exits_
     from etl.sink.fs.webhdfs_client import hdfs_error
     message = ('Permission denied: user=etl, access=WRITE, inode="/w/db.db/t":root:supergroup:drwxr-xr-x\n'
                '\tat org.apache.hadoop.hdfs.server.namenode.FSPermissionChecker.check(FSPermissionChecker.java:1)')
-    error = hdfs_error(HdfsError(message, exception="AccessControlException"), "MKDIRS /w/db.db/t/dt=1", "/w/db.db/t/dt=1",
-                       "Check [warehouse] user")
+    error = hdfs_error(HdfsError(message, exception="AccessControlException"), "MKDIRS /w/db.db/t/dt=1",
+                       "/w/db.db/t/dt=1", "Check [warehouse] user")
     assert isinstance(error, EtlError) and not isinstance(error, Retryable)
     assert error.exit_code == EXIT_BATCH_FAILED
     text = str(error)

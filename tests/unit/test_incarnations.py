@@ -245,7 +245,8 @@ def test_compaction_merges_each_incarnation_apart_under_its_tag():
               InputFile(final_name("events", 0, 0, 5, NEW), 10, 5, ((0, 5),)),
               InputFile(final_name("events", 0, 5, 9, NEW), 10, 4, ((5, 9),))]
     outputs = plan_outputs(inputs, 1 << 30)
-    assert sorted(o.name for o in outputs) == sorted([final_name("events", 0, 0, 30), final_name("events", 0, 0, 9, NEW)])
+    assert sorted(o.name for o in outputs) == sorted([final_name("events", 0, 0, 30),
+                                                      final_name("events", 0, 0, 9, NEW)])
 
 
 def test_a_backwards_reset_moves_out_only_the_current_incarnations_files():
@@ -259,13 +260,15 @@ def test_by_event_time_each_incarnations_range_is_checked_against_its_own_manife
     from etl.sink.manifest import Part
 
     other = "dt=2026-11-27/hour=11"
-    old = [wfile(0, 20), WarehouseFile(f"/wh/{other}/{final_name('events', 0, 0, 20)}", other, FileRange("events", 0, 0, 20))]
+    old = [wfile(0, 20), WarehouseFile(f"/wh/{other}/{final_name('events', 0, 0, 20)}", other,
+                                       FileRange("events", 0, 0, 20))]
     new = [wfile(0, 20, NEW)]
     manifests = [RangeManifest("events", 0, 0, 20, (Part(FOLDER, 10), Part(other, 10))),
                  RangeManifest("events", 0, 0, 20, (Part(FOLDER, 20),), incarnation=NEW)]
     assert check_parts(Inventory(old + new), manifests, None) == []
     problems = check_parts(Inventory(old), manifests, None)  # the new incarnation's part is gone
-    assert [(p.kind, p.where) for p in problems] == [("missing_part", f"events[0] {final_name('events', 0, 0, 20, NEW)}")]
+    assert [(p.kind, p.where) for p in problems] == [("missing_part",
+                                                      f"events[0] {final_name('events', 0, 0, 20, NEW)}")]
 
 
 def test_tagging_a_plan_keeps_the_partitions_that_wait_for_an_open_transaction():

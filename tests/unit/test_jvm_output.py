@@ -25,8 +25,8 @@ COMMAND = textwrap.dedent("""
 
 
 def test_a_launched_childs_output_reaches_stderr_and_the_commands_output_ends_with_the_command(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", COMMAND, str(tmp_path / "ready")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    holder = subprocess.Popen([sys.executable, "-c", COMMAND, str(tmp_path / "ready")], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
     # Before the relay, the child held the command's pipes: this waited until the child ended.
     stdout, stderr = holder.communicate(timeout=30)
     child_pid = int(stdout.split()[1])

@@ -185,7 +185,8 @@ parallel.CLUSTER_MODULES = frozenset({"test_cluster_one.py", "test_cluster_two.p
             sleep.wait(10)
     """
     pytester.makepyfile(test_a=body, test_b=body.replace("etl run", "DataNode"),
-                        test_cluster_one=CLUSTER_TESTS.format(name="one"), test_cluster_two=CLUSTER_TESTS.format(name="two"))
+                        test_cluster_one=CLUSTER_TESTS.format(name="one"),
+                        test_cluster_two=CLUSTER_TESTS.format(name="two"))
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--no-loadscope-reorder")
     result.assert_outcomes(passed=14)

@@ -25,7 +25,8 @@ from tests.harness.marker_store import MarkerStore
 PLANNED = dt.datetime(2026, 11, 21, 10, 30, tzinfo=dt.timezone.utc)
 HOUR = {"dt": "2026-11-21", "hour": "10"}
 # app.x and orders have records; app.y only a new partition's starting offset (a zero-length range)
-RANGES = (OffsetRange("app.x", 0, 0, 5, None), OffsetRange("orders", 0, 0, 3, None), OffsetRange("app.y", 0, 0, 0, None))
+RANGES = (OffsetRange("app.x", 0, 0, 5, None), OffsetRange("orders", 0, 0, 3, None),
+          OffsetRange("app.y", 0, 0, 0, None))
 TABLES = {"app.x": ["raw_app_x"], "orders": ["orders"], "app.y": ["raw_app_y"]}
 
 
@@ -68,7 +69,8 @@ def test_each_table_gets_its_marker_once_its_hour_is_closed_and_the_ledger_drops
     assert markers.write_due(markers.clock_cutoff) == []
     assert not _marker(warehouse, "orders").exists()
     now[0] = dt.datetime(2026, 11, 21, 11, 0, tzinfo=dt.timezone.utc)
-    assert markers.write_due(markers.clock_cutoff) == ["orders/dt=2026-11-21/hour=10", "raw_app_x/dt=2026-11-21/hour=10"]
+    assert markers.write_due(markers.clock_cutoff) == ["orders/dt=2026-11-21/hour=10",
+                                                       "raw_app_x/dt=2026-11-21/hour=10"]
     for table in ("orders", "raw_app_x"):
         body = json.loads(_marker(warehouse, table).read_text())
         assert (body["table"], body["partition"], body["job"]) == (table, "dt=2026-11-21/hour=10", "j1")

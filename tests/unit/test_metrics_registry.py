@@ -106,7 +106,8 @@ def test_every_metric_name_ends_in_its_unit_and_is_documented():
     names = set(re.findall(r'"(etl_[a-z_]+)"', source))
     assert {"etl_run_written_bytes", "etl_run_written_files", "etl_build_info", "etl_rows"} <= names
     assert not {"etl_run_bytes_written", "etl_run_files_written"} & names
-    documented = set(re.findall(r"^\| `(etl_[a-z_]+)` \| (?:gauge|counter) \|", (REPO / "docs" / "monitoring.md").read_text(), re.M))
+    documented = set(re.findall(r"^\| `(etl_[a-z_]+)` \| (?:gauge|counter) \|",
+                                (REPO / "docs" / "monitoring.md").read_text(), re.M))
     exported = {name + "_total" if name in COUNTERS else name for name in names}
     assert exported == documented
 

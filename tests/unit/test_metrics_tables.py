@@ -24,7 +24,8 @@ TABLES = {"app.x": ["raw_app_x"], "orders": ["orders"], "refunds": ["orders"]}
 
 def _config(tmp_path: Path, ini: str):
     path = tmp_path / "etl.ini"
-    path.write_text(ini.replace("file:///tmp/w", f"file://{tmp_path}/w") + f"[metrics]\ntextfile = {tmp_path}/j1.prom\n")
+    path.write_text(ini.replace("file:///tmp/w", f"file://{tmp_path}/w")
+                    + f"[metrics]\ntextfile = {tmp_path}/j1.prom\n")
     return load_config(path)
 
 
@@ -34,7 +35,8 @@ def _batch(batch_id: int, rows: dict[str, int], rejected: int) -> Batch:
 
 
 def _series(metrics: RunMetrics) -> dict[tuple[str, str], float]:
-    return {(s.name, s.labels["table"]): s.value for f in build_registry(metrics, FAILURE, 1, read_state=False).collect()
+    return {(s.name, s.labels["table"]): s.value
+            for f in build_registry(metrics, FAILURE, 1, read_state=False).collect()
             for s in f.samples if "table" in s.labels}
 
 
@@ -64,7 +66,8 @@ def test_written_files_are_counted_in_the_folder_of_their_table(tmp_path, routed
     warehouse, fs = Warehouse.of(config), LocalFileSystem()
     batch = _batch(1, {}, 0)
     placed = {warehouse.for_table("raw_app_x").main_dir(HOUR): RANGES[:1],
-              warehouse.for_table("orders").main_dir(HOUR): RANGES[1:]} if routed else {warehouse.main_dir(HOUR): RANGES}
+              warehouse.for_table("orders").main_dir(HOUR): RANGES[1:]} if routed \
+        else {warehouse.main_dir(HOUR): RANGES}
     for folder, ranges in placed.items():
         fs.makedirs(folder)
         for r in ranges:

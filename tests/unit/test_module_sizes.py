@@ -1,11 +1,15 @@
-"""Rooms stay small enough to read: no module of etl/ over 350 lines, no file of scripts/ over
-150 (a script is argparse plus one call into a package; the work lives in the package)."""
+"""Rooms stay small enough to read: no module of etl/ over 400 lines, no file of scripts/ over
+150 (a script is argparse plus one call into a package; the work lives in the package).
+
+The etl/ cap was 350 until lines were limited to 120 characters: wrapping makes modules longer,
+and the two modules at 350 then (etl/cli.py, etl/job/driver.py) are one concept each. A module
+near the cap is a signal to look for a second concept in it, never a reason to split one."""
 from __future__ import annotations
 
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LIMITS = {"etl": ("*.py", 350), "scripts": ("*", 150)}
+LIMITS = {"etl": ("*.py", 400), "scripts": ("*", 150)}
 
 
 def oversized(folder: str) -> list[str]:
@@ -19,7 +23,7 @@ def oversized(folder: str) -> list[str]:
     return found
 
 
-def test_no_etl_module_over_350_lines():
+def test_no_etl_module_over_400_lines():
     assert oversized("etl") == []
 
 

@@ -16,7 +16,8 @@ from etl.model.identity import RecordFingerprint
 from etl.state.offsets_after import offsets_after
 from etl.state.snapshots import CommittedState
 
-STORED = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "batches_by_version.json").read_text())["batches"]
+STORED = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "batches_by_version.json")
+                    .read_text())["batches"]
 
 
 def _id(entry: dict) -> str:
@@ -82,6 +83,7 @@ def test_the_partitions_and_dimension_changes_a_batch_stored_are_typed_and_write
                                 TouchedPartition("dt=2026-11-25/hour=11", 7, 2, 2),
                                 TouchedPartition("dt=2026-11-25/hour=11", 5, 0, 1, "clicks"))
     assert [part.to_json() for part in batch.partitions] == TOUCHED
-    assert batch.dimension_changes == (DimensionChange("countries", CHANGE["pinned"], None, CHANGE["at"], CHANGE["by"]),)
+    assert batch.dimension_changes == (DimensionChange("countries", CHANGE["pinned"], None, CHANGE["at"],
+                                                       CHANGE["by"]),)
     assert batch.header_json()["dimension_changes"] == [CHANGE]
     assert written_files(batch) == 1 + 2 + 1  # an entry from before files were counted is one file

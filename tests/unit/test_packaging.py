@@ -61,7 +61,8 @@ def test_runtime_dependencies_are_ranges_not_pins(requirement):
 @LINES
 def test_the_lock_pins_every_locked_requirement_within_its_range_with_hashes(line):
     locked = lock(f"lock{line}.txt")
-    wanted = [*PROJECT["dependencies"], *(r for extra in LOCKED_EXTRAS for r in PROJECT["optional-dependencies"][extra])]
+    wanted = [*PROJECT["dependencies"],
+              *(r for extra in LOCKED_EXTRAS for r in PROJECT["optional-dependencies"][extra])]
     for raw in wanted:
         requirement = Requirement(raw)
         name = canonicalize_name(requirement.name)
@@ -101,7 +102,8 @@ def test_the_spark_35_lock_is_the_default_lock_but_for_pyspark_35():
     from etl.spark_line import SPARK_4, SPARK_35, line_of
     default, spark35 = lock("lock.txt"), lock("lock-spark35.txt")
     assert line_of(default["pyspark"][0]) is SPARK_4 and line_of(spark35["pyspark"][0]) is SPARK_35
-    differ = {name for name in default.keys() | spark35.keys() if default.get(name, ("",))[0] != spark35.get(name, ("",))[0]}
+    differ = {name for name in default.keys() | spark35.keys()
+              if default.get(name, ("",))[0] != spark35.get(name, ("",))[0]}
     assert differ - {"py4j"} == {"pyspark"}, "run scripts/lock"
 
 

@@ -85,7 +85,8 @@ def test_a_pack_of_several_ranges_shares_one_consumer_per_settings_and_closes_it
 def test_a_shared_consumers_record_of_an_earlier_assignment_is_never_the_ranges():
     from confluent_kafka import Message
     from etl.source.ranges import _records_of
-    messages = [Message(topic=t, partition=p, offset=o, value=b"{}") for t, p, o in (("t", 0, 7), ("t", 1, 3), ("u", 0, 8))]
+    messages = [Message(topic=t, partition=p, offset=o, value=b"{}")
+                for t, p, o in (("t", 0, 7), ("t", 1, 3), ("u", 0, 8))]
     records, _ = _records_of(messages, "t", 0, 7, 10, only_this_partition=True)
     assert [(m.topic(), m.partition(), m.offset()) for m in records] == [("t", 0, 7)]
     assert _records_of(messages, "t", 0, 7, 10)[0] == messages  # a consumer of its own: no check, no cost
@@ -104,7 +105,8 @@ def test_a_pack_assigns_every_announced_partition_at_once_before_its_first_range
         consumer.release("t", item)
         return item
 
-    assert run_each(call, [0, 1, 2], reads=lambda p: reused.PackedRead(settings, "t", p, 10 * p, 10 * p + 3)) == [0, 1, 2]
+    assert run_each(call, [0, 1, 2],
+                    reads=lambda p: reused.PackedRead(settings, "t", p, 10 * p, 10 * p + 3)) == [0, 1, 2]
     assert assigned == [[("t", 0, 0), ("t", 1, 10), ("t", 2, 20)], [("t", 1, 10), ("t", 2, 20)], [("t", 2, 20)]]
 
 

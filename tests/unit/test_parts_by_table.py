@@ -42,7 +42,8 @@ def test_a_part_gone_from_one_table_and_a_copy_in_another_tables_hour_are_each_n
     damaged = _inventories("/w", {"clicks": ["07"], "views": ["07", "08"]})
     problems = check_split_parts(damaged, [MANIFEST], None) + check_parts(_merged(damaged), [MANIFEST], None)
     assert [(p.kind, p.detail.split(",")[0]) for p in problems] == [
-        ("missing_part", "its manifest lists a file in table clicks"), ("stray_part", "a file of the range is in table views")]
+        ("missing_part", "its manifest lists a file in table clicks"),
+        ("stray_part", "a file of the range is in table views")]
     assert [p.detail.split(", ")[1] for p in problems] == [H + "08", H + "07"]
 
 

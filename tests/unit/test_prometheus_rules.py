@@ -99,7 +99,8 @@ def documented_metrics() -> set[str]:
 
 def test_the_rules_and_the_dashboard_name_only_published_metrics():
     """A renamed metric left in an alert or a panel would be silently empty."""
-    texts = [*dashboard_expressions(), (DEPLOY / "etl-alerts.yml").read_text(), (DEPLOY / "etl-alerts-test.yml").read_text()]
+    texts = [*dashboard_expressions(), (DEPLOY / "etl-alerts.yml").read_text(),
+             (DEPLOY / "etl-alerts-test.yml").read_text()]
     named = {name for text in texts for name in re.findall(r"\b(etl_[a-z_]+)\b", text)} - {"etl_job"}
     assert named and named <= documented_metrics(), named - documented_metrics()
 

@@ -156,7 +156,8 @@ def test_verify_names_each_range_whose_rejected_records_a_move_took_out_of_the_t
     warehouse, _ = damaged_by_an_earlier_recover(config, store)
     fs = LocalFileSystem()
     held = held_by_job(fs, config, store, warehouse)
-    problems = check_moved_rejected(fs, warehouse, held.whole, store.offsets.committed_offsets(), store.operator.events())
+    problems = check_moved_rejected(fs, warehouse, held.whole, store.offsets.committed_offsets(),
+                                    store.operator.events())
     assert [(p.kind, p.where) for p in problems] == [("missing_rejected", f"t[0] [{lo}, {hi})")
                                                     for lo, hi in RANGES if lo != 40], problems
 
@@ -184,7 +185,8 @@ def test_a_range_moved_out_whole_and_rewritten_is_not_reported(config, store):
     store.operator.record_event(MovedAside(at, "op", "etl recover", moves))
     fs = LocalFileSystem()
     held = held_by_job(fs, config, store, warehouse)
-    assert check_moved_rejected(fs, warehouse, held.whole, store.offsets.committed_offsets(), store.operator.events()) == []
+    assert check_moved_rejected(fs, warehouse, held.whole, store.offsets.committed_offsets(),
+                                store.operator.events()) == []
 
 
 # -- a topic split by a field among two tables, its clicks table and rejected table compacted ----
@@ -216,7 +218,8 @@ def test_a_split_topics_part_lost_beside_merged_parts_rewrites_every_range_in_ev
     ranges = RANGES[:3]
     committed(store, batch(ranges=(OffsetRange("ev", 0, 0, 60, None),), tables={"ev": ["clicks", "views"]}))
     fs, folder = LocalFileSystem(), compacted_folder(HOUR, 1)
-    warehouse = Warehouse.of(routed).with_relocations(Relocations(rejected={HOUR: folder}, tables={"clicks": {HOUR: folder}}))
+    warehouse = Warehouse.of(routed).with_relocations(Relocations(rejected={HOUR: folder},
+                                                                  tables={"clicks": {HOUR: folder}}))
     clicks, views = warehouse.for_table("clicks"), warehouse.for_table("views")
     merged_clicks = write_parquet(posixpath.join(clicks.table_root, folder, final_name("ev", 0, 0, 60)),
                                   [o for o in range(60) if o % 2], ranges)

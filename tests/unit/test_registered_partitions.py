@@ -32,7 +32,8 @@ HIVE = HiveConfig("thrift://metastore:9083", "db", "t", None, "t_rejected")
 
 def test_a_metastore_that_does_not_answer_is_retryable_and_named():
     error = "org.apache.thrift.transport.TTransportException: java.net.SocketException: Broken pipe"
-    with pytest.raises(HiveUnavailable, match=r"cannot list the partitions of db.t \(metastore thrift://metastore:9083\)"):
+    with pytest.raises(HiveUnavailable,
+                       match=r"cannot list the partitions of db.t \(metastore thrift://metastore:9083\)"):
         registered_partitions(SparkCatalog(lambda: _Spark(error)), HIVE, "t")
 
 

@@ -67,8 +67,10 @@ def test_a_one_table_job_takes_routes_that_keep_its_topics_whole_in_its_table_an
     one = Target("analytics", "events", "hdfs:///wh/analytics.db/events", "hdfs:///wh/analytics.db/rejected")
     keeps = _bound(_route("events", "events", ["events", "orders"]), RAW)
     assert from_one_table(one, keeps, committed=["events", "orders"]) == []
-    said = from_one_table(one, _bound(CLICKS, REST, _route("orders", "orders", ["orders"])), committed=["events", "orders"])
-    assert said == ["topic events's records were loaded into events, and the routes would send them to clicks, events_other",
+    said = from_one_table(one, _bound(CLICKS, REST, _route("orders", "orders", ["orders"])),
+                          committed=["events", "orders"])
+    assert said == ["topic events's records were loaded into events, and the routes would send them to clicks, "
+                    "events_other",
                     "topic orders's records were loaded into events, and the routes would send them to orders"]
     assert from_one_table(one, keeps, committed=["gone"]) == [
         "topic gone's records were loaded into events, and the routes would send them to no table"]

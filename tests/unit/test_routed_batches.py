@@ -267,7 +267,8 @@ def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_t
     keeps, store = _one_table_job(tmp_path)
     store.session.release_lock()
     with pytest.raises(BindingMismatch, match=r"or turn it into a job with routes on purpose with `etl bind --config"):
-        check_job_binding(store.operator.binding(), RouteBinding.of(keeps, Warehouse.of(keeps)), keeps, committed=["orders"])
+        check_job_binding(store.operator.binding(), RouteBinding.of(keeps, Warehouse.of(keeps)), keeps,
+                          committed=["orders"])
     code, said = _bind(keeps, store)
     assert code == EXIT_OK and said[1:] == ["the records of orders stay in orders, and go on going there",
                                             "preview: nothing changed; pass --execute to apply"], said
@@ -319,7 +320,8 @@ def test_a_one_table_job_with_a_compaction_under_way_is_not_bound_to_routes(tmp_
     keeps, store, main, _ = _one_table_compacted(tmp_path, under_way=True)
     before = store.compactions.relocations()
     code, said = _bind(keeps, store, act=Act.EXECUTE)
-    assert code == EXIT_USAGE and said[-1].startswith("refused: a compaction is under way: `etl compact` finishes it"), said
+    assert code == EXIT_USAGE \
+        and said[-1].startswith("refused: a compaction is under way: `etl compact` finishes it"), said
     assert isinstance(store.operator.binding(), Target) and store.compactions.relocations() == before
     assert store.session.lock_holder() is None
 

@@ -40,7 +40,8 @@ ORDERS = _route("orders", "orders", "orders, refunds")
 def _config(tmp_path, name: str, routes: str, rejected: str = "rejects"):
     """A routed job's config whose services are at closed ports, its warehouse in tmp_path (one
     for every config of a test: the same folders)."""
-    ini = (routed_ini(routes, hive=f"rejected_table = {rejected}").replace("url = file:///tmp/w", f"url = file://{tmp_path}/w")
+    ini = (routed_ini(routes, hive=f"rejected_table = {rejected}")
+           .replace("url = file:///tmp/w", f"url = file://{tmp_path}/w")
            .replace("hosts = 127.0.0.1:2181", f"hosts = 127.0.0.1:{free_port()}")
            .replace("bootstrap.servers = 127.0.0.1:9092", f"bootstrap.servers = 127.0.0.1:{free_port()}")
            .replace("[hive]\n", f"[hive]\nmetastore = thrift://127.0.0.1:{free_port()}\n", 1))
@@ -94,7 +95,8 @@ def test_a_move_is_refused_without_move_loaded_naming_each_topic_and_its_tables(
                         "would go to other tables; pass --move-loaded to move them on purpose (their records "
                         "loaded so far stay in the old tables, which `etl verify` goes on checking, and the next "
                         "ones go to the new tables); nothing changed"), said
-    assert store.operator.binding() == bound and store.operator.events() == events and store.session.lock_holder() is None
+    assert store.operator.binding() == bound and store.operator.events() == events \
+        and store.session.lock_holder() is None
 
 
 def test_a_move_with_move_loaded_keeps_the_old_routes_of_each_moved_topic_as_retired(tmp_path):
@@ -162,7 +164,8 @@ def test_a_move_and_a_stop_are_each_refused_without_their_flag_and_made_together
     assert code == EXIT_USAGE and "pass --move-loaded" in said[-1] and store.operator.binding().retired == (), said
     code, said = _bind(after, store, stop_loading=True, move_loaded=True)
     assert code == EXIT_OK and said[-1].endswith("; no longer loaded: app.x; moved to other tables: orders"), said
-    assert [(r.name, r.table) for r in store.operator.binding().retired] == [("raw", "raw_{topic}"), ("orders/orders", "orders")]
+    assert [(r.name, r.table) for r in store.operator.binding().retired] == [("raw", "raw_{topic}"),
+                                                                             ("orders/orders", "orders")]
     assert _tables(after, store, "orders", "app.x") == ["orders", "raw_app_x", "sales"]
 
 
@@ -172,7 +175,8 @@ def test_another_database_or_folder_stays_refused_with_move_loaded(tmp_path):
     other = _config(tmp_path, "other", ORDERS.replace("table = orders", "table = sales"), rejected="elsewhere")
     code, said = _bind(other, store, move_loaded=True)
     assert code == EXIT_USAGE and said[-1] == ("refused: moving the job's tables to another database or folder, or "
-                                               "giving it another rejected table, is not built yet; nothing changed"), said
+                                               "giving it another rejected table, is not built yet; "
+                                               "nothing changed"), said
     assert store.operator.binding() == bound
 
 
@@ -284,8 +288,8 @@ def test_a_loaded_topic_two_routes_now_choose_is_refused_advising_to_fix_the_rou
     refused = [line for line in said if line.startswith("refused: ")]
     assert refused == ["refused: app.x: [route raw] takes all of topic 'app.x', which [route raw] and [route x] "
                        "choose; routes that share a topic split it: give each field and values. A route still "
-                       "chooses it, so it is not stopped: make one route's pattern (or topics) leave it out, or split it "
-                       "by a field (field and values in each route that chooses it); nothing changed"], said
+                       "chooses it, so it is not stopped: make one route's pattern (or topics) leave it out, or "
+                       "split it by a field (field and values in each route that chooses it); nothing changed"], said
     assert not any("--stop-loading" in line for line in said), said
     with pytest.raises(BindingMismatch) as raised:  # the run's refusal says the same
         check_job_binding(bound, RouteBinding.of(both, Warehouse.of(both)), both, ["orders", "app.x"])
@@ -306,7 +310,8 @@ def test_a_dry_run_refuses_what_the_run_refuses_with_its_message_touching_nothin
     with pytest.raises(BindingMismatch) as dry_refused:
         preview(JobContext(after, store=store, fs=LocalFileSystem(), create_nodes=False))
     assert str(dry_refused.value) == str(run_refused.value) and dry_refused.value.exit_code == 2
-    assert store.operator.binding() == bound and store.operator.events() == events and store.session.lock_holder() is None
+    assert store.operator.binding() == bound and store.operator.events() == events \
+        and store.session.lock_holder() is None
 
 
 def test_a_topic_that_never_loaded_a_record_is_neither_moved_nor_stopped(tmp_path):
@@ -342,11 +347,12 @@ def test_a_loaded_topic_is_not_moved_into_a_table_that_holds_another_topics_reco
     moved = _config(tmp_path, "moved", RAW + ORDERS.replace("table = orders", "table = sales"))
     assert _bind(moved, store, move_loaded=True)[0] == EXIT_OK
     bound = store.operator.binding()
-    into = _config(tmp_path, "into", RAW.replace("app[.].*", "app[.]y.*") + ORDERS.replace("table = orders", "table = sales")
-                   + _route("x", "orders", "app.x"))
+    into = _config(tmp_path, "into", RAW.replace("app[.].*", "app[.]y.*")
+                   + ORDERS.replace("table = orders", "table = sales") + _route("x", "orders", "app.x"))
     code, said = _bind(into, store, move_loaded=True)
     assert code == EXIT_USAGE and store.operator.binding() == bound, said
-    assert "refused: app.x would load into table orders, which holds the records of topic orders, refunds" in said[-1], said
+    assert "refused: app.x would load into table orders, which holds the records of topic orders, refunds" \
+        in said[-1], said
 
 
 def test_a_stopped_topic_routed_back_into_its_own_table_goes_on_there_and_is_no_move(tmp_path):
@@ -356,7 +362,8 @@ def test_a_stopped_topic_routed_back_into_its_own_table_goes_on_there_and_is_no_
     store = _loaded(before, "rt1.rej")
     assert _bind(_config(tmp_path, "stopped", NEWCOMER), store, stop_loading=True)[0] == EXIT_OK
     code, said = _bind(before, store)
-    assert code == EXIT_OK and said == ["job j1: added: [route rt] -> raw_{topic}", "bound; recorded in ZooKeeper"], said
+    assert code == EXIT_OK and said == ["job j1: added: [route rt] -> raw_{topic}",
+                                        "bound; recorded in ZooKeeper"], said
     check_job_binding(store.operator.binding(), RouteBinding.of(before, Warehouse.of(before)), before, ["rt1.rej"])
     routed = _routed_now(before, store, "rt1.rej", "raw_rt1-rej")
     assert routed.loaded == ("rt1.rej",) and routed.unroutable[0].why.endswith("rt1.rej has loaded it and keeps it")

@@ -38,7 +38,8 @@ def test_a_cell_waits_for_its_venv_s_build_to_end(tmp_path, venv):
 
 def test_a_failed_build_fails_the_cell_with_its_log(tmp_path, venv):
     building(tmp_path, "spark35", 0.1, 1).wait()
-    with pytest.raises(pytest.fail.Exception, match=r"scripts/spark35-venv failed \(exit 1\):\nthe spark35 build's log"):
+    with pytest.raises(pytest.fail.Exception,
+                       match=r"scripts/spark35-venv failed \(exit 1\):\nthe spark35 build's log"):
         side_venvs.wait_for("spark35", venv, tmp_path)
 
 

@@ -28,7 +28,8 @@ def test_a_version_falls_in_its_line(version, line):
 
 @pytest.mark.parametrize("version", ["3.4.4", "3.6.0", "2.4.8", "5.0.0", "35.0"])
 def test_a_version_outside_both_lines_is_a_config_error_naming_it(version):
-    with pytest.raises(ConfigError, match=rf"pyspark {re.escape(version)} is installed; .* Spark 3\.5\.x or 4\.x") as caught:
+    with pytest.raises(ConfigError,
+                       match=rf"pyspark {re.escape(version)} is installed; .* Spark 3\.5\.x or 4\.x") as caught:
         spark_line.line_of(version)
     assert caught.value.exit_code == EXIT_USAGE
 

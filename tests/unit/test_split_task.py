@@ -94,8 +94,8 @@ def test_each_record_goes_to_its_values_table_and_the_rest_to_the_rejected_file_
     assert [(r["event_id"], r["kafka_offset"]) for r in clicks] == [(0, 0), (6, 6)]
     assert [(r["event_id"], r["kafka_offset"]) for r in views] == [(1, 1), (4, 4)]
     assert [(r["kafka_offset"], r["error"].split(":")[0]) for r in sorted(rejected, key=lambda r: r["kafka_offset"])] \
-        == [(2, "no route takes action = 'buy' (routes take"), (3, "action is missing, and no route takes the rest "
-                                                                    "(values = *)"), (5, "[route clicks] field 'event_id'")]
+        == [(2, "no route takes action = 'buy' (routes take"),
+            (3, "action is missing, and no route takes the rest (values = *)"), (5, "[route clicks] field 'event_id'")]
     assert [(p.table, p.partition, p.rows) for p in manifest.parts] == [("clicks", "dt=2026-11-26/hour=10", 2),
                                                                          ("views", "dt=2026-11-26/hour=10", 2)]
     assert (manifest.rows, manifest.rejected, manifest.rejected_partition) == (4, 3, "dt=2026-11-26/hour=10")

@@ -54,7 +54,8 @@ def test_every_ci_cell_is_marked_in_the_modules_the_matrix_names_and_only_there(
             if row["how"] != "CI":
                 assert name not in marked, f"{name} is not run in CI by the matrix, yet {marked[name]} are marked"
             elif row["whole"]:
-                assert name not in marked, f"{name} runs in the whole suite by the matrix, yet {marked[name]} are marked"
+                assert name not in marked, \
+                    f"{name} runs in the whole suite by the matrix, yet {marked[name]} are marked"
             else:
                 assert row["modules"], f"{name}: a CI row names its modules or says {WHOLE_SUITE!r}"
                 assert all((TESTS / module).exists() for module in row["modules"]), row

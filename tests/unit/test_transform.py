@@ -172,7 +172,8 @@ def write_priced(tmp_path: Path, transform: str):
     ddl = tmp_path / "priced.sql"
     ddl.write_text(PRICED_SQL)
     schema = load_table_schema(ddl)
-    spec = WriterSpec(schema, make_decoder("json", schema), None, 1000, "snappy", transform=f"test_transform:{transform}")
+    spec = WriterSpec(schema, make_decoder("json", schema), None, 1000, "snappy",
+                      transform=f"test_transform:{transform}")
     main, rejected = str(tmp_path / "_tmp.main"), str(tmp_path / "_tmp.rejected")
     values = [json.dumps({"event_id": i, "price": "1.50", "ts": "2017-07-30 14:09:08"}).encode() for i in range(4)]
     with PartitionWriter(LocalFileSystem(), spec, "t", 2, main, rejected) as w:

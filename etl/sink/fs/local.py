@@ -56,7 +56,7 @@ class LocalFileSystem:
             return False
         except FileNotFoundError as exc:
             raise WarehouseError(f"cannot publish {src} as {dst}: {src} does not exist"
-                                 f"{'' if os.path.isdir(os.path.dirname(dst)) else ' (nor does the folder of ' + dst + ')'}"
+                                 f"{'' if os.path.isdir(os.path.dirname(dst)) else f' (nor does the folder of {dst})'}"
                                  f"; it was never written or another process removed it") from exc
         except OSError as exc:
             raise WarehouseError(f"cannot publish {src} as {dst}: {exc}") from exc
