@@ -8,7 +8,7 @@ import re
 from typing import Mapping
 
 from etl.config.model import KafkaConfig
-from etl.config.section import Section, boolean, read_secret_files
+from etl.config.section import Section, read_secret_files
 from etl.config.topic_pattern import TopicPattern
 from etl.errors import ConfigError
 
@@ -50,8 +50,8 @@ def kafka_section(s: Section, job_name: str, routed: bool = False) -> KafkaConfi
         topics=topics,
         client=client,
         admin_client=KafkaSettings({key: value for key, value in client.items() if not _consumer_only(key, value)}),
-        fetch_timeout_seconds=s.positive("fetch_timeout_seconds", 30.0, float),
-        metadata_timeout_seconds=s.positive("metadata_timeout_seconds", 10.0, float),
+        fetch_timeout_seconds=s.positive("fetch_timeout_seconds"),
+        metadata_timeout_seconds=s.positive("metadata_timeout_seconds"),
         topics_regex=topics_regex,
         consumer_group=_consumer_group(s, job_name),
     )
@@ -59,8 +59,8 @@ def kafka_section(s: Section, job_name: str, routed: bool = False) -> KafkaConfi
 
 def _consumer_group(s: Section, job_name: str) -> str | None:
     """The group the committed offsets are mirrored to: etl-<job name>, another name, or none."""
-    group = s.get("consumer_group", None, _group_id)
-    if s.get("commit_to_consumer_group", True, boolean):
+    group = s.get("consumer_group", None, _group_id)  # derived below
+    if s.get("commit_to_consumer_group"):
         return group or f"etl-{job_name}"
     if group is not None:
         raise s.fail("consumer_group", "is set, but commit_to_consumer_group = false commits to no group; "
@@ -76,7 +76,7 @@ def _group_id(raw: str) -> str:
 
 def _routed_topics(s: Section) -> tuple[tuple[str, ...], None]:
     for key in ("topics", "topics_regex"):
-        if s.get(key) is not None:
+        if s.is_set(key):
             raise s.fail(key, "each [route] chooses its topics; move the topics into the route sections")
     return (), None
 
@@ -84,7 +84,7 @@ def _routed_topics(s: Section) -> tuple[tuple[str, ...], None]:
 def topic_choice(s: Section) -> tuple[tuple[str, ...], TopicPattern | None]:
     """Exactly one of topics (a fixed list) and topics_regex (matched anew at every plan)."""
     topics = s.get("topics", (), _topics)
-    topics_regex = s.get("topics_regex", None, _topics_regex)
+    topics_regex = s.get("topics_regex", convert=_topics_regex)
     if topics and topics_regex is not None:
         raise s.fail("topics_regex", "set either topics (a list) or topics_regex (a pattern), not both")
     if not topics and topics_regex is None:

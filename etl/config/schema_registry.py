@@ -33,10 +33,10 @@ class RegistrySettings(dict):
 
 
 def schema_registry_section(s: Section) -> SchemaRegistryConfig:
-    timeout = s.positive("timeout_seconds", 10.0, float)
-    client = RegistrySettings({"url": s.get("url", convert=_urls, required=True)})
+    timeout = s.positive("timeout_seconds")
+    client = RegistrySettings({"url": s.get("url", convert=_urls)})
     for key in REGISTRY_CLIENT_KEYS[1:]:
-        value = s.get(key)
+        value = s.get(key, convert=str)  # as written: the client judges it
         if value is not None:
             client[key] = value
     read_secret_files(s, client, REGISTRY_SECRET_KEYS)

@@ -1,0 +1,65 @@
+"""The table of config keys (etl.config.keys): what Section reads is declared there, and the
+defaults are the table's."""
+import configparser
+from pathlib import Path
+
+import pytest
+
+from etl.config.keys import KEYS, Absent, Derived, SectionKind, UndeclaredKey, ValueKind, declared, section_kind
+from etl.config.section import Section
+
+
+def section(header: str, **values: str) -> Section:
+    parser = configparser.ConfigParser()
+    parser.read_dict({header: values})
+    return Section(parser, header, Path("job.ini"))
+
+
+def test_reading_an_undeclared_key_is_a_bug_not_a_config_error():
+    with pytest.raises(UndeclaredKey, match=r"\[job\] nmae, which etl/config/keys.py does not declare"):
+        section("job", name="j").get("nmae")
+
+
+def test_a_section_the_table_has_no_entries_for_declares_nothing():
+    assert section_kind("spark") is None
+    with pytest.raises(UndeclaredKey):
+        section("spark").get("spark.master")
+
+
+def test_named_sections_share_their_kind_s_keys():
+    assert section_kind("route clicks") is SectionKind.ROUTE and section_kind("dimension countries") is SectionKind.DIMENSION
+    assert declared("route clicks", "table") is declared("route other", "table") is not None
+
+
+def test_the_default_comes_from_the_table_converted_as_a_written_value_would_be():
+    s = section("job")
+    assert s.positive("max_records_per_partition") == 1_000_000
+    assert s.positive("progress_seconds") == 10.0 and isinstance(s.positive("progress_seconds"), float)
+    assert s.choice("decoder") == "json" and type(s.choice("decoder")).__name__ == "DecoderKind"
+
+
+def test_a_default_written_at_the_call_site_is_refused_when_the_table_has_one():
+    with pytest.raises(UndeclaredKey, match="its default is etl/config/keys.py's"):
+        section("job").get("max_records_per_partition", 5, int)
+
+
+def test_a_derived_default_must_be_passed():
+    with pytest.raises(UndeclaredKey, match="its default is derived; pass it"):
+        section("kafka").get("consumer_group", convert=str)
+    assert section("kafka").get("consumer_group", "etl-j", str) == "etl-j"
+
+
+def test_a_required_key_is_required_unless_the_reader_says_otherwise():
+    from etl.errors import ConfigError
+    with pytest.raises(ConfigError, match=r"\[job\] name: is required"):
+        section("job").get("name")
+    assert section("hive").get("table", convert=str) is None  # required only without [route] sections
+
+
+def test_every_entry_is_well_formed():
+    for key in KEYS:
+        assert key.doc and "\n" not in key.doc, key
+        if isinstance(key.default, Absent | Derived):
+            continue
+        if key.kind is ValueKind.CHOICE:
+            assert key.choices is not None and key.default in tuple(key.choices), key
