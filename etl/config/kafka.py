@@ -8,7 +8,7 @@ import re
 from typing import Mapping
 
 from etl.config.model import KafkaConfig
-from etl.config.section import Section, read_secret_files
+from etl.config.section import Section, did_you_mean, read_secret_files
 from etl.config.topic_pattern import TopicPattern
 from etl.errors import ConfigError
 
@@ -162,6 +162,8 @@ def _librdkafka_refused(s: Section, client: Mapping[str, str], reason: str) -> C
     key = _named_key(reason, client)
     if reason.startswith("No such configuration property"):
         reason += f"; the keys the ETL reads itself are {', '.join(KAFKA_OWN_KEYS)}, and every other key goes to librdkafka"
+        # the secret keys too: a misspelt one is the likelier mistake than a misspelt _file
+        reason += did_you_mean(s.name, key, KAFKA_SECRET_KEYS) if key is not None else ""
     if reason.startswith("No provider for SASL mechanism GSSAPI"):
         reason += ("; the confluent-kafka wheel from PyPI bundles a librdkafka built without Cyrus SASL, so Kerberos "
                    "(GSSAPI) needs confluent-kafka built from source against a librdkafka with libsasl2 and its "

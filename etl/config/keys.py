@@ -284,7 +284,8 @@ def names_in(section: str) -> tuple[str, ...]:
     return tuple(_BY_SECTION[kind]) if kind is not None else ()
 
 
-def closest_name(section: str, name: str) -> str | None:
-    """The declared key of `section` a misspelt `name` most likely meant, if one is close."""
-    close = difflib.get_close_matches(name, names_in(section), n=1)
+def closest_name(section: str, name: str, others: tuple[str, ...] = ()) -> str | None:
+    """The declared key of `section` (or of `others`, keys it passes through) a misspelt `name`
+    most likely meant, if one is close."""
+    close = difflib.get_close_matches(name, (*names_in(section), *others), n=1)
     return close[0] if close else None

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from etl.config.keys import Absent, Derived, Key, UndeclaredKey, ValueKind, declared_key
+from etl.config.keys import Absent, Derived, Key, UndeclaredKey, ValueKind, closest_name, declared_key
 from etl.config.model import HIVE_NAME_RE
 from etl.errors import ConfigError
 
@@ -82,7 +82,14 @@ class Section:
     def reject_unknown(self) -> None:
         unknown = sorted(set(self.values) - self.read)
         if unknown:
-            raise self.fail(unknown[0], f"unknown key; known keys in [{self.name}]: {sorted(self.read)}")
+            raise self.fail(unknown[0], f"unknown key; known keys in [{self.name}]: {sorted(self.read)}"
+                                        + did_you_mean(self.name, unknown[0]))
+
+
+def did_you_mean(section: str, key: str, others: tuple[str, ...] = ()) -> str:
+    """A hint naming the declared key of `section` (or of `others`) that `key` most likely misspells, or nothing."""
+    meant = closest_name(section, key, others)
+    return f"; did you mean `{meant}`?" if meant else ""
 
 
 def _plain_converter(entry: Key) -> Callable:

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from etl.config import load_config
 from etl.config.keys import KEYS, Absent, Derived, SectionKind, UndeclaredKey, ValueKind, declared, section_kind
 from etl.config.section import Section
+from etl.errors import ConfigError
 
 
 def section(header: str, **values: str) -> Section:
@@ -50,7 +52,6 @@ def test_a_derived_default_must_be_passed():
 
 
 def test_a_required_key_is_required_unless_the_reader_says_otherwise():
-    from etl.errors import ConfigError
     with pytest.raises(ConfigError, match=r"\[job\] name: is required"):
         section("job").get("name")
     assert section("hive").get("table", convert=str) is None  # required only without [route] sections
@@ -63,3 +64,36 @@ def test_every_entry_is_well_formed():
             continue
         if key.kind is ValueKind.CHOICE:
             assert key.choices is not None and key.default in tuple(key.choices), key
+
+
+@pytest.mark.parametrize("header, key, meant", [
+    ("job", "max_records_per_partiton", "max_records_per_partition"),
+    ("jvm", "class_archives", "class_archive"),
+    ("route r", "tabel", "table"),
+    ("dimension d", "colums", "columns"),
+    ("hive", "partition_timezon", "partition_timezone"),
+])
+def test_an_unknown_key_is_refused_naming_the_declared_key_it_most_likely_misspells(header, key, meant):
+    s = section(header, **{key: "x"})
+    with pytest.raises(ConfigError, match=rf"\[{header}\] {key}: unknown key; known keys in \[{header}\]: \[\]; "
+                                          rf"did you mean `{meant}`\?$"):
+        s.reject_unknown()
+
+
+def test_an_unknown_key_like_no_declared_one_gets_no_guess():
+    with pytest.raises(ConfigError, match=r"unknown key; known keys in \[retry\]: \[\]$"):
+        section("retry", zzz="1").reject_unknown()
+
+
+@pytest.mark.parametrize("line, meant", [
+    ("sasl.pasword = x", "sasl.password"),  # a librdkafka key the ETL knows: the secret, not its _file
+    ("fetch_timeout_secs = 5", "fetch_timeout_seconds"),
+])
+def test_a_kafka_key_librdkafka_does_not_know_gets_a_guess_too(tmp_path, request, line, meant):
+    schema = request.config.rootpath / "warehouse_schema" / "events.sql"
+    path = tmp_path / "job.ini"
+    path.write_text(f"[job]\nname = j\n[kafka]\nbootstrap.servers = 127.0.0.1:9\ntopics = a\n{line}\n"
+                    f"[zookeeper]\nhosts = 127.0.0.1:2181\n[warehouse]\nurl = file:///tmp/w\n"
+                    f"[hive]\ndatabase = db\ntable = t\nschema = {schema}\n")
+    with pytest.raises(ConfigError, match=rf"No such configuration property.*; did you mean `{meant}`\?"):
+        load_config(path, environ={})
