@@ -284,6 +284,10 @@ def names_in(section: str) -> tuple[str, ...]:
     return tuple(_BY_SECTION[kind]) if kind is not None else ()
 
 
+def secret_keys(kind: SectionKind) -> tuple[str, ...]:
+    return tuple(key.name for key in KEYS if key.section is kind and key.secret)
+
+
 def closest_name(section: str, name: str, others: tuple[str, ...] = ()) -> str | None:
     """The declared key of `section` (or of `others`, keys it passes through) a misspelt `name`
     most likely meant, if one is close."""

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from etl.config.ini import is_java_options_key, is_secret_key, mask_java_properties
+from etl.config.ini import holds_secret, is_java_options_key, mask_java_properties
 from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_SECRET_KEYS
 from etl.config.schema_registry import REGISTRY_CLIENT_KEYS, REGISTRY_OWN_KEYS
 from etl.errors import ConfigError
@@ -86,10 +86,11 @@ def naming_the_variable(exc: ConfigError, overrides: tuple[Override, ...]) -> Co
     return exc
 
 
-def masked(key: str, value: str) -> str:
-    """The value as it may be shown: a secret key's value hidden, a URL's password hidden, and
-    in JVM options a secret system property's value (-Dx.keyStorePassword=...)."""
-    if is_secret_key(key):
+def masked(section: str, key: str, value: str) -> str:
+    """The value of [section] key as it may be shown: a secret key's value hidden (etl.config.ini.
+    holds_secret), a URL's password hidden, and in JVM options a secret system property's value
+    (-Dx.keyStorePassword=...)."""
+    if holds_secret(section, key):
         return MASK if value else value
     if is_java_options_key(key):
         value = mask_java_properties(value, MASK)
@@ -103,7 +104,7 @@ def render_effective(parser: configparser.ConfigParser, overrides: tuple[Overrid
     for section in parser.sections():
         lines += ["", f"[{section}]"]
         for key, value in parser[section].items():
-            shown = masked(key, value).replace("\n", "\n    ")
+            shown = masked(section, key, value).replace("\n", "\n    ")
             variable = by_key.get((section, key))
             lines += [f"; from the environment: {variable}"] if variable else []
             lines.append(f"{key} = {shown}")

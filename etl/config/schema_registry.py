@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 
+from etl.config.keys import SectionKind, secret_keys
 from etl.config.model import DecoderKind, JobConfig, SchemaRegistryConfig
 from etl.config.routes import Routes
 from etl.config.section import Section, read_secret_files
 from etl.errors import ConfigError
 
-REGISTRY_SECRET_KEYS = ("basic.auth.user.info", "ssl.key.password")
+REGISTRY_SECRET_KEYS = secret_keys(SectionKind.SCHEMA_REGISTRY)
 REGISTRY_FILE_KEYS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location")
 REGISTRY_CLIENT_KEYS = ("url", "basic.auth.credentials.source", "proxy", *REGISTRY_SECRET_KEYS, *REGISTRY_FILE_KEYS)
 REGISTRY_OWN_KEYS = ("timeout_seconds", *(f"{key}_file" for key in REGISTRY_SECRET_KEYS))

@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 
 from etl.config import load_config
+from etl.config.ini import is_secret_key, parse_ini
 from etl.config.keys import KEYS, Absent, Derived, SectionKind, UndeclaredKey, ValueKind, declared, section_kind
+from etl.config.overrides import masked
 from etl.config.section import Section
 from etl.errors import ConfigError
 
@@ -97,3 +99,26 @@ def test_a_kafka_key_librdkafka_does_not_know_gets_a_guess_too(tmp_path, request
                     f"[hive]\ndatabase = db\ntable = t\nschema = {schema}\n")
     with pytest.raises(ConfigError, match=rf"No such configuration property.*; did you mean `{meant}`\?"):
         load_config(path, environ={})
+
+
+def test_a_declared_key_is_masked_as_the_table_says_and_a_pass_through_key_by_its_name():
+    assert masked("schema_registry", "basic.auth.user.info", "u:p") == "***"  # secret=True
+    assert masked("kafka", "sasl.password", "p") == "***"  # librdkafka's: by its name
+    # its name says "credentials", and its value is a mode (USER_INFO, URL, SASL_INHERIT): no secret
+    assert masked("schema_registry", "basic.auth.credentials.source", "USER_INFO") == "USER_INFO"
+    assert masked("kafka", "basic.auth.credentials.source", "x") == "***"  # not [kafka]'s: by its name
+
+
+def test_the_table_and_the_names_agree_on_every_declared_secret_but_one():
+    """Declared keys are masked by the table; the names' rule masked them before it. They differ
+    on one key only, whose value is no secret."""
+    differ = {(str(key.section), key.name) for key in KEYS if key.secret != is_secret_key(key.name)}
+    assert differ == {("schema_registry", "basic.auth.credentials.source")}
+
+
+def test_a_declared_secret_refuses_a_comment_after_its_value_and_a_declared_non_secret_takes_one():
+    with pytest.raises(ConfigError, match=r"\[schema_registry\] ssl.key.password: a secret's line"):
+        parse_ini("[schema_registry]\nssl.key.password = abc #1\n", "job.ini")
+    parsed = parse_ini("[schema_registry]\nbasic.auth.credentials.source = USER_INFO  # from basic.auth.user.info\n",
+                       "job.ini")
+    assert parsed["schema_registry"]["basic.auth.credentials.source"] == "USER_INFO"
