@@ -1,12 +1,14 @@
 """The table of config keys (etl.config.keys): what Section reads is declared there, and the
 defaults are the table's."""
 import configparser
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from etl.config import load_config
-from etl.config.ini import is_secret_key, parse_ini
+from etl.config.ini import is_secret_key, new_parser, parse_ini
 from etl.config.keys import KEYS, Absent, Derived, SectionKind, UndeclaredKey, ValueKind, declared, section_kind
 from etl.config.overrides import masked
 from etl.config.section import Section
@@ -122,3 +124,86 @@ def test_a_declared_secret_refuses_a_comment_after_its_value_and_a_declared_non_
     parsed = parse_ini("[schema_registry]\nbasic.auth.credentials.source = USER_INFO  # from basic.auth.user.info\n",
                        "job.ini")
     assert parsed["schema_registry"]["basic.auth.credentials.source"] == "USER_INFO"
+
+
+# docs/configuration.md: a table under each "## `[section]`" heading, a row per key (or per keys
+# that share a meaning: "`a`, `b`", "`a` or `b`"): | key | default | meaning | [Kafka Connect HDFS] |
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+CONF = Path(__file__).resolve().parents[2] / "conf"
+_HEADING = re.compile(r"^## `\[(?P<section>[^\]]+)\]`")
+_NONE = re.compile(r"^(—|none\b.*)$")  # the docs' words for "required, or unset"
+
+
+@dataclass(frozen=True)
+class DocumentedKey:
+    section: str
+    name: str
+    default: str  # the default column, as written
+    connect: str  # the Kafka Connect HDFS column, as written; "" where the table has none (its prose may name one)
+    line: int
+
+
+def documented_keys(text: str) -> list[DocumentedKey]:
+    found, section = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        heading = _HEADING.match(line)
+        if heading or line.startswith("## "):
+            section = heading["section"] if heading else None
+        elif section and line.startswith("| `"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+            connect = cells[3] if len(cells) > 3 else ""
+            found += [DocumentedKey(section, name, cells[1], connect, number) for name in re.findall(r"`([^`]+)`", cells[0])]
+    return found
+
+
+def documented_default_problem(key, documented: DocumentedKey) -> str | None:
+    """Why the docs' default column does not say the table's default, or None."""
+    if isinstance(key.default, Absent):
+        return None if _NONE.match(documented.default) else f"the table has no default, the docs say {documented.default!r}"
+    if isinstance(key.default, Derived):
+        return None if documented.default == key.default.description else \
+            f"the table says {key.default.description!r}, the docs {documented.default!r}"
+    return None if documented.default.strip("`") == key.default else \
+        f"the table says {key.default!r}, the docs {documented.default!r}"
+
+
+def test_the_docs_document_every_declared_key_and_no_other():
+    documented = {(d.section, d.name) for d in documented_keys(DOCS.read_text(encoding="utf-8"))}
+    declared_keys = {(str(key.section), key.name) for key in KEYS}
+    assert sorted(documented - declared_keys) == [], "documented in docs/configuration.md, not in etl/config/keys.py"
+    assert sorted(declared_keys - documented) == [], "in etl/config/keys.py, not documented in docs/configuration.md"
+
+
+def test_the_docs_give_each_key_the_table_s_default_and_connect_setting():
+    problems = []
+    for documented in documented_keys(DOCS.read_text(encoding="utf-8")):
+        key = declared(documented.section.replace("<name>", "x"), documented.name)
+        if key is None:
+            continue  # the test above names it
+        problem = documented_default_problem(key, documented)
+        if key.connect and documented.connect and f"`{key.connect}`" not in documented.connect:
+            problem = (problem + "; " if problem else "") + f"its Kafka Connect setting {key.connect} is not in the row"
+        if problem:
+            problems.append(f"docs/configuration.md:{documented.line}: [{documented.section}] {documented.name}: {problem}")
+    assert problems == []
+
+
+def test_the_docs_check_names_what_differs():
+    rows = documented_keys("## `[job]`\n\n| key | default | meaning |\n|---|---|---|\n| `max_records_per_partition` | 5 | x |\n"
+                           "| `name`, `nmae` | — | y |\n")
+    assert [(d.section, d.name, d.default) for d in rows] == [("job", "max_records_per_partition", "5"), ("job", "name", "—"),
+                                                               ("job", "nmae", "—")]
+    assert documented_default_problem(declared("job", "max_records_per_partition"), rows[0]) == \
+        "the table says '1000000', the docs '5'"
+    assert declared("job", "nmae") is None
+
+
+@pytest.mark.parametrize("path", sorted(CONF.glob("*.ini")), ids=lambda path: path.name)
+def test_the_shipped_configs_use_only_declared_keys(path):
+    """[spark] and [kafka]'s librdkafka keys pass through; librdkafka spells its keys with dots,
+    never an underscore, so an undeclared [kafka] key with one is a misspelt key of the ETL's."""
+    parser = new_parser()
+    parser.read(path, encoding="utf-8")
+    undeclared = [f"[{name}] {key}" for name in parser.sections() if name != "spark" for key in parser[name]
+                  if declared(name, key) is None and (name != "kafka" or "_" in key)]
+    assert undeclared == []
