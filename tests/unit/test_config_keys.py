@@ -1,17 +1,27 @@
-"""The table of config keys (etl.config.keys): what Section reads is declared there, and the
-defaults are the table's."""
+"""The table of config keys (etl.config.keys), and what is held to it: Section reads only declared
+keys, with the table's defaults; an unknown key's message guesses the declared one meant; `etl
+config` masks the keys the table marks secret; docs/configuration.md documents each key with the
+table's default and Kafka Connect setting; the model's dataclasses default as the table does; the
+shipped configs set only declared keys."""
 import configparser
 import re
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 import pytest
 
 from etl.config import load_config
+from etl.config.compaction import CompactionConfig
 from etl.config.ini import is_secret_key, new_parser, parse_ini
+from etl.config.jvm import JvmConfig
 from etl.config.keys import KEYS, Absent, Derived, SectionKind, UndeclaredKey, ValueKind, declared, section_kind
+from etl.config.metrics import MetricsConfig
+from etl.config.model import (
+    HiveConfig, JobConfig, KafkaConfig, RetryConfig, SchemaRegistryConfig, SuccessMarkerConfig, WarehouseConfig, ZooKeeperConfig,
+)
 from etl.config.overrides import masked
-from etl.config.section import Section
+from etl.config.partitioning import PartitioningConfig
+from etl.config.section import Section, boolean
 from etl.errors import ConfigError
 
 
@@ -207,3 +217,26 @@ def test_the_shipped_configs_use_only_declared_keys(path):
     undeclared = [f"[{name}] {key}" for name in parser.sections() if name != "spark" for key in parser[name]
                   if declared(name, key) is None and (name != "kafka" or "_" in key)]
     assert undeclared == []
+
+
+# The dataclass fields a section's keys fill, which keep defaults of their own for the code that
+# builds them without a config (tests, the implicit route); the fields named otherwise than their key.
+MODEL = {"job": (JobConfig,), "kafka": (KafkaConfig,), "zookeeper": (ZooKeeperConfig,), "warehouse": (WarehouseConfig,),
+         "hive": (HiveConfig, SuccessMarkerConfig, PartitioningConfig), "schema_registry": (SchemaRegistryConfig,),
+         "compaction": (CompactionConfig,), "metrics": (MetricsConfig,), "retry": (RetryConfig,), "jvm": (JvmConfig,)}
+FIELD_OF = {"success_markers": "enabled", "success_marker_delay_seconds": "delay_seconds", "partition_by": "source",
+            "partition_timezone": "timezone", "max_open_partition_files": "max_open_files"}
+TYPED = {ValueKind.INTEGER: int, ValueKind.NUMBER: float, ValueKind.BOOLEAN: boolean}
+
+
+def test_the_model_s_defaults_are_the_table_s():
+    differ, compared = [], 0
+    for key in KEYS:
+        if not isinstance(key.default, str):
+            continue
+        for field in (f for model in MODEL.get(str(key.section), ()) for f in fields(model)):
+            if field.name == FIELD_OF.get(key.name, key.name) and field.default is not MISSING:
+                compared += 1
+                if TYPED.get(key.kind, str)(key.default) != field.default:
+                    differ.append(f"[{key.section}] {key.name}: the table says {key.default!r}, {field.name} {field.default!r}")
+    assert differ == [] and compared >= 40
