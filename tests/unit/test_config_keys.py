@@ -14,7 +14,9 @@ from etl.config import load_config
 from etl.config.compaction import CompactionConfig
 from etl.config.ini import is_secret_key, new_parser, parse_ini
 from etl.config.jvm import JvmConfig
-from etl.config.keys import KEYS, Absent, Derived, SectionKind, UndeclaredKey, ValueKind, declared, section_kind
+from etl.config.keys import (
+    KEYS, Absent, Derived, SectionKind, UndeclaredKey, ValueKind, declared, declared_key, section_kind,
+)
 from etl.config.metrics import MetricsConfig
 from etl.config.model import (
     HiveConfig, JobConfig, KafkaConfig, RetryConfig, SchemaRegistryConfig, SuccessMarkerConfig, WarehouseConfig, ZooKeeperConfig,
@@ -240,3 +242,69 @@ def test_the_model_s_defaults_are_the_table_s():
                 if TYPED.get(key.kind, str)(key.default) != field.default:
                     differ.append(f"[{key.section}] {key.name}: the table says {key.default!r}, {field.name} {field.default!r}")
     assert differ == [] and compared >= 40
+
+
+ONE_TABLE = """
+[job]
+name = j
+[kafka]
+bootstrap.servers = b:1
+topics = a
+[zookeeper]
+hosts = z:1
+[warehouse]
+url = webhdfs://nn:9870/w
+hive_location = hdfs://ns/w
+[hive]
+database = d
+table = t
+schema = {schema}
+[compaction]
+[metrics]
+[jvm]
+[retry]
+"""
+ROUTED = """
+[job]
+name = j
+decoder = avro
+[kafka]
+bootstrap.servers = b:1
+[zookeeper]
+hosts = z:1
+[warehouse]
+url = file:///tmp/w
+[hive]
+database = d
+rejected_table = rejected
+[schema_registry]
+url = http://registry:1
+[dimension countries]
+source = hive:a.b
+join_key = country
+columns = name
+[route r]
+topics = a
+table = t
+schema = {schema}
+dimensions = countries
+"""
+# Read from the settings handed to librdkafka, not through Section: the ETL only requires it.
+READ_AS_PASSED_THROUGH = {("kafka", "bootstrap.servers")}
+
+
+def test_every_declared_key_is_read_by_the_parser(tmp_path, request, monkeypatch):
+    """A key declared and documented but read by no code would be a setting that does nothing."""
+    import etl.config.section as section_module
+    read = set()
+
+    def recording(header: str, name: str):
+        read.add((str(section_kind(header)), name))
+        return declared_key(header, name)
+    monkeypatch.setattr(section_module, "declared_key", recording)
+    schema = request.config.rootpath / "warehouse_schema" / "events.sql"
+    for number, text in enumerate((ONE_TABLE, ROUTED)):
+        path = tmp_path / f"job{number}.ini"
+        path.write_text(text.format(schema=schema))
+        load_config(path, environ={})
+    assert sorted({(str(key.section), key.name) for key in KEYS} - read - READ_AS_PASSED_THROUGH) == []
