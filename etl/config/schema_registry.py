@@ -20,7 +20,6 @@ from etl.errors import ConfigError
 REGISTRY_SECRET_KEYS = secret_keys(SectionKind.SCHEMA_REGISTRY)
 REGISTRY_FILE_KEYS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location")
 REGISTRY_CLIENT_KEYS = ("url", "basic.auth.credentials.source", "proxy", *REGISTRY_SECRET_KEYS, *REGISTRY_FILE_KEYS)
-REGISTRY_OWN_KEYS = ("timeout_seconds", *(f"{key}_file" for key in REGISTRY_SECRET_KEYS))
 # The client retries 5xx answers up to 3 times by default, sleeping up to 20 s between tries.
 NO_CLIENT_RETRIES = {"max.retries": 0}
 

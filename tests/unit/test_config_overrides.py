@@ -93,6 +93,18 @@ def test_an_override_adds_keys_and_sections_the_file_lacks(tmp_path):
     assert config.spark == {"spark.sql.shuffle.partitions": "3"}
 
 
+def test_an_override_spells_a_key_the_file_lacks_as_the_table_declares_it(tmp_path):
+    _, overrides = effective_ini(write(tmp_path), environ={
+        "ETL__SCHEMA_REGISTRY__BASIC_AUTH_USER_INFO_FILE": "/run/registry",  # dots and an underscore
+        "ETL__SCHEMA_REGISTRY__SSL_CA_LOCATION": "/etc/ca.pem",
+        "ETL__KAFKA__SASL_PASSWORD": "x",  # a librdkafka key the ETL knows, not the table's
+        "ETL__KAFKA__TOPICS_REGEX": "a.*",  # an ETL key of [kafka]: not librdkafka's dots
+    })
+    assert {(o.section, o.key) for o in overrides} == {
+        ("schema_registry", "basic.auth.user.info_file"), ("schema_registry", "ssl.ca.location"),
+        ("kafka", "sasl.password"), ("kafka", "topics_regex")}
+
+
 def test_an_override_of_a_dimension_section_matches_its_name_with_underscores(tmp_path):
     text = BASE + "[dimension countries]\nsource = /data/countries.csv\n"
     parser, overrides = effective_ini(write(tmp_path, text), environ={
