@@ -7,6 +7,7 @@ import os
 import re
 from typing import Mapping
 
+from etl.config.keys import SectionKind, names_in
 from etl.config.model import KafkaConfig
 from etl.config.section import Section, did_you_mean, read_secret_files
 from etl.config.topic_pattern import TopicPattern
@@ -21,8 +22,8 @@ KAFKA_RESERVED = ("enable.auto.commit", "group.id", "auto.offset.reset", "enable
 # librdkafka settings that are secrets. Each may be read instead from the file named by
 # `<key>_file`, an ETL key (librdkafka has no such keys), so that the INI need not hold it.
 KAFKA_SECRET_KEYS = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "sasl.oauthbearer.client.secret")
-KAFKA_OWN_KEYS = ("topics", "topics_regex", "fetch_timeout_seconds", "metadata_timeout_seconds",
-                  "consumer_group", "commit_to_consumer_group", *(f"{key}_file" for key in KAFKA_SECRET_KEYS))
+# The keys the ETL reads itself and does not hand to librdkafka: the table's, but bootstrap.servers.
+KAFKA_OWN_KEYS = tuple(name for name in names_in(SectionKind.KAFKA) if name != "bootstrap.servers")
 
 
 class KafkaSettings(dict):
