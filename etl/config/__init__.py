@@ -7,7 +7,8 @@ objects are passed down. Every ConfigError names the section and key at fault.
   whole.py       Config: the whole job config, its sections and its routes
   routes.py      [route <name>]: which records go to which table, when a job fills several
   parse.py       load_config: the file, its sections, and the small ones ([job], [hive], ...)
-  section.py     typed, key-checked reading of one section, and the checks sections share
+  keys.py        every key the ETL reads: its section, type, default, doc, secrecy, Kafka Connect's equivalent
+  section.py     typed, key-checked reading of one section (keys from keys.py), and the checks sections share
   kafka.py       [kafka]: the ETL's own keys, reserved and secret librdkafka keys, the probe
   warehouse.py   [warehouse]: local folder or WebHDFS, and WebHDFS auth
   dimensions.py  [dimension <name>]: reference data sources

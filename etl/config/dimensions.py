@@ -10,10 +10,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from etl.config.model import HIVE_NAME_RE, DimensionConfig, DimensionFormat, DimensionKind, JobConfig, WarehouseConfig
+from etl.config.keys import SectionKind
 from etl.config.section import Section, matching, resolve
 from etl.errors import ConfigError
 
-DIMENSION_SECTION = "dimension "  # [dimension <name>]
+DIMENSION_SECTION = SectionKind.DIMENSION.prefix  # [dimension <name>]
 DIMENSION_FORMATS = {".parquet": DimensionFormat.PARQUET, ".parq": DimensionFormat.PARQUET,
                      ".csv": DimensionFormat.CSV}
 HDFS_SCHEMES = ("hdfs", "webhdfs", "swebhdfs")
@@ -34,10 +35,10 @@ def _dimension(s: Section, job: JobConfig, warehouse: WarehouseConfig, routed: b
         raise ConfigError(f"{s.path}: [{s.name}]: {name!r} is not a valid dimension name; "
                           f"write [dimension <name>] with letters, digits and _")
     column = matching(HIVE_NAME_RE, "column name")
-    source = s.get("source", required=True)
-    join_key = s.get("join_key", None, column)
+    source = s.get("source")
+    join_key = s.get("join_key", convert=column)
     dimension_key = s.get("dimension_key", None, column)
-    columns = s.get("columns", convert=_column_list, required=True)
+    columns = s.get("columns", convert=_column_list)
     if join_key is None:
         _check_transform_only(s, job, dimension_key, routed)
     dimension_key = dimension_key or join_key

@@ -1,5 +1,7 @@
 """The INI syntax of a job's config: one parser, with the options every reader of it uses
-(load_config, `etl config`, the docs' snippet test), and which keys hold secrets.
+(load_config, `etl config`, the docs' snippet test), and which keys hold secrets: a key of the
+table (etl.config.keys) as its entry says, a pass-through key ([kafka]'s librdkafka keys, [spark]'s)
+by its name.
 
 Comments: a line that starts with `#` or `;` is a comment, and so is the rest of a line
 from ` #` or ` ;` on (the marker must follow whitespace): `hosts = zk1:2181  # the quorum`.
@@ -14,11 +16,12 @@ import configparser
 import re
 from pathlib import Path
 
+from etl.config.keys import declared
 from etl.errors import ConfigError
 
 COMMENT_PREFIXES = ("#", ";")
-# A key whose value is a secret, in any section: passwords, client secrets, tokens, key
-# material and `user:password` pairs. A `*_file` or `*.location` key names a file, which is no secret.
+# A pass-through key whose value is a secret: passwords, client secrets, tokens, key material
+# and `user:password` pairs. A `*_file` or `*.location` key names a file, which is no secret.
 _SECRET_KEY_RE = re.compile(r"password|secret|token|user\.info|credential|jaas|private|oauthbearer\.config|"
                             r"key\.pem$|\.key$", re.I)
 _FILE_KEY_RE = re.compile(r"(_file|\.location)$")
@@ -32,6 +35,13 @@ def new_parser(inline_comments: bool = True) -> configparser.ConfigParser:
         inline_comment_prefixes=COMMENT_PREFIXES if inline_comments else None)
     parser.optionxform = str
     return parser
+
+
+def holds_secret(section: str, key: str) -> bool:
+    """Whether [section] key's value is a secret: as the table says for a key it declares, else by
+    the key's name, since librdkafka's and Spark's keys are too many to list."""
+    entry = declared(section, key)
+    return entry.secret if entry is not None else is_secret_key(key)
 
 
 def is_secret_key(key: str) -> bool:
@@ -89,7 +99,7 @@ def parse_ini(text: str, source: str) -> configparser.ConfigParser:
 def _refuse_comments_after_secrets(parser, verbatim, source: str) -> None:
     for section in parser.sections():
         for key, value in parser[section].items():
-            if is_secret_key(key) and verbatim[section][key] != value:
+            if holds_secret(section, key) and verbatim[section][key] != value:
                 raise ConfigError(f"{source}: [{section}] {key}: a secret's line must hold its value alone: ' #' or "
                                   f"' ;' would start a comment, and a password may contain either; put a comment "
                                   f"on a line of its own, or the secret in {key}_file")

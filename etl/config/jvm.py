@@ -47,12 +47,12 @@ def default_archive_dir(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(base) / "kafka-hive-etl" / "jvm"
 
 
-def jvm_section(s, boolean) -> JvmConfig:
-    """`s`: the [jvm] etl.config.section.Section; `boolean`: its converter for true/false."""
+def jvm_section(s) -> JvmConfig:
+    """`s`: the [jvm] etl.config.section.Section."""
     config = JvmConfig(
-        class_archive=s.get("class_archive", True, boolean),
+        class_archive=s.get("class_archive"),
         class_archive_dir=s.get("class_archive_dir", None, _absolute_dir),
-        quick_start=s.get("quick_start", True, boolean),
+        quick_start=s.get("quick_start"),
     )
     s.reject_unknown()
     return config

@@ -7,8 +7,9 @@ import os
 import re
 from typing import Mapping
 
+from etl.config.keys import SectionKind, names_in
 from etl.config.model import KafkaConfig
-from etl.config.section import Section, boolean, read_secret_files
+from etl.config.section import Section, did_you_mean, read_secret_files
 from etl.config.topic_pattern import TopicPattern
 from etl.errors import ConfigError
 
@@ -21,8 +22,8 @@ KAFKA_RESERVED = ("enable.auto.commit", "group.id", "auto.offset.reset", "enable
 # librdkafka settings that are secrets. Each may be read instead from the file named by
 # `<key>_file`, an ETL key (librdkafka has no such keys), so that the INI need not hold it.
 KAFKA_SECRET_KEYS = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "sasl.oauthbearer.client.secret")
-KAFKA_OWN_KEYS = ("topics", "topics_regex", "fetch_timeout_seconds", "metadata_timeout_seconds",
-                  "consumer_group", "commit_to_consumer_group", *(f"{key}_file" for key in KAFKA_SECRET_KEYS))
+# The keys the ETL reads itself and does not hand to librdkafka: the table's, but bootstrap.servers.
+KAFKA_OWN_KEYS = tuple(name for name in names_in(SectionKind.KAFKA) if name != "bootstrap.servers")
 
 
 class KafkaSettings(dict):
@@ -50,8 +51,8 @@ def kafka_section(s: Section, job_name: str, routed: bool = False) -> KafkaConfi
         topics=topics,
         client=client,
         admin_client=KafkaSettings({key: value for key, value in client.items() if not _consumer_only(key, value)}),
-        fetch_timeout_seconds=s.positive("fetch_timeout_seconds", 30.0, float),
-        metadata_timeout_seconds=s.positive("metadata_timeout_seconds", 10.0, float),
+        fetch_timeout_seconds=s.positive("fetch_timeout_seconds"),
+        metadata_timeout_seconds=s.positive("metadata_timeout_seconds"),
         topics_regex=topics_regex,
         consumer_group=_consumer_group(s, job_name),
     )
@@ -59,8 +60,8 @@ def kafka_section(s: Section, job_name: str, routed: bool = False) -> KafkaConfi
 
 def _consumer_group(s: Section, job_name: str) -> str | None:
     """The group the committed offsets are mirrored to: etl-<job name>, another name, or none."""
-    group = s.get("consumer_group", None, _group_id)
-    if s.get("commit_to_consumer_group", True, boolean):
+    group = s.get("consumer_group", None, _group_id)  # derived below
+    if s.get("commit_to_consumer_group"):
         return group or f"etl-{job_name}"
     if group is not None:
         raise s.fail("consumer_group", "is set, but commit_to_consumer_group = false commits to no group; "
@@ -76,7 +77,7 @@ def _group_id(raw: str) -> str:
 
 def _routed_topics(s: Section) -> tuple[tuple[str, ...], None]:
     for key in ("topics", "topics_regex"):
-        if s.get(key) is not None:
+        if s.is_set(key):
             raise s.fail(key, "each [route] chooses its topics; move the topics into the route sections")
     return (), None
 
@@ -84,7 +85,7 @@ def _routed_topics(s: Section) -> tuple[tuple[str, ...], None]:
 def topic_choice(s: Section) -> tuple[tuple[str, ...], TopicPattern | None]:
     """Exactly one of topics (a fixed list) and topics_regex (matched anew at every plan)."""
     topics = s.get("topics", (), _topics)
-    topics_regex = s.get("topics_regex", None, _topics_regex)
+    topics_regex = s.get("topics_regex", convert=_topics_regex)
     if topics and topics_regex is not None:
         raise s.fail("topics_regex", "set either topics (a list) or topics_regex (a pattern), not both")
     if not topics and topics_regex is None:
@@ -162,6 +163,8 @@ def _librdkafka_refused(s: Section, client: Mapping[str, str], reason: str) -> C
     key = _named_key(reason, client)
     if reason.startswith("No such configuration property"):
         reason += f"; the keys the ETL reads itself are {', '.join(KAFKA_OWN_KEYS)}, and every other key goes to librdkafka"
+        # the secret keys too: a misspelt one is the likelier mistake than a misspelt _file
+        reason += did_you_mean(s.name, key, KAFKA_SECRET_KEYS) if key is not None else ""
     if reason.startswith("No provider for SASL mechanism GSSAPI"):
         reason += ("; the confluent-kafka wheel from PyPI bundles a librdkafka built without Cyrus SASL, so Kerberos "
                    "(GSSAPI) needs confluent-kafka built from source against a librdkafka with libsasl2 and its "

@@ -27,9 +27,9 @@ class MetricsConfig:
 def metrics_section(s) -> MetricsConfig:
     """`s`: the [metrics] etl.config.section.Section."""
     config = MetricsConfig(
-        pushgateway=s.get("pushgateway", None, gateway_url),
-        textfile=s.get("textfile", None, textfile_path),
-        push_timeout_seconds=s.get("push_timeout_seconds", 5.0, _timeout),
+        pushgateway=s.get("pushgateway", convert=gateway_url),
+        textfile=s.get("textfile", convert=textfile_path),
+        push_timeout_seconds=s.get("push_timeout_seconds", convert=_timeout),
     )
     s.reject_unknown()
     return config

@@ -20,16 +20,13 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from etl.config.ini import is_java_options_key, is_secret_key, mask_java_properties
-from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_SECRET_KEYS
-from etl.config.schema_registry import REGISTRY_CLIENT_KEYS, REGISTRY_OWN_KEYS
+from etl.config.ini import holds_secret, is_java_options_key, mask_java_properties
+from etl.config.kafka import KAFKA_SECRET_KEYS
+from etl.config.keys import names_in
 from etl.errors import ConfigError
 
-# Keys whose spelling a variable's name cannot tell (`.` or `_`?) when the file lacks them.
-KNOWN_KEYS = {
-    "kafka": (*KAFKA_OWN_KEYS, *KAFKA_SECRET_KEYS),
-    "schema_registry": (*REGISTRY_CLIENT_KEYS, *REGISTRY_OWN_KEYS),
-}
+# librdkafka keys the ETL knows, besides the table's: a variable's name cannot tell their `.` from `_`.
+PASSED_THROUGH_KEYS = {"kafka": KAFKA_SECRET_KEYS}
 PREFIX = "ETL__"
 MASK = "***"
 _URL_PASSWORD_RE = re.compile(r"(?P<head>\w[\w+.-]*://[^/:@\s]+:)[^/@\s]+(?=@)")
@@ -54,7 +51,7 @@ def apply_env_overrides(parser: configparser.ConfigParser, environ: Mapping[str,
         section = _match(section_name, parser.sections()) or section_name.lower()
         if not parser.has_section(section):
             parser.add_section(section)
-        key = _match(key_name, [*parser[section], *KNOWN_KEYS.get(section, ())]) or _new_key(section, key_name)
+        key = _match(key_name, [*parser[section], *_known_keys(section)]) or _new_key(section, key_name)
         parser.set(section, key, environ[variable])
         applied.append(Override(variable, section, key, environ[variable]))
     return tuple(applied)
@@ -64,8 +61,13 @@ def _new_key(section: str, name: str) -> str:
     if "." in name:
         return name
     # librdkafka's keys are dot-separated lower-case words (sasl.mechanism); the ETL's own
-    # [kafka] keys are in KNOWN_KEYS
+    # [kafka] keys are the table's (_known_keys)
     return name.lower().replace("_", ".") if section == "kafka" else name.lower()
+
+
+def _known_keys(section: str) -> tuple[str, ...]:
+    """The keys of `section` the ETL knows, whose spelling (`.` or `_`?) a variable's name cannot tell."""
+    return (*names_in(section), *PASSED_THROUGH_KEYS.get(section, ()))
 
 
 def _fold(name: str) -> str:
@@ -86,10 +88,11 @@ def naming_the_variable(exc: ConfigError, overrides: tuple[Override, ...]) -> Co
     return exc
 
 
-def masked(key: str, value: str) -> str:
-    """The value as it may be shown: a secret key's value hidden, a URL's password hidden, and
-    in JVM options a secret system property's value (-Dx.keyStorePassword=...)."""
-    if is_secret_key(key):
+def masked(section: str, key: str, value: str) -> str:
+    """The value of [section] key as it may be shown: a secret key's value hidden (etl.config.ini.
+    holds_secret), a URL's password hidden, and in JVM options a secret system property's value
+    (-Dx.keyStorePassword=...)."""
+    if holds_secret(section, key):
         return MASK if value else value
     if is_java_options_key(key):
         value = mask_java_properties(value, MASK)
@@ -103,7 +106,7 @@ def render_effective(parser: configparser.ConfigParser, overrides: tuple[Overrid
     for section in parser.sections():
         lines += ["", f"[{section}]"]
         for key, value in parser[section].items():
-            shown = masked(key, value).replace("\n", "\n    ")
+            shown = masked(section, key, value).replace("\n", "\n    ")
             variable = by_key.get((section, key))
             lines += [f"; from the environment: {variable}"] if variable else []
             lines.append(f"{key} = {shown}")

@@ -19,18 +19,15 @@ from etl.config.ini import is_java_options_key, read_ini, secret_java_properties
 from etl.config.kafka import kafka_section
 from etl.config.overrides import Override, apply_env_overrides, naming_the_variable
 from etl.config.model import (
-    HIVE_NAME_RE, Compression, DecoderKind, DimensionChangePolicy, FixedAvroSchema, HiveConfig,
-    HiveFormat, JobConfig, LateData, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig,
-    RetryConfig, StartingOffsets, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
+    HIVE_NAME_RE, FixedAvroSchema, HiveConfig, JobConfig, LateData, PartitionSource, PartitioningConfig, RetryConfig,
+    SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
-from etl.config.partitioning import FutureData
 from etl.config.schema_registry import registry_for
 from etl.config.compaction import CompactionConfig
-from etl.config.model import PartitionCapAction
 from etl.config.metastore import metastore_client, metastore_timeout_seconds
 from etl.config.jvm import jvm_section
 from etl.config.metrics import metrics_section
-from etl.config.section import TRANSFORM_RE, Section, boolean, hive_name, matching, non_negative_seconds, resolve, secret_file
+from etl.config.section import TRANSFORM_RE, Section, hive_name, matching, non_negative_seconds, resolve, secret_file
 from etl.config.warehouse import warehouse_section
 from etl.config.whole import Config
 from etl.errors import ConfigError
@@ -97,7 +94,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
         schema_registry=registry_for(Section(parser, "schema_registry", path, required=False), job, routes),
         compaction=_compaction(Section(parser, "compaction", path, required=False)),
         metrics=metrics,
-        jvm=jvm_section(Section(parser, "jvm", path, required=False), boolean),
+        jvm=jvm_section(Section(parser, "jvm", path, required=False)),
     )
 
 
@@ -109,25 +106,25 @@ def _ratio(raw: str) -> float:
 
 
 def _job(s: Section, routed: bool = False) -> JobConfig:
-    if routed and s.get("transform") is not None:
+    if routed and s.is_set("transform"):
         raise s.fail("transform", "with [route] sections each route names its own transform; move it there")
     job = JobConfig(
-        name=s.get("name", convert=matching(JOB_NAME_RE, "job name"), required=True),
-        max_records_per_partition=s.positive("max_records_per_partition", 1_000_000),
-        starting_offsets=s.choice("starting_offsets", StartingOffsets, StartingOffsets.EARLIEST),
-        on_offset_out_of_range=s.choice("on_offset_out_of_range", OutOfRangePolicy, OutOfRangePolicy.FAIL),
-        max_rejected_ratio=s.get("max_rejected_ratio", 0.0, _ratio),
-        decoder=s.choice("decoder", DecoderKind, DecoderKind.JSON),
-        key_column=s.get("key_column", None, matching(HIVE_NAME_RE, "column name")),
-        row_group_size=s.positive("row_group_size", 65_536),
-        compression=s.choice("compression", Compression, Compression.SNAPPY),
-        on_dimension_change=s.choice("on_dimension_change", DimensionChangePolicy, DimensionChangePolicy.FAIL),
-        transform=s.get("transform", None, matching(TRANSFORM_RE, "module:function reference, e.g. "
+        name=s.get("name", convert=matching(JOB_NAME_RE, "job name")),
+        max_records_per_partition=s.positive("max_records_per_partition"),
+        starting_offsets=s.choice("starting_offsets"),
+        on_offset_out_of_range=s.choice("on_offset_out_of_range"),
+        max_rejected_ratio=s.get("max_rejected_ratio", convert=_ratio),
+        decoder=s.choice("decoder"),
+        key_column=s.get("key_column", convert=matching(HIVE_NAME_RE, "column name")),
+        row_group_size=s.positive("row_group_size"),
+        compression=s.choice("compression"),
+        on_dimension_change=s.choice("on_dimension_change"),
+        transform=s.get("transform", convert=matching(TRANSFORM_RE, "module:function reference, e.g. "
                                                                   "etl.examples:minute_and_country")),
-        avro_schema=s.get("avro_schema", None, lambda raw: _avro_schema_file(resolve(s.path.parent, raw))),
+        avro_schema=s.get("avro_schema", convert=lambda raw: _avro_schema_file(resolve(s.path.parent, raw))),
         header_columns=s.get("header_columns", (), header_columns),
-        progress_seconds=s.positive("progress_seconds", 10.0, float),
-        records_per_task=s.positive("records_per_task", 10_000),
+        progress_seconds=s.positive("progress_seconds"),
+        records_per_task=s.positive("records_per_task"),
     )
     s.reject_unknown()
     return job
@@ -184,9 +181,9 @@ def _zk_root(raw: str) -> str:
 
 def _zookeeper(s: Section) -> ZooKeeperConfig:
     zk = ZooKeeperConfig(
-        hosts=s.get("hosts", convert=_zk_hosts, required=True),
-        root=s.get("root", "/etl", _zk_root),
-        session_timeout_seconds=s.positive("session_timeout_seconds", 10.0, float),
+        hosts=s.get("hosts", convert=_zk_hosts),
+        root=s.get("root", convert=_zk_root),
+        session_timeout_seconds=s.positive("session_timeout_seconds"),
         **_zookeeper_auth(s),
     )
     s.reject_unknown()
@@ -194,14 +191,14 @@ def _zookeeper(s: Section) -> ZooKeeperConfig:
 
 
 def _zookeeper_auth(s: Section) -> dict:
-    auth = s.choice("auth", ZooKeeperAuth, ZooKeeperAuth.NONE)
+    auth = s.choice("auth")
     if auth == ZooKeeperAuth.NONE:
         for key in ZOOKEEPER_ONLY_DIGEST_KEYS:
-            if s.get(key) is not None:
+            if s.is_set(key):
                 raise s.fail(key, "applies only to auth = digest; set auth = digest, or remove it")
         return {"auth": auth}
     user = s.get("digest_user", convert=_digest_user, required=True)
-    password_file = s.get("digest_password_file", None, lambda raw: resolve(s.path.parent, raw))
+    password_file = s.get("digest_password_file", convert=lambda raw: resolve(s.path.parent, raw))
     if password_file is None:
         raise s.fail("digest_password_file", "is required with auth = digest: name a file that holds "
                                              "the password alone (the INI holds no password)")
@@ -223,23 +220,23 @@ def _metastore(raw: str) -> str:
 
 def _hive(s: Section, spark: Mapping[str, str], routed: bool = False) -> HiveConfig:
     table, schema = _routed_hive(s) if routed else _one_table(s)
-    metastore = s.get("metastore", "embedded", _metastore)
+    metastore = s.get("metastore", convert=_metastore)
     hive = HiveConfig(
         metastore=metastore,
         metastore_client=metastore_client(s, metastore, spark),
         metastore_timeout_seconds=metastore_timeout_seconds(spark),
         # Hive folds names to lower case, so Events and events are one table: folded here, so that
         # they also name one folder and one binding.
-        database=s.get("database", convert=hive_name("Hive database name"), required=True),
+        database=s.get("database", convert=hive_name("Hive database name")),
         table=table,
         schema_file=schema,
         rejected_table=s.get("rejected_table", f"{table}_rejected", hive_name("Hive table name"),
                              required=routed),
-        format=s.choice("format", HiveFormat, HiveFormat.PARQUET),
+        format=s.choice("format"),
         success_markers=_success_markers(s),
         partitioning=_partitioning(s),
-        max_partitions_per_batch=s.get("max_partitions_per_batch", None, _partition_cap),
-        on_too_many_partitions=s.choice("on_too_many_partitions", PartitionCapAction, PartitionCapAction.FAIL),
+        max_partitions_per_batch=s.get("max_partitions_per_batch", convert=_partition_cap),
+        on_too_many_partitions=s.choice("on_too_many_partitions"),
     )
     if hive.partitioning.late_data is LateData.REJECT and not hive.success_markers.enabled:
         raise s.fail("late_data", "reject needs success_markers = true: without markers no partition is ever "
@@ -257,22 +254,22 @@ def _one_table(s: Section) -> tuple[str, Path]:
 
 def _routed_hive(s: Section) -> tuple[None, None]:
     for key in ("table", "schema"):
-        if s.get(key) is not None:
+        if s.is_set(key):
             raise s.fail(key, "with [route] sections each route names its table and schema; move it into one")
     return None, None
 
 
 def _partitioning(s: Section) -> PartitioningConfig:
-    source, column = s.get("partition_by", (PartitionSource.PLANNING_TIME, None), _partition_by)
+    source, column = s.get("partition_by", convert=_partition_by)
     return PartitioningConfig(
         source=source, column=column,
-        timezone=s.get("partition_timezone", "UTC", _timezone),
-        on_missing_event_time=s.choice("on_missing_event_time", MissingEventTime, MissingEventTime.REJECT),
-        late_data=s.choice("late_data", LateData, LateData.WRITE),
-        idle_partition_seconds=s.get("idle_partition_seconds", 600.0, non_negative_seconds),
-        max_future_seconds=s.get("max_future_seconds", 3600.0, non_negative_seconds),
-        future_data=s.choice("future_data", FutureData, FutureData.WRITE),
-        max_open_files=s.positive("max_open_partition_files", 32),
+        timezone=s.get("partition_timezone", convert=_timezone),
+        on_missing_event_time=s.choice("on_missing_event_time"),
+        late_data=s.choice("late_data"),
+        idle_partition_seconds=s.get("idle_partition_seconds", convert=non_negative_seconds),
+        max_future_seconds=s.get("max_future_seconds", convert=non_negative_seconds),
+        future_data=s.choice("future_data"),
+        max_open_files=s.positive("max_open_partition_files"),
     )
 
 
@@ -303,16 +300,16 @@ def _timezone(raw: str) -> str:
 
 def _success_markers(s: Section) -> SuccessMarkerConfig:
     return SuccessMarkerConfig(
-        enabled=s.get("success_markers", False, boolean),
-        delay_seconds=s.get("success_marker_delay_seconds", 300.0, non_negative_seconds),
+        enabled=s.get("success_markers"),
+        delay_seconds=s.get("success_marker_delay_seconds", convert=non_negative_seconds),
     )
 
 
 def _retry(s: Section) -> RetryConfig:
     retry = RetryConfig(
-        attempts=s.positive("attempts", 5),
-        initial_wait_seconds=s.positive("initial_wait_seconds", 0.5, float),
-        max_wait_seconds=s.positive("max_wait_seconds", 10.0, float),
+        attempts=s.positive("attempts"),
+        initial_wait_seconds=s.positive("initial_wait_seconds"),
+        max_wait_seconds=s.positive("max_wait_seconds"),
     )
     s.reject_unknown()
     return retry
@@ -320,12 +317,12 @@ def _retry(s: Section) -> RetryConfig:
 
 def _compaction(s: Section) -> CompactionConfig:
     config = CompactionConfig(
-        target_file_mb=s.positive("target_file_mb", 256),
-        min_files=s.get("min_files", 8, _at_least_two),
-        only_finished=s.get("only_finished", True, boolean),
-        keep_superseded_minutes=s.get("keep_superseded_minutes", 60.0,
-                                      lambda raw: non_negative_seconds(raw, "minutes")),
-        after_run=s.get("after_run", False, boolean),
+        target_file_mb=s.positive("target_file_mb"),
+        min_files=s.get("min_files", convert=_at_least_two),
+        only_finished=s.get("only_finished"),
+        keep_superseded_minutes=s.get("keep_superseded_minutes",
+                                      convert=lambda raw: non_negative_seconds(raw, "minutes")),
+        after_run=s.get("after_run"),
     )
     s.reject_unknown()
     return config

@@ -22,11 +22,12 @@ from etl.config.kafka import topic_choice
 from etl.config.model import (
     HIVE_NAME_RE, DecoderKind, DimensionConfig, FixedAvroSchema, HiveConfig, JobConfig, KafkaConfig,
 )
+from etl.config.keys import SectionKind
 from etl.config.section import TRANSFORM_RE, Section, matching, resolve
 from etl.config.topic_pattern import TopicPattern
 from etl.errors import ConfigError
 
-ROUTE_SECTION = "route "  # [route <name>]
+ROUTE_SECTION = SectionKind.ROUTE.prefix  # [route <name>]
 TOPIC_PLACEHOLDER = "{topic}"
 REGISTRY_SCHEMA = "registry"  # schema = registry: the table follows the subject's latest schema
 ANY_OTHER_VALUE = "*"
@@ -140,12 +141,12 @@ def _route(s: Section, default_decoder: DecoderKind, dimensions: set[str], avro_
                           f"letters, digits and _")
     topics, topics_regex = topic_choice(s)
     route = RouteConfig(
-        name=name, table=s.get("table", convert=_table, required=True),
-        schema_file=s.get("schema", convert=lambda raw: _schema(s, raw), required=True),
+        name=name, table=s.get("table", convert=_table),
+        schema_file=s.get("schema", convert=lambda raw: _schema(s, raw)),
         topics=topics, topics_regex=topics_regex, split=_split(s),
-        decoder=s.choice("decoder", DecoderKind, default_decoder),
-        avro_schema=s.get("avro_schema", None, lambda raw: avro_schema_file(resolve(s.path.parent, raw))),
-        transform=s.get("transform", None, matching(TRANSFORM_RE, "module:function reference")),
+        decoder=s.choice("decoder", default_decoder),
+        avro_schema=s.get("avro_schema", convert=lambda raw: avro_schema_file(resolve(s.path.parent, raw))),
+        transform=s.get("transform", convert=matching(TRANSFORM_RE, "module:function reference")),
         dimensions=s.get("dimensions", (), lambda raw: _dimensions(raw, dimensions)),
     )
     s.reject_unknown()
@@ -175,8 +176,8 @@ def _schema(s: Section, raw: str) -> Path | None:
 
 
 def _split(s: Section) -> FieldSplit | None:
-    field = s.get("field", None, matching(HIVE_NAME_RE, "column name"))
-    values = s.get("values", None, _values)
+    field = s.get("field", convert=matching(HIVE_NAME_RE, "column name"))
+    values = s.get("values", convert=_values)
     if (field is None) != (values is None):
         missing = "values" if values is None else "field"
         raise s.fail(missing, "is required with " + ("field" if missing == "values" else "values") +

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import os
 
+from etl.config.keys import SectionKind, secret_keys
 from etl.config.model import DecoderKind, JobConfig, SchemaRegistryConfig
 from etl.config.routes import Routes
 from etl.config.section import Section, read_secret_files
 from etl.errors import ConfigError
 
-REGISTRY_SECRET_KEYS = ("basic.auth.user.info", "ssl.key.password")
+REGISTRY_SECRET_KEYS = secret_keys(SectionKind.SCHEMA_REGISTRY)
 REGISTRY_FILE_KEYS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location")
 REGISTRY_CLIENT_KEYS = ("url", "basic.auth.credentials.source", "proxy", *REGISTRY_SECRET_KEYS, *REGISTRY_FILE_KEYS)
-REGISTRY_OWN_KEYS = ("timeout_seconds", *(f"{key}_file" for key in REGISTRY_SECRET_KEYS))
 # The client retries 5xx answers up to 3 times by default, sleeping up to 20 s between tries.
 NO_CLIENT_RETRIES = {"max.retries": 0}
 
@@ -33,10 +33,10 @@ class RegistrySettings(dict):
 
 
 def schema_registry_section(s: Section) -> SchemaRegistryConfig:
-    timeout = s.positive("timeout_seconds", 10.0, float)
-    client = RegistrySettings({"url": s.get("url", convert=_urls, required=True)})
+    timeout = s.positive("timeout_seconds")
+    client = RegistrySettings({"url": s.get("url", convert=_urls)})
     for key in REGISTRY_CLIENT_KEYS[1:]:
-        value = s.get(key)
+        value = s.get(key, convert=str)  # as written: the client judges it
         if value is not None:
             client[key] = value
     read_secret_files(s, client, REGISTRY_SECRET_KEYS)

@@ -14,11 +14,11 @@ WEBHDFS_ONLY_KEYS = ("user", "auth", "kerberos_principal", "kerberos_keytab", "t
 
 
 def warehouse_section(s: Section) -> WarehouseConfig:
-    url = s.get("url", convert=_warehouse_url, required=True)
-    hive_location = s.get("hive_location", None, _hive_location)
+    url = s.get("url", convert=_warehouse_url)
+    hive_location = s.get("hive_location", convert=_hive_location)
     if urlsplit(url).scheme not in WEBHDFS_SCHEMES:
         for key in WEBHDFS_ONLY_KEYS:
-            if s.get(key) is not None:
+            if s.is_set(key):
                 raise s.fail(key, "applies only to a webhdfs:// or swebhdfs:// url; remove it")
         warehouse = WarehouseConfig(url=url, hive_location=hive_location)
     else:
@@ -72,7 +72,7 @@ def _webhdfs_warehouse(s: Section, url: str, hive_location: str | None) -> Wareh
     if hive_location is None:
         raise s.fail("hive_location", f"is required when url is {urlsplit(url).scheme}://: set it to the URI "
                                       "Hive uses for the same folder, e.g. hdfs://nameservice1/warehouse")
-    auth = s.choice("auth", WarehouseAuth, WarehouseAuth.SIMPLE)
+    auth = s.choice("auth")
     user, principal = s.get("user"), s.get("kerberos_principal")
     if auth == WarehouseAuth.KERBEROS and user is not None:
         raise s.fail("user", "is for auth = simple; with auth = kerberos the Kerberos principal is the HDFS "
@@ -83,7 +83,7 @@ def _webhdfs_warehouse(s: Section, url: str, hive_location: str | None) -> Wareh
         user = _current_user()  # decided once, here: the executors then act as the same HDFS user
     return WarehouseConfig(url=url, hive_location=hive_location, user=user, auth=auth,
                            kerberos_principal=principal, kerberos_keytab=_keytab(s, auth, principal),
-                           timeout_seconds=s.positive("timeout_seconds", 60.0, float))
+                           timeout_seconds=s.positive("timeout_seconds"))
 
 
 def _keytab(s: Section, auth: WarehouseAuth, principal: str | None) -> str | None:
@@ -91,7 +91,7 @@ def _keytab(s: Section, auth: WarehouseAuth, principal: str | None) -> str | Non
     that a missing or unreadable keytab exits 2 before anything starts. Whether it holds the
     principal's key is checked where the Kerberos packages are, on the driver
     (etl.sink.fs.webhdfs_client)."""
-    path = s.get("kerberos_keytab", None, lambda raw: resolve(s.path.parent, raw))
+    path = s.get("kerberos_keytab", convert=lambda raw: resolve(s.path.parent, raw))
     if path is None:
         return None
     if auth != WarehouseAuth.KERBEROS:

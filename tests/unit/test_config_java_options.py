@@ -49,7 +49,7 @@ def test_java_options_without_secrets_are_kept(tmp_path):
 
 
 def test_java_options_are_masked_wherever_a_value_is_shown():
-    shown = masked("spark.driver.extraJavaOptions",
+    shown = masked("spark", "spark.driver.extraJavaOptions",
                    f"-Xss4m -Djavax.net.ssl.keyStorePassword={SECRET} -Dkey.token='{SECRET} x' -Duser.timezone=UTC")
     assert shown == "-Xss4m -Djavax.net.ssl.keyStorePassword=*** -Dkey.token=*** -Duser.timezone=UTC"
-    assert masked("spark.driver.memory", "2g") == "2g"
+    assert masked("spark", "spark.driver.memory", "2g") == "2g"

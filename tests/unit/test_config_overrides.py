@@ -93,6 +93,18 @@ def test_an_override_adds_keys_and_sections_the_file_lacks(tmp_path):
     assert config.spark == {"spark.sql.shuffle.partitions": "3"}
 
 
+def test_an_override_spells_a_key_the_file_lacks_as_the_table_declares_it(tmp_path):
+    _, overrides = effective_ini(write(tmp_path), environ={
+        "ETL__SCHEMA_REGISTRY__BASIC_AUTH_USER_INFO_FILE": "/run/registry",  # dots and an underscore
+        "ETL__SCHEMA_REGISTRY__SSL_CA_LOCATION": "/etc/ca.pem",
+        "ETL__KAFKA__SASL_PASSWORD": "x",  # a librdkafka key the ETL knows, not the table's
+        "ETL__KAFKA__TOPICS_REGEX": "a.*",  # an ETL key of [kafka]: not librdkafka's dots
+    })
+    assert {(o.section, o.key) for o in overrides} == {
+        ("schema_registry", "basic.auth.user.info_file"), ("schema_registry", "ssl.ca.location"),
+        ("kafka", "sasl.password"), ("kafka", "topics_regex")}
+
+
 def test_an_override_of_a_dimension_section_matches_its_name_with_underscores(tmp_path):
     text = BASE + "[dimension countries]\nsource = /data/countries.csv\n"
     parser, overrides = effective_ini(write(tmp_path, text), environ={
@@ -118,22 +130,23 @@ def test_a_bad_override_is_a_config_error_naming_the_variable(tmp_path, variable
         load_config(write(tmp_path), environ={variable: value})
 
 
-@pytest.mark.parametrize("key, value, shown", [
-    ("sasl.password", "hunter2", "***"),
-    ("ssl.key.password", "hunter2", "***"),
-    ("basic.auth.user.info", "u:hunter2", "***"),
-    ("sasl.oauthbearer.client.secret", "s", "***"),
-    ("spark.hadoop.fs.s3a.secret.key", "s", "***"),
-    ("ssl.key.pem", "-----BEGIN PRIVATE KEY-----", "***"),
-    ("sasl.password_file", "/run/secrets/kafka", "/run/secrets/kafka"),  # a path, not the secret
-    ("digest_password_file", "zk.secret", "zk.secret"),
-    ("ssl.key.location", "/etc/tls/key.pem", "/etc/tls/key.pem"),
-    ("pushgateway", "http://etl:hunter2@gw:9091", "http://etl:***@gw:9091"),
-    ("url", "http://gw:9091/#x", "http://gw:9091/#x"),
-    ("join_key", "country", "country"),
+@pytest.mark.parametrize("section, key, value, shown", [
+    ("kafka", "sasl.password", "hunter2", "***"),
+    ("kafka", "ssl.key.password", "hunter2", "***"),
+    ("schema_registry", "ssl.key.password", "hunter2", "***"),
+    ("schema_registry", "basic.auth.user.info", "u:hunter2", "***"),
+    ("kafka", "sasl.oauthbearer.client.secret", "s", "***"),
+    ("spark", "spark.hadoop.fs.s3a.secret.key", "s", "***"),
+    ("kafka", "ssl.key.pem", "-----BEGIN PRIVATE KEY-----", "***"),
+    ("kafka", "sasl.password_file", "/run/secrets/kafka", "/run/secrets/kafka"),  # a path, not the secret
+    ("zookeeper", "digest_password_file", "zk.secret", "zk.secret"),
+    ("schema_registry", "ssl.key.location", "/etc/tls/key.pem", "/etc/tls/key.pem"),
+    ("metrics", "pushgateway", "http://etl:hunter2@gw:9091", "http://etl:***@gw:9091"),
+    ("schema_registry", "url", "http://gw:9091/#x", "http://gw:9091/#x"),
+    ("dimension countries", "join_key", "country", "country"),
 ])
-def test_secrets_are_masked(key, value, shown):
-    assert masked(key, value) == shown
+def test_secrets_are_masked(section, key, value, shown):
+    assert masked(section, key, value) == shown
 
 
 def test_the_rendering_marks_overrides_masks_secrets_and_parses_back(tmp_path):
