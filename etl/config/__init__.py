@@ -25,9 +25,9 @@ from etl.config.kafka import KAFKA_OWN_KEYS, KAFKA_RESERVED, KAFKA_SECRET_KEYS, 
 from etl.config.model import (
     HIVE_NAME_RE, WEBHDFS_SCHEMES, Compression, DecoderKind, DimensionChangePolicy, DimensionConfig,
     DimensionFormat, DimensionKind, FixedAvroSchema, HeaderColumn, HiveConfig, HiveFormat, JobConfig,
-    KafkaConfig, LateData, MetastoreClient, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig, RetryConfig,
-    SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig, ZooKeeperAuth,
-    ZooKeeperConfig,
+    KafkaConfig, LateData, MetastoreClient, MissingEventTime, OutOfRangePolicy, PartitionSource, PartitioningConfig,
+    RetryConfig, SchemaRegistryConfig, StartingOffsets, SuccessMarkerConfig, WarehouseAuth, WarehouseConfig,
+    ZooKeeperAuth, ZooKeeperConfig,
 )
 from etl.config.partitioning import FutureData
 from etl.config.whole import Config

@@ -162,7 +162,8 @@ def _librdkafka_refused(s: Section, client: Mapping[str, str], reason: str) -> C
             reason = reason.replace(client[key], "***")
     key = _named_key(reason, client)
     if reason.startswith("No such configuration property"):
-        reason += f"; the keys the ETL reads itself are {', '.join(KAFKA_OWN_KEYS)}, and every other key goes to librdkafka"
+        reason += (f"; the keys the ETL reads itself are {', '.join(KAFKA_OWN_KEYS)}, and every other key goes to "
+                   f"librdkafka")
         # the secret keys too: a misspelt one is the likelier mistake than a misspelt _file
         reason += did_you_mean(s.name, key, KAFKA_SECRET_KEYS) if key is not None else ""
     if reason.startswith("No provider for SASL mechanism GSSAPI"):

@@ -79,10 +79,11 @@ class Derived:
 # a written value, so a default can never be one the key itself would refuse.
 Default = str | Absent | Derived
 REQUIRED, UNSET = Absent.REQUIRED, Absent.UNSET
-TEXT, INTEGER, NUMBER, BOOLEAN, CHOICE = ValueKind.TEXT, ValueKind.INTEGER, ValueKind.NUMBER, ValueKind.BOOLEAN, ValueKind.CHOICE
+TEXT, INTEGER, NUMBER, BOOLEAN = ValueKind.TEXT, ValueKind.INTEGER, ValueKind.NUMBER, ValueKind.BOOLEAN
+CHOICE = ValueKind.CHOICE
 LIST, PATH, URL = ValueKind.LIST, ValueKind.PATH, ValueKind.URL
-JOB, KAFKA, ZOOKEEPER, WAREHOUSE, HIVE = SectionKind.JOB, SectionKind.KAFKA, SectionKind.ZOOKEEPER, SectionKind.WAREHOUSE, \
-    SectionKind.HIVE
+JOB, KAFKA, ZOOKEEPER = SectionKind.JOB, SectionKind.KAFKA, SectionKind.ZOOKEEPER
+WAREHOUSE, HIVE = SectionKind.WAREHOUSE, SectionKind.HIVE
 REGISTRY, COMPACTION, METRICS, RETRY, JVM = SectionKind.SCHEMA_REGISTRY, SectionKind.COMPACTION, SectionKind.METRICS, \
     SectionKind.RETRY, SectionKind.JVM
 DIMENSION, ROUTE = SectionKind.DIMENSION, SectionKind.ROUTE
@@ -113,7 +114,8 @@ class UndeclaredKey(EtlError):
 
 
 KEYS: tuple[Key, ...] = (
-    Key(JOB, "name", TEXT, REQUIRED, "the job's name; its state lives under <root>/<name>/ in ZooKeeper", connect="name"),
+    Key(JOB, "name", TEXT, REQUIRED, "the job's name; its state lives under <root>/<name>/ in ZooKeeper",
+        connect="name"),
     Key(JOB, "max_records_per_partition", INTEGER, "1000000", "at most this many offsets of one Kafka partition per "
         "batch, so per file", connect="flush.size", spark="spark.sql.files.maxRecordsPerFile"),
     Key(JOB, "starting_offsets", CHOICE, "earliest", "where a topic the job has never read starts",
@@ -135,7 +137,8 @@ KEYS: tuple[Key, ...] = (
     Key(JOB, "transform", TEXT, UNSET, "module:function run on each decoded, enriched Arrow table",
         connect="transforms"),
     Key(JOB, "progress_seconds", NUMBER, "10", "seconds between two progress lines while a batch's tasks run"),
-    Key(JOB, "records_per_task", INTEGER, "10000", "a range of fewer records shares a Spark task with other small ones"),
+    Key(JOB, "records_per_task", INTEGER, "10000",
+        "a range of fewer records shares a Spark task with other small ones"),
 
     Key(KAFKA, "topics", LIST, UNSET, "the topics to load; this or topics_regex", connect="topics", spark="subscribe"),
     Key(KAFKA, "topics_regex", TEXT, UNSET, "a pattern (RE2) matched against every topic's whole name at every plan",
@@ -151,7 +154,8 @@ KEYS: tuple[Key, ...] = (
     Key(KAFKA, "sasl.password_file", PATH, UNSET, "a file holding sasl.password alone"),
     Key(KAFKA, "ssl.key.password_file", PATH, UNSET, "a file holding ssl.key.password alone"),
     Key(KAFKA, "ssl.keystore.password_file", PATH, UNSET, "a file holding ssl.keystore.password alone"),
-    Key(KAFKA, "sasl.oauthbearer.client.secret_file", PATH, UNSET, "a file holding sasl.oauthbearer.client.secret alone"),
+    Key(KAFKA, "sasl.oauthbearer.client.secret_file", PATH, UNSET,
+        "a file holding sasl.oauthbearer.client.secret alone"),
 
     Key(ZOOKEEPER, "hosts", TEXT, REQUIRED, "host:port,... of the ensemble"),
     Key(ZOOKEEPER, "root", PATH, "/etl", "every job lives under <root>/<job name>/"),
@@ -177,7 +181,8 @@ KEYS: tuple[Key, ...] = (
         "how the driver reads the metastore and adds partitions", choices=MetastoreClient),
     Key(HIVE, "database", TEXT, REQUIRED, "folded to lower case; bound to the job at its first run",
         connect="hive.database"),
-    Key(HIVE, "table", TEXT, UNSET, "folded to lower case; bound to the job at its first run; not with [route] sections"),
+    Key(HIVE, "table", TEXT, UNSET,
+        "folded to lower case; bound to the job at its first run; not with [route] sections"),
     Key(HIVE, "schema", PATH, UNSET, "the DDL template; not with [route] sections"),
     Key(HIVE, "rejected_table", TEXT, Derived("`<table>_rejected`"), "the job's one table of rejected records"),
     Key(HIVE, "format", CHOICE, "parquet", "the files' format", choices=HiveFormat, connect="format.class"),
@@ -213,7 +218,8 @@ KEYS: tuple[Key, ...] = (
     Key(REGISTRY, "timeout_seconds", NUMBER, "10", "one request; retries follow [retry]"),
 
     Key(DIMENSION, "source", TEXT, REQUIRED, "a Parquet or CSV file, or hive:database.table"),
-    Key(DIMENSION, "join_key", TEXT, UNSET, "the event column looked up; without it the dimension goes to the transform"),
+    Key(DIMENSION, "join_key", TEXT, UNSET,
+        "the event column looked up; without it the dimension goes to the transform"),
     Key(DIMENSION, "dimension_key", TEXT, Derived("`join_key`"), "the source's key column"),
     Key(DIMENSION, "columns", LIST, REQUIRED, "columns added to each row, each declared in the DDL"),
 

@@ -27,7 +27,8 @@ def metastore_client(s: Section, metastore: str, spark: Mapping[str, str]) -> Me
     sasl.enabled: the driver's Thrift client speaks no SASL), else SPARK; a choice the two rule
     out exits 2."""
     sasl = spark.get(METASTORE_SASL, "false").strip().lower() == "true"
-    chosen = s.choice("metastore_client", MetastoreClient.SPARK if sasl or metastore == "embedded" else MetastoreClient.THRIFT)
+    derived = MetastoreClient.SPARK if sasl or metastore == "embedded" else MetastoreClient.THRIFT
+    chosen = s.choice("metastore_client", derived)
     if chosen is MetastoreClient.THRIFT and (sasl or metastore == "embedded"):
         why = f"[spark] {METASTORE_SASL} = true (it speaks no SASL)" if sasl else "metastore = embedded (no server)"
         raise s.fail("metastore_client", f"thrift cannot be used with {why}; use spark")

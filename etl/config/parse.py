@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Mapping
 
 from etl.config.dimensions import DIMENSION_SECTION, dimension_sections
-from etl.config.routes import ROUTE_SECTION, check_buildable, implicit_routes, parse_routes, route_sections, with_routed_topics
+from etl.config.routes import (ROUTE_SECTION, check_buildable, implicit_routes, parse_routes, route_sections,
+                               with_routed_topics)
 from etl.config.headers import header_columns
 from etl.config.ini import is_java_options_key, read_ini, secret_java_properties
 from etl.config.kafka import kafka_section

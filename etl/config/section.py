@@ -42,7 +42,8 @@ class Section:
         self.read.add(key)
         return bool(self.values.get(key, "").strip())
 
-    def get(self, key: str, default: object = FROM_TABLE, convert: Callable | None = None, required: bool | None = None):
+    def get(self, key: str, default: object = FROM_TABLE, convert: Callable | None = None,
+            required: bool | None = None):
         """The key's value, converted; its default when the key is unset or empty. `required`: unless
         given, as the table says."""
         entry = declared_key(self.name, key)

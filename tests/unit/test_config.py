@@ -85,7 +85,8 @@ def test_a_warehouse_url_that_would_break_a_sql_literal_is_refused(tmp_path, sch
 
 
 def test_hive_names_are_folded_to_lower_case_as_hive_does(tmp_path, schema_path):
-    text = BASE.format(schema=schema_path).replace("database = db", "database = Sales").replace("table = t", "table = Events")
+    text = BASE.format(schema=schema_path).replace("database = db", "database = Sales") \
+        .replace("table = t", "table = Events")
     config = load_config(write(tmp_path, text))
     assert (config.hive.database, config.hive.table) == ("sales", "events")
 

@@ -33,7 +33,8 @@ def test_choices_become_members_equal_to_their_strings(tmp_path):
     config = load(tmp_path, "starting_offsets = latest\non_offset_out_of_range = earliest\ndecoder = access_log\n"
                             "compression = zstd\non_dimension_change = use_current")
     job = config.job
-    assert (job.starting_offsets, job.on_offset_out_of_range, job.decoder, job.compression, job.on_dimension_change) == (
+    chosen = (job.starting_offsets, job.on_offset_out_of_range, job.decoder, job.compression, job.on_dimension_change)
+    assert chosen == (
         StartingOffsets.LATEST, OutOfRangePolicy.EARLIEST, DecoderKind.ACCESS_LOG, Compression.ZSTD,
         DimensionChangePolicy.USE_CURRENT)
     assert type(job.compression) is Compression and config.zookeeper.auth is ZooKeeperAuth.NONE

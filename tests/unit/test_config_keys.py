@@ -19,7 +19,8 @@ from etl.config.keys import (
 )
 from etl.config.metrics import MetricsConfig
 from etl.config.model import (
-    HiveConfig, JobConfig, KafkaConfig, RetryConfig, SchemaRegistryConfig, SuccessMarkerConfig, WarehouseConfig, ZooKeeperConfig,
+    HiveConfig, JobConfig, KafkaConfig, RetryConfig, SchemaRegistryConfig, SuccessMarkerConfig, WarehouseConfig,
+    ZooKeeperConfig,
 )
 from etl.config.overrides import masked
 from etl.config.partitioning import PartitioningConfig
@@ -45,7 +46,8 @@ def test_a_section_the_table_has_no_entries_for_declares_nothing():
 
 
 def test_named_sections_share_their_kind_s_keys():
-    assert section_kind("route clicks") is SectionKind.ROUTE and section_kind("dimension countries") is SectionKind.DIMENSION
+    assert section_kind("route clicks") is SectionKind.ROUTE
+    assert section_kind("dimension countries") is SectionKind.DIMENSION
     assert declared("route clicks", "table") is declared("route other", "table") is not None
 
 
@@ -164,14 +166,16 @@ def documented_keys(text: str) -> list[DocumentedKey]:
         elif section and line.startswith("| `"):
             cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
             connect = cells[3] if len(cells) > 3 else ""
-            found += [DocumentedKey(section, name, cells[1], connect, number) for name in re.findall(r"`([^`]+)`", cells[0])]
+            found += [DocumentedKey(section, name, cells[1], connect, number)
+                      for name in re.findall(r"`([^`]+)`", cells[0])]
     return found
 
 
 def documented_default_problem(key, documented: DocumentedKey) -> str | None:
     """Why the docs' default column does not say the table's default, or None."""
     if isinstance(key.default, Absent):
-        return None if _NONE.match(documented.default) else f"the table has no default, the docs say {documented.default!r}"
+        return None if _NONE.match(documented.default) else \
+            f"the table has no default, the docs say {documented.default!r}"
     if isinstance(key.default, Derived):
         return None if documented.default == key.default.description else \
             f"the table says {key.default.description!r}, the docs {documented.default!r}"
@@ -196,15 +200,16 @@ def test_the_docs_give_each_key_the_table_s_default_and_connect_setting():
         if key.connect and documented.connect and f"`{key.connect}`" not in documented.connect:
             problem = (problem + "; " if problem else "") + f"its Kafka Connect setting {key.connect} is not in the row"
         if problem:
-            problems.append(f"docs/configuration.md:{documented.line}: [{documented.section}] {documented.name}: {problem}")
+            where = f"docs/configuration.md:{documented.line}: [{documented.section}] {documented.name}"
+            problems.append(f"{where}: {problem}")
     assert problems == []
 
 
 def test_the_docs_check_names_what_differs():
-    rows = documented_keys("## `[job]`\n\n| key | default | meaning |\n|---|---|---|\n| `max_records_per_partition` | 5 | x |\n"
-                           "| `name`, `nmae` | — | y |\n")
-    assert [(d.section, d.name, d.default) for d in rows] == [("job", "max_records_per_partition", "5"), ("job", "name", "—"),
-                                                               ("job", "nmae", "—")]
+    rows = documented_keys("## `[job]`\n\n| key | default | meaning |\n|---|---|---|\n"
+                           "| `max_records_per_partition` | 5 | x |\n| `name`, `nmae` | — | y |\n")
+    assert [(d.section, d.name, d.default) for d in rows] == [
+        ("job", "max_records_per_partition", "5"), ("job", "name", "—"), ("job", "nmae", "—")]
     assert documented_default_problem(declared("job", "max_records_per_partition"), rows[0]) == \
         "the table says '1000000', the docs '5'"
     assert declared("job", "nmae") is None
@@ -240,7 +245,8 @@ def test_the_model_s_defaults_are_the_table_s():
             if field.name == FIELD_OF.get(key.name, key.name) and field.default is not MISSING:
                 compared += 1
                 if TYPED.get(key.kind, str)(key.default) != field.default:
-                    differ.append(f"[{key.section}] {key.name}: the table says {key.default!r}, {field.name} {field.default!r}")
+                    differ.append(f"[{key.section}] {key.name}: the table says {key.default!r}, "
+                                  f"{field.name} {field.default!r}")
     assert differ == [] and compared >= 40
 
 

@@ -155,7 +155,8 @@ def test_routes_that_share_a_topic_must_split_it_by_one_field_each_value_to_one_
 
 
 def test_one_table_is_named_by_one_route_and_never_by_the_rejected_table(tmp_path):
-    text = "[route a]\ntopics = t\ntable = x\nschema = clicks.sql\n[route b]\ntopics = u\ntable = X\nschema = clicks.sql\n"
+    text = ("[route a]\ntopics = t\ntable = x\nschema = clicks.sql\n"
+            "[route b]\ntopics = u\ntable = X\nschema = clicks.sql\n")
     assert "[route b] table: 'x' is already the table of [route a]" in _refused(tmp_path, text)
     said = _refused(tmp_path, ONE.replace("table = t", "table = events_rejected"))
     assert "[route r] table: 'events_rejected' is the job's rejected table" in said
@@ -274,7 +275,8 @@ def test_markers_and_metrics_are_taken_by_a_job_with_routes(tmp_path):
 
 def test_a_one_table_config_is_one_implicit_route_as_before(tmp_path):
     path = tmp_path / "etl.ini"
-    path.write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = a, b", job="transform = etl.examples:minute_and_country"))
+    path.write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = a, b",
+                                job="transform = etl.examples:minute_and_country"))
     config = load_config(path)
     [route] = config.routes.routes
     assert config.routes.implicit and (route.name, route.table, route.schema_file, route.topics) == (
@@ -321,7 +323,8 @@ def test_a_missing_topic_is_named_by_the_route_section_and_key_that_choose_it(tm
                                                  f"[route rest]\ntopics = returns\ntable = rest\n"
                                                  f"schema = {EVENTS_SCHEMA}\nfield = k\nvalues = *\n"))
     config = load_config(tmp_path / "job.ini")
-    assert missing_topic_todo(config.kafka, config.routes, "orders") == "create it, or remove it from [route orders] topics"
+    assert missing_topic_todo(config.kafka, config.routes, "orders") == \
+        "create it, or remove it from [route orders] topics"
     assert missing_topic_todo(config.kafka, config.routes, "app.gone") == (
         "it was deleted after [route raw] topics_regex matched it; run again")
     assert missing_topic_todo(config.kafka, config.routes, "returns") == (

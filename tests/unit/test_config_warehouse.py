@@ -42,8 +42,8 @@ def test_a_file_url_keeps_its_old_meaning(load):
 
 
 def test_a_webhdfs_url_with_its_keys(load):
-    warehouse = load("url = webhdfs://nn1.example:9870/warehouse/etl", "hive_location = hdfs://nameservice1/warehouse/etl/",
-                     "user = etl", "timeout_seconds = 15")
+    warehouse = load("url = webhdfs://nn1.example:9870/warehouse/etl",
+                     "hive_location = hdfs://nameservice1/warehouse/etl/", "user = etl", "timeout_seconds = 15")
     assert warehouse.fs_root == "/warehouse/etl" and warehouse.hive_root == "hdfs://nameservice1/warehouse/etl"
     assert warehouse.namenode_urls == "http://nn1.example:9870"
     assert (warehouse.user, warehouse.auth, warehouse.timeout_seconds) == ("etl", "simple", 15.0)
