@@ -64,9 +64,9 @@ class ZooKeeperAccessDenied(ConfigError):
 
 
 class Refused(EtlError):
-    """An operator command (`etl recover`, `reset-offsets`, `bind`, `compact`) will not do what it
-    was asked as asked: a flag it needs is missing, or what it would do loses or duplicates
-    records. Its message gives each reason, what gets past it, and that nothing was changed."""
+    """`etl reset-offsets` or `etl bind` will not do what it was asked as asked: a flag it needs is
+    missing, or what it would do loses or duplicates records. Its message gives each reason, what
+    gets past it, and that nothing was changed."""
 
     exit_code = EXIT_USAGE
 

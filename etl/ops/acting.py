@@ -3,8 +3,10 @@
 Every such command (`etl recover`, `reset-offsets`, `bind`, `compact`) previews by default and
 acts with `--execute`, as Kafka's own `kafka-consumer-groups --reset-offsets` does: an operator
 who types the command to look, or a copy-pasted line, never changes anything by accident. A
-preview that found nothing wrong exits 0; a refusal raises etl.errors.Refused (exit 2, or 1 when
-something under way must finish first). `etl run` is not one of them: it is the scheduled job,
+preview that found nothing wrong exits 0. What a command will not do is an error, previewed or
+not: `reset-offsets` and `bind` raise etl.errors.Refused (exit 2, or 1 when something under way
+must finish first), `recover` reports what needs an operator's decision and exits 1, and
+`compact` refuses an open batch (exit 1). `etl run` is not one of them: it is the scheduled job,
 and its preview is `etl run --dry-run`.
 """
 from __future__ import annotations
