@@ -64,7 +64,7 @@ class CompactionHost(Protocol):
 class CompactionReport:
     dry_run: bool
     looked_at: list[Choice] = field(default_factory=list)
-    planned: list[CompactionPlan] = field(default_factory=list)  # done, or in --dry-run what would be
+    planned: list[CompactionPlan] = field(default_factory=list)  # done, or in a preview what would be
     waiting: list[CompactionPlan] = field(default_factory=list)  # superseded files in their grace period
 
     @property
