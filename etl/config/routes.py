@@ -44,6 +44,11 @@ class FieldSplit:
     takes_the_rest: bool = False  # values = *: every value no other route of the topic lists
 
 
+# The section each key of the implicit route is set in (implicit_routes).
+IMPLICIT_SECTIONS = {"table": "hive", "schema": "hive", "topics": "kafka", "topics_regex": "kafka", "decoder": "job",
+                     "avro_schema": "job", "transform": "job"}
+
+
 @dataclass(frozen=True)
 class RouteConfig:
     name: str  # "" for the implicit route of a config without [route] sections
@@ -77,6 +82,11 @@ class RouteConfig:
     def describe(self) -> str:
         return f"[route {self.name}]" if self.name else "[hive] table"
 
+    def key_where(self, key: str) -> str:
+        """Where this route's `key` is set, as messages name it: `[route x] key`, or, for the implicit
+        route of a config without [route] sections, the key of [hive], [kafka] or [job] it comes from."""
+        return f"[route {self.name}] {key}" if self.name else f"[{IMPLICIT_SECTIONS[key]}] {key}"
+
 
 @dataclass(frozen=True)
 class Routes:
@@ -87,6 +97,10 @@ class Routes:
 
     def of_topic(self, topic: str) -> tuple[RouteConfig, ...]:
         return tuple(route for route in self.routes if route.chooses(topic))
+
+    def topics_chooser(self, kafka: KafkaConfig) -> str:
+        """What chooses the job's topics, as messages name it: a [kafka] key, or the routes."""
+        return f"[kafka] {kafka.topics_key}" if self.implicit else "the [route] sections"
 
     def by_name(self, name: str) -> RouteConfig:
         for route in self.routes:

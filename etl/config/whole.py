@@ -37,15 +37,14 @@ class Config:
     def partition_schema_file(self) -> Path | None:
         """The DDL whose PARTITIONED BY the job's partitions follow: the table's, or a routed job's
         first route's with a DDL file (etl.job.assemble checks that every route's partitions alike);
-        None when every route follows the Schema Registry (etl.model.table_ddl.DEFAULT_PARTITIONS)."""
-        if self.routes.implicit:
-            return self.hive.schema_file
+        None when every route follows the Schema Registry (etl.model.table_ddl.DEFAULT_PARTITIONS). A
+        config without [route] sections has one route, whose DDL is [hive] schema."""
         return next((route.schema_file for route in self.routes.routes if route.schema_file is not None), None)
 
     @property
     def topics_chooser(self) -> str:
         """What chooses the job's topics, as messages name it: a [kafka] key, or the routes."""
-        return f"[kafka] {self.kafka.topics_key}" if self.routes.implicit else "the [route] sections"
+        return self.routes.topics_chooser(self.kafka)
 
     def for_table(self, route: RouteConfig, table: str) -> "Config":
         """This config as one table's, for the code that acts on one table: [hive] table and

@@ -97,7 +97,7 @@ def _check_producers_schemas(context: JobContext) -> None:
             for topic in topics:
                 context.spec_for(route, topic)
             continue
-        where = "[hive] schema" if config.routes.implicit else f"{route.describe()} schema"
+        where = route.key_where("schema")
         check_writer_schemas(context.spec_for(route).decoder, topics, f"{config.path}: {where} {route.schema_file}")
 
 
