@@ -109,6 +109,9 @@ def _ratio(raw: str) -> float:
 def _job(s: Section, routed: bool = False) -> JobConfig:
     if routed and s.is_set("transform"):
         raise s.fail("transform", "with [route] sections each route names its own transform; move it there")
+    if routed and s.is_set("avro_schema"):  # no route takes it as its default: it would be read and used by none
+        raise s.fail("avro_schema", "with [route] sections each route names its own avro_schema; move it into the "
+                                    "routes that read plain Avro")
     job = JobConfig(
         name=s.get("name", convert=matching(JOB_NAME_RE, "job name")),
         max_records_per_partition=s.positive("max_records_per_partition"),

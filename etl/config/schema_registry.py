@@ -96,7 +96,7 @@ def registry_for(s: Section, job: JobConfig, routes: Routes) -> SchemaRegistryCo
     if not any(route.decoder.reads_writer_schemas for route in routes.routes):
         raise ConfigError(f"{path}: [schema_registry]: decoder = {job.decoder} reads no registry; remove the "
                           f"section, or set [job] decoder = avro or protobuf")
-    if routes.implicit and job.avro_schema is not None:
+    if job.avro_schema is not None:  # a config without [route] sections: with them it is refused (etl.config.parse)
         raise ConfigError(f"{path}: [job] avro_schema: set either avro_schema (plain Avro, one fixed schema) or "
                           f"[schema_registry] (the registry's framing, a schema id in each message), not both")
     return schema_registry_section(s)

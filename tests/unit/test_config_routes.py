@@ -215,6 +215,16 @@ def test_what_belongs_to_the_routes_is_refused_in_the_other_sections(tmp_path, w
     assert said in str(raised.value)
 
 
+def test_job_avro_schema_with_routes_is_refused_not_ignored(tmp_path):
+    """No route takes [job] avro_schema as its default (a route's own is read, or none): with routes
+    it was read, checked and then used by nothing."""
+    schema = tmp_path / "event.avsc"
+    schema.write_text('{"type": "record", "name": "E", "fields": [{"name": "id", "type": "string"}]}')
+    with pytest.raises(ConfigError) as raised:
+        _load(tmp_path, job=f"decoder = avro\navro_schema = {schema}", sections=REGISTRY)
+    assert "[job] avro_schema: with [route] sections each route names its own avro_schema" in str(raised.value)
+
+
 def test_a_route_that_reads_the_registry_needs_the_registry_section(tmp_path):
     with pytest.raises(ConfigError, match=r"\[schema_registry\] url: is required with decoder = protobuf in "
                                           r"\[route evs\]"):
