@@ -31,6 +31,13 @@ class Act(Enum):
 PREVIEW_LAST_LINE = "preview: nothing changed; pass --execute to apply"
 
 
+def stops_at_preview(act: Act, out) -> bool:
+    """True, having said the preview's last line, when the command only shows what it would do."""
+    if not act.executes:
+        out(PREVIEW_LAST_LINE)
+    return not act.executes
+
+
 _OLD_FLAGS = {"--yes": "use --execute", "--dry-run": "a preview is the default now; --execute acts"}
 
 

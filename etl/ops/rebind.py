@@ -28,7 +28,7 @@ from etl.model.route_binding import (
     retired_by_move,
 )
 from etl.model.events import Bind
-from etl.ops.acting import PREVIEW_LAST_LINE, Act
+from etl.ops.acting import Act, stops_at_preview
 from etl.sink.marker_ledger import Ledger
 from etl.sink.markers import MARKER_NAME
 from etl.state.protocols import BatchPart
@@ -69,13 +69,6 @@ def bind_in(context: CommandContext, options: BindOptions, out=print) -> int:
         store.session.release_lock()
 
 
-def _preview_ends(options: BindOptions, out) -> bool:
-    """True, with the preview's last line, when bind only shows what it would do."""
-    if not options.act.executes:
-        out(PREVIEW_LAST_LINE)
-    return not options.act.executes
-
-
 def _bind_locked(context: CommandContext, current: Target, options: BindOptions, out) -> int:
     config, store = context.config, context.store
     bound = store.operator.binding()
@@ -87,7 +80,7 @@ def _bind_locked(context: CommandContext, current: Target, options: BindOptions,
     out("the files already loaded " + ("were moved there by you: `etl verify` checks them at the new place" if
                                         data_moved else "stay where they are; `etl verify` checks the new table from "
                                         "the offsets committed now"))
-    if _preview_ends(options, out):
+    if stops_at_preview(options.act, out):
         return EXIT_OK
     context.registrar()  # the new table created (or evolved) and claimed before ZooKeeper points at it
     store.operator.rebind(current, reset_origins=not data_moved,
@@ -119,7 +112,7 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, options:
         for topic, table, owners in into_retired(binding, diff.moved, committed, config.routes)]
     if refusals:
         raise Refused(*refusals)
-    if _preview_ends(options, out):
+    if stops_at_preview(options.act, out):
         return EXIT_OK
     _ensure_fixed_tables(context)  # created or evolved and claimed before ZooKeeper points at them
     store.operator.rebind(binding, reset_origins=False,
@@ -175,7 +168,7 @@ def _bind_one_table_to_routes(context: CommandContext, bound: Target, current: R
     compacted = len(store.compactions.relocations().main)
     if compacted:
         out(f"its {compacted} compacted partitions stay where they are, as table {bound.table}'s")
-    if _preview_ends(options, out):
+    if stops_at_preview(options.act, out):
         return EXIT_OK
     _ensure_fixed_tables(context)
     store.operator.rebind(current, reset_origins=False,

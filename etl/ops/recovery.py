@@ -32,7 +32,7 @@ from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.model.compaction import CompactionState
 from etl.model.events import AcceptedLoss, MovedAside
 from etl.model.naming import FileRange, partition_path
-from etl.ops.acting import PREVIEW_LAST_LINE, Act
+from etl.ops.acting import Act, stops_at_preview
 from etl.ops.coverage import Problem, Span, check_ranges, walk_partitions
 from etl.model.partitioning import padded_path
 from etl.ops.inventory import Inventory
@@ -264,8 +264,7 @@ def recover_in(context: JobContext, options: RecoverOptions, out=print, report: 
         return EXIT_BATCH_FAILED
     if not found.actions:
         return EXIT_OK
-    if not options.act.executes:
-        out(PREVIEW_LAST_LINE)
+    if stops_at_preview(options.act, out):
         return EXIT_OK
     return _repair(context, inventory, found, out)
 

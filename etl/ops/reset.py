@@ -31,7 +31,7 @@ from etl.errors import EXIT_OK, ConfigError, Refused, RefusedUntilDone
 from etl.job.pending_reset import finish_pending_reset
 from etl.model.batch import utc_now_iso
 from etl.model.events import OffsetChange, PendingReset, Reset
-from etl.ops.acting import PREVIEW_LAST_LINE, Act
+from etl.ops.acting import Act, stops_at_preview
 from etl.ops.inventory import Inventory
 from etl.ops.job_tables import held_by_job
 from etl.sink.aside import aside_path, aside_root
@@ -172,8 +172,7 @@ def _reset_locked(context: JobContext, options: ResetOptions, out, report: dict)
     moves = [(path, aside_path(warehouse.fs_root, root, path)) for path in moving]
     for source, target in moves:
         out(f"move out of the table: {source} -> {target}")
-    if not options.act.executes:
-        out(PREVIEW_LAST_LINE)
+    if stops_at_preview(options.act, out):
         return EXIT_OK
     event = Reset(at, getpass.getuser(), tuple(changes), tuple(moves))
     store.operator.write_pending_reset(PendingReset(event, topic_ids))
