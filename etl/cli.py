@@ -17,7 +17,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 import etl
 from etl import faults, logs
 from etl.config import Config, effective_ini, load_config, render_effective
-from etl.errors import (ConfigError, EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE,
+from etl.errors import (EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE,
                         EXIT_USAGE, RETRYABLE_OS_ERRORS, EtlError, LockHeld)
 from etl.ops.acting import act_of, add_act_options
 from etl.ops.check import CheckResult, unknown
@@ -38,9 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         if program and logs.chosen_format() is logs.LogFormat.JSON:
             logs.json_hooks()
         config = load_config(args.config)
-        if not config.routes.implicit and args.command in _NOT_ROUTED_YET:
-            raise ConfigError(f"etl {_NOT_ROUTED_YET[args.command]} does not take [route] sections yet; "
-                              "nothing was touched")
+        if args.command in _NOT_ROUTED_YET:
+            config.routes.refuse_routes(f"etl {_NOT_ROUTED_YET[args.command]}")
         logs.bind(job=config.job.name)
         if program and logs.chosen_format() is logs.LogFormat.JSON:
             logs.relay_stderr(logs.bound())

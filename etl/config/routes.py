@@ -82,6 +82,10 @@ class RouteConfig:
     def describe(self) -> str:
         return f"[route {self.name}]" if self.name else "[hive] table"
 
+    def in_messages(self) -> str:
+        """` in [route x]`, as a message says where a route's need comes from; "" for the implicit route."""
+        return f" in {self.describe()}" if self.name else ""
+
     def key_where(self, key: str) -> str:
         """Where this route's `key` is set, as messages name it: `[route x] key`, or, for the implicit
         route of a config without [route] sections, the key of [hive], [kafka] or [job] it comes from."""
@@ -101,6 +105,11 @@ class Routes:
     def topics_chooser(self, kafka: KafkaConfig) -> str:
         """What chooses the job's topics, as messages name it: a [kafka] key, or the routes."""
         return f"[kafka] {kafka.topics_key}" if self.implicit else "the [route] sections"
+
+    def refuse_routes(self, what: str) -> None:
+        """`what` (a command) does not take [route] sections yet: refused (exit 2), nothing touched."""
+        if not self.implicit:
+            raise ConfigError(f"{what} does not take [route] sections yet; nothing was touched")
 
     def by_name(self, name: str) -> RouteConfig:
         for route in self.routes:

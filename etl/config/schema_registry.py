@@ -88,10 +88,10 @@ def registry_for(s: Section, job: JobConfig, routes: Routes) -> SchemaRegistryCo
     if not s.values:
         if needing:
             route = needing[0]
-            by = "" if routes.implicit else f" in {route.describe()}"
-            hint = " (or, for plain Avro without the registry's framing, set [job] avro_schema)" \
-                if route.decoder is DecoderKind.AVRO and routes.implicit else ""
-            raise ConfigError(f"{path}: [schema_registry] url: is required with decoder = {route.decoder}{by}{hint}")
+            hint = f" (or, for plain Avro without the registry's framing, set {route.key_where('avro_schema')})" \
+                if route.decoder is DecoderKind.AVRO else ""
+            raise ConfigError(f"{path}: [schema_registry] url: is required with decoder = {route.decoder}"
+                              f"{route.in_messages()}{hint}")
         return None
     if not any(route.decoder.reads_writer_schemas for route in routes.routes):
         raise ConfigError(f"{path}: [schema_registry]: decoder = {job.decoder} reads no registry; remove the "

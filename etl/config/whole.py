@@ -50,8 +50,6 @@ class Config:
         """This config as one table's, for the code that acts on one table: [hive] table and
         schema are the route's table (`table`: its template filled in) and DDL, [job] decoder,
         avro_schema and transform the route's, and the dimensions those it joins."""
-        if self.routes.implicit:
-            return self
         return replace(self, hive=replace(self.hive, table=table, schema_file=route.schema_file),
                        job=replace(self.job, decoder=route.decoder, avro_schema=route.avro_schema,
                                    transform=route.transform),

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Self
 
 from etl.config import Config, HiveConfig, RetryConfig
+from etl.model.shape import JobShape, shape_of
 from etl.model.batch import utc_now
 from etl.model.partitioning import Partitioner
 from etl.model.schema import TableSchema, load_table_schema
@@ -40,6 +41,7 @@ class CommandContext:
                  retry: RetryConfig | None = None, store: StateStore | None = None,
                  fs: WarehouseFileSystem | None = None):
         self.config, self.clock = config, clock
+        self.shape: JobShape = shape_of(config)  # one table, or [route] sections: what differs (etl.model.shape)
         self._create_nodes = create_nodes
         self._retry = config.retry if retry is None else retry
         self._opened = contextlib.ExitStack()

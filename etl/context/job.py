@@ -146,12 +146,9 @@ class JobContext(CommandContext):
         return super().partitioner
 
     def _topic_routing(self) -> TopicRouting | None:
-        """With [route] sections: each chosen topic's tables, a newcomer never taking a table
-        that a topic with committed offsets fills."""
-        if self.config.routes.implicit:
-            return None
-        return TopicRouting(self.config.routes, self.config.hive.rejected_table, self._committed_topics,
-                            self._retired_tables)
+        """With [route] sections: each chosen topic's tables (etl.model.shape)."""
+        return self.shape.topic_routing(lambda routes: TopicRouting(routes, self.config.hive.rejected_table,
+                                                                    self._committed_topics, self._retired_tables))
 
     def _retired_tables(self, committed: set[str]) -> Mapping[str, Collection[str]]:
         """The tables the job's binding retired, each with the committed topics it holds."""

@@ -9,13 +9,12 @@ never within one.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from etl import faults
 from etl.config import Config
-from etl.config.routes import RouteConfig, sharing_problem
-from etl.errors import StateConflict
+from etl import faults
+from etl.config.routes import RouteConfig
 from etl.hive.registrar import HiveRegistrar
 from etl.job.partition_writer import WriterSpec
 from etl.job.range_task import RangeResult, SplitTable, SplitTarget
@@ -23,7 +22,8 @@ from etl.model.batch import TABLE_ROWS_KEY, Batch, OffsetRange
 from etl.model.binding import BindingMismatch
 from etl.model.route_binding import routes_hint
 from etl.model.naming import partition_path
-from etl.model.routes import PlanTables, TopicSplit, TopicTables, topic_tables
+from etl.model.routes import TopicSplit
+from etl.model.shape import JobShape, RangeRouting
 from etl.model.table_ddl import TableDdl
 from etl.rows.decoders import Decoder
 from etl.sink.manifest import Part, manifest_dir
@@ -45,15 +45,16 @@ class BatchTable:
 
 
 class BatchTables:
-    """The tables of one batch's ranges. `spec_for`: a route's writer spec; `probe_for`: the
-    decoder of a split topic's field (etl.rows.routing), both built once per command."""
+    """The tables of one batch's ranges. `shape`: the job's (etl.model.shape); `spec_for`: a route's writer
+    spec; `probe_for`: the decoder of a split topic's field (etl.rows.routing), both built once per
+    command."""
 
-    def __init__(self, batch: Batch, config: Config, warehouse: Warehouse, spec_for: SpecFor,
+    def __init__(self, batch: Batch, config: Config, warehouse: Warehouse, shape: JobShape, spec_for: SpecFor,
                  probe_for: ProbeFor | None = None):
         self._batch, self._config, self._warehouse, self._spec_for = batch, config, warehouse, spec_for
-        self._probe_for = probe_for
+        self._probe_for, self._shape = probe_for, shape
         self._tables: dict[str, BatchTable] = {}
-        self._routed: dict[str, tuple[tuple[RouteConfig, ...], TopicTables]] = {}
+        self._routed: dict[str, RangeRouting] = {}
 
     def of(self, r: OffsetRange) -> BatchTable:
         """The table the range's records are written to (a split's first)."""
@@ -61,13 +62,11 @@ class BatchTables:
 
     def tables_of(self, r: OffsetRange) -> list[BatchTable]:
         """The tables the range's records are written to: one, or a split's."""
-        if self._config.routes.implicit:
-            return [self._table(self._config.routes.routes[0], self._config.hive.the_table, r.topic)]
         chosen, routed = self._routing(r)
         return [self._table(route, name, r.topic) for route, name in zip(chosen, routed.tables)]
 
     def split_of(self, r: OffsetRange) -> TopicSplit | None:
-        return None if self._config.routes.implicit else self._routing(r)[1].split
+        return self._routing(r)[1].split
 
     def manifest_root(self, r: OffsetRange) -> str:
         """Where the range's manifest is, if it has one: a split's in the job's rejected table."""
@@ -109,33 +108,15 @@ class BatchTables:
         """`topic`: one whose records go to the table (a registry route's spec is its topic's)."""
         if name not in self._tables:
             self._tables[name] = BatchTable(name, self._config.for_table(route, name),
-                                            self._warehouse if self._config.routes.implicit
-                                            else self._warehouse.for_table(name), self._spec_for(route, topic))
+                                            self._shape.table_warehouse(self._warehouse, name),
+                                            self._spec_for(route, topic))
         return self._tables[name]
 
-    def _routing(self, r: OffsetRange) -> tuple[tuple[RouteConfig, ...], TopicTables]:
+    def _routing(self, r: OffsetRange) -> RangeRouting:
         """The routes of the range's topic and its tables, as the plan recorded them."""
         if r.topic not in self._routed:
-            planned = self._batch.tables.get(r.topic)
-            if not planned:
-                raise StateConflict(f"batch {self._batch.batch_id} plans range {r.file_name} but records no table "
-                                    f"for topic {r.topic}: the plan is damaged")
-            chosen = self._config.routes.of_topic(r.topic)
-            routed = topic_tables(r.topic, chosen) if chosen and not sharing_problem(r.topic, chosen) else None
-            if routed is None or list(routed.tables) != list(planned):
-                raise StateConflict(f"batch {self._batch.batch_id} writes topic {r.topic} to {', '.join(planned)}, "
-                                    f"and the config's routes do not: the config changed under an open batch; "
-                                    f"restore it to finish the batch")
-            self._routed[r.topic] = (chosen, routed)
+            self._routed[r.topic] = self._shape.range_routing(self._batch, r)
         return self._routed[r.topic]
-
-
-def planned_tables(batch: Batch, config: Config, routing: PlanTables | None) -> Batch:
-    """A routed job's new batch with each of its topics' tables recorded."""
-    if config.routes.implicit or routing is None:
-        return batch
-    topics = dict.fromkeys(r.topic for r in batch.ranges)
-    return replace(batch, tables={topic: list(routing.topics[topic].tables) for topic in topics})
 
 
 def refuse_lost_topics(chosen: JobTopics, committed_topics: Callable[[], set[str]], config: Config) -> None:
@@ -151,17 +132,14 @@ def refuse_lost_topics(chosen: JobTopics, committed_topics: Callable[[], set[str
                               not_loadable=tuple(topic.topic for topic in stuck))
 
 
-def register_routed(tables: BatchTables, table_registrar: TableRegistrar, registrar: HiveRegistrar,
-                    batch: Batch, partitions: Mapping[str, list[dict[str, str]]]) -> None:
-    """A routed job's batch: in each of its tables the partitions it wrote there (`partitions`, by
-    table: etl.job.write_mode's table_partitions), then its partition in the job's rejected table
-    when it rejected rows."""
+def register_tables(tables: BatchTables, table_registrar: TableRegistrar,
+                    partitions: Mapping[str, list[dict[str, str]]]) -> None:
+    """A routed batch's partitions in each of its tables (`partitions`, by table: its write mode's
+    table_partitions), each table by its own registrar."""
     for table in tables.all():
         table_registrar(table.config, table.warehouse, table.spec.ddl).add_partitions(
             list(partitions.get(table.name, [])), [])
         faults.checkpoint(f"registered:{table.name}")
-    if batch.rejected:
-        registrar.add_partitions([], [batch.partition_values])
 
 
 def routed_written(batch: Batch, results: list[RangeResult], written: dict | None = None) -> dict:

@@ -35,12 +35,12 @@ from etl.job.partition_cap import partition_keys
 from etl.job.positions import planning_positions, tagged
 from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
-from etl.job.batch_tables import BatchTables, planned_tables, refuse_lost_topics, register_routed, routed_written
+from etl.job.batch_tables import BatchTables, refuse_lost_topics, register_tables, routed_written
 from etl.job.range_task import RangeResult, RangeTask, packed_read
+from etl.model.shape import planned_tables
 from etl.job.tasks import task_failure
 from etl.job.write_mode import WarehouseFiles, configured_mode, mode_of
-from etl.model import binding
-from etl.model.route_binding import JobBinding, RouteBinding, check_job_binding, check_planned
+from etl.model.route_binding import JobBinding, check_job_binding, check_planned
 from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange
 from etl.model.naming import is_temp_name
 from etl.model.partitioning import Placement
@@ -59,8 +59,8 @@ class Job:
         self.config, self.store, self.kafka, self.writer = host.config, host.store, host.kafka, host.spec
         self.observer = observer
         self.fs, self.warehouse, self.clock, self.spark = host.fs, host.warehouse, host.clock, host.spark
-        self.target: JobBinding = binding.Target.of(self.config, self.warehouse) if self.config.routes.implicit \
-            else RouteBinding.of(self.config, self.warehouse)
+        self.shape = host.shape
+        self.target: JobBinding = self.shape.binding(self.warehouse)
         self._tables = host.registrar
         self._table_registrar, self._spec_for, self._probe_for = host.table_registrar, host.spec_for, host.probe_for
         self._registrar: HiveRegistrar | None = None
@@ -72,7 +72,7 @@ class Job:
         self.partitioner = host.partitioner
         self.mode = configured_mode(self.partitioning)  # a new plan's (etl.job.write_mode)
         self.markers = SuccessMarkers(self.config, self.store, self.fs, self.warehouse, self.partitioner,
-                                      clock=self.clock)
+                                      clock=self.clock, tables_of=self.shape.marker_tables)
 
     def _ensure_tables(self) -> HiveRegistrar:
         """Reach the metastore, create or evolve the tables: once, when a batch first needs them
@@ -131,8 +131,7 @@ class Job:
         self._locate_partitions()
         self._check_binding()
         batch = self._new_batch(tuple(ranges), planned, kind=BatchKind.REPAIR)
-        batch = planned_tables(batch, self.config,
-                               None if self.config.routes.implicit else self.kafka.job_topics().tables)
+        batch = self.shape.planned(batch, lambda: self.kafka.job_topics().tables)
         self._refuse_foreign_files(batch)
         return self._start(batch)
 
@@ -144,19 +143,18 @@ class Job:
             self.store.operator.bind_first(self.target)
             log.info("job %s bound to %s", self.config.job.name, self.target.describe())
         else:
-            check_job_binding(bound, self.target, self.config,
-                              () if self.config.routes.implicit else self._committed_topics())
+            check_job_binding(bound, self.target, self.config, self._committed_topics)
 
     def _committed_topics(self) -> set[str]:
         return {topic for topic, _ in self.store.offsets.committed_offsets()}
 
     def _tables_of(self, batch: Batch) -> BatchTables:
         """Each range's table, its folders where this batch writes them (etl.job.batch_tables)."""
-        return BatchTables(batch, self.config, self.warehouse, self._spec_for, self._probe_for)
+        return BatchTables(batch, self.config, self.warehouse, self.shape, self._spec_for, self._probe_for)
 
     def _ensure_batch_tables(self, batch: Batch) -> None:
         """A routed job's tables that the batch writes: created, or claimed and evolved, once a run."""
-        for table in [] if self.config.routes.implicit else self._tables_of(batch).all():
+        for table in self.shape.tables_to_ensure(self._tables_of(batch).all()):
             self._table_registrar(table.config, table.warehouse, table.spec.ddl)
 
     def _start(self, batch: Batch) -> BatchSummary:
@@ -192,7 +190,7 @@ class Job:
             log.info("nothing to do: no new records in %s", ", ".join(topics) or "no topic")
             return None
         batch = self._new_batch(plan.ranges, skipped=plan.skipped, topic_ids={t: i for t, i in topic_ids.items() if i})
-        batch = planned_tables(batch, self.config, chosen.tables)
+        batch = planned_tables(batch, chosen.tables)
         self._refuse_foreign_files(batch)
         return batch
 
@@ -248,11 +246,9 @@ class Job:
         return self._summary(batch, resumed, time.monotonic() - started)
 
     def _register(self, registrar: HiveRegistrar, batch: Batch) -> None:
-        if self.config.routes.implicit:
-            mode_of(batch).register(registrar, batch)
-        else:
-            register_routed(self._tables_of(batch), self._table_registrar, registrar, batch,
-                            mode_of(batch).table_partitions(batch))
+        tables = self._tables_of(batch)
+        self.shape.register(mode_of(batch), registrar, batch,
+                            lambda partitions: register_tables(tables, self._table_registrar, partitions))
 
     def _write_files(self, batch: Batch, version: int,
                      loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
@@ -335,8 +331,7 @@ class Job:
     def _check_files(self, batch: Batch) -> None:
         missing = self._missing_files(batch)
         if missing:
-            where = "are missing in their tables' folders" if not self.config.routes.implicit else "have no manifest" \
-                if mode_of(batch).by_event_time else f"are missing in {self.warehouse.main_dir(batch.partition_values)}"
+            where = self.shape.missing_files_where(mode_of(batch), batch, self.warehouse)
             raise MissingBatchFiles(f"batch {batch.batch_id}: {len(missing)} planned files {where}, e.g. {missing[0]}; "
                                     f"the batch stays PLANNED and the next run writes them")
 

@@ -13,6 +13,7 @@ from etl.config.routes import RouteConfig
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.starter import SparkStarter
 from etl.job.partition_writer import WriterSpec
+from etl.model.shape import JobShape
 from etl.model.partitioning import Partitioner
 from etl.model.schema import TableSchema
 from etl.model.table_ddl import TableDdl
@@ -32,6 +33,10 @@ class BatchHost(Protocol):
 
     @property
     def kafka(self) -> KafkaMetadata: ...
+
+    @property
+    def shape(self) -> JobShape:
+        """One table, or [route] sections: what differs between them (etl.model.shape)."""
 
     @property
     def spec(self) -> WriterSpec:

@@ -19,7 +19,7 @@ reads them back, for the tables a command inspects (etl.ops.job_tables).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Container, Iterable, Mapping, Protocol
+from typing import Callable, Container, Iterable, Mapping, Protocol
 
 from etl.config.routes import ANY_OTHER_VALUE, FieldSplit, RouteConfig, Routes
 from etl.config.topic_pattern import TopicPattern
@@ -284,14 +284,15 @@ def from_one_table(bound: Target, current: RouteBinding, committed: Iterable[str
     return problems
 
 
-def check_job_binding(bound: JobBinding, current: JobBinding, config, committed: Iterable[str]) -> None:
+def check_job_binding(bound: JobBinding, current: JobBinding, config, committed: Callable[[], Iterable[str]]) -> None:
     """The config names what the job is bound to (etl.model.binding); `committed`: the topics
-    with committed offsets, whose records must keep going to the tables they went to."""
+    with committed offsets, whose records must keep going to the tables they went to (read only
+    when the config has routes: a one-table job's binding is its table)."""
     if isinstance(bound, Target) and isinstance(current, Target):
         check_bound(bound, current, config)
         return
     if isinstance(bound, RouteBinding) and isinstance(current, RouteBinding):
-        diff = binding_diff(bound, current, committed)
+        diff = binding_diff(bound, current, committed())
         if diff:
             raise BindingMismatch(f"job {config.job.name}'s [route] sections differ from the routes it is bound to: "
                                   f"{'; '.join(diff.describe())}. Nothing was touched. {routes_hint(config)}",

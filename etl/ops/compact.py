@@ -22,9 +22,9 @@ from etl.compaction.tables import CompactedTable
 from etl.config import Config
 from etl.context.command import CommandContext
 from etl.errors import EXIT_OK, ConfigError
+from etl.model.shape import shape_of
 from etl.model.compaction import TableKind
 from etl.ops.acting import PREVIEW_LAST_LINE, Act
-from etl.ops.job_tables import job_tables
 from etl.sink.warehouse import Warehouse
 from etl.state.protocols import StateStore
 
@@ -50,12 +50,10 @@ def compaction_tables(config: Config, store: StateStore, warehouse: Warehouse,
     """The tables to look at, the rejected one last; `names` (--table) keeps those named. An unknown
     name is refused (ConfigError, exit 2) before anything is touched, naming the job's tables."""
     rejected = {config.hive.rejected_table.lower(): CompactedTable(TableKind.REJECTED)}
-    if config.routes.implicit:
-        found = {config.hive.the_table.lower(): CompactedTable(TableKind.MAIN)} | rejected
-    else:
-        loaded = job_tables(config, warehouse, {topic for topic, _ in store.offsets.committed_offsets()}, None,
-                            store.operator.binding())
-        found = {name: CompactedTable(TableKind.MAIN, name) for name, _ in loaded} | rejected
+    shape = shape_of(config)
+    loaded = shape.held_tables(warehouse, lambda: {topic for topic, _ in store.offsets.committed_offsets()}, None,
+                               store.operator.binding)
+    found = {name.lower(): CompactedTable(TableKind.MAIN, shape.plan_name(name)) for name, _ in loaded} | rejected
     if names is None:
         return tuple(found.values())
     unknown = sorted({name for name in names if name.lower() not in found})

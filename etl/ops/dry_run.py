@@ -23,8 +23,7 @@ from etl.config import Config
 from etl.context.job import JobContext
 from etl.job.batch_tables import refuse_lost_topics
 from etl.model.batch import Batch, OffsetRange
-from etl.model.binding import Target
-from etl.model.route_binding import RouteBinding, check_job_binding, check_planned
+from etl.model.route_binding import check_job_binding, check_planned
 from etl.model.naming import partition_path
 from etl.model.partitioning import Placement
 from etl.model.planner import plan_ranges
@@ -50,9 +49,9 @@ def preview(context: JobContext) -> dict:
     opened = store.batches.open_batch() if started else None
     if started:
         _refuse_as_the_run_does(context, opened[0] if opened else None)
-    shown = warehouse if config.routes.implicit else None  # a routed job's folders: each table's
+    shown = context.shape.preview_folders(warehouse)
     if opened is not None:
-        return {**_head(config, "complete_open_batch"), **_open_batch(opened[0], shown)}
+        return {**_head(context, "complete_open_batch"), **_open_batch(opened[0], shown)}
     chosen = kafka.job_topics()
     if started:
         refuse_lost_topics(chosen, lambda: {topic for topic, _ in store.offsets.committed_offsets()}, config)
@@ -61,7 +60,7 @@ def preview(context: JobContext) -> dict:
     plan = plan_ranges(positions, config.job)  # OffsetOutOfRange here is the run's own refusal
     high = {(p.topic, p.partition): p.high for p in positions}
     tables = {t: list(routed.tables) for t, routed in chosen.tables.topics.items()} if chosen.tables else {}
-    return {**_head(config, "new_batch" if plan.ranges else "nothing_to_do"), "topics": list(topics),
+    return {**_head(context, "new_batch" if plan.ranges else "nothing_to_do"), "topics": list(topics),
             "ranges": [_range(r, high[(r.topic, r.partition)], tables) for r in plan.ranges],
             "skipped": [s.describe() for s in plan.skipped], "waiting": [p.describe() for p in plan.waiting],
             "target": _new_target(context, shown, context.clock()) if plan.ranges else None}
@@ -72,19 +71,18 @@ def _refuse_as_the_run_does(context: JobContext, opened: Batch | None) -> None:
     it was planned for, and the config naming what the job is bound to (a job not bound yet is
     bound by its first run, which refuses nothing here)."""
     config, store = context.config, context.store
-    current = Target.of(config, context.warehouse) if config.routes.implicit \
-        else RouteBinding.of(config, context.warehouse)
+    current = context.shape.binding(context.warehouse)
     if opened is not None:
         check_planned(opened, current, config)
     bound = store.operator.binding()
     if bound is not None:
-        committed = () if config.routes.implicit else {topic for topic, _ in store.offsets.committed_offsets()}
-        check_job_binding(bound, current, config, committed)
+        check_job_binding(bound, current, config, lambda: {topic for topic, _ in store.offsets.committed_offsets()})
 
 
-def _head(config: Config, action: str) -> dict:
-    table = config.hive.the_table if config.routes.implicit else f"the tables of {len(config.routes.routes)} routes"
-    return {"event": "dry_run", "job": config.job.name, "action": action, "table": f"{config.hive.database}.{table}"}
+def _head(context: JobContext, action: str) -> dict:
+    config = context.config
+    return {"event": "dry_run", "job": config.job.name, "action": action,
+            "table": f"{config.hive.database}.{context.shape.describe_tables()}"}
 
 
 def _range(r: OffsetRange, latest: int, tables: dict[str, list[str]]) -> dict:

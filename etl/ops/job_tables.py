@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from etl.config import Config
+from etl.model.shape import JobTable, shape_of
 from etl.model.batch import Batch
 from etl.model.compaction import TableKind
-from etl.model.route_binding import JobBinding, RouteBinding
-from etl.model.routes import route_topics
+from etl.model.route_binding import JobBinding
 from etl.ops.coverage import Problem
 from etl.ops.inventory import Inventory, merged, take_inventory
 from etl.ops.parts import check_parts, check_split_parts
@@ -21,18 +21,10 @@ from etl.sink.manifest import RangeManifest, list_manifests
 from etl.sink.warehouse import Warehouse
 from etl.state.protocols import StateStore
 
-JobTable = tuple[str, Warehouse]  # a table's name and its folders
-
 
 def job_tables(config: Config, warehouse: Warehouse, committed_topics: Iterable[str], open_batch: Batch | None,
                bound: JobBinding | None = None) -> list[JobTable]:
-    if config.routes.implicit:
-        return [(config.hive.the_table, warehouse)]
-    committed = sorted(committed_topics)
-    routed = route_topics(config.routes, committed, committed, config.hive.rejected_table)
-    retired = bound.retired_tables(committed, routed.topics) if isinstance(bound, RouteBinding) else set()
-    planned = {table for tables in (open_batch.tables.values() if open_batch else ()) for table in tables}
-    return [(name, warehouse.for_table(name)) for name in sorted(routed.tables() | retired | planned)]
+    return shape_of(config).held_tables(warehouse, lambda: committed_topics, open_batch, lambda: bound)
 
 
 @dataclass(frozen=True)
@@ -48,12 +40,13 @@ class JobInventory:
             check_split_parts(self.by_table, self.manifests, open_batch)
 
 
-def take_job_inventory(fs: WarehouseFileSystem, config: Config, warehouse: Warehouse,
+def take_job_inventory(fs: WarehouseFileSystem, warehouse: Warehouse,
                        tables: list[JobTable]) -> JobInventory:
     """`warehouse`: the job's (its rejected table's folders); `tables`: job_tables'."""
     by_table = {name: take_inventory(fs, view, (TableKind.MAIN,)) for name, view in tables}
     whole = merged([*by_table.values(), take_inventory(fs, warehouse, (TableKind.REJECTED,))])
-    roots = [view.table_root for _, view in tables] + ([] if config.routes.implicit else [warehouse.rejected_root])
+    # a split range's manifests are in the rejected table (a one-table job has none there)
+    roots = dict.fromkeys([*(view.table_root for _, view in tables), warehouse.rejected_root])
     return JobInventory(by_table, whole, [m for root in roots for m in list_manifests(fs, root)])
 
 
@@ -63,4 +56,4 @@ def held_by_job(fs: WarehouseFileSystem, config: Config, store: StateStore, ware
     opened = store.batches.open_batch()
     tables = job_tables(config, warehouse, {topic for topic, _ in store.offsets.committed_offsets()},
                         opened[0] if opened else None, store.operator.binding())
-    return take_job_inventory(fs, config, warehouse, tables)
+    return take_job_inventory(fs, warehouse, tables)

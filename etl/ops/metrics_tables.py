@@ -21,13 +21,13 @@ from __future__ import annotations
 from typing import Iterable
 
 from etl.config import Config
+from etl.model.shape import JOB_WIDE, shape_of
 from etl.job.summary import BatchSummary
 from etl.job.write_mode import mode_of
-from etl.model.batch import TABLE_ROWS_KEY, Batch
+from etl.model.batch import Batch
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
 
-JOB_WIDE = ""  # a routed job's count that is of no one table
 FileCounts = dict[str, tuple[int, int]]  # table label -> (files, bytes)
 
 
@@ -38,22 +38,12 @@ def qualified(config: Config, table: str) -> str:
 def counted(config: Config, field: str, summaries: Iterable[BatchSummary], batches: Iterable[Batch]) -> dict[str, int]:
     """The run's `field` of BatchSummary (rows, rejected, late_rows, records) by table label."""
     total = sum(getattr(summary, field) for summary in summaries)
-    if config.routes.implicit:
-        return {qualified(config, config.hive.the_table): total}
-    if field == "rejected":
-        return {qualified(config, config.hive.rejected_table): total}
-    if field == "rows":
-        return _table_rows(config, batches)
-    return {JOB_WIDE: total}
+    by_table = shape_of(config).counts_by_table(field, total, batches)
+    return {_label(config, table): count for table, count in by_table.items()}
 
 
-def _table_rows(config: Config, batches: Iterable[Batch]) -> dict[str, int]:
-    rows: dict[str, int] = {}
-    for batch in batches:
-        for table, count in batch.extra.get(TABLE_ROWS_KEY, {}).items():
-            label = qualified(config, table)
-            rows[label] = rows.get(label, 0) + count
-    return rows
+def _label(config: Config, table: str) -> str:
+    return JOB_WIDE if table == JOB_WIDE else qualified(config, table)
 
 
 def written_files(fs: WarehouseFileSystem, config: Config, warehouse: Warehouse, batches: list[Batch]) -> FileCounts:
@@ -62,10 +52,12 @@ def written_files(fs: WarehouseFileSystem, config: Config, warehouse: Warehouse,
     folder), and a file found nowhere (moved since) is not counted. By event time a range has a
     file in each partition it touched, under the range's name; a range of a split topic has one
     in each of its tables, under the range's name too."""
-    counts: FileCounts = {qualified(config, config.hive.the_table): (0, 0)} if config.routes.implicit else {}
+    shape = shape_of(config)
+    counts: FileCounts = {qualified(config, table): (0, 0) for table in shape.always_counted()}
     for batch in batches:
         names = {r.file_name for r in batch.file_ranges}
-        for label, folders in _folders(config, warehouse, batch).items():
+        for table, folders in shape.folders_by_table(mode_of(batch), warehouse, batch).items():
+            label = qualified(config, table)
             count, size = counts.get(label, (0, 0))
             for folder in folders:
                 for info in fs.list_files(folder):
@@ -73,17 +65,6 @@ def written_files(fs: WarehouseFileSystem, config: Config, warehouse: Warehouse,
                         count, size = count + 1, size + info.size
             counts[label] = (count, size)
     return counts
-
-
-def _folders(config: Config, warehouse: Warehouse, batch: Batch) -> dict[str, list[str]]:
-    """The folders of the batch's files, by table label."""
-    rejected = warehouse.rejected_dir(batch.partition_values)
-    if config.routes.implicit:
-        parts = mode_of(batch).main_partitions(batch)
-        return {qualified(config, config.hive.the_table): [warehouse.main_dir(part) for part in parts] + [rejected]}
-    tables = {qualified(config, table): [warehouse.for_table(table).main_dir(part) for part in parts]
-              for table, parts in mode_of(batch).table_partitions(batch).items()}  # by event time: those it touched
-    return {**tables, qualified(config, config.hive.rejected_table): [rejected]}
 
 
 def merged(*counts: FileCounts) -> FileCounts:

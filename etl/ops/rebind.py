@@ -51,20 +51,21 @@ def bind(config, options: BindOptions, out=print) -> int:
 
 
 def bind_in(context: CommandContext, options: BindOptions, out=print) -> int:
-    config, store = context.config, context.store
-    if not config.routes.implicit and options.data_moved:
-        raise Refused("--data-moved moves a one-table job's files; a job with routes keeps its tables' files in place")
+    store = context.store
+    refusal = context.shape.data_moved_refusal()
+    if refusal and options.data_moved:
+        raise Refused(refusal)
     if store.session.acquire_lock() is not None:
         raise RefusedUntilDone("a run holds the job lock; try again when it has finished")
     try:
         opened = store.batches.open_batch()
         if opened:
-            finish = "`etl recover --execute`" if config.routes.implicit else "`etl run`"
-            raise RefusedUntilDone(f"batch {opened[0].batch_id} is open; finish it with the old config ({finish}) "
-                                   f"first")
-        if config.routes.implicit:
-            return _bind_locked(context, Target.of(config, context.warehouse), options, out)
-        return _bind_routes_locked(context, RouteBinding.of(config, context.warehouse), options, out)
+            raise RefusedUntilDone(f"batch {opened[0].batch_id} is open; finish it with the old config "
+                                   f"({context.shape.finish_hint()}) first")
+        current = context.shape.binding(context.warehouse)
+        if isinstance(current, Target):
+            return _bind_locked(context, current, options, out)
+        return _bind_routes_locked(context, current, options, out)
     finally:
         store.session.release_lock()
 

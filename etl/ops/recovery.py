@@ -27,6 +27,7 @@ from etl.context.job import JobContext
 from etl.errors import EXIT_BATCH_FAILED, EXIT_OK
 from etl.job.pending_reset import finish_pending_reset
 from etl.job.positions import recreated_partitions
+from etl.model.shape import shape_of
 from etl.job.write_mode import mode_of
 from etl.model.batch import Batch, BatchState, OffsetRange, utc_now_iso
 from etl.model.compaction import CompactionState
@@ -116,8 +117,7 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
         actions.append(f"rewrite {len(rewrite)} committed ranges that no file covers, from Kafka, into the partitions "
                        f"they came from: "
                        f"{', '.join(_describe(s) for s in rewrite[:5])}")
-    # A routed job's tables were all made after dt was zero-padded: none has a legacy name.
-    legacy = legacy_partitions(fs, warehouse) if config.routes.implicit else []
+    legacy = [path for table in shape_of(config).legacy_named(warehouse) for path in legacy_partitions(fs, table)]
     if legacy:
         actions.append(f"move {len(legacy)} partitions named before dt was zero-padded to their padded names: "
                        f"{', '.join(f'{p} -> {padded_path(p)}' for p in legacy[:5])}")
@@ -160,10 +160,9 @@ def _split_by_kafka(gaps: list[Span], kafka: KafkaMetadata, store: OffsetPart,
 def _without_table(config: Config, kafka: KafkaMetadata, rewrite: list[Span]) -> list[Problem]:
     """A routed job rewrites a range into the tables its topic's routes give it now (a topic moved
     by `etl bind --move-loaded`: its new ones): a topic no route takes any more has none."""
-    if config.routes.implicit or not rewrite:
+    if not rewrite:
         return []
-    routing = kafka.job_topics().tables
-    tableless = sorted({s.topic for s in rewrite if routing is None or s.topic not in routing.topics})
+    tableless = shape_of(config).without_table({s.topic for s in rewrite}, lambda: kafka.job_topics().tables)
     return [Problem("no_table", topic, "committed ranges of this topic are in no file, and no route gives the topic a "
                     "table to rewrite them into (a route retired by `etl bind --stop-loading`, or one it cannot "
                     "take)", "route the topic to its table again, `etl bind`, then `etl recover`")

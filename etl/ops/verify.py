@@ -87,7 +87,7 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
     warehouse = context.located()
     open_batch = opened[0] if opened else None
     tables = job_tables(config, warehouse, {topic for topic, _ in committed}, open_batch, store.operator.binding())
-    held = take_job_inventory(fs, config, warehouse, tables)
+    held = take_job_inventory(fs, warehouse, tables)
     inventories, inventory, manifests = held.by_table, held.whole, held.manifests
     problems = check_ranges(inventory, committed, open_batch, events) + held.part_problems(open_batch)
     problems += check_moved_rejected(fs, warehouse, inventory, committed, events)
@@ -95,13 +95,13 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
     problems += check_superseded(inventory, compactions, warehouse)
     for _, view in tables:
         problems += check_legacy_names(fs, view)
-    routed = not config.routes.implicit  # a routed table's plans name it; the rejected table's name none
     for name, view, kind in [*((n, v, TableKind.MAIN) for n, v in tables),
                              (config.hive.rejected_table, warehouse, TableKind.REJECTED)]:
         locations = registered_partitions(context.catalog, config.hive, name)
         expected = {path: view.hive_uri(view.folder(kind, path)) for path in locations}
         found = check_registered(inventories.get(name, Inventory()), locations, expected, open_batch)
-        problems += switching(found, kind, name if routed and kind is TableKind.MAIN else None, compactions,
+        plan_name = context.shape.plan_name(name) if kind is TableKind.MAIN else None  # the rejected table's: none
+        problems += switching(found, kind, plan_name, compactions,
                               locations, view)
     notices: list[str] = []
     if deep:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
+from etl.model.shape import ONE_TABLE  # re-exported: the ledger names a one-table job's table ""
 from etl.errors import EtlError
 from etl.model.batch import Batch
 from etl.model.naming import partition_path
@@ -20,7 +21,6 @@ LEDGER_KEY = "markers"  # the batch header's extra[...] that holds the ledger
 TABLE_KEY = "table"  # a routed job's entry: the table whose partition it is
 LATE_KEPT = 10  # late-data records kept in the ledger; the count covers all of them
 PartitionKey = tuple[tuple[str, str], ...]  # partition values as a hashable, ordered tuple
-ONE_TABLE = ("",)  # the tables of a one-table job's batch: its own, named by the config
 
 
 class MarkerError(EtlError):

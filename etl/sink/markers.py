@@ -59,7 +59,7 @@ import json
 import logging
 import posixpath
 from dataclasses import replace
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Mapping, Protocol, Sequence
 
 from etl.config import Config, SuccessMarkerConfig
 from etl.errors import WarehouseError
@@ -68,7 +68,7 @@ from etl.model.naming import partition_path, partition_values, temp_name
 from etl.model.partitioning import Partitioner, future_bound_ms
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
-from etl.sink.marker_ledger import LEDGER_KEY, ONE_TABLE, Awaiting, Ledger, MarkerError, partition_key, window_of
+from etl.sink.marker_ledger import LEDGER_KEY, Awaiting, Ledger, MarkerError, partition_key, window_of
 from etl.sink.warehouse import Warehouse
 from etl.state.protocols import WithBatches, WithOffsets, WithSession
 
@@ -87,10 +87,13 @@ class SuccessMarkers:
     Every method does nothing when [hive] success_markers is off."""
 
     def __init__(self, config: Config, store: MarkerStore, fs: WarehouseFileSystem, warehouse: Warehouse,
-                 partitioner: Partitioner, clock: Callable[[], dt.datetime]):
+                 partitioner: Partitioner, clock: Callable[[], dt.datetime],
+                 tables_of: Callable[[Batch], Sequence[str]]):
+        """`tables_of`: the tables whose partitions a batch's markers await, as the ledger names them
+        (the job's shape's: etl.model.shape)."""
         self.settings: SuccessMarkerConfig = config.hive.success_markers
         self.config, self.store, self.fs, self.warehouse, self.clock = config, store, fs, warehouse, clock
-        self.partitioner = partitioner
+        self.partitioner, self.tables_of = partitioner, tables_of
         self.idle_seconds = config.hive.partitioning.idle_partition_seconds
         self.max_future_seconds = config.hive.partitioning.max_future_seconds
 
@@ -129,7 +132,7 @@ class SuccessMarkers:
         partition already marked is late data: written all the same, and recorded."""
         if not self.settings.enabled:
             return batch
-        tables = ONE_TABLE if self.config.routes.implicit else batch.routed_tables
+        tables = self.tables_of(batch)
         ledger = self._newest_ledger().adding(batch.partition_values, self.partitioner, tables)
         for table in tables:
             awaiting = Awaiting(partition_key(batch.partition_values), table)

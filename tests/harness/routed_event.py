@@ -8,7 +8,8 @@ import json
 
 from etl.config import PartitioningConfig, PartitionSource, load_config
 from etl.job.assemble import probe_decoder, route_specs
-from etl.job.batch_tables import BatchTables, planned_tables
+from etl.job.batch_tables import BatchTables
+from etl.model.shape import planned_tables, shape_of
 from etl.job.range_task import RangeTask
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.partitioning import Placement, TimePartitioner
@@ -61,10 +62,9 @@ def event_task(config, topic: str = "events", offsets=(0, 7), where: Placement |
                max_open_files: int = 32) -> tuple[Batch, BatchTables, RangeTask]:
     r = OffsetRange(topic, 0, *offsets, None)
     routing = TopicRouting(config.routes, config.hive.rejected_table, lambda: set()).apply(JobTopics((topic,)))
-    batch = planned_tables(Batch(1, BatchState.PLANNED, PLANNED_AT.isoformat(), PLANNED, (r,)), config,
-                           routing.tables)
+    batch = planned_tables(Batch(1, BatchState.PLANNED, PLANNED_AT.isoformat(), PLANNED, (r,)), routing.tables)
     specs = route_specs(config)
-    tables = BatchTables(batch, config, Warehouse.of(config), lambda route, t: specs[route.name],
+    tables = BatchTables(batch, config, Warehouse.of(config), shape_of(config), lambda route, t: specs[route.name],
                          lambda route, field, t: probe_decoder(config, route, field, specs[route.name]))
     table = tables.of(r)
     task = RangeTask(r, table.warehouse.main_dir(PLANNED), table.warehouse.rejected_dir(PLANNED), config.warehouse,

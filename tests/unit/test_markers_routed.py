@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from etl.model.shape import shape_of
 from etl.config import load_config
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.partitioning import PLANNING_TIME_HOURLY
@@ -38,7 +39,8 @@ def job(tmp_path: Path):
     config = load_config(path)
     store, fs, warehouse = MarkerStore(), LocalFileSystem(), Warehouse.of(config)
     now = [PLANNED]
-    markers = SuccessMarkers(config, store, fs, warehouse, PLANNING_TIME_HOURLY, clock=lambda: now[0])
+    markers = SuccessMarkers(config, store, fs, warehouse, PLANNING_TIME_HOURLY, clock=lambda: now[0],
+                             tables_of=shape_of(config).marker_tables)
     return markers, store, warehouse, now
 
 

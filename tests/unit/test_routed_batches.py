@@ -13,7 +13,8 @@ from etl.context.command import CommandContext
 from etl.cli import main
 from etl.errors import EXIT_OK, EXIT_USAGE, Refused, StateConflict
 from etl.job.assemble import route_specs
-from etl.job.batch_tables import BatchTables, planned_tables, refuse_lost_topics
+from etl.job.batch_tables import BatchTables, refuse_lost_topics
+from etl.model.shape import planned_tables, shape_of
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.binding import BindingMismatch, Target
 from etl.model.compaction import Relocations, TableKind
@@ -59,7 +60,7 @@ def _batch(*topics: str, tables: dict | None = None) -> Batch:
 
 def _tables(config, batch: Batch) -> BatchTables:
     specs = route_specs(config)
-    return BatchTables(batch, config, Warehouse.of(config), lambda route, topic: specs[route.name])
+    return BatchTables(batch, config, Warehouse.of(config), shape_of(config), lambda route, topic: specs[route.name])
 
 
 def _routing(config, committed=()) -> TopicRouting:
@@ -68,7 +69,7 @@ def _routing(config, committed=()) -> TopicRouting:
 
 def test_a_routed_batch_writes_each_range_into_the_table_its_plan_recorded(routed):
     chosen = _routing(routed).apply(JobTopics(("app.clicks", "orders", "refunds")))
-    batch = planned_tables(_batch("app.clicks", "orders", "refunds"), routed, chosen.tables)
+    batch = planned_tables(_batch("app.clicks", "orders", "refunds"), chosen.tables)
     assert batch.tables == {"app.clicks": ["raw_app_clicks"], "orders": ["orders"], "refunds": ["orders"]}
     tables = _tables(routed, batch)
     assert [t.name for t in tables.all()] == ["raw_app_clicks", "orders"]
@@ -81,7 +82,7 @@ def test_a_routed_batch_writes_each_range_into_the_table_its_plan_recorded(route
 
 
 def test_the_plan_keeps_its_tables_through_its_json(routed):
-    batch = planned_tables(_batch("orders"), routed, _routing(routed).apply(JobTopics(("orders",))).tables)
+    batch = planned_tables(_batch("orders"), _routing(routed).apply(JobTopics(("orders",))).tables)
     again = Batch.from_json(batch.header_json(), [r.to_json() for r in batch.ranges])
     assert again.tables == {"orders": ["orders"]}
     with pytest.raises(StateConflict):
@@ -89,10 +90,11 @@ def test_the_plan_keeps_its_tables_through_its_json(routed):
 
 
 def test_a_one_table_batch_is_written_to_its_table_and_stores_no_tables(one_table):
-    batch = planned_tables(_batch("a", "b"), one_table, None)
+    routing = _routing(one_table).apply(JobTopics(("a", "b"))).tables
+    batch = shape_of(one_table).planned(_batch("a", "b"), lambda: routing)
     assert "tables" not in batch.header_json()
     [table] = _tables(one_table, batch).all()
-    assert table.name == "t" and table.config is one_table and table.warehouse == Warehouse.of(one_table)
+    assert table.name == "t" and table.config == one_table and table.warehouse == Warehouse.of(one_table)
 
 
 def test_each_routed_table_is_seen_where_its_own_compactions_moved_it(routed):
@@ -105,9 +107,9 @@ def test_each_routed_table_is_seen_where_its_own_compactions_moved_it(routed):
     assert warehouse.for_table("raw_app_clicks").rejected_dir(p) == warehouse.rejected_dir(p) \
         == "/tmp/w/db.db/rejects/_compacted/dt=d/hour=01/c0000000001"
     assert warehouse.view(None) is warehouse and warehouse.view("orders") == warehouse.for_table("orders")
-    batch = planned_tables(_batch("orders"), routed, _routing(routed).apply(JobTopics(("orders",))).tables)
+    batch = planned_tables(_batch("orders"), _routing(routed).apply(JobTopics(("orders",))).tables)
     specs = route_specs(routed)
-    tables = BatchTables(batch, routed, warehouse, lambda route, topic: specs[route.name])
+    tables = BatchTables(batch, routed, warehouse, shape_of(routed), lambda route, topic: specs[route.name])
     assert tables.of(batch.ranges[0]).warehouse.main_dir(p) == f"/tmp/w/db.db/orders/{moved}"
 
 
@@ -146,13 +148,13 @@ def test_a_job_is_held_to_its_routes_and_to_being_routed_or_not(routed, one_tabl
     bound = RouteBinding.of(routed, Warehouse.of(routed))
     assert binding_from_json(bound.to_json()) == bound
     assert bound.root == "file:///tmp/w/db.db" and bound.location("orders") == "file:///tmp/w/db.db/orders"
-    check_job_binding(bound, bound, routed, committed=["orders"])
+    check_job_binding(bound, bound, routed, committed=lambda: ["orders"])
     fewer = replace(bound, routes=bound.routes[:1])
     with pytest.raises(BindingMismatch, match=r"removed: \[route orders\] -> orders"):
-        check_job_binding(bound, fewer, routed, committed=["orders"])
+        check_job_binding(bound, fewer, routed, committed=lambda: ["orders"])
     target = Target.of(one_table, Warehouse.of(one_table))
     with pytest.raises(BindingMismatch, match="is bound to db.t at .* but the config names 2 routes"):
-        check_job_binding(target, bound, routed, committed=())
+        check_job_binding(target, bound, routed, committed=lambda: ())
 
 
 def test_an_open_batch_is_finished_under_the_binding_it_was_planned_with(routed, one_table):
@@ -217,7 +219,7 @@ def test_a_route_added_is_refused_by_the_run_until_bound(tmp_path):
         "[route orders]")[0].replace("[route raw]", "[route more]").replace("app[.]", "more[.]"), "after.ini")
     bound = RouteBinding.of(before, Warehouse.of(before))
     with pytest.raises(BindingMismatch, match=r"added: \[route more\] -> raw_\{topic\}.*run `etl bind --config"):
-        check_job_binding(bound, RouteBinding.of(after, Warehouse.of(after)), after, committed=["app.x"])
+        check_job_binding(bound, RouteBinding.of(after, Warehouse.of(after)), after, committed=lambda: ["app.x"])
     store = MemoryStore()
     _bound(before, store, "app.x")
     code, said = _bind(after, store)
@@ -268,7 +270,7 @@ def test_a_one_table_job_takes_routes_only_where_its_loaded_topics_stay_in_its_t
     store.session.release_lock()
     with pytest.raises(BindingMismatch, match=r"or turn it into a job with routes on purpose with `etl bind --config"):
         check_job_binding(store.operator.binding(), RouteBinding.of(keeps, Warehouse.of(keeps)), keeps,
-                          committed=["orders"])
+                          committed=lambda: ["orders"])
     code, said = _bind(keeps, store)
     assert code == EXIT_OK and said[1:] == ["the records of orders stay in orders, and go on going there",
                                             "preview: nothing changed; pass --execute to apply"], said

@@ -1,7 +1,7 @@
 """A routed batch by event time once its files are written: WRITTEN lists each (table, Hive
-partition) it touched (etl.job.event_record), each table registers exactly those
-(etl.job.batch_tables.register_routed through etl.job.write_mode's table_partitions), the temp
-sweep covers each table's part folders and the rejected table's manifest folders, the markers'
+partition) it touched (etl.job.event_record), each table registers exactly those (etl.model.shape's
+Routed.register and etl.job.batch_tables.register_tables, through etl.job.write_mode's table_partitions),
+the temp sweep covers each table's part folders and the rejected table's manifest folders, the markers'
 ledger awaits each table's partition (etl.sink.markers), and the run metrics count files per
 table (etl.ops.metrics_tables). A one-table batch's record is as before."""
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 from etl.config import load_config
 from etl.job.event_record import touched_partitions
-from etl.job.batch_tables import register_routed, routed_written
+from etl.job.batch_tables import register_tables, routed_written
+from etl.model.shape import shape_of
 from etl.job.range_task import RangeResult
 from etl.job.write_mode import EVENT_TIME, PLANNING_TIME
 from etl.model.batch import Batch, BatchState, OffsetRange, TouchedPartition
@@ -62,7 +63,7 @@ def test_each_table_registers_the_partitions_it_got_and_the_rejected_table_the_p
     config = routed_config(tmp_path)
     batch = _batch(partitions=tuple(touched_partitions(RESULTS, TABLES)), rejected=1)
     _b, tables, _task = event_task(config)
-    tables = type(tables)(batch, config, Warehouse.of(config), tables._spec_for, tables._probe_for)
+    tables = type(tables)(batch, config, Warehouse.of(config), shape_of(config), tables._spec_for, tables._probe_for)
     added: dict[str, list] = {}
 
     class Registrar:
@@ -72,8 +73,11 @@ def test_each_table_registers_the_partitions_it_got_and_the_rejected_table_the_p
         def add_partitions(self, main, rejected):
             added.setdefault(self.name, []).append((main, rejected))
 
-    register_routed(tables, lambda c, w, ddl: Registrar(w.table_root.rsplit("/", 1)[-1]), Registrar("rejects"),
-                    batch, EVENT_TIME.table_partitions(batch))
+    def table_registrar(view, warehouse, ddl):
+        return Registrar(warehouse.table_root.rsplit("/", 1)[-1])
+
+    shape_of(config).register(EVENT_TIME, Registrar("rejects"), batch,
+                              lambda partitions: register_tables(tables, table_registrar, partitions))
     hour = {"dt": "2026-11-26"}
     assert added == {"clicks": [([{**hour, "hour": "07"}, {**hour, "hour": "08"}], [])],
                      "views": [([{**hour, "hour": "08"}], [])], "orders": [([{**hour, "hour": "08"}], [])],
@@ -85,7 +89,7 @@ def test_the_sweep_covers_each_tables_part_folders_and_the_manifest_folders(tmp_
     config = routed_config(tmp_path)
     batch = _batch()
     _b, tables, _task = event_task(config)
-    tables = type(tables)(batch, config, Warehouse.of(config), tables._spec_for, tables._probe_for)
+    tables = type(tables)(batch, config, Warehouse.of(config), shape_of(config), tables._spec_for, tables._probe_for)
     root = f"{tmp_path}/w/db.db"
     assert EVENT_TIME.sweep_folders(tables, batch, RESULTS) == [
         f"{root}/clicks/{H}07", f"{root}/clicks/{H}08", f"{root}/orders/{H}08", f"{root}/views/{H}08",
@@ -99,7 +103,8 @@ def test_the_ledger_awaits_each_tables_partition_and_marks_it_in_its_folder_reje
                                              "success_markers = true\nsuccess_marker_delay_seconds = 0"))
     config = load_config(path)
     store, fs, warehouse = MarkerStore(), LocalFileSystem(), Warehouse.of(config)
-    markers = SuccessMarkers(config, store, fs, warehouse, PLANNING_TIME_HOURLY, clock=lambda: NOW)
+    markers = SuccessMarkers(config, store, fs, warehouse, PLANNING_TIME_HOURLY, clock=lambda: NOW,
+                             tables_of=shape_of(config).marker_tables)
     batch = _batch()
     extra = markers.on_written(batch, touched_partitions(RESULTS, TABLES))
     assert [(a.table, a.values["hour"]) for a in Ledger.of(replace(batch, extra=extra)).unmarked] == [

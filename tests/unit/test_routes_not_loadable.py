@@ -87,7 +87,7 @@ def test_a_loaded_topic_the_routes_cannot_load_is_unknown_to_check_and_counts_in
     twice = _config(tmp_path, "twice", TWICE)
     with pytest.raises(BindingMismatch):  # what every run says
         check_job_binding(job.operator.binding(), RouteBinding.of(twice, Warehouse.of(twice)), twice,
-                          ["app.x", "orders"])
+                          lambda: ["app.x", "orders"])
     with _context(twice, job) as context:
         lags = read_lags(context.store, context.kafka)
     assert [(p.topic, p.lag) for p in lags.partitions] == [("orders", 0), ("app.x", 0)]
@@ -131,7 +131,7 @@ def test_a_run_refusing_a_loaded_topic_it_cannot_load_publishes_the_count(tmp_pa
     with pytest.raises(BindingMismatch) as raised:
         with published_metrics(twice):
             check_job_binding(job.operator.binding(), RouteBinding.of(twice, Warehouse.of(twice)), twice,
-                              ["app.x", "orders"])
+                              lambda: ["app.x", "orders"])
     assert raised.value.not_loadable == ("app.x",)
     published = {s.name: s.value for f in text_string_to_metric_families((tmp_path / "etl_j1.prom").read_text())
                  for s in f.samples}

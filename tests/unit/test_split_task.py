@@ -13,7 +13,8 @@ import pytest
 from etl.config import load_config
 from etl.errors import StateConflict
 from etl.job.assemble import probe_decoder, route_specs
-from etl.job.batch_tables import BatchTables, planned_tables, routed_written
+from etl.job.batch_tables import BatchTables, routed_written
+from etl.model.shape import planned_tables, shape_of
 from etl.job.range_task import RangeTask
 from etl.job.route_task import split_range
 from etl.model.batch import Batch, BatchState, OffsetRange
@@ -62,10 +63,9 @@ def _config(tmp_path, routes: str):
 def _task(config, offsets=(0, 7)):
     r = OffsetRange("events", 0, *offsets, None)
     routing = TopicRouting(config.routes, config.hive.rejected_table, lambda: set()).apply(JobTopics(("events",)))
-    batch = planned_tables(Batch(1, BatchState.PLANNED, "2026-11-26T10:00:00+00:00", PLANNED, (r,)), config,
-                           routing.tables)
+    batch = planned_tables(Batch(1, BatchState.PLANNED, "2026-11-26T10:00:00+00:00", PLANNED, (r,)), routing.tables)
     specs = route_specs(config)
-    tables = BatchTables(batch, config, Warehouse.of(config), lambda route, topic: specs[route.name],
+    tables = BatchTables(batch, config, Warehouse.of(config), shape_of(config), lambda route, topic: specs[route.name],
                          lambda route, field, topic: probe_decoder(config, route, field, specs[route.name]))
     table = tables.of(r)
     task = RangeTask(r, table.warehouse.main_dir(PLANNED), table.warehouse.rejected_dir(PLANNED), config.warehouse,
