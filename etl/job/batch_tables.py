@@ -45,13 +45,13 @@ class BatchTable:
 
 
 class BatchTables:
-    """The tables of one batch's ranges. `shape`: the job's (etl.model.shape); `spec_for`: a route's writer
-    spec; `probe_for`: the decoder of a split topic's field (etl.rows.routing), both built once per
-    command."""
+    """The tables of one batch's ranges. `shape`: the job's, with its config (etl.model.shape); `spec_for`: a
+    route's writer spec; `probe_for`: the decoder of a split topic's field (etl.rows.routing), both built once
+    per command."""
 
-    def __init__(self, batch: Batch, config: Config, warehouse: Warehouse, shape: JobShape, spec_for: SpecFor,
+    def __init__(self, batch: Batch, warehouse: Warehouse, shape: JobShape, spec_for: SpecFor,
                  probe_for: ProbeFor | None = None):
-        self._batch, self._config, self._warehouse, self._spec_for = batch, config, warehouse, spec_for
+        self._batch, self._config, self._warehouse, self._spec_for = batch, shape.config, warehouse, spec_for
         self._probe_for, self._shape = probe_for, shape
         self._tables: dict[str, BatchTable] = {}
         self._routed: dict[str, RangeRouting] = {}

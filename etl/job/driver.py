@@ -150,7 +150,7 @@ class Job:
 
     def _tables_of(self, batch: Batch) -> BatchTables:
         """Each range's table, its folders where this batch writes them (etl.job.batch_tables)."""
-        return BatchTables(batch, self.config, self.warehouse, self.shape, self._spec_for, self._probe_for)
+        return BatchTables(batch, self.warehouse, self.shape, self._spec_for, self._probe_for)
 
     def _ensure_batch_tables(self, batch: Batch) -> None:
         """A routed job's tables that the batch writes: created, or claimed and evolved, once a run."""

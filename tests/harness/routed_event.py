@@ -64,7 +64,7 @@ def event_task(config, topic: str = "events", offsets=(0, 7), where: Placement |
     routing = TopicRouting(config.routes, config.hive.rejected_table, lambda: set()).apply(JobTopics((topic,)))
     batch = planned_tables(Batch(1, BatchState.PLANNED, PLANNED_AT.isoformat(), PLANNED, (r,)), routing.tables)
     specs = route_specs(config)
-    tables = BatchTables(batch, config, Warehouse.of(config), shape_of(config), lambda route, t: specs[route.name],
+    tables = BatchTables(batch, Warehouse.of(config), shape_of(config), lambda route, t: specs[route.name],
                          lambda route, field, t: probe_decoder(config, route, field, specs[route.name]))
     table = tables.of(r)
     task = RangeTask(r, table.warehouse.main_dir(PLANNED), table.warehouse.rejected_dir(PLANNED), config.warehouse,

@@ -60,7 +60,7 @@ def _batch(*topics: str, tables: dict | None = None) -> Batch:
 
 def _tables(config, batch: Batch) -> BatchTables:
     specs = route_specs(config)
-    return BatchTables(batch, config, Warehouse.of(config), shape_of(config), lambda route, topic: specs[route.name])
+    return BatchTables(batch, Warehouse.of(config), shape_of(config), lambda route, topic: specs[route.name])
 
 
 def _routing(config, committed=()) -> TopicRouting:
@@ -109,7 +109,7 @@ def test_each_routed_table_is_seen_where_its_own_compactions_moved_it(routed):
     assert warehouse.view(None) is warehouse and warehouse.view("orders") == warehouse.for_table("orders")
     batch = planned_tables(_batch("orders"), _routing(routed).apply(JobTopics(("orders",))).tables)
     specs = route_specs(routed)
-    tables = BatchTables(batch, routed, warehouse, shape_of(routed), lambda route, topic: specs[route.name])
+    tables = BatchTables(batch, warehouse, shape_of(routed), lambda route, topic: specs[route.name])
     assert tables.of(batch.ranges[0]).warehouse.main_dir(p) == f"/tmp/w/db.db/orders/{moved}"
 
 

@@ -63,7 +63,7 @@ def test_each_table_registers_the_partitions_it_got_and_the_rejected_table_the_p
     config = routed_config(tmp_path)
     batch = _batch(partitions=tuple(touched_partitions(RESULTS, TABLES)), rejected=1)
     _b, tables, _task = event_task(config)
-    tables = type(tables)(batch, config, Warehouse.of(config), shape_of(config), tables._spec_for, tables._probe_for)
+    tables = type(tables)(batch, Warehouse.of(config), shape_of(config), tables._spec_for, tables._probe_for)
     added: dict[str, list] = {}
 
     class Registrar:
@@ -89,7 +89,7 @@ def test_the_sweep_covers_each_tables_part_folders_and_the_manifest_folders(tmp_
     config = routed_config(tmp_path)
     batch = _batch()
     _b, tables, _task = event_task(config)
-    tables = type(tables)(batch, config, Warehouse.of(config), shape_of(config), tables._spec_for, tables._probe_for)
+    tables = type(tables)(batch, Warehouse.of(config), shape_of(config), tables._spec_for, tables._probe_for)
     root = f"{tmp_path}/w/db.db"
     assert EVENT_TIME.sweep_folders(tables, batch, RESULTS) == [
         f"{root}/clicks/{H}07", f"{root}/clicks/{H}08", f"{root}/orders/{H}08", f"{root}/views/{H}08",

@@ -65,7 +65,7 @@ def _task(config, offsets=(0, 7)):
     routing = TopicRouting(config.routes, config.hive.rejected_table, lambda: set()).apply(JobTopics(("events",)))
     batch = planned_tables(Batch(1, BatchState.PLANNED, "2026-11-26T10:00:00+00:00", PLANNED, (r,)), routing.tables)
     specs = route_specs(config)
-    tables = BatchTables(batch, config, Warehouse.of(config), shape_of(config), lambda route, topic: specs[route.name],
+    tables = BatchTables(batch, Warehouse.of(config), shape_of(config), lambda route, topic: specs[route.name],
                          lambda route, field, topic: probe_decoder(config, route, field, specs[route.name]))
     table = tables.of(r)
     task = RangeTask(r, table.warehouse.main_dir(PLANNED), table.warehouse.rejected_dir(PLANNED), config.warehouse,
