@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
-from etl.model.shape import ONE_TABLE  # re-exported: the ledger names a one-table job's table ""
+from etl.model.shape import ONE_TABLE
 from etl.errors import EtlError
 from etl.model.batch import Batch
 from etl.model.naming import partition_path
