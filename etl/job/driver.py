@@ -205,7 +205,7 @@ class Job:
                      planned_at=planned_at.isoformat(timespec="seconds"), partition_values=placement.planned,
                      ranges=ranges, planned_by=self.store.session.me.describe(),
                      updated_at=planned_at.isoformat(timespec="seconds"),
-                     placement=self.mode.stored_placement(placement), **more)
+                     event_time=self.mode.plan_record(placement), **more)
 
     def _next_batch_id(self) -> int:
         return (self.store.batches.batch_ids() or [0])[-1] + 1

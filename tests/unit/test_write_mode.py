@@ -31,7 +31,7 @@ class SeenFiles:
 def batch(settings: PartitioningConfig) -> Batch:
     placement = Placement.of(settings, TimePartitioner(), PLANNED_AT, None)
     return Batch(1, BatchState.PLANNED, PLANNED_AT.isoformat(), placement.planned, (DONE, OPEN, EMPTY),
-                 placement=configured_mode(settings).stored_placement(placement))
+                 event_time=configured_mode(settings).plan_record(placement))
 
 
 PLANNING = PartitioningConfig()
@@ -42,9 +42,9 @@ BY_KAFKA_TIME = PartitioningConfig(source=PartitionSource.KAFKA_TIMESTAMP)
 def test_the_mode_is_the_configs_for_a_new_plan_and_the_plans_for_a_batch():
     assert configured_mode(PLANNING) is PLANNING_TIME
     assert configured_mode(BY_COLUMN) is EVENT_TIME and configured_mode(BY_KAFKA_TIME) is EVENT_TIME
-    assert mode_of(batch(PLANNING)) is PLANNING_TIME and batch(PLANNING).placement == {}
+    assert mode_of(batch(PLANNING)) is PLANNING_TIME and batch(PLANNING).event_time.placement == {}
     assert mode_of(batch(BY_COLUMN)) is EVENT_TIME and mode_of(batch(BY_KAFKA_TIME)) is EVENT_TIME
-    assert EVENT_TIME.placement(batch(BY_COLUMN)) == Placement.from_json(batch(BY_COLUMN).placement)
+    assert EVENT_TIME.placement(batch(BY_COLUMN)) == Placement.from_json(batch(BY_COLUMN).event_time.placement)
     assert PLANNING_TIME.placement(batch(PLANNING)) is None
 
 
