@@ -326,8 +326,9 @@ class Job:
         warehouse, spec = tables.of(r).warehouse, tables.of(r).spec
         return RangeTask(r, warehouse.main_dir(batch.partition_values), warehouse.rejected_dir(batch.partition_values),
                          self.config.warehouse, self.config.kafka, f"etl-{self.config.job.name}-reader", spec,
-                         mode_of(batch).placement(batch), warehouse.table_root, self.partitioning.max_open_files,
-                         dict(warehouse.relocations.main), tables.split_target(r, batch.partition_values))
+                         mode_of(batch).task_placing(batch, warehouse.table_root, self.partitioning.max_open_files,
+                                                     dict(warehouse.relocations.main)),
+                         tables.split_target(r, batch.partition_values))
 
     def _missing_files(self, batch: Batch) -> list[str]:
         return [r.file_name for r in mode_of(batch).missing(batch, WarehouseFiles(self.fs, self._tables_of(batch)))]

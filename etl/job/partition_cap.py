@@ -44,8 +44,7 @@ def partition_keys(task: RangeTask, lookups: Mapping[str, object] | None = None)
 
 def range_keys(task: RangeTask, chunks: Callable[[], Iterable[RawChunk]], tables: Mapping[str, pa.Table]) -> list[int]:
     """partition_keys over `chunks`, the range's (handed in by the unit tests)."""
-    placement = task.placement
-    assert placement is not None, "the partition cap counts a batch planned by event time"
+    placement = task.placing.placement  # the partition cap counts a batch planned by event time
     shares = RangeShares(task, tables, placement)
     keys: dict[str, set[int]] = {target.table: set() for target in shares.targets}
     for chunk in chunks():

@@ -29,7 +29,7 @@ from etl.job.batch_tables import BatchTables
 from etl.job.event_record import event_time_record
 from etl.job.event_task import run_event_range_task
 from etl.job.partition_cap import apply_partition_cap
-from etl.job.range_task import RangeResult
+from etl.job.range_task import EventTimeTask, RangeResult
 from etl.job.tasks import run_range_task
 from etl.hive.registrar import HiveRegistrar
 from etl.model.batch import Batch, EventTimeRecord, OffsetRange, TouchedPartition
@@ -79,8 +79,9 @@ class WriteMode(Protocol):
     by_event_time: bool  # what `etl run --dry-run`, `etl recover` and the driver's errors say of a mode
     run_task: RangeTaskFunction  # what each Spark task runs for one of the batch's ranges
 
-    def placement(self, batch: Batch) -> Placement | None:
-        """What the tasks place rows with."""
+    def task_placing(self, batch: Batch, table_root: str, max_open_files: int,
+                     relocated: Mapping[str, str]) -> EventTimeTask | None:
+        """What each task places rows with, given its table's root and compacted partitions."""
 
     def plan_record(self, placement: Placement) -> EventTimeRecord:
         """What a new plan records of event time: its Placement, or nothing."""
@@ -127,7 +128,8 @@ class PlanningTimeMode:
     by_event_time = False
     run_task: RangeTaskFunction = staticmethod(run_range_task)
 
-    def placement(self, batch: Batch) -> Placement | None:
+    def task_placing(self, batch: Batch, table_root: str, max_open_files: int,
+                     relocated: Mapping[str, str]) -> EventTimeTask | None:
         return None  # the tasks write into their folder, and place nothing
 
     def plan_record(self, placement: Placement) -> EventTimeRecord:
@@ -174,8 +176,9 @@ class EventTimeMode:
     by_event_time = True
     run_task: RangeTaskFunction = staticmethod(run_event_range_task)
 
-    def placement(self, batch: Batch) -> Placement | None:
-        return Placement.from_json(batch.event_time.placement)
+    def task_placing(self, batch: Batch, table_root: str, max_open_files: int,
+                     relocated: Mapping[str, str]) -> EventTimeTask | None:
+        return EventTimeTask(Placement.from_json(batch.event_time.placement), table_root, max_open_files, relocated)
 
     def plan_record(self, placement: Placement) -> EventTimeRecord:
         return EventTimeRecord(placement.to_json())
