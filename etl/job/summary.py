@@ -51,10 +51,10 @@ def written_files(batch: Batch) -> int:
     by event time one per range in each Hive partition of each table it placed rows in (a record
     from before they were counted: at least one per partition). Not counted: the rejected
     table's files (the line says how many records were rejected) and split ranges' manifests."""
-    by_event_time = batch.event_time.files_written
-    if by_event_time is None:
+    counted = batch.event_time.files_written
+    if counted is None:
         return sum(len(batch.tables.get(r.topic) or (None,)) for r in batch.file_ranges)
-    return by_event_time
+    return counted
 
 
 def summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

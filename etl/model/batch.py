@@ -159,9 +159,15 @@ class EventTimeRecord:
         """The plan's bound of [hive] max_future_seconds: a later event time is in the future; None without."""
         return self.placement.get("future_after_ms")
 
-    def latest_event_ms(self, topic: str, partition: int) -> int | None:
-        """The latest event time (ms) among the rows this batch wrote of a Kafka partition."""
-        return self.event_high.get(f"{topic}:{partition}")
+    def event_times_after(self, r: OffsetRange, high: int | None, active: str | None) -> tuple[int | None, str | None]:
+        """A Kafka partition's latest event time (ms) and last activity once the batch's range `r`
+        of it commits over `high` and `active` (what the event-time watermark is computed from): its
+        rows' latest event time, and by event time, activity now if the range held records.
+        A batch by planning time leaves both as they were."""
+        new = self.event_high.get(f"{r.topic}:{r.partition}")
+        if new is not None:
+            high = new if high is None else max(high, new)
+        return high, utc_now_iso() if r.size > 0 and self.by_event_time else active
 
     @property
     def partitions_known(self) -> bool:

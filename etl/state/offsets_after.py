@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from etl.model.batch import Batch, BatchKind, OffsetRange, utc_now_iso
+from etl.model.batch import Batch, BatchKind, OffsetRange
 from etl.state.snapshots import CommittedState
 from etl.state.znodes import CommittedOffset
 
@@ -70,9 +70,4 @@ def _event_time(batch: Batch, r: OffsetRange, found: CommittedOffset | None) -> 
         log.warning("%s[%d]: the stored latest event time is more than [hive] max_future_seconds ahead of batch "
                     "%d's planning time; replaced by the batch's own", r.topic, r.partition, batch.batch_id)
         high = None
-    new = batch.event_time.latest_event_ms(r.topic, r.partition)
-    if new is not None:
-        high = new if high is None else max(high, new)
-    if r.size > 0 and batch.event_time.by_event_time:
-        active = utc_now_iso()
-    return high, active
+    return batch.event_time.event_times_after(r, high, active)
