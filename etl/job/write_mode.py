@@ -11,11 +11,12 @@ A batch's mode is its plan's: a stored Placement with an event column is event t
 before partition_by changed is finished in its own mode.
 
 What the two modes do differently is here and nowhere else: what a plan records of event time
-(Batch.event_time, read by EventTimeMode and the event-time tasks; the others ask the record's
-methods), the task an executor runs, the range-done check (the driver's, and `etl recover`'s over
-its inventory), the folders a batch's temp files are swept from, the partitions it registers,
-what WRITTEN records, the marker bookkeeping (etl.sink.markers), the partition cap, and which
-partitions the run metrics and the dry run name.
+(Batch.event_time, read by EventTimeMode and the event-time tasks; other readers ask the record's
+methods), what a task is given for it (RangeTask.event_time), the task an executor runs, the
+range-done check (the driver's, and `etl recover`'s over its inventory), the folders a batch's
+temp files are swept from, the partitions it registers, what WRITTEN records, the marker
+bookkeeping (etl.sink.markers), the partition cap, and which partitions the run metrics and the
+dry run name.
 What the commands say of a batch's mode (`by_event_time`) is their renderers' words:
 etl.ops.dry_run, etl.ops.recovery and the driver's errors.
 """
