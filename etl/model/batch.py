@@ -134,7 +134,8 @@ class TouchedPartition:
 @dataclass(frozen=True)
 class EventTimeRecord:
     """What a batch records of event time, read by the event-time write mode and its tasks
-    (etl.job.write_mode.EventTimeMode); every other reader asks it through the methods below.
+    (etl.job.write_mode.EventTimeMode) and stored by the state room (etl.state.batch_nodes);
+    every other reader asks it through the methods below.
     Empty for a batch by planning time, whose header stores none of it: the empty record is what
     such a header decodes into, so decoding stays total (an older header may hold any part).
 
