@@ -203,7 +203,7 @@ class Job:
                      planned_at=planned_at.isoformat(timespec="seconds"), partition_values=placement.planned,
                      ranges=ranges, planned_by=self.store.session.me.describe(),
                      updated_at=planned_at.isoformat(timespec="seconds"),
-                     placement=self.mode.stored_placement(placement), **more)
+                     event_time=self.mode.plan_record(placement), **more)
 
     def _next_batch_id(self) -> int:
         return (self.store.batches.batch_ids() or [0])[-1] + 1
@@ -322,8 +322,9 @@ class Job:
         warehouse, spec = tables.of(r).warehouse, tables.of(r).spec
         return RangeTask(r, warehouse.main_dir(batch.partition_values), warehouse.rejected_dir(batch.partition_values),
                          self.config.warehouse, self.config.kafka, f"etl-{self.config.job.name}-reader", spec,
-                         mode_of(batch).placement(batch), warehouse.table_root, self.partitioning.max_open_files,
-                         dict(warehouse.relocations.main), tables.split_target(r, batch.partition_values))
+                         mode_of(batch).task_placing(batch, warehouse.table_root, self.partitioning.max_open_files,
+                                                     dict(warehouse.relocations.main)),
+                         tables.split_target(r, batch.partition_values))
 
     def _missing_files(self, batch: Batch) -> list[str]:
         return [r.file_name for r in mode_of(batch).missing(batch, WarehouseFiles(self.fs, self._tables_of(batch)))]

@@ -47,4 +47,5 @@ def event_time_record(batch: Batch, results: list[RangeResult], markers: Success
                       part.partition, hive.database, part.table or hive.the_table)
     event_high = {f"{r.range.topic}:{r.range.partition}": r.max_event_ms for r in results
                   if r.max_event_ms is not None}
-    return {"partitions": tuple(partitions), "event_high": event_high, "extra": markers.on_written(batch, partitions)}
+    return {"event_time": batch.event_time.at_written(tuple(partitions), event_high),
+            "extra": markers.on_written(batch, partitions)}

@@ -60,7 +60,7 @@ def event_range(fs: WarehouseFileSystem, task: RangeTask, chunks: Chunks,
                 tables: Mapping[str, pa.Table]) -> tuple[RangeManifest, bool]:
     """The range's manifest, and whether this attempt published it."""
     r = task.range
-    root = task.split.manifest_root if task.split else task.table_root
+    root = task.split.manifest_root if task.split else task.placing.table_root
     path = manifest_path(root, r.topic, r.partition, r.start, r.end, r.incarnation)
     found = read_manifest(fs, path)
     if found is not None:
@@ -80,10 +80,10 @@ def _move_legacy_parts(fs: WarehouseFileSystem, task: RangeTask, manifest: Range
         legacy = legacy_path(part.partition)
         if legacy == part.partition:
             continue
-        source = posixpath.join(task.table_root, legacy, manifest.file_name)
+        source = posixpath.join(task.placing.table_root, legacy, manifest.file_name)
         if not fs.exists(source):
             continue
-        folder = posixpath.join(task.table_root, task.relocated.get(part.partition, part.partition))
+        folder = posixpath.join(task.placing.table_root, task.placing.relocated.get(part.partition, part.partition))
         fs.makedirs(folder)
         target = posixpath.join(folder, manifest.file_name)
         if fs.rename_no_replace(source, target):
@@ -99,8 +99,7 @@ def _move_legacy_parts(fs: WarehouseFileSystem, task: RangeTask, manifest: Range
 class _RangeSplit:
     def __init__(self, fs: WarehouseFileSystem, task: RangeTask, chunks: Chunks, tables: Mapping[str, pa.Table]):
         self.fs, self.task, self.chunks, self.tables = fs, task, chunks, tables
-        assert task.placement is not None, "the event-time task is given the batch's Placement"
-        self.range, self.spec, self.placement = task.range, task.writer, task.placement
+        self.range, self.spec, self.placement = task.range, task.writer, task.placing.placement
         self.parts: dict[tuple[str, int], Part] = {}  # (table, partition key) -> its published part
         self.rejected: ParquetSink | None = None
         self.unmatched: dict = {}
@@ -121,7 +120,7 @@ class _RangeSplit:
     def _pass(self, first: bool) -> bool:
         r = self.range
         shares = RangeShares(self.task, self.tables, self.placement)
-        budget = OpenFiles(self.task.max_open_files, self.spec.row_group_size)  # one for all the range's tables
+        budget = OpenFiles(self.task.placing.max_open_files, self.spec.row_group_size)  # one for all the range's tables
         writers = {t.table: self._writer(t, shares.schema(t.table), budget) for t in shares.targets}
         if first:
             self.rejected = ParquetSink(self.fs, posixpath.join(self.task.rejected_dir, temp_name(r.file_name)),

@@ -44,8 +44,7 @@ def partition_keys(task: RangeTask, lookups: Mapping[str, object] | None = None)
 
 def range_keys(task: RangeTask, chunks: Callable[[], Iterable[RawChunk]], tables: Mapping[str, pa.Table]) -> list[int]:
     """partition_keys over `chunks`, the range's (handed in by the unit tests)."""
-    placement = task.placement
-    assert placement is not None, "the partition cap counts a batch planned by event time"
+    placement = task.placing.placement  # the partition cap counts a batch planned by event time
     shares = RangeShares(task, tables, placement)
     keys: dict[str, set[int]] = {target.table: set() for target in shares.targets}
     for chunk in chunks():
@@ -66,7 +65,8 @@ def apply_partition_cap(batch: Batch, counted: list[list[int]], cap: int, action
         log.warning("batch %d touches %d Hive partitions, more than [hive] max_partitions_per_batch = %d: the rows "
                     "of the %d latest go to the rejected table (on_too_many_partitions = reject)", batch.batch_id,
                     len(touched), cap, len(touched) - cap)
-        return replace(batch, placement={**batch.placement, "last_key": touched[cap - 1]})
+        pinned = {**batch.event_time.placement, "last_key": touched[cap - 1]}
+        return replace(batch, event_time=replace(batch.event_time, placement=pinned))
     raise TooManyPartitions(
         f"batch {batch.batch_id} would touch {len(touched)} Hive partitions, more than [hive] "
         f"max_partitions_per_batch = {cap} (on_too_many_partitions = fail): its records' event times are spread "

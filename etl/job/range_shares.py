@@ -35,7 +35,7 @@ class ShareTarget:
 
 def share_targets(task: RangeTask) -> tuple[ShareTarget, ...]:
     if task.split is None:
-        return (ShareTarget("", task.table_root, task.relocated, task.writer),)
+        return (ShareTarget("", task.placing.table_root, task.placing.relocated, task.writer),)
     return tuple(ShareTarget(t.name, t.table_root, t.relocated, t.writer) for t in task.split.tables)
 
 

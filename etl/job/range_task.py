@@ -52,6 +52,17 @@ class SplitTarget:
 
 
 @dataclass(frozen=True)
+class EventTimeTask:
+    """What a task by event time is given beyond any task's (etl.job.event_task, etl.job.partition_cap)."""
+
+    placement: Placement  # the batch's: each row's Hive partition
+    table_root: str  # the range's table's root, a file under each partition's folder
+    max_open_files: int = 32
+    # Partition path -> folder (relative to table_root) of the compacted partitions
+    relocated: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RangeTask:
     range: OffsetRange
     main_dir: str
@@ -60,12 +71,14 @@ class RangeTask:
     kafka: KafkaConfig
     consumer_group: str
     writer: WriterSpec
-    placement: Placement | None = None  # by event time: a file per Hive partition (etl.job.event_task)
-    table_root: str = ""
-    max_open_files: int = 32
-    # By event time: partition path -> folder (relative to table_root) of the compacted partitions
-    relocated: Mapping[str, str] = field(default_factory=dict)
+    event_time: EventTimeTask | None = None  # by event time: a file per Hive partition (etl.job.event_task)
     split: SplitTarget | None = None  # a topic routes share: its tables (etl.job.route_task); main_dir unused
+
+    @property
+    def placing(self) -> EventTimeTask:
+        """What the event-time task places rows with; only a task by event time has it."""
+        assert self.event_time is not None, "the event-time task is given the batch's Placement"
+        return self.event_time
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ class BatchSummary:
                    batch.rejected or 0, seconds, reached_cap=any(r.size >= cap for r in batch.ranges),
                    unmatched=dict(batch.unmatched or {}), dimension_changes=len(batch.dimension_changes),
                    ignored_fields=dict(batch.ignored_fields),
-                   late_rows=sum(part.late for part in batch.partitions or ()))
+                   late_rows=batch.event_time.late_rows)
 
     def describe(self) -> str:
         kind = "resumed" if self.resumed else "new"
@@ -51,9 +51,10 @@ def written_files(batch: Batch) -> int:
     by event time one per range in each Hive partition of each table it placed rows in (a record
     from before they were counted: at least one per partition). Not counted: the rejected
     table's files (the line says how many records were rejected) and split ranges' manifests."""
-    if batch.partitions is None:
+    counted = batch.event_time.files_written
+    if counted is None:
         return sum(len(batch.tables.get(r.topic) or (None,)) for r in batch.file_ranges)
-    return sum(1 if part.files is None else part.files for part in batch.partitions)
+    return counted
 
 
 def summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

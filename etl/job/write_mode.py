@@ -10,10 +10,13 @@ A batch's mode is its plan's: a stored Placement with an event column is event t
 (mode_of). A new plan's is the config's, [hive] partition_by (configured_mode); a batch planned
 before partition_by changed is finished in its own mode.
 
-What the two modes do differently is here and nowhere else: the task an executor runs, the
+What the two modes do differently is here and nowhere else: what a plan records of event time
+(Batch.event_time, read by EventTimeMode and the event-time tasks; other readers ask the record's
+methods), what a task is given for it (RangeTask.event_time), the task an executor runs, the
 range-done check (the driver's, and `etl recover`'s over its inventory), the folders a batch's
 temp files are swept from, the partitions it registers, what WRITTEN records, the marker
-bookkeeping (etl.sink.markers), the partition cap, and which partitions the run metrics name.
+bookkeeping (etl.sink.markers), the partition cap, and which partitions the run metrics and the
+dry run name.
 What the commands say of a batch's mode (`by_event_time`) is their renderers' words:
 etl.ops.dry_run, etl.ops.recovery and the driver's errors.
 """
@@ -27,10 +30,10 @@ from etl.job.batch_tables import BatchTables
 from etl.job.event_record import event_time_record
 from etl.job.event_task import run_event_range_task
 from etl.job.partition_cap import apply_partition_cap
-from etl.job.range_task import RangeResult
+from etl.job.range_task import EventTimeTask, RangeResult
 from etl.job.tasks import run_range_task
 from etl.hive.registrar import HiveRegistrar
-from etl.model.batch import Batch, OffsetRange
+from etl.model.batch import Batch, EventTimeRecord, OffsetRange, TouchedPartition
 from etl.model.naming import partition_values
 from etl.model.partitioning import Placement
 from etl.sink.fs import WarehouseFileSystem
@@ -77,11 +80,12 @@ class WriteMode(Protocol):
     by_event_time: bool  # what `etl run --dry-run`, `etl recover` and the driver's errors say of a mode
     run_task: RangeTaskFunction  # what each Spark task runs for one of the batch's ranges
 
-    def placement(self, batch: Batch) -> Placement | None:
-        """What the tasks place rows with."""
+    def task_placing(self, batch: Batch, table_root: str, max_open_files: int,
+                     relocated: Mapping[str, str]) -> EventTimeTask | None:
+        """What each task places rows with, given its table's root and compacted partitions."""
 
-    def stored_placement(self, placement: Placement) -> dict:
-        """What a new plan stores of its Placement."""
+    def plan_record(self, placement: Placement) -> EventTimeRecord:
+        """What a new plan records of event time: its Placement, or nothing."""
 
     def late_before_ms(self, markers: SuccessMarkers) -> int | None:
         """For a new plan: partitions whose window ends at or before this are late."""
@@ -116,16 +120,21 @@ class WriteMode(Protocol):
     def main_partitions(self, batch: Batch) -> list[dict[str, str] | str]:
         """The main table's partitions the batch wrote into (once WRITTEN)."""
 
+    def recorded_partitions(self, batch: Batch) -> tuple[TouchedPartition, ...] | None:
+        """The Hive partitions WRITTEN recorded the batch touched; None: none recorded (by
+        event time: not WRITTEN yet; by planning time: never, its plan's partition is the one)."""
+
 
 class PlanningTimeMode:
     by_event_time = False
     run_task: RangeTaskFunction = staticmethod(run_range_task)
 
-    def placement(self, batch: Batch) -> Placement | None:
+    def task_placing(self, batch: Batch, table_root: str, max_open_files: int,
+                     relocated: Mapping[str, str]) -> EventTimeTask | None:
         return None  # the tasks write into their folder, and place nothing
 
-    def stored_placement(self, placement: Placement) -> dict:
-        return {}
+    def plan_record(self, placement: Placement) -> EventTimeRecord:
+        return EventTimeRecord()
 
     def late_before_ms(self, markers: SuccessMarkers) -> int | None:
         return None
@@ -160,16 +169,20 @@ class PlanningTimeMode:
     def main_partitions(self, batch: Batch) -> list[dict[str, str] | str]:
         return [batch.partition_values]
 
+    def recorded_partitions(self, batch: Batch) -> tuple[TouchedPartition, ...] | None:
+        return None
+
 
 class EventTimeMode:
     by_event_time = True
     run_task: RangeTaskFunction = staticmethod(run_event_range_task)
 
-    def placement(self, batch: Batch) -> Placement | None:
-        return Placement.from_json(batch.placement)
+    def task_placing(self, batch: Batch, table_root: str, max_open_files: int,
+                     relocated: Mapping[str, str]) -> EventTimeTask | None:
+        return EventTimeTask(Placement.from_json(batch.event_time.placement), table_root, max_open_files, relocated)
 
-    def stored_placement(self, placement: Placement) -> dict:
-        return placement.to_json()
+    def plan_record(self, placement: Placement) -> EventTimeRecord:
+        return EventTimeRecord(placement.to_json())
 
     def late_before_ms(self, markers: SuccessMarkers) -> int | None:
         return markers.late_before_ms()
@@ -193,12 +206,12 @@ class EventTimeMode:
 
     def table_partitions(self, batch: Batch) -> dict[str, list[dict[str, str]]]:
         by_table: dict[str, list[dict[str, str]]] = {}
-        for part in batch.partitions or ():
+        for part in batch.event_time.partitions or ():
             by_table.setdefault(part.table, []).append(partition_values(part.partition))
         return by_table
 
     def register(self, registrar: HiveRegistrar, batch: Batch) -> None:
-        touched = [partition_values(part.partition) for part in batch.partitions or ()]
+        touched = [partition_values(part.partition) for part in batch.event_time.partitions or ()]
         registrar.add_partitions(touched, [batch.partition_values] if batch.rejected else [])
 
     def written(self, batch: Batch, results: list[RangeResult], markers: SuccessMarkers, hive: HiveConfig) -> dict:
@@ -211,7 +224,10 @@ class EventTimeMode:
         return apply_partition_cap(batch, count(), hive.max_partitions_per_batch, hive.on_too_many_partitions)
 
     def main_partitions(self, batch: Batch) -> list[dict[str, str] | str]:
-        return [part.partition for part in batch.partitions or ()]
+        return [part.partition for part in batch.event_time.partitions or ()]
+
+    def recorded_partitions(self, batch: Batch) -> tuple[TouchedPartition, ...] | None:
+        return batch.event_time.partitions
 
 
 PLANNING_TIME = PlanningTimeMode()
@@ -220,7 +236,7 @@ EVENT_TIME = EventTimeMode()
 
 def mode_of(batch: Batch) -> WriteMode:
     """The mode a batch was planned in: its stored Placement names an event column, or not."""
-    return EVENT_TIME if batch.placement.get("column") else PLANNING_TIME
+    return EVENT_TIME if batch.event_time.by_event_time else PLANNING_TIME
 
 
 def configured_mode(settings: PartitioningConfig) -> WriteMode:

@@ -132,6 +132,85 @@ class TouchedPartition:
 
 
 @dataclass(frozen=True)
+class EventTimeRecord:
+    """What a batch records of event time, read by the event-time write mode and its tasks
+    (etl.job.write_mode.EventTimeMode) and stored by the state room (etl.state.batch_nodes);
+    every other reader asks it through the methods below.
+    Empty for a batch by planning time, whose header stores none of it: the empty record is what
+    such a header decodes into, so decoding stays total (an older header may hold any part).
+
+    Stored as the versions before the record stored its fields: `placement`, `partition_count`
+    and `event_high` in the batch's header, the partitions themselves in chunks beside it
+    (etl.state.batch_nodes), each left out when empty."""
+
+    # The Placement json every attempt places rows with (etl.model.partitioning); {} under planning time.
+    placement: dict = field(default_factory=dict)
+    # Set at WRITTEN by event time: each Hive partition touched; None until then.
+    partitions: tuple[TouchedPartition, ...] | None = None
+    # Set at WRITTEN by event time: "topic:partition" -> latest event time (ms) among its rows.
+    event_high: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def by_event_time(self) -> bool:
+        """Whether the plan places rows by event time: its Placement names an event column."""
+        return bool(self.placement.get("column"))
+
+    @property
+    def future_after_ms(self) -> int | None:
+        """The plan's bound of [hive] max_future_seconds: a later event time is in the future; None without."""
+        return self.placement.get("future_after_ms")
+
+    def event_times_after(self, r: OffsetRange, high: int | None, active: str | None) -> tuple[int | None, str | None]:
+        """A Kafka partition's latest event time (ms) and last activity once the batch's range `r`
+        of it commits over `high` and `active` (what the event-time watermark is computed from): its
+        rows' latest event time, and by event time, activity now if the range held records.
+        A batch by planning time leaves both as they were."""
+        new = self.event_high.get(f"{r.topic}:{r.partition}")
+        if new is not None:
+            high = new if high is None else max(high, new)
+        return high, utc_now_iso() if r.size > 0 and self.by_event_time else active
+
+    @property
+    def partitions_known(self) -> bool:
+        """Whether WRITTEN recorded the Hive partitions touched (by event time only)."""
+        return self.partitions is not None
+
+    @property
+    def late_rows(self) -> int:
+        """Rows written into partitions already due their _SUCCESS when the batch was planned."""
+        return sum(part.late for part in self.partitions or ())
+
+    @property
+    def files_written(self) -> int | None:
+        """The data files written into the touched partitions (an entry from before they were
+        counted: one); None when no partition is recorded."""
+        if self.partitions is None:
+            return None
+        return sum(1 if part.files is None else part.files for part in self.partitions)
+
+    def partitions_json(self) -> list[dict]:
+        """The touched partitions as stored; [] when none are recorded."""
+        return [part.to_json() for part in self.partitions or ()]
+
+    def at_written(self, partitions: tuple[TouchedPartition, ...], event_high: dict[str, int]) -> "EventTimeRecord":
+        """The record once the batch is WRITTEN, with what its tasks returned."""
+        return replace(self, partitions=partitions, event_high=event_high)
+
+    def header_json(self) -> dict:
+        """Its keys in the batch's header, in their place there; the partitions are counted, not held."""
+        return {**({"placement": self.placement} if self.placement else {}),
+                **({"partition_count": len(self.partitions)} if self.partitions is not None else {}),
+                **({"event_high": self.event_high} if self.event_high else {})}
+
+    @classmethod
+    def from_json(cls, header: dict, partitions: list[dict] | None) -> "EventTimeRecord":
+        """From a batch's header and its stored partitions (None: none recorded)."""
+        return cls(header.get("placement", {}),
+                   None if partitions is None else tuple(TouchedPartition.from_json(p) for p in partitions),
+                   _counts(header.get("event_high", {})))
+
+
+@dataclass(frozen=True)
 class DimensionChange:
     """A dimension's pin replaced when its batch was resumed under on_dimension_change =
     use_current: the snapshots before and after (etl.rows.dimensions.Snapshot json; None where the
@@ -180,12 +259,8 @@ class Batch:
     topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> id the broker reported at plan time
     # "topic:partition" -> fingerprint of the last record written (etl.model.identity), set at WRITTEN
     last_records: dict[str, RecordFingerprint] = field(default_factory=dict)
-    # By event time: the Placement json every attempt places rows with ({} under planning time).
-    placement: dict = field(default_factory=dict)
-    # Set at WRITTEN by event time: each Hive partition touched.
-    partitions: tuple[TouchedPartition, ...] | None = None
-    # Set at WRITTEN by event time: "topic:partition" -> latest event time (ms) among its rows.
-    event_high: dict[str, int] = field(default_factory=dict)
+    # Its Placement and, from WRITTEN on, the partitions and event times it wrote; empty under planning time.
+    event_time: EventTimeRecord = field(default_factory=EventTimeRecord)
     # Set at REGISTERED: the snapshot of the offsets after this batch, written before the commit
     # that points to it (etl.state.snapshots); "" until then, or when it must be written at commit.
     snapshot: str = ""
@@ -216,7 +291,8 @@ class Batch:
 
     def amended(self, **changes) -> "Batch":
         """The same batch in the same state with changed bookkeeping (never its ranges)."""
-        if {"ranges", "state", "partition_values", "kind", "target", "placement", "tables"} & set(changes):
+        fixed = {"ranges", "state", "partition_values", "kind", "target", "tables"} & set(changes)
+        if fixed or changes.get("event_time", self.event_time).placement != self.event_time.placement:
             raise StateConflict(f"batch {self.batch_id}: its ranges, state and partition are fixed when planned")
         return replace(self, updated_at=utc_now_iso(), **changes)
 
@@ -231,10 +307,8 @@ class Batch:
             "dimension_changes": [c.to_json() for c in self.dimension_changes], "kind": self.kind.value,
             "target": self.target, "topic_ids": self.topic_ids,
             "last_records": {key: last.to_json() for key, last in self.last_records.items()},
-            **({"placement": self.placement} if self.placement else {}),
-            # The partitions themselves are stored in chunks beside the header (etl.state.store).
-            **({"partition_count": len(self.partitions)} if self.partitions is not None else {}),
-            **({"event_high": self.event_high} if self.event_high else {}),
+            # The partitions themselves are stored in chunks beside the header (etl.state.batch_nodes).
+            **self.event_time.header_json(),
             **({"snapshot": self.snapshot} if self.snapshot else {}),
             **({"tables": self.tables} if self.tables else {}),
         }
@@ -257,8 +331,7 @@ class Batch:
             topic_ids={str(topic): str(i) for topic, i in header.get("topic_ids", {}).items() if i},
             last_records={key: RecordFingerprint(int(last[0]), int(last[1]), str(last[2]))
                           for key, last in header.get("last_records", {}).items()},
-            placement=header.get("placement", {}), event_high=_counts(header.get("event_high", {})),
-            partitions=None if partitions is None else tuple(TouchedPartition.from_json(p) for p in partitions),
+            event_time=EventTimeRecord.from_json(header, partitions),
             snapshot=header.get("snapshot", ""),
             tables={topic: list(tables) for topic, tables in header.get("tables", {}).items()},
         )

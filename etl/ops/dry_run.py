@@ -123,11 +123,12 @@ def open_batch_target(batch: Batch, warehouse: Warehouse | None) -> dict:
     if not mode_of(batch).by_event_time:
         return {DRY_RUN_KEY: False, "partitions": [_partition(warehouse, batch.partition_values)],
                 "detail": "recorded in the batch's plan"}
-    if batch.partitions is None:
+    touched = mode_of(batch).recorded_partitions(batch)
+    if touched is None:
         return {DRY_RUN_KEY: True, "partitions": None, "detail": EVENT_TIME_TARGET}
     return {DRY_RUN_KEY: True, "detail": "recorded when the batch's files were written",
             "partitions": [{**_partition(warehouse, part.partition), **({"table": part.table} if part.table else {})}
-                           for part in batch.partitions]}
+                           for part in touched]}
 
 
 def _partition(warehouse: Warehouse | None, values: dict[str, str] | str) -> dict:

@@ -94,7 +94,7 @@ def collect_status(config: Config, store: StateStore, kafka: KafkaMetadata) -> d
         "topics_not_loaded": [topic.to_json(config.topics_chooser) for topic in not_loaded],
         **({"tables": {t: list(routed.tables) for t, routed in topics.tables.topics.items()}} if topics.tables else {}),
         "last_batch": None if last is None else {**last[0].header_json(), "files": written_files(last[0]),
-                                                 "partitions": [p.to_json() for p in last[0].partitions or ()]},
+                                                 "partitions": last[0].event_time.partitions_json()},
         "lock": None if holder is None else holder.describe(),
         "events": [event_json(event) for event in store.operator.events()],
         "markers": marker_status(config.hive.success_markers, None if last is None else last[0]),

@@ -42,7 +42,7 @@ def header_bytes(batch: Batch, marker_sums: list[str] | None = None) -> bytes:
         header.pop("event_high", None)
         header["record_count"] = len(keys)
         sums["records"] = checksums(record_chunks(batch))
-    if batch.partitions is not None:
+    if batch.event_time.partitions_known:
         sums["partitions"] = checksums(partition_chunks(batch))
     if sums:
         header["checksums"] = sums  # of the chunks beside it, checked by every read
@@ -59,7 +59,8 @@ def record_chunks(batch: Batch) -> list[bytes]:
     if len(keys) <= INLINE_RECORDS:
         return []
     lasts = {key: last.to_json() for key, last in batch.last_records.items()}
-    entries = [[k, lasts.get(k), batch.event_high.get(k)] for k in keys]
+    highs = batch.event_time.event_high
+    entries = [[k, lasts.get(k), highs.get(k)] for k in keys]
     return [zlib.compress(dump(entries[i:i + RECORDS_PER_CHUNK])) for i in range(0, len(entries), RECORDS_PER_CHUNK)]
 
 
@@ -99,9 +100,8 @@ def merge_markers(header: dict, chunks: list[list]) -> dict:
 
 
 def partition_chunks(batch: Batch) -> list[bytes]:
-    touched = batch.partitions or ()
-    return [dump([part.to_json() for part in touched[i:i + PARTITIONS_PER_CHUNK]])
-            for i in range(0, len(touched), PARTITIONS_PER_CHUNK)]
+    touched = batch.event_time.partitions_json()
+    return [dump(touched[i:i + PARTITIONS_PER_CHUNK]) for i in range(0, len(touched), PARTITIONS_PER_CHUNK)]
 
 
 def partition_chunk_count(header: dict) -> int:
@@ -137,4 +137,4 @@ def drop_batch_remedy(paths, batch_id: int, state: str | None) -> str:
 
 
 def _record_keys(batch: Batch) -> list[str]:
-    return sorted(set(batch.last_records) | set(batch.event_high))
+    return sorted(set(batch.last_records) | set(batch.event_time.event_high))

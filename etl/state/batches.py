@@ -200,7 +200,7 @@ class ZkBatches(SessionBound):
             moved = replace(moved, snapshot=self.prepare_commit(moved))
         node = self.paths.batch(batch.batch_id)
         self.store_records(batch, moved)
-        if batch.partitions is None and moved.partitions is not None:  # WRITTEN by event time
+        if not batch.event_time.partitions_known and moved.event_time.partitions_known:  # WRITTEN by event time
             self._write_beside("partitions", self.paths.touched, partition_chunks(moved), batch.batch_id)
         txn = self.client.transaction()
         self._fence(txn)
@@ -213,7 +213,8 @@ class ZkBatches(SessionBound):
         """Write the per-partition maps beside the header (etl.state.batch_nodes) when they
         changed, or when a header from before chunks held them inline and is about to drop them."""
         first = self.paths.record_chunk(moved.batch_id, 0)
-        changed = (moved.last_records, moved.event_high) != (before.last_records, before.event_high)
+        changed = ((moved.last_records, moved.event_time.event_high)
+                   != (before.last_records, before.event_time.event_high))
         if changed or has_record_chunks(moved) and \
                 self._read(lambda: self.client.exists(first), "look for a batch's records") is None:
             self._write_beside("records", self.paths.record_chunk, record_chunks(moved), moved.batch_id)

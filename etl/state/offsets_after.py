@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from etl.model.batch import Batch, BatchKind, OffsetRange, utc_now_iso
+from etl.model.batch import Batch, BatchKind, OffsetRange
 from etl.state.snapshots import CommittedState
 from etl.state.znodes import CommittedOffset
 
@@ -63,16 +63,11 @@ def _event_time(batch: Batch, r: OffsetRange, found: CommittedOffset | None) -> 
     """The partition's latest event time and last activity, carried forward and moved by this
     batch's range: what the event-time watermark is computed from."""
     high, active = (None, None) if found is None else (found.max_event_ms, found.active_at)
-    bound = (batch.placement or {}).get("future_after_ms")
+    bound = batch.event_time.future_after_ms
     if high is not None and bound is not None and high > bound:
         # Only a release without [hive] max_future_seconds stored a time this far ahead (a
         # sentinel such as 9999-12-31): kept, it would pin the watermark for good.
         log.warning("%s[%d]: the stored latest event time is more than [hive] max_future_seconds ahead of batch "
                     "%d's planning time; replaced by the batch's own", r.topic, r.partition, batch.batch_id)
         high = None
-    new = batch.event_high.get(f"{r.topic}:{r.partition}")
-    if new is not None:
-        high = new if high is None else max(high, new)
-    if r.size > 0 and batch.placement.get("column"):  # planned by event time: its Placement has the column
-        active = utc_now_iso()
-    return high, active
+    return batch.event_time.event_times_after(r, high, active)

@@ -45,7 +45,7 @@ class LoadTotals:
         now = utc_now_iso()
         moved = replace(self, batches=self.batches + 1, offsets=self.offsets + batch.record_count,
                         rows=self.rows + (batch.rows or 0), rejected=self.rejected + (batch.rejected or 0),
-                        late=self.late + sum(part.late for part in batch.partitions or ()),
+                        late=self.late + batch.event_time.late_rows,
                         since=self.since or now)
         if written_bytes is None:
             return moved

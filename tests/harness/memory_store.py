@@ -405,7 +405,7 @@ class MemoryStore:
 
 def _batch_json(batch: Batch) -> str:
     return json.dumps({"header": batch.header_json(), "ranges": [r.to_json() for r in batch.ranges],
-                       "partitions": None if batch.partitions is None else [p.to_json() for p in batch.partitions]})
+                       "partitions": batch.event_time.partitions_json() if batch.event_time.partitions_known else None})
 
 
 def as_parts(store: MemoryStore) -> StateStore:

@@ -10,7 +10,7 @@ from etl.config import PartitioningConfig, PartitionSource, load_config
 from etl.job.assemble import probe_decoder, route_specs
 from etl.job.batch_tables import BatchTables
 from etl.model.shape import planned_tables, shape_of
-from etl.job.range_task import RangeTask
+from etl.job.range_task import EventTimeTask, RangeTask
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.partitioning import Placement, TimePartitioner
 from etl.sink.warehouse import Warehouse
@@ -68,8 +68,10 @@ def event_task(config, topic: str = "events", offsets=(0, 7), where: Placement |
                          lambda route, field, t: probe_decoder(config, route, field, specs[route.name]))
     table = tables.of(r)
     task = RangeTask(r, table.warehouse.main_dir(PLANNED), table.warehouse.rejected_dir(PLANNED), config.warehouse,
-                     config.kafka, "g", table.spec, where or placement(), table.warehouse.table_root, max_open_files,
-                     dict(table.warehouse.relocations.main), tables.split_target(r, PLANNED))
+                     config.kafka, "g", table.spec,
+                     EventTimeTask(where or placement(), table.warehouse.table_root, max_open_files,
+                                   dict(table.warehouse.relocations.main)),
+                     tables.split_target(r, PLANNED))
     return batch, tables, task
 
 

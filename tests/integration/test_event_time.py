@@ -197,6 +197,6 @@ def test_a_backfill_range_over_hundreds_of_partitions_is_exactly_once(
     assert run_job(load_config(config)) == 0
     table = warehouse_dir / f"{DB}.db" / hive_table_name
     assert len(list(table.glob("dt=*/hour=*/*.parquet"))) == 300
-    assert len(newest_batch(config).partitions) == 300
+    assert len(newest_batch(config).event_time.partitions) == 300
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 900})
     assert run_verify(load_config(config), deep=True).ok

@@ -84,7 +84,7 @@ def test_a_far_future_event_time_does_not_mark_the_open_hour_nor_make_later_rows
         errors = rejected_errors(spark, DB, hive_table_name)
         assert len(errors) == 1 and errors[0].startswith("future: event time 9999-12-30"), errors
     assert not (hour_folder(warehouse_dir, hive_table_name, later) / MARKER_NAME).exists()
-    assert all(p.late == 0 for p in job_state(config).last_batch.partitions)
+    assert all(p.late == 0 for p in job_state(config).last_batch.event_time.partitions)
     assert run_verify(load_config(config), deep=False).ok
 
 
@@ -105,6 +105,7 @@ def test_a_watermark_pinned_by_an_older_release_recovers(spark, new_topic, produ
     produce(topic, {0: [second]})
     assert run_job(load_config(config)) == 0
     # Not late.
-    assert job_state(config).last_batch.partitions and all(p.late == 0 for p in job_state(config).last_batch.partitions)
+    touched = job_state(config).last_batch.event_time.partitions
+    assert touched and all(p.late == 0 for p in touched)
     assert stored_max(config)[(topic, 0)] == int(later.timestamp() * 1000)  # the pinned maximum is replaced
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 3})

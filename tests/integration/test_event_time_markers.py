@@ -59,7 +59,7 @@ def test_rows_after_the_marker_are_late_written_once_or_rejected(
     main = table_offsets(spark, DB, hive_table_name)
     rejected = table_offsets(spark, DB, f"{hive_table_name}_rejected")
     assert main + rejected == expected_offsets(topic, {0: 4, 1: 2})
-    touched = {p.partition: p for p in newest(config).partitions}
+    touched = {p.partition: p for p in newest(config).event_time.partitions}
     if late_data == "write":
         assert main[(topic, 0, 2)] == 1 and touched[f"dt={DAY}/hour=10"].late == 1
         cfg = load_config(config)

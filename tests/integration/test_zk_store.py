@@ -5,6 +5,7 @@ run on ZooKeeper and on the memory store."""
 import threading
 import time
 import zlib
+from dataclasses import replace
 
 import pytest
 from kazoo.exceptions import SessionExpiredError
@@ -81,13 +82,13 @@ def test_the_partitions_a_batch_touched_are_stored_in_chunks_at_written(open_sto
     touched = tuple(TouchedPartition(f"dt=2026-01-{d:02d}/hour={h:02d}", h, 0)
                     for d in range(1, 29) for h in range(24)) * 20  # 13,440 entries, ~800 KB as one list
     loaded, version = store.batches.read_batch(1)
-    assert loaded.partitions is None
+    assert loaded.event_time.partitions is None
     written, version = store.batches.advance(loaded, version, BatchState.WRITTEN, rows=1, rejected=0,
-                                             partitions=touched)
+                                             event_time=replace(loaded.event_time, partitions=touched))
     again, again_version = store.batches.read_batch(1)
-    assert again.partitions == touched and again_version == version
+    assert again.event_time.partitions == touched and again_version == version
     registered, version = store.batches.advance(again, version, BatchState.REGISTERED)
-    assert store.batches.read_batch(1)[0].partitions == touched  # later moves keep them
+    assert store.batches.read_batch(1)[0].event_time.partitions == touched  # later moves keep them
 
 
 ATTEMPT = "container_e03_1795672377170_0001_{:02d}_000001"  # a YARN AM's CONTAINER_ID, attempt N

@@ -3,7 +3,7 @@ the partition count (etl.state.batch_nodes, etl.state.snapshots)."""
 import json
 import zlib
 
-from etl.model.batch import Batch, BatchState, OffsetRange
+from etl.model.batch import Batch, BatchState, EventTimeRecord, OffsetRange
 from etl.model.identity import RecordFingerprint
 from etl.state.batch_nodes import INLINE_RECORDS, header_bytes, merge_records, record_chunk_count, record_chunks
 from etl.state.snapshots import _decode, _encode
@@ -14,7 +14,7 @@ def batch_of(n: int) -> Batch:
     ranges = tuple(OffsetRange("t", p, 0, 3, None) for p in range(n))
     return Batch(1, BatchState.WRITTEN, "2026-01-01T00:00:00+00:00", {"dt": "2026-01-01", "hour": "00"}, ranges,
                  last_records={f"t:{p}": RecordFingerprint(2, 1767225600000 + p, f"{p:016x}") for p in range(n)},
-                 event_high={f"t:{p}": 1767225600000 + p for p in range(0, n, 2)})
+                 event_time=EventTimeRecord(event_high={f"t:{p}": 1767225600000 + p for p in range(0, n, 2)}))
 
 
 def read_back(batch: Batch) -> Batch:

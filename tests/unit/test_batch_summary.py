@@ -6,13 +6,13 @@ from __future__ import annotations
 from etl.job.event_record import touched_partitions
 from etl.job.summary import BatchSummary
 from etl.job.tasks import RangeResult
-from etl.model.batch import Batch, BatchState, OffsetRange, TouchedPartition
+from etl.model.batch import Batch, BatchState, EventTimeRecord, OffsetRange, TouchedPartition
 from etl.sink.manifest import Part
 
 
 def _batch(ranges, partitions=None) -> Batch:
     return Batch(batch_id=3, state=BatchState.COMMITTED, planned_at="2026-11-25T00:00:00Z", partition_values={},
-                 ranges=tuple(ranges), rows=7, rejected=0, partitions=partitions)
+                 ranges=tuple(ranges), rows=7, rejected=0, event_time=EventTimeRecord(partitions=partitions))
 
 
 def test_an_event_time_batch_counts_one_file_per_range_and_hive_partition():

@@ -18,7 +18,7 @@ from etl.errors import StateConflict
 from etl.job.assemble import route_specs
 from etl.job.event_task import event_range
 from etl.job.partition_cap import range_keys
-from etl.job.range_task import RangeTask
+from etl.job.range_task import EventTimeTask, RangeTask
 from etl.job.split_writer import OpenFiles, PassWriter
 from etl.model.batch import OffsetRange
 from etl.model.partitioning import TimePartitioner
@@ -188,7 +188,7 @@ def test_a_one_table_ranges_manifest_is_byte_identical_to_before(tmp_path):
     [spec] = route_specs(config).values()
     w = Warehouse.of(config)
     task = RangeTask(OffsetRange("orders", 0, 0, 4, None), w.main_dir(PLANNED), w.rejected_dir(PLANNED),
-                     config.warehouse, config.kafka, "g", spec, placement(), w.table_root, 32, {})
+                     config.warehouse, config.kafka, "g", spec, EventTimeTask(placement(), w.table_root, 32, {}))
     records = [{"event_id": 0, "ts": "2026-11-26T08:10:00Z"}, {"event_id": 1, "ts": "2026-11-26T09:10:00Z"},
                {"event_id": "x", "ts": "2026-11-26T09:10:00Z"}, {"event_id": 3, "ts": "2026-11-26T08:20:00Z"}]
     event_range(LocalFileSystem(), task, lambda: [chunk(records[:2]), chunk(records[2:], 2)], {})

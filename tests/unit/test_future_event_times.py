@@ -10,7 +10,7 @@ import pytest
 
 from etl.config import FutureData, PartitioningConfig, PartitionSource, load_config
 from etl.errors import ConfigError
-from etl.model.batch import Batch, BatchState, OffsetRange
+from etl.model.batch import Batch, BatchState, EventTimeRecord, OffsetRange
 from etl.model.partitioning import Placement, TimePartitioner
 from etl.rows.placement import place
 from etl.sink.markers import watermark
@@ -76,7 +76,8 @@ def test_a_stored_maximum_beyond_the_bound_does_not_pin_the_watermark():
 def test_the_next_batch_replaces_a_stored_maximum_beyond_its_bound():
     batch = Batch(batch_id=7, state=BatchState.PLANNED, planned_at=PLANNED.isoformat(), partition_values={},
                   ranges=(OffsetRange("t", 0, 10, 12, 10),), planned_by="me", updated_at=PLANNED.isoformat(),
-                  placement=placement().to_json(), event_high={"t:0": ms(dt.datetime(2026, 11, 24, 17, 25))})
+                  event_time=EventTimeRecord(placement().to_json(),
+                                             event_high={"t:0": ms(dt.datetime(2026, 11, 24, 17, 25))}))
     high, _ = _event_time(batch, batch.ranges[0], offset(SENTINEL))
     assert high == ms(dt.datetime(2026, 11, 24, 17, 25))
     sane = offset(dt.datetime(2026, 11, 24, 17, 29))  # a sane maximum only grows, as before

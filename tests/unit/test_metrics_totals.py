@@ -5,7 +5,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from etl.model.batch import Batch, BatchKind, BatchState, OffsetRange, TouchedPartition
+from etl.model.batch import Batch, BatchKind, BatchState, EventTimeRecord, OffsetRange, TouchedPartition
 from etl.ops.metrics import totals_metrics
 from etl.state.totals import LoadTotals
 
@@ -13,7 +13,8 @@ from etl.state.totals import LoadTotals
 def batch(kind=BatchKind.LOAD, rows=90, rejected=10, partitions=None) -> Batch:
     return Batch(batch_id=7, state=BatchState.REGISTERED, planned_at="2026-11-25T10:00:00+00:00",
                  partition_values={"dt": "2026-11-25"}, rows=rows, rejected=rejected, kind=kind,
-                 ranges=(OffsetRange("t", 0, 0, 60, 0), OffsetRange("t", 1, 10, 50, 10)), partitions=partitions)
+                 ranges=(OffsetRange("t", 0, 0, 60, 0), OffsetRange("t", 1, 10, 50, 10)),
+                 event_time=EventTimeRecord(partitions=partitions))
 
 
 def test_a_load_batch_adds_its_offsets_rows_rejected_late_rows_and_bytes():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from etl.job.summary import written_files
-from etl.model.batch import Batch, BatchState, DimensionChange, TouchedPartition
+from etl.model.batch import Batch, BatchState, DimensionChange, EventTimeRecord, TouchedPartition
 from etl.model.identity import RecordFingerprint
 from etl.state.offsets_after import offsets_after
 from etl.state.snapshots import CommittedState
@@ -47,7 +47,8 @@ def test_a_batch_an_earlier_version_stored_loads_and_writes_back_what_it_read(st
 def test_the_maps_of_a_stored_batch_are_typed_once_it_is_read(stored):
     batch = Batch.from_json(stored["header"], stored["ranges"])
     assert all(isinstance(last, RecordFingerprint) for last in batch.last_records.values())
-    counts = [*batch.event_high.values(), *batch.ignored_fields.values(), *(batch.unmatched or {}).values()]
+    counts = [*batch.event_time.event_high.values(), *batch.ignored_fields.values(),
+              *(batch.unmatched or {}).values()]
     assert all(type(count) is int for count in counts)
     assert all(isinstance(topic_id, str) for topic_id in batch.topic_ids.values())
     assert all(isinstance(tables, list) for tables in batch.tables.values())
@@ -79,11 +80,27 @@ CHANGE = {"dimension": "countries", "pinned": {"path": "/d/c.csv", "bytes": 10, 
 def test_the_partitions_and_dimension_changes_a_batch_stored_are_typed_and_write_back_as_stored():
     header = {**STORED[-1]["header"], "dimension_changes": [CHANGE]}
     batch = Batch.from_json(header, STORED[-1]["ranges"], TOUCHED)
-    assert batch.partitions == (TouchedPartition("dt=2026-11-25/hour=10", 40, 0, None),
-                                TouchedPartition("dt=2026-11-25/hour=11", 7, 2, 2),
-                                TouchedPartition("dt=2026-11-25/hour=11", 5, 0, 1, "clicks"))
-    assert [part.to_json() for part in batch.partitions] == TOUCHED
+    assert batch.event_time.partitions == (TouchedPartition("dt=2026-11-25/hour=10", 40, 0, None),
+                                           TouchedPartition("dt=2026-11-25/hour=11", 7, 2, 2),
+                                           TouchedPartition("dt=2026-11-25/hour=11", 5, 0, 1, "clicks"))
+    assert [part.to_json() for part in batch.event_time.partitions] == TOUCHED
     assert batch.dimension_changes == (DimensionChange("countries", CHANGE["pinned"], None, CHANGE["at"],
                                                        CHANGE["by"]),)
     assert batch.header_json()["dimension_changes"] == [CHANGE]
     assert written_files(batch) == 1 + 2 + 1  # an entry from before files were counted is one file
+
+
+def test_what_an_earlier_version_stored_of_event_time_decodes_into_the_batchs_event_time_record():
+    """The header's event_high and the partitions from its chunks, stored as Batch's own fields
+    then, are the record's now, and write back where they were."""
+    stored = STORED[-1]
+    assert "event_high" in stored["header"] and "placement" not in stored["header"]
+    batch = Batch.from_json(stored["header"], stored["ranges"], TOUCHED)
+    assert batch.event_time == EventTimeRecord({}, tuple(TouchedPartition.from_json(p) for p in TOUCHED),
+                                               {"clicks:0": 1763632800000, "clicks:1": 1763632801000})
+    again = batch.header_json()
+    keys = list(stored["header"])
+    keys.insert(keys.index("event_high"), "partition_count")  # the count of the chunks beside it, just before
+    assert list(again) == keys
+    assert again["event_high"] == stored["header"]["event_high"] and again["partition_count"] == len(TOUCHED)
+    assert Batch.from_json(stored["header"], stored["ranges"]).event_time.partitions is None

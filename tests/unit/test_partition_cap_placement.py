@@ -10,7 +10,7 @@ import pytest
 from etl.config import FutureData, PartitioningConfig, PartitionSource
 from etl.config.model import PartitionCapAction
 from etl.job.partition_cap import TooManyPartitions, apply_partition_cap
-from etl.model.batch import Batch, BatchState
+from etl.model.batch import Batch, BatchState, EventTimeRecord
 from etl.model.partitioning import Placement, TimePartitioner
 from etl.rows.placement import place
 from tests.unit.test_event_time_placement import rows, utc
@@ -43,7 +43,7 @@ def test_rows_past_the_last_kept_partition_are_rejected_once_and_do_not_move_the
 def batch(placement: Placement) -> Batch:
     return Batch(batch_id=7, state=BatchState.PLANNED, planned_at="2026-11-24T09:15:00+00:00",
                  partition_values={"dt": "2026-11-24", "hour": "09"}, ranges=(), planned_by="test",
-                 updated_at="2026-11-24T09:15:00+00:00", placement=placement.to_json())
+                 updated_at="2026-11-24T09:15:00+00:00", event_time=EventTimeRecord(placement.to_json()))
 
 
 def test_past_the_cap_a_batch_fails_or_pins_its_last_kept_partition():
@@ -54,4 +54,4 @@ def test_past_the_cap_a_batch_fails_or_pins_its_last_kept_partition():
                                                 r"max_partitions_per_batch = 3"):
         apply_partition_cap(plan, counted, 3, PartitionCapAction.FAIL)
     kept = apply_partition_cap(plan, counted, 2, PartitionCapAction.REJECT)
-    assert Placement.from_json(kept.placement).last_key == 2 * HOUR
+    assert Placement.from_json(kept.event_time.placement).last_key == 2 * HOUR

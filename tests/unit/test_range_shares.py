@@ -23,7 +23,7 @@ def test_one_target_gets_the_chunk_whole(tmp_path):
     _batch, _tables, task = event_task(routed_config(tmp_path), topic="orders", offsets=(0, 5))
     [target] = share_targets(task)
     assert (target.table, target.table_root.endswith("/db.db/orders")) == ("", True)
-    shares = RangeShares(task, {}, task.placement)
+    shares = RangeShares(task, {}, task.placing.placement)
     shared, refused = shares.process(chunk(RECORDS))
     [(got, rows)] = shared
     assert got == target and refused is None
@@ -35,7 +35,7 @@ def test_a_split_gives_each_table_its_share_in_offset_order_and_places_it(tmp_pa
     _batch, _tables, task = event_task(routed_config(tmp_path), offsets=(0, 5))
     assert [(t.table, t.table_root.rsplit("/", 1)[-1]) for t in share_targets(task)] == [("clicks", "clicks"),
                                                                                          ("views", "views")]
-    shares = RangeShares(task, {}, task.placement)
+    shares = RangeShares(task, {}, task.placing.placement)
     shared, refused = shares.process(chunk(RECORDS))
     kept = {t.table: rows.kept.column("kafka_offset").to_pylist() for t, rows in shared}
     assert kept == {"clicks": [0, 4], "views": [1]}
@@ -50,4 +50,4 @@ def test_a_split_gives_each_table_its_share_in_offset_order_and_places_it(tmp_pa
 
 def test_an_empty_chunk_gives_no_share(tmp_path):
     _batch, _tables, task = event_task(routed_config(tmp_path), offsets=(0, 5))
-    assert RangeShares(task, {}, task.placement).process(chunk([])) == ([], None)
+    assert RangeShares(task, {}, task.placing.placement).process(chunk([])) == ([], None)

@@ -17,7 +17,7 @@ from etl.job.batch_tables import register_tables, routed_written
 from etl.model.shape import shape_of
 from etl.job.range_task import RangeResult
 from etl.job.write_mode import EVENT_TIME, PLANNING_TIME
-from etl.model.batch import Batch, BatchState, OffsetRange, TouchedPartition
+from etl.model.batch import Batch, BatchState, EventTimeRecord, OffsetRange, TouchedPartition
 from etl.ops.dry_run import open_batch_target
 from etl.ops.metrics_tables import written_files
 from etl.sink.fs import LocalFileSystem
@@ -41,10 +41,10 @@ NOW = dt.datetime(2026, 11, 26, 10, 30, tzinfo=dt.timezone.utc)
 TABLES = {"events": ["clicks", "views"], "orders": ["orders"]}
 
 
-def _batch(**changes) -> Batch:
+def _batch(partitions: tuple[TouchedPartition, ...] | None = None, **changes) -> Batch:
     batch = Batch(1, BatchState.PLANNED, "2026-11-26T10:30:00+00:00", PLANNED, (SPLIT, WHOLE), tables=TABLES,
-                  placement=placement().to_json())
-    return replace(batch, **changes)
+                  event_time=EventTimeRecord(placement().to_json()))
+    return replace(batch, event_time=replace(batch.event_time, partitions=partitions), **changes)
 
 
 def test_written_lists_each_tables_partitions_and_a_one_table_batchs_entries_name_none():
@@ -137,11 +137,11 @@ def test_written_keeps_the_markers_ledger_beside_the_rows_per_table(tmp_path):
     """The rows per table were merged over the event-time record's extra, dropping the ledger of
     the partitions the batch touched: no table ever got its marker."""
     batch = _batch(extra={"kept": 1})
-    event_time = {"partitions": (), "extra": {"kept": 1, LEDGER_KEY: {"unmarked": ["x"]}}}
-    more = routed_written(batch, RESULTS, event_time)
+    written = {"event_time": EventTimeRecord(partitions=()), "extra": {"kept": 1, LEDGER_KEY: {"unmarked": ["x"]}}}
+    more = routed_written(batch, RESULTS, written)
     assert more["extra"] == {"kept": 1, LEDGER_KEY: {"unmarked": ["x"]},
                              "table_rows": {"clicks": 3, "orders": 3, "views": 2}}
-    assert more["partitions"] == ()
+    assert more["event_time"] == EventTimeRecord(partitions=())
 
 
 def test_a_batch_over_200_tables_and_48_hours_fits_zookeepers_nodes():

@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Mapping
 
 from etl.config import PartitioningConfig, PartitionSource
+from etl.job.range_task import EventTimeTask
 from etl.job.write_mode import EVENT_TIME, PLANNING_TIME, configured_mode, mode_of
 from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.partitioning import Placement, TimePartitioner
@@ -31,7 +32,7 @@ class SeenFiles:
 def batch(settings: PartitioningConfig) -> Batch:
     placement = Placement.of(settings, TimePartitioner(), PLANNED_AT, None)
     return Batch(1, BatchState.PLANNED, PLANNED_AT.isoformat(), placement.planned, (DONE, OPEN, EMPTY),
-                 placement=configured_mode(settings).stored_placement(placement))
+                 event_time=configured_mode(settings).plan_record(placement))
 
 
 PLANNING = PartitioningConfig()
@@ -42,10 +43,11 @@ BY_KAFKA_TIME = PartitioningConfig(source=PartitionSource.KAFKA_TIMESTAMP)
 def test_the_mode_is_the_configs_for_a_new_plan_and_the_plans_for_a_batch():
     assert configured_mode(PLANNING) is PLANNING_TIME
     assert configured_mode(BY_COLUMN) is EVENT_TIME and configured_mode(BY_KAFKA_TIME) is EVENT_TIME
-    assert mode_of(batch(PLANNING)) is PLANNING_TIME and batch(PLANNING).placement == {}
+    assert mode_of(batch(PLANNING)) is PLANNING_TIME and batch(PLANNING).event_time.placement == {}
     assert mode_of(batch(BY_COLUMN)) is EVENT_TIME and mode_of(batch(BY_KAFKA_TIME)) is EVENT_TIME
-    assert EVENT_TIME.placement(batch(BY_COLUMN)) == Placement.from_json(batch(BY_COLUMN).placement)
-    assert PLANNING_TIME.placement(batch(PLANNING)) is None
+    assert EVENT_TIME.task_placing(batch(BY_COLUMN), "/t", 8, {"dt=x": "y"}) == EventTimeTask(
+        Placement.from_json(batch(BY_COLUMN).event_time.placement), "/t", 8, {"dt=x": "y"})
+    assert PLANNING_TIME.task_placing(batch(PLANNING), "/t", 8, {}) is None
 
 
 def test_by_planning_time_a_range_is_done_once_its_file_is_in_the_planned_partition():
