@@ -1,8 +1,8 @@
 """What a Job is handed: the command's parts, built once by its context (etl.context.job).
 
 The Job, the batch state machine, builds no client of its own: it asks its host for the store,
-Kafka, the writer spec, Spark, the warehouse and the clock, and for the Hive registrar when a
-batch first needs the tables."""
+Kafka, the writer spec, Spark, the warehouse, the clock and the job's shape (one table or
+routes: etl.model.shape), and for the Hive registrar when a batch first needs the tables."""
 from __future__ import annotations
 
 import datetime as dt
