@@ -70,9 +70,9 @@ class SnapshotRecords(SessionBound):
         try:
             data, stat = self.client.get(self.paths.committed)
         except NoNodeError:
-            if self.client.exists(self.paths.migrated) is not None:
-                raise StateConflict(self._pointer_gone()) from None
-            return self._legacy_state()
+            if self.client.exists(self.paths.migrated) is None:
+                return self._legacy_state()
+            data, stat = self._pointer_beside_the_mark()
         key = (stat.version, data)
         if self._state_cache is not None and self._state_cache[0] == key:
             return self._state_cache[1]  # snapshots never change once written: reread only the pointer
@@ -103,6 +103,15 @@ class SnapshotRecords(SessionBound):
                           remedy) from None
         self._state_cache = (key, state)
         return state
+
+    def _pointer_beside_the_mark(self):
+        """The pointer, read again: it and `~migrated` are created in one transaction (etl.state.migration),
+        so one missing beside the mark was either created since it was first read (a first run's, racing
+        this reader) or deleted by hand."""
+        try:
+            return self.client.get(self.paths.committed)
+        except NoNodeError:
+            raise StateConflict(self._pointer_gone()) from None
 
     def _pointer_gone(self) -> str:
         return (f"ZooKeeper has no {self.paths.committed} committed pointer, yet {self.paths.migrated} says this "
