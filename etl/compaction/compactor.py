@@ -33,6 +33,7 @@ from etl.model.compaction import CompactionPlan, CompactionState, compaction_of_
 from etl.model.naming import is_temp_name, temp_name
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
+from etl.sink.layout import FileLayout
 from etl.sink.markers import MARKER_NAME
 from etl.sink.warehouse import Warehouse
 
@@ -100,7 +101,7 @@ class Compactor:
                 continue  # published by an earlier attempt
             temp = posixpath.join(target, temp_name(output.name))
             merge_files(self.fs, [self._source(plan, name) for name in output.inputs], temp, plan.ranges_of(output),
-                        self.config.job.row_group_size, str(self.config.job.compression), proven)
+                        self.config.job.row_group_size, FileLayout.of(self.config), proven)
             publish(self.fs, temp, final)
             faults.checkpoint(f"compact:merged:{index}")
         if plan.marker:

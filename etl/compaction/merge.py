@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from etl.errors import WarehouseError
 from etl.sink.checksums import CHECKSUMS_KEY, Checksums, TableDigest, digest_file, file_checksums, recorded
 from etl.sink.fs import WarehouseFileSystem
+from etl.sink.layout import FileLayout
 from etl.sink.parquet import ParquetSink
 
 RANGES_KEY = b"etl.ranges"
@@ -59,14 +60,14 @@ def _ranges(footer: dict) -> list[tuple[int, int]] | None:
 
 
 def merge_files(fs: WarehouseFileSystem, sources: list[str], target: str, ranges: list[tuple[int, int]],
-                row_group_size: int, compression: str, proven: Collection[str] = ()) -> int:
+                row_group_size: int, layout: FileLayout, proven: Collection[str] = ()) -> int:
     """Write the rows of `sources`, in order, into `target` (a temp name); return its rows.
     Its row count and every column's checksum are checked against the inputs' before the caller
     publishes it: MergeAltered (and `target` deleted) if any differs. `proven`: the sources that
     must record checksums, as their own compaction's record in ZooKeeper says."""
     schema = _merged_schema(fs, sources)
     expected = inputs_checksums(fs, sources, schema, proven)
-    sink = ParquetSink(fs, target, schema, row_group_size, compression)
+    sink = ParquetSink(fs, target, schema, row_group_size, layout.unsorted())
     rows, counters = 0, {}
     try:
         for source in sources:

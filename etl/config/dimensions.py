@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from etl.config.model import HIVE_NAME_RE, DimensionConfig, DimensionFormat, DimensionKind, JobConfig, WarehouseConfig
 from etl.config.keys import SectionKind
-from etl.config.section import Section, matching, resolve
+from etl.config.section import Section, column_list, matching, resolve
 from etl.errors import ConfigError
 
 DIMENSION_SECTION = SectionKind.DIMENSION.prefix  # [dimension <name>]
@@ -38,7 +38,7 @@ def _dimension(s: Section, job: JobConfig, warehouse: WarehouseConfig, routed: b
     source = s.get("source")
     join_key = s.get("join_key", convert=column)
     dimension_key = s.get("dimension_key", None, column)
-    columns = s.get("columns", convert=_column_list)
+    columns = s.get("columns", convert=column_list)
     if join_key is None:
         _check_transform_only(s, job, dimension_key, routed)
     dimension_key = dimension_key or join_key
@@ -60,16 +60,6 @@ def _check_transform_only(s: Section, job: JobConfig, dimension_key: str | None,
     if job.transform is None and not routed:  # a route's transform: etl.config.routes checks it
         raise s.fail("join_key", "is required: without it the dimension is only handed to [job] transform, "
                                  "which is not set")
-
-
-def _column_list(raw: str) -> tuple[str, ...]:
-    columns = tuple(c.strip() for c in raw.split(",") if c.strip())
-    for name in columns:
-        if not HIVE_NAME_RE.match(name):
-            raise ValueError(f"{name!r} is not a column name")
-    if not columns or len({c.lower() for c in columns}) != len(columns):
-        raise ValueError("list each column once, comma-separated")
-    return columns
 
 
 def _dimension_source(s: Section, raw: str, warehouse: WarehouseConfig) -> tuple[DimensionKind, object,

@@ -17,7 +17,7 @@ from enum import Enum, StrEnum
 
 from etl.config.model import (
     Compression, DecoderKind, DimensionChangePolicy, HiveFormat, LateData, MetastoreClient, MissingEventTime,
-    OutOfRangePolicy, PartitionCapAction, StartingOffsets, WarehouseAuth, ZooKeeperAuth,
+    OutOfRangePolicy, ParquetReaders, PartitionCapAction, StartingOffsets, WarehouseAuth, ZooKeeperAuth,
 )
 from etl.config.partitioning import FutureData
 from etl.errors import EtlError
@@ -131,7 +131,8 @@ KEYS: tuple[Key, ...] = (
     Key(JOB, "key_column", TEXT, UNSET, "the column that stores the Kafka key"),
     Key(JOB, "header_columns", LIST, UNSET, "Kafka record headers into columns, header:column, ..."),
     Key(JOB, "row_group_size", INTEGER, "65536", "rows per Parquet row group; bounds each task's memory"),
-    Key(JOB, "compression", CHOICE, "snappy", "the Parquet files' codec", choices=Compression, connect="parquet.codec",
+    Key(JOB, "compression", CHOICE, "snappy", "the Parquet files' codec; zstd needs [hive] parquet_readers = current",
+        choices=Compression, connect="parquet.codec",
         spark="spark.sql.parquet.compression.codec"),
     Key(JOB, "on_dimension_change", CHOICE, "fail", "a resumed batch finds a pinned dimension changed or gone",
         choices=DimensionChangePolicy),
@@ -187,6 +188,14 @@ KEYS: tuple[Key, ...] = (
     Key(HIVE, "schema", PATH, UNSET, "the DDL template; not with [route] sections"),
     Key(HIVE, "rejected_table", TEXT, Derived("`<table>_rejected`"), "the job's one table of rejected records"),
     Key(HIVE, "format", CHOICE, "parquet", "the files' format", choices=HiveFormat, connect="format.class"),
+    Key(HIVE, "parquet_readers", CHOICE, "hive-2.3", "the oldest readers the Parquet files serve: hive-2.3 (INT96 "
+        "timestamps, PLAIN or dictionary encodings) or current (Hive 4, Spark 3.5+, Trino, DuckDB: INT64 timestamps, "
+        "delta encodings, zstd)", choices=ParquetReaders,
+        spark="spark.sql.parquet.outputTimestampType"),
+    Key(HIVE, "bloom_filter_columns", LIST, UNSET, "columns given a Parquet bloom filter in every file",
+        spark="parquet.bloom.filter.enabled#<column>"),
+    Key(HIVE, "sort_by", LIST, UNSET, "columns each row group is sorted by, ascending, NULLs last; a batch's file "
+        "stays one file per Kafka partition-batch", spark="sortWithinPartitions"),
     Key(HIVE, "success_markers", BOOLEAN, "false", "write _SUCCESS into a partition once no more files can land there"),
     Key(HIVE, "success_marker_delay_seconds", NUMBER, "300", "wait this long after a partition's end"),
     Key(HIVE, "partition_by", TEXT, "planning_time", "planning_time, kafka_timestamp or column:<name>",

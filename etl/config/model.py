@@ -76,6 +76,17 @@ class HiveFormat(StrEnum):
     PARQUET = "parquet"
 
 
+class ParquetReaders(StrEnum):
+    """[hive] parquet_readers: the oldest readers a table's Parquet files must serve, which bounds
+    the encodings, codecs and timestamp type the writer may choose (etl.sink.layout)."""
+
+    # Hive 2.3's own reader (parquet-mr 1.8): INT96 timestamps, PLAIN or dictionary, no zstd.
+    HIVE_2_3 = "hive-2.3"
+    # Hive 4, Spark 3.5 and later, Trino, DuckDB, pyarrow: INT64 timestamps and the delta and
+    # DELTA_BINARY_PACKED and DELTA_BYTE_ARRAY encodings, zstd.
+    CURRENT = "current"
+
+
 class MetastoreClient(StrEnum):
     """[hive] metastore_client: how the driver reads the metastore and adds partitions. Tables are
     created and evolved with Spark SQL either way."""
@@ -309,6 +320,9 @@ class HiveConfig:
     schema_file: Path | None
     rejected_table: str  # [hive] rejected_table; <table>_rejected unless set
     format: HiveFormat = HiveFormat.PARQUET
+    parquet_readers: ParquetReaders = ParquetReaders.HIVE_2_3
+    bloom_filter_columns: tuple[str, ...] = ()  # a Parquet bloom filter each, in every file
+    sort_by: tuple[str, ...] = ()  # each row group sorted by these columns, ascending, NULLs last
     success_markers: SuccessMarkerConfig = field(default_factory=SuccessMarkerConfig)
     partitioning: PartitioningConfig = field(default_factory=PartitioningConfig)
     # By event time: a batch whose rows fall in more Hive partitions than this is refused before any

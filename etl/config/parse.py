@@ -20,15 +20,17 @@ from etl.config.ini import is_java_options_key, read_ini, secret_java_properties
 from etl.config.kafka import kafka_section
 from etl.config.overrides import Override, apply_env_overrides, naming_the_variable
 from etl.config.model import (
-    HIVE_NAME_RE, FixedAvroSchema, HiveConfig, JobConfig, LateData, PartitionSource, PartitioningConfig, RetryConfig,
-    SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
+    HIVE_NAME_RE, Compression, FixedAvroSchema, HiveConfig, JobConfig, LateData, ParquetReaders, PartitionSource,
+    PartitioningConfig, RetryConfig, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
 from etl.config.schema_registry import registry_for
 from etl.config.compaction import CompactionConfig
 from etl.config.metastore import metastore_client, metastore_timeout_seconds
 from etl.config.jvm import jvm_section
 from etl.config.metrics import metrics_section
-from etl.config.section import TRANSFORM_RE, Section, hive_name, matching, non_negative_seconds, resolve, secret_file
+from etl.config.section import (
+    TRANSFORM_RE, Section, column_list, hive_name, matching, non_negative_seconds, resolve, secret_file,
+)
 from etl.config.warehouse import warehouse_section
 from etl.config.whole import Config
 from etl.errors import ConfigError
@@ -74,6 +76,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
     kafka = kafka_section(Section(parser, "kafka", path), job.name, routed)
     spark = _spark(Section(parser, "spark", path, required=False))
     hive = _hive(Section(parser, "hive", path), spark, routed)
+    check_codec_readable(job, hive, path)
     warehouse = replace(warehouse_section(Section(parser, "warehouse", path)), retry=retry)
     dimensions = dimension_sections(parser, path, job, warehouse, routed)
     names = [d.name for d in dimensions]
@@ -237,6 +240,9 @@ def _hive(s: Section, spark: Mapping[str, str], routed: bool = False) -> HiveCon
         rejected_table=s.get("rejected_table", f"{table}_rejected", hive_name("Hive table name"),
                              required=routed),
         format=s.choice("format"),
+        parquet_readers=s.choice("parquet_readers"),
+        bloom_filter_columns=s.get("bloom_filter_columns", (), column_list),
+        sort_by=s.get("sort_by", (), column_list),
         success_markers=_success_markers(s),
         partitioning=_partitioning(s),
         max_partitions_per_batch=s.get("max_partitions_per_batch", convert=_partition_cap),
@@ -247,6 +253,14 @@ def _hive(s: Section, spark: Mapping[str, str], routed: bool = False) -> HiveCon
                                   "finished, so no row is late")
     s.reject_unknown()
     return hive
+
+
+def check_codec_readable(job: JobConfig, hive: HiveConfig, path: Path) -> None:
+    """Hive 2.3's Parquet reader (parquet-mr 1.8) has no zstd: a table that must serve it cannot use it."""
+    if job.compression is Compression.ZSTD and hive.parquet_readers is ParquetReaders.HIVE_2_3:
+        raise ConfigError(f"{path}: [job] compression: zstd cannot be read by Hive 2.3's Parquet reader, which "
+                          f"[hive] parquet_readers = {hive.parquet_readers} says the files serve; choose snappy, or "
+                          f"set [hive] parquet_readers = current if no Hive 2.3 reads the table")
 
 
 def _one_table(s: Section) -> tuple[str, Path]:

@@ -145,6 +145,17 @@ def matching(regex: re.Pattern, what: str) -> Callable[[str], str]:
     return convert
 
 
+def column_list(raw: str) -> tuple[str, ...]:
+    """Column names, comma-separated, each once (Hive folds case, so Id and id are one)."""
+    columns = tuple(c.strip() for c in raw.split(",") if c.strip())
+    for name in columns:
+        if not HIVE_NAME_RE.match(name):
+            raise ValueError(f"{name!r} is not a column name")
+    if not columns or len({c.lower() for c in columns}) != len(columns):
+        raise ValueError("list each column once, comma-separated")
+    return columns
+
+
 def hive_name(what: str) -> Callable[[str], str]:
     matches = matching(HIVE_NAME_RE, what)
     return lambda raw: matches(raw).lower()

@@ -16,6 +16,7 @@ from etl.rows.dimensions import DimensionLoader
 from etl.rows.enrichment import check_against_schema, enriched_columns
 from etl.rows.headers import check_header_columns
 from etl.rows.transform import load_transform
+from etl.sink.layout import FileLayout
 
 
 def writer_spec(config: Config, writer_schemas: WriterSchemas | None = None, ddl: TableDdl | None = None) -> WriterSpec:
@@ -27,6 +28,7 @@ def writer_spec(config: Config, writer_schemas: WriterSchemas | None = None, ddl
     schema = ddl.schema(config.job.key_column)
     check_against_schema(config.dimensions, schema, config.path, ddl.source)
     _check_event_column(config, schema, ddl.source)
+    _check_layout_columns(config, schema, ddl.source)
     headers = config.job.header_columns
     check_header_columns(headers, schema, enriched_columns(config.dimensions), config.path, ddl.source)
     loader = DimensionLoader(config.dimensions, lambda _dimension: schema, spark=lambda: None)
@@ -40,7 +42,7 @@ def writer_spec(config: Config, writer_schemas: WriterSchemas | None = None, ddl
                            zone=config.hive.partitioning.timezone, writer_schemas=writer_schemas,
                            avro_schema=config.job.avro_schema.text if config.job.avro_schema else None)
     return WriterSpec(schema=schema, decoder=decoder, key_column=config.job.key_column,
-                      row_group_size=config.job.row_group_size, compression=config.job.compression,
+                      row_group_size=config.job.row_group_size, layout=FileLayout.of(config),
                       dimensions=config.dimensions, transform=config.job.transform, header_columns=headers, ddl=ddl)
 
 
@@ -114,3 +116,20 @@ def _check_event_column(config: Config, schema: TableSchema, source: str) -> Non
         what = f"is {found[column]}" if column in found else "is not a column of the table"
         raise ConfigError(f"{config.path}: [hive] partition_by: column:{column} {what} ({source}); "
                           f"it must name a timestamp column of the table")
+
+
+def _check_layout_columns(config: Config, schema: TableSchema, source: str) -> None:
+    """[hive] bloom_filter_columns and sort_by name columns of the files (the partition columns
+    live in folder names), of a type a bloom filter or a sort takes."""
+    types = {c.name: c.hive_type for c in schema.columns}
+    nested = ("array", "map", "struct")
+    for key, names, refused, what in (("bloom_filter_columns", config.hive.bloom_filter_columns, nested + ("boolean",),
+                                       "a bloom filter"),
+                                      ("sort_by", config.hive.sort_by, nested, "a sort")):
+        for name in names:
+            kind = types.get(name.lower())
+            if kind is None:
+                raise ConfigError(f"{config.path}: [hive] {key}: {name} is not a column of the table's files "
+                                  f"({source})")
+            if kind.startswith(refused):
+                raise ConfigError(f"{config.path}: [hive] {key}: {name} is {kind}, which takes no {what} ({source})")

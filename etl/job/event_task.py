@@ -124,7 +124,8 @@ class _RangeSplit:
         writers = {t.table: self._writer(t, shares.schema(t.table), budget) for t in shares.targets}
         if first:
             self.rejected = ParquetSink(self.fs, posixpath.join(self.task.rejected_dir, temp_name(r.file_name)),
-                                        shares.rejected_schema, self.spec.row_group_size, self.spec.compression)
+                                        shares.rejected_schema, self.spec.row_group_size,
+                                        self.spec.layout.without_columns())
         try:
             with ExitStack() as stack:  # an exception aborts every writer's files
                 for writer in writers.values():
@@ -150,7 +151,7 @@ class _RangeSplit:
     def _writer(self, target: ShareTarget, schema: pa.Schema, budget: int | OpenFiles) -> PassWriter:
         done = frozenset(key for table, key in self.parts if table == target.table)
         return PassWriter(self.fs, target.table_root, self.range.file_name, self.placement.partitioner, schema,
-                          target.writer.row_group_size, target.writer.compression, done, budget, target.relocated)
+                          target.writer.row_group_size, target.writer.layout, done, budget, target.relocated)
 
     def _first_pass_extras(self, rows) -> None:
         if rows.rejected is not None:  # a routed range's: their reasons name the route

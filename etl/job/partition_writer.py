@@ -18,13 +18,14 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from etl.config import Compression, DimensionConfig, HeaderColumn
+from etl.config import DimensionConfig, HeaderColumn
 from etl.errors import ConfigError, EtlError
 from etl.model.schema import TableSchema
 from etl.model.table_ddl import TableDdl
 from etl.rows.decoders import Decoder
 from etl.rows.pipeline import RowPipeline, RowSpec
 from etl.sink.fs import WarehouseFileSystem
+from etl.sink.layout import FileLayout
 from etl.sink.parquet import ParquetSink
 from etl.source.chunk import RawChunk
 
@@ -41,7 +42,7 @@ class WriterSpec:
     decoder: Decoder
     key_column: str | None
     row_group_size: int
-    compression: Compression
+    layout: FileLayout
     dimensions: tuple[DimensionConfig, ...] = ()  # the joined ones enrich each chunk
     transform: str | None = None  # module:function, see etl.rows.transform
     header_columns: tuple[HeaderColumn, ...] = ()  # the tasks read headers only when some are configured
@@ -86,9 +87,9 @@ class PartitionWriter:
                  rejected_path: str, lookups: Mapping[str, pa.Table] | None = None):
         self._topic, self._partition = topic, partition
         self._rows = RowPipeline(spec.rows, topic, partition, lookups)
-        self._main = ParquetSink(fs, main_path, self._rows.schema, spec.row_group_size, spec.compression)
+        self._main = ParquetSink(fs, main_path, self._rows.schema, spec.row_group_size, spec.layout)
         self._rejected = ParquetSink(fs, rejected_path, self._rows.rejected_schema, spec.row_group_size,
-                                     spec.compression)
+                                     spec.layout.without_columns())
         self._records = 0
         self._first_offset: int | None = None
         self._counts: WriteCounts | None = None

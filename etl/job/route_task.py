@@ -77,12 +77,12 @@ class _SplitWriter:
         self.router = FieldRouter(self.target.split, self.target.probe)
         self.pipelines = {t.name: RowPipeline(t.writer.rows, r.topic, r.partition, lookups) for t in self.target.tables}
         self.sinks = {t.name: ParquetSink(fs, posixpath.join(t.main_dir, temp_name(r.file_name)),
-                                          self.pipelines[t.name].schema, t.writer.row_group_size, t.writer.compression)
+                                          self.pipelines[t.name].schema, t.writer.row_group_size, t.writer.layout)
                       for t in self.target.tables}
         first = self.target.tables[0]
         self.rejected = ParquetSink(fs, posixpath.join(task.rejected_dir, temp_name(r.file_name)),
                                     self.pipelines[first.name].rejected_schema, first.writer.row_group_size,
-                                    first.writer.compression)
+                                    first.writer.layout.without_columns())
         try:
             for sink in self.sinks.values():  # created up front: a bad path fails before Kafka is read
                 sink.open()

@@ -24,6 +24,7 @@ from etl.model.naming import temp_name
 from etl.model.partitioning import TimePartitioner
 from etl.rows.placement import PlacedRows
 from etl.sink.fs import WarehouseFileSystem
+from etl.sink.layout import FileLayout
 from etl.sink.parquet import ParquetSink
 
 
@@ -58,13 +59,13 @@ class OpenFiles:
 
 class PassWriter:
     def __init__(self, fs: WarehouseFileSystem, table_root: str, file_name: str, partitioner: TimePartitioner,
-                 schema: pa.Schema, row_group_size: int, compression: str, skip: frozenset[int],
+                 schema: pa.Schema, row_group_size: int, layout: FileLayout, skip: frozenset[int],
                  max_open: int | OpenFiles, relocated: Mapping[str, str]):
         """`max_open`: this writer's own budget, or one it shares with the task's other writers.
         `relocated`: the folders of compacted partitions (etl.model.compaction), relative to table_root."""
         self._fs, self._root, self._file_name, self._partitioner = fs, table_root, file_name, partitioner
         self._relocated = relocated
-        self._schema, self._row_group_size, self._compression = schema, row_group_size, compression
+        self._schema, self._row_group_size, self._layout = schema, row_group_size, layout
         self._skip = skip
         self._budget = max_open if isinstance(max_open, OpenFiles) else OpenFiles(max_open, row_group_size)
         self._sinks: dict[int, ParquetSink] = {}
@@ -122,7 +123,7 @@ class PassWriter:
         partition = self._partitioner.path(self._partitioner.values_of_key(key))
         folder = posixpath.join(self._root, self._relocated.get(partition, partition))
         sink = ParquetSink(self._fs, posixpath.join(folder, temp_name(self._file_name)), self._schema,
-                           self._row_group_size, self._compression)
+                           self._row_group_size, self._layout)
         sink.open()
         self._sinks[key], self._late[key] = sink, 0
         self._budget.sinks.append(sink)

@@ -2,9 +2,10 @@
 
 Rows are written in row groups of exactly row_group_size rows as soon as enough are
 buffered, so memory stays bounded by one row group plus what was appended last, however
-many rows the file holds. Timestamps are written as INT96: Hive 2.x cannot read Parquet's
-INT64 timestamps. Publishing the file is the commit protocol's job (etl.sink.commit), not
-this module's.
+many rows the file holds. The codec, each column's encoding, the timestamps' physical type
+(INT96 unless the table serves only current readers), bloom filters and the rows' order in a
+row group are the table's FileLayout (etl.sink.layout), fixed when the first row group is
+written. Publishing the file is the commit protocol's job (etl.sink.commit), not this module's.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 
 from etl.errors import WarehouseError
 from etl.sink.fs import WarehouseFileSystem
+from etl.sink.layout import FileLayout
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +28,12 @@ class ParquetSink:
     """One Parquet file, written in row groups of exactly row_group_size rows but the last."""
 
     def __init__(self, fs: WarehouseFileSystem, path: str, schema: pa.Schema, row_group_size: int,
-                 compression: str):
+                 layout: FileLayout):
         self.fs = fs
         self.path = path
         self.schema = schema
         self.row_group_size = row_group_size
-        self.compression = compression
+        self.layout = layout
         self.rows_appended = 0
         self.row_groups = 0
         self.metadata: dict[bytes, bytes] = {}  # footer key-value metadata, written at close
@@ -40,15 +42,13 @@ class ParquetSink:
         self._file: BinaryIO | None = None
         self._writer: pq.ParquetWriter | None = None
 
-    def open(self) -> None:
+    def open(self, first: pa.Table | None = None) -> None:
+        """Create the file; the layout's per-column choices look at `first`, the first row group
+        (an empty file, which close() may write, has none)."""
         if self._file is None:
             self._file = self.fs.open_write(self.path)
-            self._writer = pq.ParquetWriter(
-                where=self._file,
-                schema=self.schema,
-                compression=self.compression,
-                use_deprecated_int96_timestamps=True,
-            )
+            sample = first if first is not None else self.schema.empty_table()
+            self._writer = pq.ParquetWriter(self._file, self.schema, **self.layout.writer_options(self.schema, sample))
 
     def append(self, table: pa.Table) -> None:
         self._buffer.append(table)
@@ -105,7 +105,8 @@ class ParquetSink:
         self._buffer, self._buffered_rows = ([rest] if rest.num_rows else []), rest.num_rows
 
     def _write_row_group(self, table: pa.Table) -> None:
-        self.open()
+        table = self.layout.arrange(table)
+        self.open(table)
         self._writer.write_table(table, row_group_size=self.row_group_size)
         self.row_groups += 1
 

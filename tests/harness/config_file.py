@@ -116,10 +116,11 @@ database = db
 """
 
 
-def minimal_ini(schema: Path | str, job: str = "", kafka: str = "topics = a", sections: str = "") -> str:
+def minimal_ini(schema: Path | str, job: str = "", kafka: str = "topics = a", sections: str = "",
+                hive: str = "") -> str:
     """The smallest valid job INI, as text, for the unit tests of the config (nothing connects
-    anywhere): `job` and `kafka` are lines added to those sections, `sections` is appended."""
-    return _MINIMAL_INI.format(job=job, kafka=kafka, hive=f"table = t\nschema = {schema}", sections=sections)
+    anywhere): `job`, `kafka` and `hive` are lines added to those sections, `sections` is appended."""
+    return _MINIMAL_INI.format(job=job, kafka=kafka, hive=f"table = t\nschema = {schema}\n{hive}", sections=sections)
 
 
 # Two routes, as the unit tests of routes use them: a table per app.* topic, and two topics into one table.

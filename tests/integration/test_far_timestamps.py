@@ -9,6 +9,10 @@ analysts' endpoint (the Thrift Server, Hive's JDBC driver) as epoch microseconds
 time zone shifts, before and after `etl compact`, and must be exactly the produced ones; and a
 merged file rewritten by hand with one value changed (same rows, same footer) must make
 `verify --deep` fail, naming the file.
+
+The event-time test writes its table for current readers ([hive] parquet_readers = current:
+INT64 timestamps, delta encodings, zstd), with a bloom filter and sorted row groups, and reads it
+back through every reader the analysts have: the Thrift Server, Spark, DuckDB and pyarrow.
 """
 from __future__ import annotations
 
@@ -16,8 +20,10 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from etl.model.compaction import COMPACTED_FOLDER
@@ -146,16 +152,39 @@ def rewrite_with_one_value_changed(path: Path, drop: tuple[bytes, ...] = ()) -> 
     assert after.metadata.num_rows == len(amounts) and after.metadata.metadata.keys() >= footer.keys()
 
 
+def read_by_every_reader(spark, thrift_url: str, paths: list[Path], table: str) -> dict[str, dict[int, tuple]]:
+    """offset -> (ts, kafka_timestamp) as epoch microseconds, as each reader shows the table (the
+    Thrift Server) or its files (the others)."""
+    files = [str(p) for p in paths]
+    by_spark = spark.read.parquet(*files).selectExpr("kafka_offset", "unix_micros(ts)", "unix_micros(kafka_timestamp)")
+    by_duckdb = duckdb.sql(f"SELECT kafka_offset, epoch_us(ts), epoch_us(kafka_timestamp) FROM read_parquet({files})")
+    by_pyarrow = ds.dataset(files, format="parquet").to_table(columns=["kafka_offset", "ts", "kafka_timestamp"])
+    return {
+        "thrift server": shown_main(spark, thrift_url, table),
+        "spark": {int(o): (t, k) for o, t, k in by_spark.collect()},
+        "duckdb": {int(o): (t, k) for o, t, k in by_duckdb.fetchall()},
+        "pyarrow": {o: (t, k) for o, t, k in zip(*(by_pyarrow.column(c).cast(pa.int64()).to_pylist()
+                                                    for c in ("kafka_offset", "ts", "kafka_timestamp")))},
+    }
+
+
 def test_verify_deep_on_event_time_with_far_dates_and_a_merged_file_changed_by_hand(
         spark, thrift_url, new_topic, produce, write_config, hive_table_name, warehouse_dir):
     topic = new_topic(partitions=1)
     produce_records(produce, topic, EVENT_RECORDS)
-    config = write_config(kafka={"topics": topic}, job={"max_records_per_partition": "1"},
-                          hive={"partition_by": "column:ts"},
+    config = write_config(kafka={"topics": topic}, job={"max_records_per_partition": "1", "compression": "zstd"},
+                          hive={"partition_by": "column:ts", "parquet_readers": "current",
+                                "bloom_filter_columns": "user_id", "sort_by": "user_id, event_id"},
                           compaction={"min_files": "2", "keep_superseded_minutes": "0"})
     loaded = run_etl(config)
     assert loaded.returncode == 0, loaded.describe()
     assert tuple(partitions_of(warehouse_dir, hive_table_name)) == EVENT_PARTITIONS
+    table_dir = warehouse_dir / f"{DB}.db" / hive_table_name
+    batch_files = sorted(table_dir.glob("dt=*/hour=*/*.parquet"))
+    assert {pq.ParquetFile(p).metadata.row_group(0).column(4).physical_type for p in batch_files} == {"INT64"}  # ts
+    expected = {i: (micros_of(ts), T0 * 1000) for i, (ts, _k, _kept) in enumerate(EVENT_RECORDS)}
+    shown = read_by_every_reader(spark, thrift_url, batch_files, hive_table_name)
+    assert shown == {reader: expected for reader in shown}
     verified = etl_command(config, "verify", "--deep", timeout=300)
     assert verified.returncode == 0, verified.describe()  # was: ArrowInvalid, a traceback and exit 1
 
@@ -164,7 +193,6 @@ def test_verify_deep_on_event_time_with_far_dates_and_a_merged_file_changed_by_h
         assert done.returncode == 0, done.describe()
     merged = merged_files(warehouse_dir, hive_table_name)
     assert len(merged) == 3, merged
-    expected = {i: (micros_of(ts), T0 * 1000) for i, (ts, _k, _kept) in enumerate(EVENT_RECORDS)}
     assert shown_main(spark, thrift_url, hive_table_name) == expected
     verified = etl_command(config, "verify", "--deep", timeout=300)
     assert verified.returncode == 0, verified.describe()

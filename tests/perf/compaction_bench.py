@@ -241,6 +241,7 @@ def _merges(run: BenchRun, aside: Path, plan: dict, config) -> dict:
     """merge_files (the compaction's own merge) and plain pyarrow on the same 18 groups, interleaved."""
     from etl.sink.fs.factory import filesystem_for
     from etl.compaction.merge import merge_files
+    from etl.sink.layout import FileLayout
     fs = filesystem_for(config.warehouse)
     ranges = {name: [tuple(r) for r in file_ranges] for name, _size, _rows, file_ranges in plan["inputs"]}
     groups = [(name, [str(aside / i) for i in inputs], sorted(r for i in inputs for r in ranges[i]))
@@ -256,7 +257,7 @@ def _merges(run: BenchRun, aside: Path, plan: dict, config) -> dict:
             def go():
                 if kind == "merge_files":
                     return sum(merge_files(fs, sources, str(out / name), file_ranges, config.job.row_group_size,
-                                           str(config.job.compression)) for name, sources, file_ranges in groups)
+                                           FileLayout.of(config)) for name, sources, file_ranges in groups)
                 return sum(_pyarrow_merge(sources, out / name) for name, sources, _ in groups)
             written, stats = run.measure(f"{kind}: {len(plan['inputs'])} files into {len(groups)} #{rep}", go)
             if written != rows:

@@ -16,9 +16,9 @@ from tests.harness.config_file import minimal_ini
 SCHEMA = Path(__file__).resolve().parents[2] / "warehouse_schema" / "events.sql"
 
 
-def load(tmp_path: Path, job: str = ""):
+def load(tmp_path: Path, job: str = "", hive: str = ""):
     path = tmp_path / "job.ini"
-    path.write_text(minimal_ini(SCHEMA, job=job, kafka="topics = t"))
+    path.write_text(minimal_ini(SCHEMA, job=job, kafka="topics = t", hive=hive))
     return load_config(path)
 
 
@@ -31,7 +31,7 @@ def test_the_defaults_are_members(tmp_path):
 
 def test_choices_become_members_equal_to_their_strings(tmp_path):
     config = load(tmp_path, "starting_offsets = latest\non_offset_out_of_range = earliest\ndecoder = access_log\n"
-                            "compression = zstd\non_dimension_change = use_current")
+                            "compression = zstd\non_dimension_change = use_current", hive="parquet_readers = current")
     job = config.job
     chosen = (job.starting_offsets, job.on_offset_out_of_range, job.decoder, job.compression, job.on_dimension_change)
     assert chosen == (

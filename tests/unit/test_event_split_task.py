@@ -26,6 +26,7 @@ from etl.rows.placement import PlacedRows
 from etl.sink.fs import LocalFileSystem
 from etl.sink.manifest import RangeManifest, manifest_path
 from etl.sink.warehouse import Warehouse
+from etl.sink.layout import FileLayout
 from tests.harness.config_file import minimal_ini
 from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.ports import free_port
@@ -36,7 +37,7 @@ SCHEMA = pa.schema([("n", pa.int64())])
 
 
 def _writer(tmp_path, table: str, budget, skip=frozenset()) -> PassWriter:
-    return PassWriter(LocalFileSystem(), str(tmp_path / table), "r.parquet", TimePartitioner(), SCHEMA, 4, "snappy",
+    return PassWriter(LocalFileSystem(), str(tmp_path / table), "r.parquet", TimePartitioner(), SCHEMA, 4, FileLayout(),
                       skip, budget, {})
 
 

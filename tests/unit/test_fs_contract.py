@@ -30,6 +30,7 @@ from etl.model.naming import final_name, temp_name
 from etl.sink.commit import publish
 from etl.sink.fs import LocalFileSystem, PathExists, PathNotFound, filesystem_for
 from etl.sink.fs.webhdfs import WebHdfsFileSystem
+from etl.sink.layout import FileLayout
 from tests.harness.webhdfs_server import WebHdfsTestServer
 
 FAST_RETRY = RetryConfig(attempts=3, initial_wait_seconds=0.05, max_wait_seconds=0.2)
@@ -275,7 +276,7 @@ def test_the_partition_writer_writes_and_publishes_through_the_backend(backend):
     from tests.harness.paths import EVENTS_SCHEMA
 
     schema = load_table_schema(EVENTS_SCHEMA, None)
-    spec = WriterSpec(schema, make_decoder("json", schema), None, 40, "snappy")
+    spec = WriterSpec(schema, make_decoder("json", schema), None, 40, FileLayout())
     folder = backend.path("dt=2026-11-21")
     main_temp, rejected_temp = posixpath.join(folder, temp_name(FINAL)), posixpath.join(folder, "rej", temp_name(FINAL))
     with PartitionWriter(backend.fs, spec, "events", 3, main_temp, rejected_temp) as writer:

@@ -16,6 +16,7 @@ import pytest
 
 from etl.model.schema import arrow_schema, load_table_schema
 from etl.sink.fs import LocalFileSystem
+from etl.sink.layout import FileLayout
 from etl.compaction.merge import merge_files
 from etl.sink.checksums import CHECKSUMS_KEY
 from etl.sink.parquet import ParquetSink
@@ -38,7 +39,7 @@ def batch_table(first: int, times: list) -> pa.Table:
 
 
 def write_batch_file(path: Path, table: pa.Table, row_group_size: int = 2) -> str:
-    sink = ParquetSink(LocalFileSystem(), str(path), table.schema, row_group_size, "snappy")
+    sink = ParquetSink(LocalFileSystem(), str(path), table.schema, row_group_size, FileLayout())
     sink.append(table)
     sink.close()
     return str(path)
@@ -57,7 +58,7 @@ def read_exact(path: str) -> pa.Table:
 
 
 def merge(paths: list[str], target: Path) -> int:
-    return merge_files(LocalFileSystem(), paths, str(target), [(0, 11)], row_group_size=4, compression="snappy")
+    return merge_files(LocalFileSystem(), paths, str(target), [(0, 11)], row_group_size=4, layout=FileLayout())
 
 
 def test_a_merge_keeps_timestamps_from_year_1_to_9999(tmp_path):

@@ -11,12 +11,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from etl.config.model import Compression, ParquetReaders
 from etl.errors import ConfigError, EtlError, KafkaReadError
 from etl.job.partition_writer import PartitionWriter, WriteCounts, WriterSpec
 from etl.model.schema import arrow_schema, load_table_schema, rejected_arrow_schema
 from etl.rows.decoders import make_decoder
 from etl.rows.pipeline import KEY_NOT_UTF8
 from etl.sink.fs import LocalFileSystem
+from etl.sink.layout import FileLayout
 from etl.source.chunk import RawChunk
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "warehouse_schema"
@@ -27,7 +29,9 @@ T0 = 1_501_423_748_123  # 2017-07-30 14:09:08.123 UTC, in ms
 def spec_for(schema_path=SCHEMAS / "events.sql", decoder="json", key_column=None, row_group_size=1000,
              compression="snappy") -> WriterSpec:
     schema = load_table_schema(schema_path, key_column)
-    return WriterSpec(schema, make_decoder(decoder, schema), key_column, row_group_size, compression)
+    readers = ParquetReaders.CURRENT if compression == "zstd" else ParquetReaders.HIVE_2_3
+    return WriterSpec(schema, make_decoder(decoder, schema), key_column, row_group_size,
+                      FileLayout(Compression(compression), readers))
 
 
 def keyed_schema(tmp_path: Path, key_type: str) -> Path:

@@ -25,6 +25,7 @@ from etl.rows.decoders import make_decoder
 from etl.rows.transform import load_transform
 from etl.sink.fs import LocalFileSystem
 from etl.source.chunk import RawChunk
+from etl.sink.layout import FileLayout
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +115,7 @@ def huge_ratio(table):
 
 def spec_with(transform: str) -> WriterSpec:
     schema = load_table_schema(EVENTS)
-    return WriterSpec(schema, make_decoder("json", schema), None, 1000, "snappy", transform=transform)
+    return WriterSpec(schema, make_decoder("json", schema), None, 1000, FileLayout(), transform=transform)
 
 
 def event(i: int) -> bytes:
@@ -172,7 +173,7 @@ def write_priced(tmp_path: Path, transform: str):
     ddl = tmp_path / "priced.sql"
     ddl.write_text(PRICED_SQL)
     schema = load_table_schema(ddl)
-    spec = WriterSpec(schema, make_decoder("json", schema), None, 1000, "snappy",
+    spec = WriterSpec(schema, make_decoder("json", schema), None, 1000, FileLayout(),
                       transform=f"test_transform:{transform}")
     main, rejected = str(tmp_path / "_tmp.main"), str(tmp_path / "_tmp.rejected")
     values = [json.dumps({"event_id": i, "price": "1.50", "ts": "2017-07-30 14:09:08"}).encode() for i in range(4)]
