@@ -11,6 +11,7 @@ should), but never fails because something was slow. Needs the local stack
     .venv/bin/python scripts/bench.py --event-time       # partition_by = column:ts vs planning_time; 720 partitions
     .venv/bin/python scripts/bench.py --formats          # the same events as JSON, Avro and Protobuf; Avro row by row
     .venv/bin/python scripts/bench.py --side-by-side     # ours vs Spark's own Kafka source + file sink (issue 27)
+    .venv/bin/python scripts/bench.py --skipping         # what Spark and DuckDB skip under each file layout
     .venv/bin/python scripts/bench.py --cluster-shape    # the seeds' shape, spark-submit on local[2], standalone, YARN
     .venv/bin/python scripts/bench.py --fixed-cost       # a scheduled etl run, exec to exit, phase by phase
     .venv/bin/python scripts/bench.py --routes           # 20 topics into 20 tables in one run vs one table vs 20 jobs
@@ -89,6 +90,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="only: our full batch vs Spark's own Kafka source and Parquet file sink "
                              "(tests/perf/peer_job.py) on the same --records, parsed and as a string, in-process; "
                              "then the seeds' shape as whole processes of both")
+    parser.add_argument("--skipping", action="store_true", help="only: --records into one table per file layout; "
+                        "point and range queries in Spark (its scan's output rows) and DuckDB")
     parser.add_argument("--compaction", action="store_true", help="only: GROUP BY over one Hive partition of "
                         "partitions x batches small files, `etl compact` on it, the GROUP BY again; merge_files vs a "
                         "plain pyarrow rewrite of the same files")
@@ -104,8 +107,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         "job and for the peer (Spark's file sink), counted through Hive, DuckDB and Spark")
     parser.add_argument("--crash-kills", type=int, default=10, help="SIGKILLs per job for --crash-compare")
     parser.add_argument("--seed", type=int, default=20261126, help="the kill delays' seed for --crash-compare")
-    parser.add_argument("--partition-scaling", metavar="N,N,...",
-                        help="only: plan and commit time for topics of N partitions")
+    parser.add_argument("--partition-scaling", metavar="N,N,...", help="only: plan and commit time, N partitions")
     parser.add_argument("--scaling-records", type=int, default=3, help="records per partition per batch (default 3)")
     parser.add_argument("--scaling-batches", type=int, choices=(1, 2), default=2,
                         help="batches per partition count: 1 (offsets created) or 2 (also updated; default)")
@@ -121,11 +123,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--fixed-cost", action="store_true", help="only: a scheduled `etl run` process phase by "
                         "phase, exec to exit: nothing new, one record, the seeds' shape (medians of --repeat)")
     parser.add_argument("--variant", action="append", nargs="+", metavar=("NAME", "VAR=VALUE"), default=[],
-                        help="with --fixed-cost, also run with these environment variables, "
-                             "e.g. ETL__JVM__QUICK_START=false")
+                        help="with --fixed-cost, also run with these variables set, e.g. ETL__JVM__QUICK_START=false")
     parser.add_argument("--no-fixed-cost", action="store_true", help="skip the no-data run and Spark start-up timing")
-    parser.add_argument("--load-threshold", type=float, default=1.0,
-                        help="measure when the 1-minute load is below this")
+    parser.add_argument("--load-threshold", type=float, default=1.0, help="measure when the 1-minute load is below it")
     parser.add_argument("--max-wait", type=float, default=None, help="seconds to wait for a quiet machine, in all "
                         "(default 1200, 90 with --compaction; 0: never)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")

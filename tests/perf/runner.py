@@ -27,6 +27,7 @@ from tests.perf.scaling import partition_scaling
 from tests.perf.routes import routes_bench, routes_scaling
 from tests.perf.seeds_shape import seeds_shape
 from tests.perf.side_by_side import side_by_side
+from tests.perf.skipping import skipping_bench
 from tests.perf.throughput import throughput
 
 # The benchmark needs these; the Thrift Server (the analysts' endpoint) it does not use.
@@ -69,6 +70,9 @@ def measure(bench: BenchRun) -> None:
     if args.side_by_side:
         side_by_side(bench)
         return
+    if args.skipping:
+        skipping_bench(bench)
+        return
     if args.crash_compare:
         crash_compare_bench(bench)
         return
@@ -107,6 +111,7 @@ def show(report: dict, args: argparse.Namespace) -> None:
     text = render(report) + (f"\n\n{render_compaction(report['compaction'])}" if "compaction" in report else "")
     text += f"\n\n{report['crash_compare']['table']}" if "crash_compare" in report else ""
     text += f"\n\n{report['cluster_shape']['table']}" if "cluster_shape" in report else ""
+    text += f"\n\n{report['skipping']['table']}" if "skipping" in report else ""
     if args.json or args.json_out:
         blob = json.dumps(report, indent=2, default=str)
         if args.json_out:
