@@ -2,9 +2,10 @@
 last, each group together, so that those daemons are not started by the first test that needs
 them and then left idle (memory, heartbeats on 2 cores) while the rest of the suite runs.
 
-Session fixtures live until the session ends: the YARN over its private HDFS and the standalone
-cluster (test_airflow_dag.py, test_standalone_cluster.py, test_yarn.py) start, then the KDC with
-its kerberized HDFS and metastore (test_kerberos*.py) start last and idle never. A module moves
+The YARN over its private HDFS and the standalone cluster (test_airflow_dag.py,
+test_standalone_cluster.py, test_yarn.py) start, then the KDC with its kerberized HDFS and
+metastore (test_kerberos*.py). Each is stopped as soon as the next test on the process belongs
+to a later group or to none (tests/harness/lifetimes.py), not at the session's end. A module moves
 as a whole (its module-scoped fixtures are set up once) and the order inside a group is
 collection order, but for the modules that run from a venv scripts/test builds while the suite
 starts (WAITS_FOR_VENV): they come last in their group. A run that selects none of them is not
@@ -25,17 +26,20 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from tests.harness import parallel
+from tests.harness import lifetimes, parallel
+from tests.harness.lifetimes import CLUSTER_GROUPS
 
-# Session fixtures that start clusters of the session's own, by the group they run in (1 first).
-CLUSTER_GROUPS = {"yarn": 1, "spark_standalone": 1, "kdc": 2}
+_MODULE_GROUPS: dict[str, int] = {}  # each collected module's group (0: none), as the order has it
 
 
 def _group(item: pytest.Item) -> int:
     """The item's group: its fixtures', and those its module requests by getfixturevalue (which
     the module names in DYNAMIC_FIXTURES, as pytest cannot see them before the test runs)."""
-    names = [*getattr(item, "fixturenames", ()), *getattr(getattr(item, "module", None), "DYNAMIC_FIXTURES", ())]
-    return max((CLUSTER_GROUPS.get(name, 0) for name in names), default=0)
+    return max((CLUSTER_GROUPS.get(name, 0) for name in _fixtures_of(item)), default=0)
+
+
+def _fixtures_of(item: pytest.Item) -> list[str]:
+    return [*getattr(item, "fixturenames", ()), *getattr(getattr(item, "module", None), "DYNAMIC_FIXTURES", ())]
 
 
 def _waits_for_a_venv(item: pytest.Item) -> bool:
@@ -52,8 +56,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group, waits = by_module.get(module, (0, False))
         by_module[module] = (max(group, _group(item)), waits or _waits_for_a_venv(item))
     items.sort(key=lambda item: by_module[item.nodeid.split("::", 1)[0]])  # stable: collection order within
+    _MODULE_GROUPS.update({module: group for module, (group, _) in by_module.items()})
     if parallel.on_worker():  # the cluster modules run first, on one worker (tests/harness/parallel.py)
         parallel.clusters_first(items, {module for module, (group, _) in by_module.items() if group})
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    lifetimes.refuse_stopped(_fixtures_of(item))
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The clusters no later test on this process needs stop now: the next test's module is of a
+    later group, or of none (the cluster modules run together, group after group)."""
+    group = 0 if nextitem is None else _MODULE_GROUPS.get(nextitem.nodeid.split("::", 1)[0], 0)
+    lifetimes.stop_unneeded(group or None)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -23,7 +23,7 @@ from kazoo.exceptions import NoNodeError
 
 from etl.config import RetryConfig, ZooKeeperConfig
 from etl.state.store import ZkStateStore
-from tests.harness import kafka
+from tests.harness import kafka, lifetimes
 from tests.harness.config_file import JobTuning, write_config as write_ini_config
 from tests.harness.etl_process import settled_reapers
 from tests.harness.kdc import Kdc, missing_tools
@@ -269,11 +269,10 @@ def spark_standalone(tmp_path_factory):
     and two 1-core Workers, started once per session when a test first asks for it."""
     from tests.harness.spark_standalone import SparkStandalone
     cluster = SparkStandalone(tmp_path_factory.mktemp("spark-standalone"))
-    try:
+    with lifetimes.held("spark_standalone") as stops:
+        stops.callback(cluster.stop)
         cluster.start()
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="session")
@@ -283,13 +282,12 @@ def yarn(tmp_path_factory):
     (test_yarn.py, test_airflow_dag.py)."""
     from tests.harness.yarn import PrivateYarn
     cluster = PrivateYarn(tmp_path_factory.mktemp("yarn"))
-    started = time.monotonic()
-    cluster.start()
-    print(f"[yarn] ResourceManager and NodeManager over a private HDFS up in {time.monotonic() - started:.0f}s")
-    try:
+    with lifetimes.held("yarn") as stops:
+        started = time.monotonic()
+        stops.callback(cluster.stop)
+        cluster.start()
+        print(f"[yarn] ResourceManager and NodeManager over a private HDFS up in {time.monotonic() - started:.0f}s")
         yield cluster
-    finally:
-        cluster.stop()
 
 
 # The Kerberos tests' KDC and the services it secures (test_kerberos.py, test_kerberos_yarn.py):
@@ -302,24 +300,26 @@ def kdc(tmp_path_factory):
     # The harness points this process's own Kerberos clients at the KDC (os.environ: gssapi
     # reads it at each call); the session's later tests get the environment back as it was.
     saved = {key: os.environ.get(key) for key in ("KRB5_CONFIG", "KRB5_KDC_PROFILE", "KRB5CCNAME")}
-    try:
-        with Kdc(tmp_path_factory.mktemp("kdc")) as server:
-            yield server
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with lifetimes.held("kdc") as stops:
+        stops.callback(_restore_environment, saved)
+        yield stops.enter_context(Kdc(tmp_path_factory.mktemp("kdc")))
+
+
+def _restore_environment(saved: dict[str, str | None]) -> None:
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(scope="session")
 def secure_hdfs(kdc, tmp_path_factory):
-    with KerberizedHdfs(tmp_path_factory.mktemp("secure-hdfs"), kdc) as cluster:
-        yield cluster
+    with lifetimes.held("secure_hdfs") as stops:
+        yield stops.enter_context(KerberizedHdfs(tmp_path_factory.mktemp("secure-hdfs"), kdc))
 
 
 @pytest.fixture(scope="session")
 def secure_metastore(kdc, secure_hdfs, tmp_path_factory):
-    with KerberizedMetastore(tmp_path_factory.mktemp("secure-metastore"), kdc, secure_hdfs) as metastore:
-        yield metastore
+    with lifetimes.held("secure_metastore") as stops:
+        yield stops.enter_context(KerberizedMetastore(tmp_path_factory.mktemp("secure-metastore"), kdc, secure_hdfs))

@@ -132,7 +132,8 @@ def test_sorted_row_groups_are_sorted_and_declared_and_keep_every_row(tmp_path):
     parquet = pq.ParquetFile(tmp_path / "f.parquet")
     for group in range(metadata.num_row_groups):
         declared = metadata.row_group(group).sorting_columns
-        assert [(c.column_index, c.descending, c.nulls_first) for c in declared] == [(1, False, False), (0, False, False)]
+        assert [(c.column_index, c.descending, c.nulls_first) for c in declared] == [(1, False, False),
+                                                                                    (0, False, False)]
         got = parquet.read_row_group(group)
         keys = list(zip(got.column("user_id").to_pylist(), got.column("event_id").to_pylist()))
         assert keys == sorted(keys)
