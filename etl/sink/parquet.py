@@ -42,13 +42,18 @@ class ParquetSink:
         self._file: BinaryIO | None = None
         self._writer: pq.ParquetWriter | None = None
 
-    def open(self, first: pa.Table | None = None) -> None:
-        """Create the file; the layout's per-column choices look at `first`, the first row group
-        (an empty file, which close() may write, has none)."""
+    def open(self) -> None:
+        """Create the file (a bad path fails before any data is read). Its Parquet writer starts
+        with the first row group, whose values the layout's per-column choices look at."""
         if self._file is None:
             self._file = self.fs.open_write(self.path)
-            sample = first if first is not None else self.schema.empty_table()
-            self._writer = pq.ParquetWriter(self._file, self.schema, **self.layout.writer_options(self.schema, sample))
+
+    def _writer_for(self, first: pa.Table) -> pq.ParquetWriter:
+        self.open()
+        if self._writer is None:
+            options = self.layout.writer_options(self.schema, first)
+            self._writer = pq.ParquetWriter(self._file, self.schema, **options)
+        return self._writer
 
     def append(self, table: pa.Table) -> None:
         self._buffer.append(table)
@@ -70,11 +75,11 @@ class ParquetSink:
 
     def close(self) -> int:
         """Flush the remaining rows, finish the file durably, and return its size."""
-        self.open()
         self.flush()
+        writer = self._writer_for(self.schema.empty_table())  # an empty file: its writer starts here
         if self.metadata:
-            self._writer.add_key_value_metadata(self.metadata)
-        self._writer.close()
+            writer.add_key_value_metadata(self.metadata)
+        writer.close()
         _close_durably(self._file)
         info = self.fs.info(self.path)
         if info is None:
@@ -106,8 +111,7 @@ class ParquetSink:
 
     def _write_row_group(self, table: pa.Table) -> None:
         table = self.layout.arrange(table)
-        self.open(table)
-        self._writer.write_table(table, row_group_size=self.row_group_size)
+        self._writer_for(table).write_table(table, row_group_size=self.row_group_size)
         self.row_groups += 1
 
 

@@ -40,6 +40,7 @@ def rows(first: int = 0, count: int = ROWS) -> pa.Table:
 
 def write(path, layout: FileLayout, table: pa.Table, row_group_size: int = 1000) -> pq.FileMetaData:
     sink = ParquetSink(LocalFileSystem(), str(path), SCHEMA, row_group_size, layout)
+    sink.open()  # as the writers do, before any row: the encodings still come from the first row group
     sink.append(table)
     sink.close()
     return pq.ParquetFile(path).metadata
