@@ -15,7 +15,8 @@ and each query runs --repeat times on each engine:
 
 Layouts: the default (hive-2.3 readers: a dictionary where values repeat, the page index), a
 bloom filter on user_id, row groups sorted by user_id, and the current readers with zstd, the
-bloom filter and the sort together.
+bloom filter and the sort together; and, on the same records, the Spark peer's files
+(tests/perf/peer_job.py: Spark's Kafka source and Parquet file sink, parquet-mr's own choices).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from tests.perf.common import MB, say
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked
+from tests.perf.peer_job import connector_jars, run_query
 from tests.perf.phases import run_job_timed
 from tests.perf.side_by_side import check_written, parquet_files
 
@@ -62,6 +64,7 @@ def queries(records: int) -> dict[str, str]:
 
 def skipping_bench(run: BenchRun) -> None:
     args = run.args
+    run.session_spark = {"spark.jars": connector_jars()}
     run.start_spark()
     run.spark.conf.set("spark.sql.adaptive.enabled", "false")
     topic = run.new_topic(args.partitions, "skip")
@@ -74,6 +77,8 @@ def skipping_bench(run: BenchRun) -> None:
     for label, (hive, job) in LAYOUTS.items():
         files = _load(run, f"skip-{label}", topic, ranges, produced["records"], max(per) + 1, hive, job)
         report["layouts"][label] = _query_all(run, files, produced["records"])
+    report["layouts"]["spark_peer"] = _query_all(run, _peer(run, topic, ranges, produced["records"]),
+                                                 produced["records"])
     report["table"] = render(report)
     run.report["skipping"] = report
 
@@ -87,6 +92,14 @@ def _load(run: BenchRun, label: str, topic: str, ranges: list, records: int, max
     folder = Path(table_location(str(run.work / "warehouse"), config.hive.database, config.hive.table))
     written = check_written(folder, ranges, records)
     say(f"  {label}: batch {phases['batch']:.2f}s, {written['files']} files, {written['bytes'] / MB:.2f} MB")
+    return parquet_files(folder)
+
+
+def _peer(run: BenchRun, topic: str, ranges: list, records: int) -> list[Path]:
+    folder, checkpoint = run.work / "skip-peer" / "out", run.work / "skip-peer" / "checkpoint"
+    done = run_query(run.spark, run.stack.kafka_bootstrap, topic, folder.as_uri(), checkpoint.as_uri())
+    written = check_written(folder, ranges, records)
+    say(f"  spark_peer: query {done['seconds']:.2f}s, {written['files']} files, {written['bytes'] / MB:.2f} MB")
     return parquet_files(folder)
 
 
