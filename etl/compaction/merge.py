@@ -128,13 +128,20 @@ def _listed(names: list[str]) -> str:
 
 
 def _merged_schema(fs: WarehouseFileSystem, sources: list[str]) -> pa.Schema:
-    """The newest file's columns first (it has every column added so far), then any older ones."""
+    """The newest file's columns first (it has every column added so far), then any older ones.
+    Timestamps unmarked: a table's files may mix INT96 and UTC-marked INT64 ones (its
+    `[hive] parquet_readers` changed), whose values are UTC alike; the sink marks them again."""
     schemas = []
     for source in reversed(sources):
         with fs.open_read(source) as handle:
             parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit=INT96_UNIT)
-            schemas.append(parquet.schema_arrow.remove_metadata())
+            schemas.append(_unmarked(parquet.schema_arrow.remove_metadata()))
     return pa.unify_schemas(schemas)
+
+
+def _unmarked(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(pa.timestamp(f.type.unit)) if pa.types.is_timestamp(f.type) else f
+                      for f in schema])
 
 
 def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:

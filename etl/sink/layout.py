@@ -64,6 +64,14 @@ class FileLayout:
     def int96_timestamps(self) -> bool:
         return self.readers is ParquetReaders.HIVE_2_3
 
+    def file_schema(self, schema: pa.Schema) -> pa.Schema:
+        """The files' columns: for current readers, a timestamp is marked UTC (Parquet's
+        isAdjustedToUTC), which Spark and Hive read as TIMESTAMP; unmarked, Spark reads it as
+        TIMESTAMP_NTZ, which the table's `timestamp` columns are not. INT96 carries no mark."""
+        if self.int96_timestamps:
+            return schema
+        return pa.schema([_in_utc(field) for field in schema], metadata=schema.metadata)
+
     def arrange(self, rows: pa.Table) -> pa.Table:
         """The rows of one row group, in the order the layout declares."""
         if not self.sort_by or rows.num_rows < 2:
@@ -118,6 +126,13 @@ def _plain_or_better(kind: pa.DataType, readers: ParquetReaders) -> str:
             or pa.types.is_large_binary(kind):
         return "DELTA_BYTE_ARRAY"
     return "PLAIN"
+
+
+def _in_utc(field: pa.Field) -> pa.Field:
+    kind = field.type
+    if pa.types.is_timestamp(kind) and kind.tz is None:
+        return field.with_type(pa.timestamp(kind.unit, tz="UTC"))  # the values are UTC already
+    return field
 
 
 def _distinct_hint(first: pa.Table, column: str) -> int:

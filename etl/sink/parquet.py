@@ -31,7 +31,7 @@ class ParquetSink:
                  layout: FileLayout):
         self.fs = fs
         self.path = path
-        self.schema = schema
+        self.schema = layout.file_schema(schema)
         self.row_group_size = row_group_size
         self.layout = layout
         self.rows_appended = 0
@@ -110,6 +110,8 @@ class ParquetSink:
         self._buffer, self._buffered_rows = ([rest] if rest.num_rows else []), rest.num_rows
 
     def _write_row_group(self, table: pa.Table) -> None:
+        if not table.schema.equals(self.schema):  # timestamps marked UTC for current readers
+            table = table.cast(self.schema)
         table = self.layout.arrange(table)
         self._writer_for(table).write_table(table, row_group_size=self.row_group_size)
         self.row_groups += 1

@@ -114,7 +114,8 @@ def _query_all(run: BenchRun, files: list[Path], records: int) -> dict:
             rows, out, seconds = spark_count(run.spark, [str(f) for f in files], where)
             spark_rows.append(rows), scanned.append(out), spark_s.append(seconds)
             start = time.perf_counter()
-            duck_rows.append(duckdb.sql(f"SELECT count(*) FROM read_parquet([{listed}]) WHERE {where}").fetchone()[0])
+            counted = duckdb.sql(f"SELECT count(*) FROM read_parquet([{listed}]) WHERE {where}").fetchall()
+            duck_rows.append(counted[0][0])
             duck_s.append(time.perf_counter() - start)
         if len(set(spark_rows + duck_rows)) != 1:
             raise RuntimeError(f"{name}: Spark counted {spark_rows}, DuckDB {duck_rows}")

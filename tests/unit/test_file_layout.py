@@ -5,6 +5,7 @@ the values written, years 1 and 9999 included, in both layouts."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import duckdb
 import pyarrow as pa
@@ -176,3 +177,31 @@ def test_layout_keys_parse_into_the_layout(tmp_path):
     assert FileLayout.of(config) == FileLayout(bloom_filter_columns=("user_id", "event_id"), sort_by=("user_id",))
     with pytest.raises(ConfigError, match=r"\[hive\] sort_by: .*not a column name"):
         load_config(config_text(tmp_path, "sort_by = user id"))
+
+
+def test_current_readers_get_timestamps_marked_utc_which_spark_reads_as_timestamp(tmp_path):
+    """Unmarked INT64 timestamps are TIMESTAMP_NTZ to Spark, which the table's `timestamp` is not."""
+    naive = pa.schema([("ts", pa.timestamp("ms"))])
+    sink = ParquetSink(LocalFileSystem(), str(tmp_path / "f.parquet"), naive, 10,
+                       FileLayout(readers=ParquetReaders.CURRENT))
+    sink.append(pa.table({"ts": pa.array([0, 1_700_000_000_000], pa.timestamp("ms"))}))
+    sink.close()
+    column = pq.ParquetFile(tmp_path / "f.parquet").schema.column(0)
+    logical = json.loads(column.logical_type.to_json())
+    assert column.physical_type == "INT64" and logical["isAdjustedToUTC"] is True, logical
+
+
+def test_a_merge_of_files_of_both_layouts_keeps_every_value(tmp_path):
+    """A table whose parquet_readers changed holds INT96 and UTC-marked INT64 files: one merge takes both."""
+    from etl.compaction.merge import merge_files
+    older, newer = tmp_path / "older.parquet", tmp_path / "newer.parquet"
+    write(older, FileLayout(), rows(0, 10))
+    write(newer, FileLayout(Compression.ZSTD, ParquetReaders.CURRENT), rows(10, 10))
+    target = tmp_path / "merged.parquet"
+    merged = merge_files(LocalFileSystem(), [str(older), str(newer)], str(target), [(0, 20)], row_group_size=100,
+                         layout=FileLayout(Compression.ZSTD, ParquetReaders.CURRENT))
+    assert merged == 20
+    back = pq.read_table(target)
+    assert back.column("kafka_offset").to_pylist() == list(range(20))
+    as_micros = back.column("ts").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist()
+    assert as_micros == rows(0, 20).column("ts").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist()
