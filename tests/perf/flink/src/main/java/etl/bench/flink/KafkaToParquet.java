@@ -65,7 +65,8 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
  * A local MiniCluster (one JVM) at --parallelism.
  *
  * <p>It prints JSON lines on stdout: {"event": "started"}, {"event": "first_record"} when a first
- * record is deserialized, and {"event": "finished", ...} when a bounded run ends.
+ * record is deserialized, and {"event": "finished", ...} when a bounded run ends (its JVM's start, its
+ * first and last record deserialized, its end after the final checkpoint and commit).
  */
 public final class KafkaToParquet {
 
@@ -78,6 +79,7 @@ public final class KafkaToParquet {
         new VarCharType(VarCharType.MAX_LENGTH), new IntType(), new BigIntType(), new TimestampType(3)};
 
     static final AtomicLong FIRST_RECORD_MS = new AtomicLong();
+    static final AtomicLong LAST_RECORD_MS = new AtomicLong();
     static final LongAdder RECORDS = new LongAdder();
 
     private KafkaToParquet() {}
@@ -137,6 +139,7 @@ public final class KafkaToParquet {
             row.setField(k + 2, record.offset());
             row.setField(k + 3, TimestampData.fromEpochMillis(record.timestamp()));
             RECORDS.increment();
+            LAST_RECORD_MS.lazySet(System.currentTimeMillis());
             if (FIRST_RECORD_MS.get() == 0 && FIRST_RECORD_MS.compareAndSet(0, System.currentTimeMillis())) {
                 say("{\"event\": \"first_record\", \"ms\": " + FIRST_RECORD_MS.get() + "}");
             }
@@ -262,7 +265,8 @@ public final class KafkaToParquet {
         JobExecutionResult result = env.execute("kafka-to-parquet " + topic);
         long end = System.currentTimeMillis();
         say("{\"event\": \"finished\", \"jvm_start_ms\": " + jvmStart + ", \"first_record_ms\": "
-                + FIRST_RECORD_MS.get() + ", \"end_ms\": " + end + ", \"net_runtime_ms\": " + result.getNetRuntime()
+                + FIRST_RECORD_MS.get() + ", \"last_record_ms\": " + LAST_RECORD_MS.get() + ", \"end_ms\": " + end
+                + ", \"net_runtime_ms\": " + result.getNetRuntime()
                 + ", \"records_read\": " + RECORDS.sum() + "}");
         System.exit(0);  // the MiniCluster's non-daemon threads would otherwise keep the JVM a while
     }
