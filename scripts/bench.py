@@ -10,7 +10,7 @@ should), but never fails because something was slow. Needs the local stack
     .venv/bin/python scripts/bench.py --partition-scaling 10,100,1000
     .venv/bin/python scripts/bench.py --event-time       # partition_by = column:ts vs planning_time; 720 partitions
     .venv/bin/python scripts/bench.py --formats          # the same events as JSON, Avro and Protobuf; Avro row by row
-    .venv/bin/python scripts/bench.py --side-by-side     # ours vs Spark's own Kafka source + file sink (issue 27)
+    .venv/bin/python scripts/bench.py --side-by-side     # ours vs Spark's and Flink's Kafka source + file sink
     .venv/bin/python scripts/bench.py --skipping         # what Spark and DuckDB skip under each file layout
     .venv/bin/python scripts/bench.py --cluster-shape    # the seeds' shape, spark-submit on local[2], standalone, YARN
     .venv/bin/python scripts/bench.py --fixed-cost       # a scheduled etl run, exec to exit, phase by phase
@@ -33,11 +33,10 @@ then the fixed cost of an `etl run` with nothing new (the CLI, a fresh process) 
 reference, the Spark session start-up. During the full batch it samples, every 50 ms, the RSS
 of the Spark Python workers (the pyspark daemon's children).
 
-Foreign load: before every timed measurement it waits (at most --max-wait seconds in all)
-until the 1-minute load average is below --load-threshold, and records the load average and
-the CPU that processes outside this benchmark used while it measured.
-
-The work lives in tests/perf (one module per measurement); this script is its command line.
+Foreign load: before every timed measurement it waits (at most --max-wait seconds in all) until
+the 1-minute load average is below --load-threshold, and records the load average and the CPU
+that processes outside this benchmark used while it measured. The work lives in tests/perf (one
+module per measurement); this script is its command line.
 """
 from __future__ import annotations
 
@@ -88,8 +87,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                              "Schema Registry test server), and a row-by-row createDataFrame path over the Avro data")
     parser.add_argument("--side-by-side", action="store_true",
                         help="only: our full batch vs Spark's own Kafka source and Parquet file sink "
-                             "(tests/perf/peer_job.py) on the same --records, parsed and as a string, in-process; "
-                             "then the seeds' shape as whole processes of both")
+                             "(tests/perf/peer_job.py), parsed and as a string, in-process, and Flink's (a process), "
+                             "on the same --records; then the seeds' shape as whole processes of ours and Spark's")
     parser.add_argument("--skipping", action="store_true", help="only: --records into one table per file layout; "
                         "point and range queries in Spark (its scan's output rows) and DuckDB")
     parser.add_argument("--compaction", action="store_true", help="only: GROUP BY over one Hive partition of "
@@ -104,7 +103,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cluster-managers", type=lambda text: text.split(","),
                         default="local,standalone,yarn-client,yarn-cluster", help="for --cluster-shape")
     parser.add_argument("--crash-compare", action="store_true", help="only: one seeded SIGKILL campaign for our "
-                        "job and for the peer (Spark's file sink), counted through Hive, DuckDB and Spark")
+                        "job and for --crash-peer's (Spark's or Flink's file sink), counted by Hive, DuckDB, Spark")
+    parser.add_argument("--crash-peer", choices=("spark", "flink", "both"), default="spark")
     parser.add_argument("--crash-kills", type=int, default=10, help="SIGKILLs per job for --crash-compare")
     parser.add_argument("--seed", type=int, default=20261126, help="the kill delays' seed for --crash-compare")
     parser.add_argument("--partition-scaling", metavar="N,N,...", help="only: plan and commit time, N partitions")

@@ -15,6 +15,9 @@ the PySpark workers), at a delay drawn from the seed: from [0, 1.2 x the baselin
 process start, or (half the time) from [0, 0.5 x the baseline run] after the first sign of work
 (our job: a batch line in its log; the peer: a new micro-batch in its checkpoint's offsets log),
 as tests.harness.campaign.kill_campaign draws them. Records are produced between runs as it does.
+
+With --crash-peer flink (or both), Flink's job (tests/perf/flink_crash.py) runs the same campaign:
+an unbounded job, each run a JVM restarted from its newest retained checkpoint.
 """
 from __future__ import annotations
 
@@ -546,11 +549,18 @@ def our_tuning(scale: Scale):
 def run_both(ours: Job, peer: Job, make_source: Callable[[str], DataSource], spark, *, kills: int, seed: int,
              scale: Scale, log: Callable[[str], None]) -> list[JobCampaign]:
     """Our job's campaign, then the peer's, on the same seed and scale."""
+    return run_jobs([ours, peer], make_source, spark, kills=kills, seed=seed, scale=scale, log=log)
+
+
+def run_jobs(jobs: list, make_source: Callable[[str], DataSource], spark, *, kills: int, seed: int, scale: Scale,
+             log: Callable[[str], None]) -> list[JobCampaign]:
+    """Each job's campaign in turn, on the same seed and scale. A job with a `baseline_run(source)`
+    (Flink's, which never ends by itself) runs its own baseline."""
     results = []
-    for job in (ours, peer):
+    for job in jobs:
         source = make_source(job.name)
         source.produce(scale.first)
-        seconds = baseline(job)
+        seconds = job.baseline_run(source) if hasattr(job, "baseline_run") else baseline(job)
         log(f"[{job.name}] baseline run {seconds:.1f}s; kills drawn from seed {seed}")
         results.append(campaign(job, source, spark, kills=kills, seed=seed, baseline_seconds=seconds,
                                 produce_per_partition=scale.per_run, min_backlog=scale.first * source.partitions,
@@ -559,8 +569,9 @@ def run_both(ours: Job, peer: Job, make_source: Callable[[str], DataSource], spa
 
 
 def crash_compare_bench(bench) -> None:
-    """scripts/bench.py --crash-compare: both campaigns in fresh topics, folders, tables and
-    ZooKeeper root; the report's "crash_compare" entry (its "table" is the text)."""
+    """scripts/bench.py --crash-compare: our job's campaign and the peers' (--crash-peer: Spark's
+    file sink, Flink's, or both) in fresh topics, folders, tables and ZooKeeper root; the report's
+    "crash_compare" entry (its "table" is the text)."""
     import functools
 
     from tests.harness import kafka
@@ -568,27 +579,51 @@ def crash_compare_bench(bench) -> None:
     from tests.harness.spark import tests_session
     from tests.perf.common import say
     from tests.perf.context import zk_client
+    from tests.perf.flink_crash import FlinkJob
+    from tests.perf.flink_peer import compile_job, hidden_files, unavailable
 
     args, stack = bench.args, bench.stack
+    peers = ("spark", "flink") if args.crash_peer == "both" else (args.crash_peer,)
+    skipped = unavailable() if "flink" in peers else None
+    if skipped:
+        say(f"the Flink peer is skipped: {skipped}")
+        peers = tuple(p for p in peers if p != "flink")
+    elif "flink" in peers:
+        compile_job()
     bench.spark = tests_session(stack)  # the readers' one small session; cleanup drops the tables with it
     produce = functools.partial(kafka.produce, bootstrap=stack.kafka_bootstrap)
-    topics = {"ours": bench.new_topic(4, "crash-ours"), "peer": bench.new_topic(4, "crash-peer")}
-    ours_table, peer_table = f"b{bench.run_id[-6:]}_crash_ours", f"b{bench.run_id[-6:]}_crash_peer"
-    bench.tables += [ours_table, peer_table]
+    topics = {who: bench.new_topic(4, f"crash-{who}") for who in ("ours", *peers)}
+    tables = {who: f"b{bench.run_id[-6:]}_crash_{'peer' if who == 'spark' else who}" for who in topics}
+    bench.tables += list(tables.values())
     config = write_config(bench.work / "crash-ours.ini", stack, job_name="bench-crash-ours",
                           zk_root=f"{bench.zk_root}/crash-ours", warehouse_dir=bench.work / "warehouse",
-                          table=ours_table, tuning=our_tuning(BENCH_SCALE), database=bench.database,
+                          table=tables["ours"], tuning=our_tuning(BENCH_SCALE), database=bench.database,
                           kafka={"topics": topics["ours"]})
     zk = zk_client(stack)
     try:
-        ours = OurJob(config, zk)
-        peer = PeerJob(stack.kafka_bootstrap, topics["peer"], bench.work / "peer", f"{bench.database}.{peer_table}",
-                       stack.metastore_uri, parallelism=args.parallelism)
-        results = run_both(ours, peer, lambda name: DataSource(topics["peer" if name == peer.name else "ours"], 4,
-                                                                produce),
-                           bench.spark, kills=args.crash_kills, seed=args.seed, scale=BENCH_SCALE, log=say)
+        jobs: list = [OurJob(config, zk)]
+        if "spark" in peers:
+            jobs.append(PeerJob(stack.kafka_bootstrap, topics["spark"], bench.work / "peer",
+                                f"{bench.database}.{tables['spark']}", stack.metastore_uri,
+                                parallelism=args.parallelism))
+        if "flink" in peers:
+            jobs.append(FlinkJob(stack.kafka_bootstrap, topics["flink"], bench.work / "flink",
+                                 f"{bench.database}.{tables['flink']}", parallelism=args.parallelism))
+        topic_of = {job.name: topics[who] for job, who in zip(jobs, ("ours", *peers))}
+        results = run_jobs(jobs, lambda name: DataSource(topic_of[name], 4, produce), bench.spark,
+                           kills=args.crash_kills, seed=args.seed, scale=BENCH_SCALE, log=say)
     finally:
         zk.stop()
         zk.close()
-    bench.report["crash_compare"] = {"seed": args.seed, "kills_per_job": args.crash_kills, "scale": asdict(BENCH_SCALE),
-                                     "campaigns": [c.to_json() for c in results], "table": render(results)}
+    report = {"seed": args.seed, "kills_per_job": args.crash_kills, "scale": asdict(BENCH_SCALE),
+              "peers": list(peers), "flink_skipped": skipped,
+              "campaigns": [c.to_json() for c in results], "table": render(results)}
+    flink = next((job for job in jobs if isinstance(job, FlinkJob)), None)
+    if flink is not None:
+        report["flink_hidden_files_after_each_run"] = flink.hidden_after
+        report["flink_hidden_files_at_end"] = hidden_files(flink.folder)
+        report["table"] += (f"\n{flink.name}: hidden .part files at the end "
+                            f"{report['flink_hidden_files_at_end']}; after each run: "
+                            + ", ".join(f"{h['in_progress']}+{h['complete_pending']}" for h in flink.hidden_after)
+                            + " (in progress or cut + closed pending)")
+    bench.report["crash_compare"] = report

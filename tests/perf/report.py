@@ -1,7 +1,10 @@
 """The benchmark's report as text: figures, ratios and whether each target was met."""
 from __future__ import annotations
 
+import statistics
+
 from tests.perf.common import MB
+from tests.perf.flink_peer import HEAP
 
 
 def _spread(s: dict, unit: str = "s", digits: int = 2) -> str:
@@ -237,7 +240,8 @@ def _side_by_side(sbs: dict, targets: list) -> list[str]:
              f"  {'job':<33} {'seconds':>26} {'records/s':>10} {'work r/s':>10} {'r/s/core':>9} {'MB/s/core':>9} "
              f"{'CPU-s/M':>8} {'r/CPU-s':>8} {'files':>6} {'MB':>7} {'RSS MB':>7} {'workers':>7}  load before"]
     names = {"ours": "ours: full batch (run_job)", "peer_json": "peer: Kafka source, from_json",
-             "peer_json_ts_format": "peer: from_json, timestampFormat", "peer_string": "peer: value as a string"}
+             "peer_json_ts_format": "peer: from_json, timestampFormat", "peer_string": "peer: value as a string",
+             "flink": "Flink: KafkaSource, FileSink (JVM)"}
     for key, label in names.items():
         if key not in rows:
             continue
@@ -253,6 +257,14 @@ def _side_by_side(sbs: dict, targets: list) -> list[str]:
     lines.append("  (seconds: the whole in-process run, table creation and Hive registration included; work r/s: "
                  "ours its batch plan..commit, the peer its query; RSS: the bench's whole process tree, driver JVM "
                  "included, whose heap keeps its high-water mark across runs; workers: the Python workers)")
+    if "flink" in rows:
+        e = rows["flink"]
+        start_up = statistics.median(m["start_up_seconds"] for m in e["runs"])
+        lines.append(f"  (Flink: a process of its own, -Xmx{HEAP}; its seconds include its JVM and MiniCluster "
+                     f"start-up, median {start_up:.2f}s to its first record; work r/s: its first record to its end, "
+                     f"final checkpoint and commit included; RSS: its JVM alone)")
+    elif sbs.get("flink_skipped"):
+        lines.append(f"  (Flink skipped: {sbs['flink_skipped']})")
     for peer, r in sbs["ratios"].items():
         lines.append(f"  ours / {peer}: records/s {r['records_per_s']:.2f}x (work {r['work_records_per_s']:.2f}x); "
                      f"the peer's CPU-s per M {r['peer_cpu_s_per_million']:.2f}x ours, bytes {r['peer_bytes']:.2f}x, "

@@ -22,17 +22,28 @@ folder or file whose name starts with "_" or ".": neither the peer's _spark_meta
 the .crc files Hadoop's local file system writes beside each file), and a check that the folder
 holds exactly the records produced: as many rows as records, as many distinct (partition,
 offset), each partition's offsets from its first to its last.
+
+Apache Flink, the second peer (tests/perf/flink_peer.py), runs as what it is, a process of its own
+(a local MiniCluster in one JVM, -Xmx768m), bounded at the latest offsets so that it ends, into a
+fresh folder and checkpoint folder per repetition, then its external table and MSCK REPAIR TABLE
+in the bench's session, as the Spark peer's row. Its seconds therefore include its JVM's and
+MiniCluster's start-up, which the in-process rows do not pay; its "work" is the time from its
+first record (the job's own line) to its end, final checkpoint and file commit included. Its RSS
+is its JVM's alone. Without its jars (scripts/setup --bench), the row is skipped and says why.
 """
 from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.harness.paths import ETL as ETL_CLI, REPO
+from tests.perf import flink_peer
 from tests.perf.common import MB, say, summarize
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked, value_maker
@@ -60,14 +71,22 @@ def side_by_side(run: BenchRun) -> None:
                                value_maker("json", args.record_bytes))
     ranges = [(topic, p, low, high) for p, (low, high) in sorted(produced["watermarks"].items())]
     records, nbytes = produced["records"], produced["bytes"]
+    flink_skipped = flink_peer.unavailable()
+    if flink_skipped:
+        say(f"the Flink peer is skipped: {flink_skipped}")
+    else:
+        flink_peer.compile_job()
     report: dict = {"data": {"topic": topic, "records": records, "value_bytes": nbytes, "partitions": args.partitions,
                              "record_bytes": args.record_bytes, "parallelism": args.parallelism},
-                    "in_process": "the bench's one Spark session, local[P]: neither job pays Spark's start-up"}
-    runs: dict[str, list[dict]] = {name: [] for name in ROWS}
+                    "in_process": "the bench's one Spark session, local[P]: neither job pays Spark's start-up",
+                    "flink_skipped": flink_skipped}
+    runs: dict[str, list[dict]] = {name: [] for name in ROWS + (() if flink_skipped else ("flink",))}
     for rep in range(1, args.repeat + 1):
         runs["ours"].append(ours_in_process(run, f"sbs-ours-{rep}", topic, ranges, records, max(per) + 1))
         for peer in PEERS:
             runs[peer].append(peer_in_process(run, f"sbs_{peer}_{rep}", topic, peer, ranges, records))
+        if not flink_skipped:
+            runs["flink"].append(flink_process(run, f"sbs_flink_{rep}", topic, ranges, records))
     report["rows"] = {name: summary(measured, records, nbytes, args.parallelism) for name, measured in runs.items()}
     report["ratios"] = ratios(report["rows"])
     report["seeds_shape"] = seeds_side_by_side(run)
@@ -110,6 +129,49 @@ def peer_in_process(run: BenchRun, label: str, topic: str, peer: str, ranges: li
         f"{written['files']} files, {written['bytes'] / MB:.1f} MB; peak tree RSS {stats['peak_tree_rss_mb']:.0f} MB")
     return {**stats, "work_seconds": done["seconds"], "register_seconds": done["register_seconds"],
             "batches": done["batches"], "duration_ms": done["duration_ms"], **written}
+
+
+def flink_process(run: BenchRun, label: str, topic: str, ranges: list, records: int) -> dict:
+    """Flink's job as a process, bounded, into a fresh folder and checkpoint folder; then its
+    external table and MSCK REPAIR TABLE in the bench's session (measured, as the Spark peer's
+    are); then, not measured, a count and the ts range read back through that Hive table."""
+    folder, checkpoints = run.work / label / "out", run.work / label / "checkpoints"
+    name = f"b{run.run_id[-6:]}_{label}"
+    table = f"{run.database}.{name}"
+    run.tables.append(name)
+    cmd = flink_peer.job_command(run.stack.kafka_bootstrap, topic, folder, checkpoints, bounded=True,
+                                 parallelism=run.args.parallelism)
+
+    def go() -> tuple[subprocess.CompletedProcess, float, float, float]:
+        before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+        after, seconds = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"the Flink job exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+        register = register_table(run.spark, table, folder.as_uri())
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        return done, seconds, cpu, register
+    (done, seconds, cpu, register), stats = run.measure(f"flink {label}", go, tree=True)
+    end = flink_peer.event(done.stdout, "finished")
+    if not end or not end["first_record_ms"]:
+        raise RuntimeError(f"the Flink job said no finished line or no first record:\n{done.stdout[-2000:]}")
+    written = check_written(folder, ranges, records)
+    hidden = flink_peer.hidden_files(folder)
+    hive_rows, ts_min, ts_max = run.spark.sql(f"SELECT count(*), min(ts), max(ts) FROM {table}").first()
+    if hive_rows != records:
+        raise RuntimeError(f"Hive reads {hive_rows} rows of the Flink job's table {table}, expected {records}")
+    work = (end["end_ms"] - end["first_record_ms"]) / 1000
+    start_up = (end["first_record_ms"] - end["jvm_start_ms"]) / 1000
+    tail = (end["end_ms"] - end["last_record_ms"]) / 1000
+    say(f"  process {seconds:.2f}s (JVM start to first record {start_up:.2f}s, first record to end {work:.2f}s, of "
+        f"which last record to end {tail:.2f}s; process CPU {cpu:.1f}s), table + MSCK REPAIR {register:.2f}s; "
+        f"{written['files']} files, {written['bytes'] / MB:.1f} MB, hidden {hidden}; "
+        f"peak RSS {stats['peak_new_processes_rss_mb']:.0f} MB; Hive reads {hive_rows:,} rows, ts {ts_min}..{ts_max}")
+    return {**stats, "work_seconds": work, "process_seconds": seconds, "start_up_seconds": start_up,
+            "last_record_to_end_seconds": tail, "process_cpu_seconds": cpu, "register_seconds": register,
+            "job_said": end, "hidden_files": hidden, "bench_peak_tree_rss_mb": stats["peak_tree_rss_mb"],
+            "peak_tree_rss_mb": stats["peak_new_processes_rss_mb"], "peak_workers_total_rss_mb": 0.0,
+            "hive": {"rows": hive_rows, "ts_min": str(ts_min), "ts_max": str(ts_max)}, **written}
 
 
 def parquet_files(folder: Path) -> list[Path]:
@@ -167,7 +229,7 @@ def ratios(rows: dict) -> dict:
     and memory over ours (> 1: the peer uses more)."""
     ours = rows["ours"]
     out = {}
-    for peer in PEERS:
+    for peer in (name for name in rows if name != "ours"):
         p = rows[peer]
         out[peer] = {"records_per_s": ours["records_per_s"] / p["records_per_s"],
                      "work_records_per_s": ours["work_records_per_s"] / p["work_records_per_s"],
