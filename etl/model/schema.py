@@ -53,7 +53,8 @@ _SIMPLE_TYPES = {
     "float": pa.float32(),
     "double": pa.float64(),
     "date": pa.date32(),
-    # Milliseconds: what Kafka timestamps carry; files store them as INT96 for Hive 2.x.
+    # Milliseconds: what Kafka timestamps carry; files store them as INT96 for Hive 2.x, or as
+    # INT64 microseconds for a table of current readers (etl.sink.layout).
     "timestamp": pa.timestamp("ms"),
     "binary": pa.binary(),
 }
