@@ -112,7 +112,9 @@ def _query_all(run: BenchRun, files: list[Path], records: int) -> dict:
         duck_rows, duck_s = [], []
         for _ in range(run.args.repeat):
             rows, out, seconds = spark_count(run.spark, [str(f) for f in files], where)
-            spark_rows.append(rows), scanned.append(out), spark_s.append(seconds)
+            spark_rows.append(rows)
+            scanned.append(out)
+            spark_s.append(seconds)
             start = time.perf_counter()
             counted = duckdb.sql(f"SELECT count(*) FROM read_parquet([{listed}]) WHERE {where}").fetchall()
             duck_rows.append(counted[0][0])
