@@ -97,11 +97,16 @@ class SparkStandalone:
                                  if e["appid"] == app_id)
         return found
 
-    def finished_states(self, app_id: str) -> dict[int, str]:
-        """Executor id -> the state its Worker logged it finished with (EXITED: it died on its
-        own or was killed outside Spark; KILLED: Spark stopped it at the app's end)."""
-        pattern = re.compile(rf"Executor {re.escape(app_id)}/(\d+) finished with state (\w+)")
-        return {int(m[1]): m[2] for port in self.worker_ui_ports
+    def finished_states(self, app_id: str) -> dict[int, tuple[str, int]]:
+        """Executor id -> (state, exit status) its Worker logged it finished with.
+
+        ("EXITED", 137): SIGKILLed outside Spark. At the app's end the driver's StopExecutors and
+        the Master's kill race: the executor exits 0 on its own or 143 on its Worker's SIGTERM, and
+        the state is EXITED or KILLED by which the Worker saw first. A Worker's later "Unknown
+        Executor" lines are not read."""
+        pattern = re.compile(rf"(?<!Unknown )Executor {re.escape(app_id)}/(\d+) finished with state (\w+)"
+                             r".* exitStatus (-?\d+)")
+        return {int(m[1]): (m[2], int(m[3])) for port in self.worker_ui_ports
                 for m in pattern.finditer((self.workdir / f"worker-{port}.log").read_text(errors="replace"))}
 
     def remove_app(self, app_id: str) -> None:

@@ -3,9 +3,9 @@ Master and two 1-core Workers, tests/harness/spark_standalone.py): `spark-submit
 spark://... --archives ENV.tar.gz#environment` in client mode, the driver on the archive's
 python unpacked as on an edge node, the executors on ./environment/bin/python.
 
-No test here passes when the job ran in local mode by mistake: each finds its application on
+The test cannot pass when the job ran in local mode by mistake: it finds its application on
 the Master, its executors in both Workers' work folders, and the probe's records of the Python
-processes that ran there (tests/harness/cluster_submit.py). The second SIGKILLs, in the middle
+processes that ran there (tests/harness/cluster_submit.py). The test SIGKILLs, in the middle
 of a batch, the executor JVM and the Python workers of the executor that is writing partition 0
 (held at the fault point closed:0, its temp file complete and not yet renamed): Spark reruns
 the task on a new executor, and the table holds every offset once, in files that tile them.
@@ -98,42 +98,12 @@ def sleeping_task(work_root: Path) -> Path | None:
     return None
 
 
-def test_spark_submit_on_the_standalone_cluster_runs_executors_on_both_workers_and_loads_exactly_once(
+def test_spark_submit_runs_on_both_workers_and_a_sigkilled_executor_is_replaced_and_its_task_rerun_exactly_once(
         spark_standalone, packed_env, edge_node_python, spark, new_topic, produce, write_config, warehouse_dir,
         tmp_path):
     topic = new_topic(partitions=4)
     produce(topic, events_by_partition(4, 250))
     # The config keeps [spark] spark.master = local[2]: spark-submit's --master must win over it.
-    config = write_config(kafka={"topics": topic})
-    probes = probe_dir(tmp_path)
-    before = app_ids(spark_standalone)
-
-    started = time.monotonic()
-    proc = submit(spark_standalone, config, packed_env, edge_node_python, probes, tmp_path / "submit")
-    stdout, _ = finish(proc, tmp_path / "submit")
-    seconds = time.monotonic() - started
-    app_id = new_app(spark_standalone, before)
-    try:
-        assert "batch 1 (new) COMMITTED: 4 files, 1000 rows, 0 rejected" in stdout, stdout
-        executors = check_executors_loaded_the_archive(read_probes(probes), edge_node_python,
-                                                       spark_standalone.workdir)
-        ran = check_both_workers_ran_python(spark_standalone, app_id, executors)
-        listed = spark_standalone.executors(app_id)
-        assert all(listed.values()), listed  # each Worker's /json/ lists an executor of the app
-        report = check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {p: 250 for p in range(4)}),
-                                    warehouse_dir, run_verify=False)
-    finally:
-        spark_standalone.remove_app(app_id)
-    print(f"[standalone] {app_id} on {spark_standalone.url}: {seconds:.0f}s; Python tasks in "
-          f"{ {port: sorted(str(d.name) for d in found) for port, found in ran.items()} } (worker UI port: "
-          f"executor ids); Workers' /json/: {listed}; {report.describe()}")
-
-
-def test_a_sigkilled_executor_mid_batch_is_replaced_and_its_task_rerun_exactly_once(
-        spark_standalone, packed_env, edge_node_python, spark, new_topic, produce, write_config, warehouse_dir,
-        tmp_path):
-    topic = new_topic(partitions=4)
-    produce(topic, events_by_partition(4, 250))
     config = write_config(kafka={"topics": topic})
     probes = probe_dir(tmp_path)
     before = app_ids(spark_standalone)
@@ -163,8 +133,10 @@ def test_a_sigkilled_executor_mid_batch_is_replaced_and_its_task_rerun_exactly_o
         executors = spark_standalone.executors(app_id)
         states = spark_standalone.finished_states(app_id)
         lost_lines = [line for line in stderr.splitlines() if "Lost executor" in line or "Lost task" in line]
-        assert states.pop(int(victim.name)) == "EXITED", states  # the one SIGKILLed
-        assert set(states.values()) == {"KILLED"}, states  # the others: stopped at the app's end
+        assert states.pop(int(victim.name)) == ("EXITED", 137), states  # the one SIGKILLed
+        # The others were stopped at the app's end, by the driver or by their Worker, whichever came first.
+        assert states and {status for _, status in states.values()} <= {0, 143}, states
+        assert all(executors.values()), executors  # each Worker's /json/ lists an executor of the app
         assert sum(map(len, executors.values())) >= 3, executors  # a new executor replaced it
         probed = check_executors_loaded_the_archive(read_probes(probes), edge_node_python, spark_standalone.workdir)
         check_both_workers_ran_python(spark_standalone, app_id, probed)
