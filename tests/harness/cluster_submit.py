@@ -81,14 +81,15 @@ class SparkSubmit:
     env: dict[str, str]
 
 
-def spark_submit(master: str, config: Path, *, archive: Path | None, driver_python: Path | None = None,
+def spark_submit(master: str, config: Path, *, archive: Path | str | None, driver_python: Path | None = None,
                  deploy_mode: Literal["client", "cluster"] | None = None, probes: Path | None = None,
                  conf: Sequence[str] = (), files: Sequence[Path] = (), args: Sequence[str] = (),
                  hadoop_conf_dir: Path | None = None, quiet_driver: bool = True) -> SparkSubmit:
     """The spark-submit line of docs/cluster.md, the one builder of the cluster tests and the bench.
 
-    `archive`: the packed environment, shipped with --archives; the executors (and in cluster
-    mode the driver) run its ./environment/bin/python. None: a local run where the job is
+    `archive`: the packed environment, shipped with --archives (a local path, or the hdfs:// URI
+    of a copy put there once); the executors (and in cluster mode the driver) run its
+    ./environment/bin/python. None: a local run where the job is
     installed, everything on `driver_python`. Client mode (no `deploy_mode`, or "client"): the
     driver runs `driver_python` here, logging warnings and errors only with the log4j2 config
     of the etl package it imports (`quiet_driver`). Cluster mode: the driver runs in YARN's

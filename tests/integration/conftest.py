@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -288,6 +288,22 @@ def yarn(tmp_path_factory):
         cluster.start()
         print(f"[yarn] ResourceManager and NodeManager over a private HDFS up in {time.monotonic() - started:.0f}s")
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def yarn_archive(yarn, packed_env) -> str:
+    """The packed environment put once on the YARN's HDFS, readable by all, as docs/cluster.md
+    says to ship it: spark-submit then uploads nothing, and the NodeManager localizes it once
+    into its public cache for every application, where a local path is uploaded and unpacked
+    again for each (about 20 s an application here)."""
+    path = f"/apps/kafka-hive-etl/{packed_env.name}"
+    admin = yarn.hdfs.admin()
+    admin.upload(path, str(packed_env), overwrite=True)
+    folders = [str(parent) for parent in PurePosixPath(path).parents]
+    others = {where: int(admin.status(where)["permission"], 8) & 0o007 for where in (path, *folders)}
+    # YARN localizes a resource as public only if others may read it and enter every folder above it.
+    assert others[path] & 0o004 and all(others[folder] & 0o001 for folder in folders), others
+    return f"{yarn.hdfs.hdfs_uri}{path}"
 
 
 # The Kerberos tests' KDC and the services it secures (test_kerberos.py, test_kerberos_yarn.py):

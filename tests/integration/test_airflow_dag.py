@@ -183,7 +183,7 @@ def on_yarn_client_mode(request, env: dict[str, str], tmp_path: Path):
     spark-submit exits 1 (docs/cluster.md, "Exit codes in cluster mode"). Returns the YARN, the
     application's tag (spark.yarn.tags) and the probe's folder."""
     cluster = request.getfixturevalue("yarn")
-    archive, edge_python = request.getfixturevalue("packed_env"), request.getfixturevalue("edge_node_python")
+    archive, edge_python = request.getfixturevalue("yarn_archive"), request.getfixturevalue("edge_node_python")
     probes, tag = probe_dir(tmp_path), uuid.uuid4().hex[:12]
     [application] = edge_python.parent.parent.glob("lib/python3.*/site-packages/etl/__main__.py")
     conf_dir = tmp_path / "spark-conf"

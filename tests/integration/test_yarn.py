@@ -98,7 +98,7 @@ class Submission:
             time.sleep(2)
 
 
-def submit(yarn: PrivateYarn, mode: str, config: Path, archive: Path, probes: Path, *conf: str,
+def submit(yarn: PrivateYarn, mode: str, config: Path, archive: str, probes: Path, *conf: str,
            driver_python: Path | None = None, files: tuple[Path, ...] = (), args: tuple[str, ...] = (),
            cwd: Path, timeout: float = 600, wait_for=None) -> Submission:
     """spark-submit --master yarn --deploy-mode MODE, as docs/cluster.md shows. Client mode: the
@@ -165,29 +165,6 @@ def executors_in_containers(submission: Submission, probes: Path) -> list[dict]:
     return executors
 
 
-def test_client_mode_runs_the_executors_in_yarn_containers_exactly_once(
-        yarn, packed_env, edge_node_python, probes, submit_dir, spark, new_topic, produce, yarn_config,
-        hive_table_name):
-    topic = new_topic(partitions=4)
-    counts = {p: 250 for p in range(4)}
-    produce(topic, events_by_partition(4, 250))
-    config = yarn_config(topic)
-
-    done = submit(yarn, "client", config, packed_env, probes, driver_python=edge_node_python, cwd=submit_dir)
-
-    assert done.result.returncode == 0, done.output
-    assert "batch 1 (new) COMMITTED: 4 files, 1000 rows, 0 rejected" in done.result.stdout, done.output
-    assert re.fullmatch(r"application_\d+_\d+", done.app_id)
-    assert (done.app["state"], done.app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), done.app
-    drivers = [p for p in read_probes(probes) if p["executable"] == str(edge_node_python)]
-    assert drivers, read_probes(probes)
-    executors = executors_in_containers(done, probes)
-    assert len({p["cwd"] for p in executors}) == 2, executors  # both executors ran Python tasks
-    assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, counts)
-    print(f"[yarn] client mode: {done.app_id}, {done.seconds:.0f}s, executors in "
-          f"{sorted(Path(p['cwd']).name for p in executors)}")
-
-
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory):
     with SecureBroker(tmp_path_factory.mktemp("secure-kafka")) as broker:
@@ -196,7 +173,7 @@ def secure_broker(tmp_path_factory):
 
 @pytest.mark.cell("kafka-scram")
 def test_cluster_mode_runs_the_driver_in_the_application_master_over_sasl_ssl_exactly_once(
-        yarn, packed_env, probes, submit_dir, spark, secure_broker, yarn_config, hive_table_name, tmp_path):
+        yarn, yarn_archive, probes, submit_dir, spark, secure_broker, yarn_config, hive_table_name, tmp_path):
     """Kafka behind SASL_SSL (SCRAM-SHA-512) on YARN, with the files shipped as docs/cluster.md
     says for cluster mode: the CA and the password file next to the INI, named by their bare
     names, and sent with it by --files. The driver in the ApplicationMaster's container and the
@@ -213,7 +190,7 @@ def test_cluster_mode_runs_the_driver_in_the_application_master_over_sasl_ssl_ex
         kafka_keys[key] = path.name  # bare: the driver's and each executor's working folder
     config = yarn_config(topic, kafka=kafka_keys)
 
-    done = submit(yarn, "cluster", config, packed_env, probes, cwd=submit_dir,
+    done = submit(yarn, "cluster", config, yarn_archive, probes, cwd=submit_dir,
                   files=(config.parent / EVENTS_SCHEMA.name, *(tmp_path / path.name for path in shipped.values())))
 
     assert done.result.returncode == 0, done.output
@@ -243,11 +220,13 @@ def wait_for_probe(probes: Path, predicate, proc: subprocess.Popen, timeout: flo
     raise AssertionError(f"no such probe after {timeout}s: {read_probes(probes)}")
 
 
-def test_an_executor_container_killed_mid_batch_is_replaced_and_the_batch_loads_exactly_once(
-        yarn, packed_env, edge_node_python, probes, submit_dir, spark, new_topic, produce, yarn_config,
+def test_client_mode_runs_the_executors_in_yarn_containers_and_one_killed_mid_batch_is_replaced_exactly_once(
+        yarn, yarn_archive, edge_node_python, probes, submit_dir, spark, new_topic, produce, yarn_config,
         hive_table_name):
-    """The task of partition 0 pauses after its first chunk (a test-only fault point, in the
-    executors' environment only); the test SIGKILLs every process of that executor's container."""
+    """Client mode: the driver on the edge node's python, the executors' Python in YARN
+    containers of the application. The task of partition 0 pauses after its first chunk (a
+    test-only fault point, in the executors' environment only); the test SIGKILLs every process
+    of that executor's container, and YARN's replacement reruns the task."""
     topic = new_topic(partitions=4)
     counts = {p: 250 for p in range(4)}
     produce(topic, events_by_partition(4, 250))
@@ -266,12 +245,22 @@ def test_an_executor_container_killed_mid_batch_is_replaced_and_the_batch_loads_
             assert proc.poll() is None and time.monotonic() < deadline, "no executor paused at writing:0"
             time.sleep(0.3)
 
-    done = submit(yarn, "client", config, packed_env, probes, "spark.executorEnv.ETL_FAULT_POINT=writing:0",
+    done = submit(yarn, "client", config, yarn_archive, probes, "spark.executorEnv.ETL_FAULT_POINT=writing:0",
                   "spark.executorEnv.ETL_FAULT_ACTION=sleep:15", driver_python=edge_node_python, cwd=submit_dir,
                   wait_for=kill_the_paused_executor)
 
     assert done.result.returncode == 0, done.output
     assert "batch 1 (new) COMMITTED: 4 files, 1000 rows, 0 rejected" in done.result.stdout, done.output
+    assert re.fullmatch(r"application_\d+_\d+", done.app_id)
+    assert (done.app["state"], done.app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), done.app
+    drivers = [p for p in read_probes(probes) if p["executable"] == str(edge_node_python)]
+    assert drivers, read_probes(probes)
+    executors = executors_in_containers(done, probes)
+    assert len({p["cwd"] for p in executors}) >= 2, executors  # Python tasks in more than one container
+    # The archive came from HDFS into the NodeManager's public cache, one copy for every application.
+    name = Path(yarn_archive).name
+    assert len(list(yarn.nm_dir.glob(f"local/filecache/*/{name}"))) == 1, yarn_archive
+    assert not list(yarn.nm_dir.glob(f"local/usercache/*/filecache/*/{name}")), yarn_archive
     [container] = killed
     assert container.startswith(done.app_id.replace("application", "container")), (container, done.app_id)
     assert not container_pids(container)
@@ -279,7 +268,8 @@ def test_an_executor_container_killed_mid_batch_is_replaced_and_the_batch_loads_
     assert f"Container from a bad node: {container} on host: localhost. Exit status: 137" in done.result.stderr, \
         done.output
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, counts)
-    print(f"[yarn] executor container {container} SIGKILLed mid-batch: {done.seconds:.0f}s, exactly once")
+    print(f"[yarn] client mode: {done.app_id}, executors in {sorted(Path(p['cwd']).name for p in executors)}; "
+          f"executor container {container} SIGKILLed mid-batch: {done.seconds:.0f}s, exactly once")
 
 
 def paused_workers() -> list[int]:
@@ -309,7 +299,7 @@ AM_RESTART_SESSION = {"zookeeper": {"session_timeout_seconds": "20"}}
 
 
 def test_the_application_master_killed_mid_batch_attempt_2_resumes_the_open_batch_exactly_once(
-        yarn, packed_env, probes, submit_dir, spark, new_topic, produce, yarn_config, hive_table_name):
+        yarn, yarn_archive, probes, submit_dir, spark, new_topic, produce, yarn_config, hive_table_name):
     """The driver, in the ApplicationMaster, SIGKILLs its container's processes (the AM's JVM and
     the Python driver) right after it stored the plan. YARN starts attempt 2 within seconds, while
     attempt 1's ZooKeeper session still holds the job's lock: attempt 2 sees that the holder is an
@@ -321,7 +311,7 @@ def test_the_application_master_killed_mid_batch_attempt_2_resumes_the_open_batc
     config = yarn_config(topic, **AM_RESTART_SESSION)
     schema = config.parent / EVENTS_SCHEMA.name
 
-    done = submit(yarn, "cluster", config, packed_env, probes, *AM_KILLED, "spark.yarn.maxAppAttempts=2",
+    done = submit(yarn, "cluster", config, yarn_archive, probes, *AM_KILLED, "spark.yarn.maxAppAttempts=2",
                   files=(schema,), cwd=submit_dir)
 
     attempts = yarn.attempts(done.app_id)
@@ -342,7 +332,7 @@ def test_the_application_master_killed_mid_batch_attempt_2_resumes_the_open_batc
 
 
 def test_the_application_master_killed_with_one_attempt_fails_the_application_and_commits_nothing(
-        yarn, packed_env, probes, submit_dir, spark, new_topic, produce, yarn_config, hive_table_name):
+        yarn, yarn_archive, probes, submit_dir, spark, new_topic, produce, yarn_config, hive_table_name):
     """With one attempt, YARN fails the application (exit code 137 in its diagnostics) and
     spark-submit exits 1, the batch open and nothing committed. The next submission is a run like
     any other: it resumes the open batch as the test above's attempt 2 and tests/integration/
@@ -352,7 +342,7 @@ def test_the_application_master_killed_with_one_attempt_fails_the_application_an
     config = yarn_config(topic, **SHORT_SESSION)
     schema = config.parent / EVENTS_SCHEMA.name
 
-    killed = submit(yarn, "cluster", config, packed_env, probes, *AM_KILLED, files=(schema,), cwd=submit_dir)
+    killed = submit(yarn, "cluster", config, yarn_archive, probes, *AM_KILLED, files=(schema,), cwd=submit_dir)
     assert killed.result.returncode == 1, killed.output
     assert (killed.app["state"], killed.app["finalStatus"]) == ("FAILED", "FAILED"), killed.app
     assert len(yarn.attempts(killed.app_id)) == 1
@@ -378,7 +368,7 @@ EXIT_CODES = sorted(EXIT_CASES) if ALL_EXIT_CODES else [2]
 
 @pytest.mark.parametrize("code", EXIT_CODES)
 def test_cluster_mode_exit_codes_as_spark_submit_and_yarn_report_them(
-        code, yarn, packed_env, probes, submit_dir, new_topic, yarn_config):
+        code, yarn, yarn_archive, probes, submit_dir, new_topic, yarn_config):
     """spark-submit exits 0 when the job did, and 1 for every failed application, whatever the
     job's code; YARN's diagnostics hold that code ("User application exited with status N")."""
     topic = new_topic(partitions=1)
@@ -394,7 +384,7 @@ def test_cluster_mode_exit_codes_as_spark_submit_and_yarn_report_them(
     schema = config.parent / EVENTS_SCHEMA.name
 
     def run() -> Submission:
-        return submit(yarn, "cluster", config, packed_env, probes, files=(schema,), args=args, cwd=submit_dir)
+        return submit(yarn, "cluster", config, yarn_archive, probes, files=(schema,), args=args, cwd=submit_dir)
 
     if code == 99:
         cfg = load_config(config)
@@ -422,7 +412,7 @@ def test_cluster_mode_exit_codes_as_spark_submit_and_yarn_report_them(
 
 
 def test_cluster_mode_a_lock_held_skip_with_the_default_code_ends_succeeded(
-        yarn, packed_env, probes, submit_dir, new_topic, yarn_config):
+        yarn, yarn_archive, probes, submit_dir, new_topic, yarn_config):
     """The driver exits 0 without the batch's SparkContext: the ApplicationMaster, which fails an
     application whose driver made none, is handed one (etl.hive.spark), so YARN says SUCCEEDED and
     spark-submit exits 0, as for a skipped run in client mode. Nothing is loaded or committed."""
@@ -430,7 +420,7 @@ def test_cluster_mode_a_lock_held_skip_with_the_default_code_ends_succeeded(
     cfg = load_config(config)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as holder:
         assert holder.session.acquire_lock() is None
-        done = submit(yarn, "cluster", config, packed_env, probes, files=(config.parent / EVENTS_SCHEMA.name,),
+        done = submit(yarn, "cluster", config, yarn_archive, probes, files=(config.parent / EVENTS_SCHEMA.name,),
                       cwd=submit_dir)
         assert done.result.returncode == 0, done.output
         assert (done.app["state"], done.app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), done.app
