@@ -17,8 +17,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
 from etl.config import load_config
 from etl.ops.verify import run_verify
 from etl.sink.markers import MARKER_NAME
@@ -112,9 +110,8 @@ def test_a_run_stopped_by_an_unpadded_name_is_finished_under_the_padded_names(
     assert run_verify(load_config(config), deep=True).ok
 
 
-@pytest.mark.parametrize("killed_half_way", [False, True])
-def test_etl_recover_moves_committed_unpadded_partitions_exactly_once(
-        killed_half_way, tmp_path, monkeypatch, zk, spark, new_topic, produce, write_config, hive_table_name,
+def test_etl_recover_killed_half_way_then_run_again_moves_committed_unpadded_partitions_exactly_once(
+        tmp_path, monkeypatch, zk, spark, new_topic, produce, write_config, hive_table_name,
         warehouse_dir):
     topic, config, old = loaded_by_older_release(tmp_path, monkeypatch, new_topic, produce, write_config)
     assert old.returncode == 0, old.describe()
@@ -130,11 +127,12 @@ def test_etl_recover_moves_committed_unpadded_partitions_exactly_once(
     assert data_files(table / "dt=0001-01-02" / "hour=05") and data_files(table / "dt=1-01-02" / "hour=05")
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 4})
 
-    if killed_half_way:
-        killed = run_etl(config, "--execute", command="recover", fault="legacy:file-moved", action="kill")
-        assert killed.returncode != 0, killed.describe()
-        assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 4})  # each row once
-        wait_for_lock_release(zk, config)  # the killed run's session expires
+    # Killed after its first file moved: the next recover moves the rest, as a first one moves all.
+    # (A case without the kill, a subset of this one, was cut on 2026-11-29: 28 s of the suite.)
+    killed = run_etl(config, "--execute", command="recover", fault="legacy:file-moved", action="kill")
+    assert killed.returncode != 0, killed.describe()
+    assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 4})  # each row once
+    wait_for_lock_release(zk, config)  # the killed run's session expires
     recovered = run_etl(config, "--execute", command="recover")
     assert recovered.returncode == 0, recovered.describe()
     assert "moved to dt=0792-02-27/hour=10" in recovered.stdout, recovered.describe()
