@@ -2,10 +2,11 @@
 its id names (fetched from the Schema Registry), or plain Avro records all written with the
 fixed [job] avro_schema.
 
-Each record costs one call into fastavro's compiled reader; everything else is done a chunk
-at a time: the framing is read with numpy (etl.rows.decoders.framing), the records of one
-writer schema become Arrow columns in one call, and each column reaches its table type in a
-few vectorised kernels. A record that does not decode, or does not use up exactly its own
+A flat writer schema (primitive fields and unions of them) is read a field at a time across
+all its records with numpy (etl.rows.decoders.avro_columns); a nested one, and any record that
+reader defers, costs one call into fastavro's compiled reader. Everything else is done a chunk
+at a time: the framing is read with numpy (etl.rows.decoders.framing), and each column reaches
+its table type in a few vectorised kernels. A record that does not decode, or does not use up exactly its own
 bytes, is rejected with the reason; so is a value its column cannot hold.
 """
 from __future__ import annotations
@@ -16,9 +17,11 @@ from io import BytesIO
 from typing import Sequence
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 
 from etl.model.schema import Column, TableSchema
+from etl.rows.decoders.avro_columns import WireType, read_flat, wire_types
 from etl.rows.decoders.avro_types import FieldReader, field_reader, suggested_hive_type, without_time_logical_types
 from etl.rows.decoders.base import EMPTY_MESSAGE, Decoded, Decoder, Unsupported
 from etl.rows.decoders.framing import HEADER_BYTES, GroupResult, merged, split_frames, to_column, without_rows
@@ -29,6 +32,7 @@ from etl.rows.decoders.writer_schemas import AVRO, WriterSchema, WriterSchemas, 
 DECODE_ERRORS = (EOFError, ValueError, IndexError, KeyError, OverflowError, UnicodeDecodeError, MemoryError,
                  TypeError, StopIteration)
 FIXED_SCHEMA = -1  # the group key of records read with [job] avro_schema
+_AVRO_NAMES = {pa.int32(): "int", pa.int64(): "long", pa.float32(): "float", pa.float64(): "double"}
 
 
 class AvroDecoder(Decoder):
@@ -50,11 +54,13 @@ class AvroDecoder(Decoder):
         return {**self.__dict__, "_plans": {}}  # plans hold parsed schemas: built again in each task
 
     def decode(self, values: Sequence[bytes | None]) -> Decoded:
+        binary = pa.array(values, pa.binary())  # one buffer: the framing and the flat reader read it
         if self.fixed_schema is not None:
-            groups = {FIXED_SCHEMA: [i for i, value in enumerate(values) if value is not None]}
-            errors, skip = [(i, EMPTY_MESSAGE) for i, value in enumerate(values) if value is None], 0
+            missing = binary.is_null().to_numpy(zero_copy_only=False)
+            groups = {FIXED_SCHEMA: np.flatnonzero(~missing).tolist()}
+            errors, skip = [(int(i), EMPTY_MESSAGE) for i in np.flatnonzero(missing)], 0
         else:
-            frames = split_frames(values)
+            frames = split_frames(binary)
             groups, errors, skip = frames.by_schema_id, list(frames.errors), HEADER_BYTES
         results, ignored = [], {}
         for schema_id, positions in groups.items():
@@ -62,7 +68,8 @@ class AvroDecoder(Decoder):
             if isinstance(plan, str):
                 errors += [(position, plan) for position in positions]
                 continue
-            result, group_errors = plan.decode(values, positions, skip, self.zone)
+            group = binary if len(positions) == len(binary) else binary.take(pa.array(positions, pa.int64()))
+            result, group_errors = plan.decode(values, group, positions, skip, self.zone)
             results.append(result)
             errors += group_errors
             for name in plan.ignored:
@@ -134,6 +141,7 @@ class AvroPlan:
     columns: tuple[ColumnPlan, ...]
     ignored: tuple[str, ...]  # the writer's fields the table lacks
     where: str
+    wire: dict[str, WireType] | None  # every field's wire type when the schema is flat, else None
 
     @classmethod
     def of(cls, writer: dict, referenced: list, data_columns, output_schema: pa.Schema, where: str) -> AvroPlan:
@@ -149,10 +157,12 @@ class AvroPlan:
         columns = tuple(cls._column(column, out.type, by_lower.get(column.name.lower()), fields, named, where)
                         for column, out in zip(data_columns, output_schema))
         mapped = {c.field_name for c in columns}
-        return cls(
-            decode_schema=fastavro.parse_schema(without_time_logical_types(writer), named_schemas=decode_named),
-            read_schema=pa.schema([(c.field_name, c.reader.read_type) for c in columns if c.reader]),
-            columns=columns, ignored=tuple(name for name in fields if name not in mapped), where=where)
+        decode_schema = fastavro.parse_schema(without_time_logical_types(writer), named_schemas=decode_named)
+        read_types = [(c.field_name, c.reader.read_type) for c in columns if c.reader]
+        flat = not any(pa.types.is_decimal(read_type) for _, read_type in read_types)
+        return cls(decode_schema=decode_schema, read_schema=pa.schema(read_types), columns=columns,
+                   ignored=tuple(name for name in fields if name not in mapped), where=where,
+                   wire=wire_types(decode_schema, decode_named) if flat else None)
 
     @staticmethod
     def _column(column: Column, out_type, name: str | None, fields: dict, named: dict, where: str) -> ColumnPlan:
@@ -163,11 +173,50 @@ class AvroPlan:
         except Unsupported as exc:
             raise Unsupported(f"{where}: field '{name}' {exc}; column {column.name} is {column.hive_type}") from exc
 
-    def decode(self, values, positions: list[int], skip: int, zone: str) -> tuple[GroupResult, list]:
-        records, kept, errors = self._records(values, positions, skip)
-        table, bad = self._table(records, zone)
+    def decode(self, values, group: pa.BinaryArray, positions: list[int], skip: int, zone: str) \
+            -> tuple[GroupResult, list]:
+        """The records at `positions` of `values` (`group`: those values, as one array)."""
+        read, kept, errors = self._read(values, group, positions, skip)
+        table, bad = self._table(read, zone)
         table, kept, bad_errors = without_rows(table, kept, bad)
         return GroupResult(table, kept), errors + bad_errors
+
+    def _read(self, values, group: pa.BinaryArray, positions: list[int], skip: int) \
+            -> tuple[pa.Table, list[int], list]:
+        """The decodable records in `read_schema`, their positions, and (position, reason) of the others."""
+        if self.wire is None:
+            return self._from_records(*self._records(values, positions, skip))
+        read, deferred = read_flat(group, skip, self.wire, self.read_schema)
+        if not deferred.any():
+            return read, positions, []
+        slow, slow_kept, errors = self._from_records(
+            *self._records(values, [positions[i] for i in np.flatnonzero(deferred)], skip))
+        kept = [positions[i] for i in np.flatnonzero(~deferred)] + slow_kept
+        both = pa.concat_tables([read.filter(pa.array(~deferred)), slow])
+        order = np.argsort(kept, kind="stable")
+        return both.take(pa.array(order)), [kept[i] for i in order], errors
+
+    def _from_records(self, records: list[dict], kept: list[int], errors: list) -> tuple[pa.Table, list[int], list]:
+        """fastavro's records as a table. A value Arrow refuses (an int beyond 32 bits: fastavro
+        reads an int as it reads a long) rejects its record, not the whole chunk."""
+        try:
+            return pa.Table.from_pylist(records, schema=self.read_schema), kept, errors
+        except (pa.ArrowInvalid, OverflowError):
+            pass
+        refused = [self._refused(record) for record in records]
+        fits = [record for record, reason in zip(records, refused) if reason is None]
+        return (pa.Table.from_pylist(fits, schema=self.read_schema),
+                [position for position, reason in zip(kept, refused) if reason is None],
+                errors + [(position, reason) for position, reason in zip(kept, refused) if reason is not None])
+
+    def _refused(self, record: dict) -> str | None:
+        for field in self.read_schema:
+            try:
+                pa.array([record.get(field.name)], field.type)
+            except (pa.ArrowInvalid, OverflowError):
+                avro_type = _AVRO_NAMES.get(field.type, str(field.type))
+                return f"field '{field.name}': {record.get(field.name)!r} does not fit Avro {avro_type}"
+        return None
 
     def _records(self, values, positions: list[int], skip: int) -> tuple[list[dict], list[int], list]:
         read, schema = fastavro.schemaless_reader, self.decode_schema
@@ -189,13 +238,12 @@ class AvroPlan:
             kept.append(position)
         return records, kept, errors
 
-    def _table(self, records: list[dict], zone: str) -> tuple[pa.Table, dict[int, str]]:
-        """The records as rows of the table's data columns, and (row, reason) of values that do not fit."""
-        read = pa.Table.from_pylist(records, schema=self.read_schema)
+    def _table(self, read: pa.Table, zone: str) -> tuple[pa.Table, dict[int, str]]:
+        """The records read as rows of the table's data columns, and (row, reason) of values that do not fit."""
         arrays, bad = [], {}
         for plan in self.columns:
             if plan.reader is None:
-                arrays.append(pa.nulls(len(records), plan.out_type))
+                arrays.append(pa.nulls(read.num_rows, plan.out_type))
                 continue
             values = plan.reader.finish(read.column(plan.field_name).combine_chunks(), zone)
             array, column_bad = to_column(values, plan.column, plan.field_name, plan.out_type, zone,
