@@ -6,8 +6,8 @@ A flat writer schema (primitive fields and unions of them) is read a field at a 
 all its records with numpy (etl.rows.decoders.avro_columns); a nested one, and any record that
 reader defers, costs one call into fastavro's compiled reader. Everything else is done a chunk
 at a time: the framing is read with numpy (etl.rows.decoders.framing), and each column reaches
-its table type in a few vectorised kernels. A record that does not decode, or does not use up exactly its own
-bytes, is rejected with the reason; so is a value its column cannot hold.
+its table type in a few vectorised kernels. A record that does not decode, or does not use up
+exactly its own bytes, is rejected with the reason; so is a value its column cannot hold.
 """
 from __future__ import annotations
 
