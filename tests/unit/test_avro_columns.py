@@ -8,6 +8,7 @@ import dataclasses
 import io
 import json
 import random
+from decimal import Decimal
 
 import fastavro
 import pyarrow as pa
@@ -21,7 +22,8 @@ from etl.rows.decoders.avro_columns import wire_types
 DDL = """CREATE EXTERNAL TABLE IF NOT EXISTS ${database}.${table} (
   kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp,
   event_id bigint, small int, user_id string, amount double, ratio float, ok boolean, ts timestamp,
-  day date, status string, payload binary, code binary, note string, count bigint
+  day date, status string, payload binary, code binary, note string, count bigint, price decimal(10,2),
+  big decimal(38,0)
 )
 PARTITIONED BY (dt string, hour string)
 STORED AS PARQUET
@@ -43,6 +45,9 @@ WRITER = {"type": "record", "name": "Flat", "namespace": "etl.test", "fields": [
     {"name": "count", "type": ["long", "null"]},
     {"name": "extra", "type": ["null", "string", "double", "Status"]},  # the table lacks it: skipped
     {"name": "nothing", "type": "null"},
+    {"name": "price", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}]},
+    {"name": "big", "type": {"type": "fixed", "name": "Big", "size": 16, "logicalType": "decimal", "precision": 38}},
+    {"name": "unmapped", "type": {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 1}},
 ]}
 
 
@@ -63,7 +68,10 @@ def record(chance: random.Random) -> dict:
             "ts": chance.randint(-2**40, 2**42), "day": chance.randint(-719_162, 2_932_896),  # years 1 to 9999
             "status": chance.choice(["OK", "FAILED", "RETRY"]), "payload": chance.randbytes(chance.randint(0, 9)),
             "code": chance.randbytes(3), "note": maybe(text), "count": maybe(chance.randint(-5, 2**50)),
-            "extra": chance.choice([None, text, 1.5, "RETRY"]), "nothing": None}
+            "extra": chance.choice([None, text, 1.5, "RETRY"]), "nothing": None,
+            "price": maybe(Decimal(chance.randint(-10**10 + 1, 10**10 - 1)).scaleb(-2)),
+            "big": Decimal(chance.randint(-10**38 + 1, 10**38 - 1)),
+            "unmapped": Decimal(chance.randint(-999, 999)).scaleb(-1)}
 
 
 def encode(parsed, value: dict) -> bytes:
@@ -124,6 +132,7 @@ def test_every_value_read_is_the_one_written(table):
         assert row["status"] == written["status"] and row["payload"] == written["payload"]
         assert row["note"] == written["note"] and row["count"] == written["count"]
         assert row["ok"] == written["ok"] and row["amount"] == written["amount"]
+        assert row["price"] == written["price"] and row["big"] == written["big"]
 
 
 @pytest.mark.parametrize(("field_type", "flat"), [
@@ -131,7 +140,9 @@ def test_every_value_read_is_the_one_written(table):
     ({"type": "string", "logicalType": "uuid"}, True),
     ({"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}]}, False),
     ({"type": "array", "items": "long"}, False), ({"type": "map", "values": "long"}, False),
-    ({"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}, False),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}, True),
+    ({"type": "fixed", "name": "F", "size": 8, "logicalType": "decimal", "precision": 18}, True),
+    ({"type": "int", "logicalType": "custom"}, False),
     (["null", {"type": "array", "items": "long"}], False),
 ])
 def test_which_writer_schemas_are_flat(field_type, flat):

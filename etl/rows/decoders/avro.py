@@ -159,10 +159,9 @@ class AvroPlan:
         mapped = {c.field_name for c in columns}
         decode_schema = fastavro.parse_schema(without_time_logical_types(writer), named_schemas=decode_named)
         read_types = [(c.field_name, c.reader.read_type) for c in columns if c.reader]
-        flat = not any(pa.types.is_decimal(read_type) for _, read_type in read_types)
         return cls(decode_schema=decode_schema, read_schema=pa.schema(read_types), columns=columns,
                    ignored=tuple(name for name in fields if name not in mapped), where=where,
-                   wire=wire_types(decode_schema, decode_named) if flat else None)
+                   wire=wire_types(decode_schema, decode_named))
 
     @staticmethod
     def _column(column: Column, out_type, name: str | None, fields: dict, named: dict, where: str) -> ColumnPlan:

@@ -2,19 +2,22 @@
 
 fastavro's compiled reader costs about 4.5 µs a record, most of it in one Python `read` call
 per byte of a varint and per value. A record whose fields are all primitive (null, boolean,
-int, long, float, double, string, bytes, enum, fixed, or a union of those) has no nesting, so
-every record of a group can be read in lock-step: field by field, one numpy step over all the
-records' cursors. Anything unusual in a record (its bytes end too early or too late, a varint
-of ten bytes or more, a negative length, a union branch or enum symbol out of range, a string
-that is not UTF-8, an int beyond 32 bits) marks that record for fastavro, which decodes it or
-says why not exactly as it did before: this reader only ever agrees with fastavro or defers.
+int, long, float, double, string, bytes, enum, fixed, a decimal on bytes or fixed, or a union
+of those) has no nesting, so every record of a group can be read in lock-step: field by field,
+one numpy step over all the records' cursors. Anything unusual in a record (its bytes end too
+early or too late, a varint of ten bytes or more, a negative length, a union branch or enum
+symbol out of range, a string that is not UTF-8, an int beyond 32 bits, a decimal beyond its
+precision) marks that record for fastavro, which decodes it or says why not exactly as it did
+before: this reader only ever agrees with fastavro or defers.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from etl.rows.decoders.base import invalid_utf8_positions
 
@@ -28,9 +31,9 @@ _INT32 = (-(2**31), 2**31 - 1)
 class WireType:
     """One field's type as it is on the wire: a primitive, or a union of primitives."""
 
-    kind: str  # one of _PRIMITIVES, or "union"
+    kind: str  # one of _PRIMITIVES, "decimal" or "union"
     symbols: tuple[str, ...] = ()  # enum
-    size: int = 0  # fixed
+    size: int = 0  # fixed, and a decimal on fixed (0: a decimal on bytes)
     branches: tuple[WireType, ...] = ()  # union
 
 
@@ -53,6 +56,8 @@ def _wire_type(avro_type, named: dict, in_union: bool = False) -> WireType | Non
         branches = [_wire_type(branch, named, True) for branch in avro_type]
         return None if in_union or None in branches else WireType("union", branches=tuple(branches))  # type: ignore
     if isinstance(avro_type, dict):
+        if avro_type.get("logicalType") == "decimal" and avro_type.get("type") in ("bytes", "fixed"):
+            return WireType("decimal", size=int(avro_type.get("size", 0)))
         if avro_type.get("logicalType", "uuid") != "uuid" or avro_type.get("type") == "record":
             return None
         if avro_type.get("type") == "enum":
@@ -161,8 +166,9 @@ def _read(cursors: _Cursors, rows: np.ndarray, wire: WireType, column: _Column) 
         raw = cursors.gather(cursors.skip(rows, width), width)
         numbers = raw[:, 0] != 0 if kind == "boolean" else raw.view("<f4" if width == 4 else "<f8")[:, 0]
         _put(column, rows, numbers, numbers.dtype)
-    else:  # string, bytes, fixed
-        lengths = np.full(len(rows), wire.size, np.int64) if kind == "fixed" else cursors.varints(rows)
+    else:  # string, bytes, fixed, decimal
+        fixed = kind == "fixed" or kind == "decimal" and wire.size
+        lengths = np.full(len(rows), wire.size, np.int64) if fixed else cursors.varints(rows)
         cursors.odd[rows[lengths < 0]] = True
         lengths = np.maximum(lengths, 0)
         column.starts[rows], column.lengths[rows] = cursors.skip(rows, lengths), lengths
@@ -186,7 +192,33 @@ def _arrow(column: _Column, read_type: pa.DataType, cursors: _Cursors) -> pa.Arr
     if column.numbers is not None:
         numbers = column.numbers.clip(*_INT32) if read_type == pa.int32() else column.numbers  # odd rows' too
         return pa.array(numbers, read_type, mask=mask)
+    if pa.types.is_decimal(read_type):
+        return _decimal(column, read_type, cursors, mask)
     return _binary(column, read_type, cursors, mask)
+
+
+def _decimal(column: _Column, read_type: pa.Decimal128Type, cursors: _Cursors, mask: np.ndarray) -> pa.Array:
+    """Big-endian two's-complement unscaled values as decimal128: each right-aligned in 16
+    bytes, sign-extended, byte order reversed. One longer than 16 bytes, or with more digits
+    than the precision (fastavro rounds those to it), is left to fastavro."""
+    lengths = np.where(mask | cursors.odd, 0, column.lengths)
+    cursors.odd[lengths > 16] = True
+    lengths = np.where(lengths > 16, 0, lengths)
+    width = np.arange(16)
+    pad = 16 - lengths
+    inside = width[None, :] >= pad[:, None]
+    sources = np.where(inside, column.starts[:, None] + width[None, :] - pad[:, None], 0)
+    negative = (lengths > 0) & (cursors.data[column.starts] >= 0x80)
+    big_endian = np.where(inside, cursors.data[sources], np.where(negative, 0xFF, 0)[:, None]).astype(np.uint8)
+    little = np.ascontiguousarray(big_endian[:, ::-1])
+    validity = pa.array(~mask).buffers()[1]
+    wide = pa.Array.from_buffers(pa.decimal128(38, read_type.scale), len(mask), [validity, pa.py_buffer(little)])
+    largest = Decimal(f"{10 ** read_type.precision - 1}E-{read_type.scale}")  # exact: no context rounds it
+    beyond = pc.or_(pc.greater(wide, pa.scalar(largest, wide.type)),
+                    pc.less(wide, pa.scalar(largest.copy_negate(), wide.type)))
+    cursors.odd |= np.asarray(beyond.fill_null(False))
+    little[cursors.odd] = 0  # in the buffer the arrays share: odd rows become 0, which fits
+    return pa.Array.from_buffers(read_type, len(mask), [validity, pa.py_buffer(little)])
 
 
 def _binary(column: _Column, read_type: pa.DataType, cursors: _Cursors, mask: np.ndarray) -> pa.Array:
