@@ -1,8 +1,9 @@
 """The job on a real YARN: Hadoop 3.5.0's ResourceManager and a NodeManager (tests/harness/yarn.py)
 over a private HDFS pair, the warehouse on that HDFS through WebHDFS, `spark-submit --master yarn`
-with the packed environment of scripts/pack-env (`--archives ENV#environment`), as docs/cluster.md
-says. The cluster (the `yarn` fixture of conftest.py) starts once per session, and only when a
-test that needs it runs.
+with the packed environment of scripts/pack-env put once on that HDFS, readable by all
+(`--archives hdfs://.../ENV#environment`, the `yarn_archive` fixture), as docs/cluster.md says.
+The cluster (the `yarn` fixture of conftest.py) starts once per session, and only when a test
+that needs it runs.
 
 No test can pass on a job that ran in local mode by mistake: each finds its application in the
 ResourceManager (application_...), and the probe (tests/harness/cluster_submit.py) shows every
