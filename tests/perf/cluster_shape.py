@@ -2,7 +2,8 @@
 design comes from) as one `spark-submit` of scripts/run_etl.py per run, as a scheduler starts it,
 on each cluster manager in the same bench run: `local[2]`, the standalone cluster of
 `scripts/local-stack up spark` (two 1-core Workers) and the YARN of `scripts/local-stack up yarn`
-(one NodeManager), in client and in cluster mode.
+(one NodeManager), in client and in cluster mode, and on YARN again with the archive put once on
+its HDFS (`yarn-client-hdfs`, `yarn-cluster-hdfs`; not in the default --cluster-managers).
 
 Every submission ships the packed environment (scripts/pack-env) with `--archives`, as
 docs/cluster.md says, and every one writes the same kind of warehouse (local files of this
@@ -42,7 +43,8 @@ from tests.perf.data import produce_checked, value_maker
 from tests.perf.phases import check_loaded
 from tests.perf.seeds_shape import SEEDS_PARTITIONS, SEEDS_RECORDS, _committed
 
-MANAGERS = ("local", "standalone", "yarn-client", "yarn-cluster")
+# "-hdfs": the archive put once on YARN's HDFS, readable by all, and named by its URI (docs/cluster.md).
+MANAGERS = ("local", "standalone", "yarn-client", "yarn-cluster", "yarn-client-hdfs", "yarn-cluster-hdfs")
 STACK_ENV = REPO / ".stack" / "env"
 # The same executors everywhere a cluster gives them: two of 1 core and 512 MB.
 EXECUTORS = ("spark.executor.cores=1", "spark.executor.memory=512m", "spark.driver.memory=512m")
@@ -57,6 +59,8 @@ class Clusters:
     """Where the shared stack's clusters answer (scripts/local-stack up spark, up yarn)."""
     spark_master: str
     yarn_conf_dir: Path
+    webhdfs_url: str  # YARN's HDFS
+    hdfs_uri: str
 
 
 def start_clusters() -> Clusters:
@@ -67,7 +71,19 @@ def start_clusters() -> Clusters:
         if done.returncode != 0:
             raise RuntimeError(f"scripts/local-stack up {service} failed:\n{done.stdout}\n{done.stderr}")
     env = dict(line.split("=", 1) for line in STACK_ENV.read_text().splitlines() if "=" in line)
-    return Clusters(env["ETL_SPARK_MASTER_URL"], Path(env["ETL_YARN_CONF_DIR"]))
+    return Clusters(env["ETL_SPARK_MASTER_URL"], Path(env["ETL_YARN_CONF_DIR"]), env["ETL_WEBHDFS_URL"],
+                    env["ETL_HDFS_URI"])
+
+
+def put_public(archive: Path, clusters: Clusters) -> str:
+    """The archive on YARN's HDFS, readable by all (WebHDFS creates files 644 and folders 755):
+    each NodeManager then localizes it once, not once per application. Its hdfs:// URI."""
+    import getpass
+    from hdfs import InsecureClient
+    path = f"/apps/kafka-hive-etl/{archive.name}"
+    client = InsecureClient(clusters.webhdfs_url.replace("webhdfs://", "http://"), user=getpass.getuser())
+    client.upload(path, str(archive), overwrite=True)
+    return f"{clusters.hdfs_uri}{path}"
 
 
 class Submitter:
@@ -75,7 +91,16 @@ class Submitter:
 
     def __init__(self, archive: Path, driver_python: Path, clusters: Clusters, event_log: Path):
         self.archive, self.driver_python, self.clusters, self.event_log = archive, driver_python, clusters, event_log
+        self.hdfs_archive: str | None = None  # put there on the first "-hdfs" manager's submission
         event_log.mkdir(parents=True, exist_ok=True)
+
+    def archive_for(self, manager: str) -> Path | str | None:
+        if manager == "local":
+            return None
+        if manager.endswith("-hdfs"):
+            self.hdfs_archive = self.hdfs_archive or put_public(self.archive, self.clusters)
+            return self.hdfs_archive
+        return self.archive
 
     def command(self, manager: str, ini: Path) -> SparkSubmit:
         """local[2] runs as a scheduler's local run does, where the job is installed (the edge
@@ -83,9 +108,8 @@ class Submitter:
         settings = [*EXECUTORS, *EVENT_LOG, f"spark.eventLog.dir=file://{self.event_log}"]
         yarn = manager.startswith("yarn")
         master = {"local": "local[2]", "standalone": self.clusters.spark_master}.get(manager, "yarn")
-        return spark_submit(master, ini, archive=None if manager == "local" else self.archive,
-                            driver_python=self.driver_python,
-                            deploy_mode="cluster" if manager == "yarn-cluster" else "client" if yarn else None,
+        return spark_submit(master, ini, archive=self.archive_for(manager), driver_python=self.driver_python,
+                            deploy_mode="cluster" if manager.startswith("yarn-cluster") else "client" if yarn else None,
                             conf=[*settings, *(YARN_SETTINGS if yarn else ())], args=("--json",),
                             hadoop_conf_dir=self.clusters.yarn_conf_dir if yarn else None, quiet_driver=False)
 
@@ -162,7 +186,7 @@ def submit(submitter: Submitter, manager: str, ini: Path) -> tuple[subprocess.Co
     started = time.time()
     done = subprocess.run(line.command, env=line.env, cwd=ini.parent, capture_output=True, text=True, timeout=900)
     ended = time.time()
-    if manager == "yarn-cluster":
+    if manager.startswith("yarn-cluster"):
         done = subprocess.CompletedProcess(line.command, done.returncode, _driver_stdout(submitter, done), done.stderr)
     [log] = [p for p in set(submitter.event_log.iterdir()) - before if not p.name.endswith(".inprogress")] or [None]
     phases = _phases(log, started, ended) if log else {}
