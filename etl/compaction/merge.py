@@ -9,10 +9,10 @@ Files written before a column was added lack it: it is NULL in their rows, as Hi
 
 Timestamps are INT96 (or, for a table of current readers, INT64 microseconds: etl.sink.layout),
 read here as microseconds: pyarrow's default for INT96, nanoseconds, holds only 1677-09-21 ..
-2262-04-11 and silently wrapped the rest (9999-12-30
-was written back as 1816-03-28). The merged file is published only once its values are proven
-to be its inputs' (etl.sink.checksums): their checksums, taken by a read of their own, are
-recorded in its footer (`etl.checksums`) and compared with the merged file read back.
+2262-04-11 and silently wrapped the rest (9999-12-30 was written back as 1816-03-28). The merged
+file is published only once its values are proven to be its inputs' (etl.sink.checksums): their
+checksums, taken by a read of their own, are recorded in its footer (`etl.checksums`) and
+compared with the merged file read back.
 """
 from __future__ import annotations
 
