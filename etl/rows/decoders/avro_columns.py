@@ -119,6 +119,7 @@ class _Column:
         self.lengths = np.zeros(count, np.int64)
         self.symbols: tuple[str, ...] = ()
         self.text = np.zeros(count, bool)  # values that must be UTF-8: fastavro decodes them as str
+        self.checked: pa.BinaryArray | None = None  # the values, once found all UTF-8 (a string field's)
 
 
 def read_flat(values: pa.BinaryArray, skip: int, wire: dict[str, WireType], read_schema: pa.Schema) \
@@ -160,12 +161,12 @@ def _read(cursors: _Cursors, rows: np.ndarray, wire: WireType, column: _Column) 
             column.symbols = wire.symbols
         if kind == "int":
             cursors.odd[rows[(numbers < _INT32[0]) | (numbers > _INT32[1])]] = True
-        _put(column, rows, numbers, np.int64)
+        _put(column, rows, numbers)
     elif kind in _FIXED_WIDTH:
         width = _FIXED_WIDTH[kind]
         raw = cursors.gather(cursors.skip(rows, width), width)
         numbers = raw[:, 0] != 0 if kind == "boolean" else raw.view("<f4" if width == 4 else "<f8")[:, 0]
-        _put(column, rows, numbers, numbers.dtype)
+        _put(column, rows, numbers)
     else:  # string, bytes, fixed, decimal
         fixed = kind == "fixed" or kind == "decimal" and wire.size
         lengths = np.full(len(rows), wire.size, np.int64) if fixed else cursors.varints(rows)
@@ -175,9 +176,9 @@ def _read(cursors: _Cursors, rows: np.ndarray, wire: WireType, column: _Column) 
         column.text[rows] = kind == "string"
 
 
-def _put(column: _Column, rows: np.ndarray, numbers: np.ndarray, dtype) -> None:
+def _put(column: _Column, rows: np.ndarray, numbers: np.ndarray) -> None:
     if column.numbers is None:
-        column.numbers = np.zeros(len(column.valid), dtype)
+        column.numbers = np.zeros(len(column.valid), numbers.dtype)
     column.numbers[rows] = numbers
 
 
@@ -222,7 +223,10 @@ def _decimal(column: _Column, read_type: pa.Decimal128Type, cursors: _Cursors, m
 
 
 def _binary(column: _Column, read_type: pa.DataType, cursors: _Cursors, mask: np.ndarray) -> pa.Array:
-    """Strings and bytes gathered into one contiguous buffer (odd rows as empty values)."""
+    """Strings and bytes gathered into one contiguous buffer (odd rows as empty values); a
+    string field's values are gathered once, for their UTF-8 check, and reused here."""
+    if column.checked is not None:
+        return column.checked.cast(read_type)
     lengths = np.where(mask | cursors.odd, 0, column.lengths)
     ends = np.cumsum(lengths)
     total = int(ends[-1]) if len(ends) else 0
@@ -234,6 +238,11 @@ def _binary(column: _Column, read_type: pa.DataType, cursors: _Cursors, mask: np
 
 
 def _check_utf8(column: _Column, cursors: _Cursors) -> None:
-    """Marks the records whose string values are not UTF-8 (fastavro's str() refuses them)."""
-    broken = invalid_utf8_positions(_binary(column, pa.binary(), cursors, ~column.text))
+    """Marks the records whose string values are not UTF-8 (fastavro's str() refuses them). When
+    none is and every value is a string (no bytes branch), the gathered values are kept: the
+    records marked odd later are dropped from the table, and their bytes are UTF-8 too."""
+    values = _binary(column, pa.binary(), cursors, ~column.text)
+    broken = invalid_utf8_positions(values)
     cursors.odd[broken] = True
+    if not broken and np.array_equal(column.text, column.valid):
+        column.checked = values
