@@ -163,3 +163,25 @@ def test_an_int_field_beyond_32_bits_rejects_its_record_not_the_chunk(table, fla
     decoded = decoder.decode(values)
     assert decoded.good.to_pylist() == [0, 2] and decoded.table.column("small").to_pylist() == [1, -2**31]
     assert decoded.errors == [(1, f"field 'small': {2**40} does not fit Avro int")]
+
+
+def test_the_edges_of_every_range_read_as_written_and_as_fastavro_reads_them(table):
+    """Years 1 and 9999 (timestamps and dates), the largest decimals both ways, the int and long
+    limits (a long's 10-byte varint goes to fastavro), empty and 4-byte UTF-8 strings."""
+    chance = random.Random(11)
+    parsed = fastavro.parse_schema(WRITER)
+    edges = [{"ts": -62_135_596_800_000, "day": -719_162, "price": Decimal("99999999.99"), "big": Decimal(10**38 - 1),
+              "small": 2**31 - 1, "event_id": 2**62 - 1, "user_id": "", "note": "😀" * 3},
+             {"ts": 253_402_300_799_999, "day": 2_932_896, "price": Decimal("-99999999.99"),
+              "big": Decimal(-(10**38 - 1)), "small": -2**31, "event_id": -2**63, "user_id": "€"}]
+    records = [{**record(chance), **edge} for edge in edges]
+    values = [encode(parsed, r) for r in records]
+    fast, slow = plans(table)
+    got, errors = fast.decode(values, pa.array(values, pa.binary()), [0, 1], 0, "UTC")
+    want, _ = slow.decode(values, pa.array(values, pa.binary()), [0, 1], 0, "UTC")
+    assert errors == [] and got.table.equals(want.table)
+    rows = got.table.to_pylist()
+    for written, row in zip(records, rows):
+        for name in ("price", "big", "small", "event_id", "user_id", "note"):
+            assert row[name] == written[name], name
+    assert [r["ts"].year for r in rows] == [1, 9999] and [r["day"].year for r in rows] == [1, 9999]
