@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Collection
+from typing import Collection, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from etl.errors import WarehouseError
 from etl.sink.checksums import CHECKSUMS_KEY, Checksums, TableDigest, digest_file, file_checksums, recorded
+from etl.sink.file_format import read_footer
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.layout import FileLayout
 from etl.sink.parquet import ParquetSink
@@ -50,12 +51,11 @@ class FileFacts:
 
 
 def read_facts(fs: WarehouseFileSystem, path: str) -> FileFacts:
-    with fs.open_read(path) as handle:
-        metadata = pq.ParquetFile(handle).metadata
-    return FileFacts(metadata.num_rows, _ranges(metadata.metadata or {}))
+    footer = read_footer(fs, path)
+    return FileFacts(footer.rows, _ranges(footer.metadata))
 
 
-def _ranges(footer: dict) -> list[tuple[int, int]] | None:
+def _ranges(footer: Mapping[bytes, bytes]) -> list[tuple[int, int]] | None:
     raw = footer.get(RANGES_KEY)
     return None if raw is None else [(int(a), int(b)) for a, b in json.loads(raw)]
 

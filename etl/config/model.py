@@ -74,6 +74,7 @@ class HiveFormat(StrEnum):
     """[hive] format: the storage format of the table's files."""
 
     PARQUET = "parquet"
+    ORC = "orc"
 
 
 class ParquetReaders(StrEnum):

@@ -20,8 +20,8 @@ from etl.config.ini import is_java_options_key, read_ini, secret_java_properties
 from etl.config.kafka import kafka_section
 from etl.config.overrides import Override, apply_env_overrides, naming_the_variable
 from etl.config.model import (
-    HIVE_NAME_RE, Compression, FixedAvroSchema, HiveConfig, JobConfig, LateData, ParquetReaders, PartitionSource,
-    PartitioningConfig, RetryConfig, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
+    HIVE_NAME_RE, Compression, FixedAvroSchema, HiveConfig, HiveFormat, JobConfig, LateData, ParquetReaders,
+    PartitionSource, PartitioningConfig, RetryConfig, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
 from etl.config.schema_registry import registry_for
 from etl.config.compaction import CompactionConfig
@@ -248,6 +248,9 @@ def _hive(s: Section, spark: Mapping[str, str], routed: bool = False) -> HiveCon
         max_partitions_per_batch=s.get("max_partitions_per_batch", convert=_partition_cap),
         on_too_many_partitions=s.choice("on_too_many_partitions"),
     )
+    if hive.format is HiveFormat.ORC:
+        raise s.fail("format", "orc is not available yet: ORC files are not yet proven through compaction, `etl "
+                               "verify --deep`, event-time partitions and routes; use parquet")
     if hive.partitioning.late_data is LateData.REJECT and not hive.success_markers.enabled:
         raise s.fail("late_data", "reject needs success_markers = true: without markers no partition is ever "
                                   "finished, so no row is late")

@@ -24,7 +24,6 @@ from contextlib import ExitStack
 from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from etl import faults
 from etl.errors import StateConflict
@@ -37,9 +36,10 @@ from etl.model.partitioning import legacy_path
 from etl.model.schema import arrow_schema
 from etl.rows.placement import planned_key
 from etl.sink.commit import publish
+from etl.sink.file_format import open_sink, read_footer
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.manifest import Part, RangeManifest, manifest_path, publish_manifest, read_manifest
-from etl.sink.parquet import ParquetSink
+from etl.sink.row_groups import RowGroupSink
 from etl.source.chunk import RawChunk
 
 Chunks = Callable[[], Iterable[RawChunk]]  # the range's chunks, read again by each pass
@@ -101,7 +101,7 @@ class _RangeSplit:
         self.fs, self.task, self.chunks, self.tables = fs, task, chunks, tables
         self.range, self.spec, self.placement = task.range, task.writer, task.placing.placement
         self.parts: dict[tuple[str, int], Part] = {}  # (table, partition key) -> its published part
-        self.rejected: ParquetSink | None = None
+        self.rejected: RowGroupSink | None = None
         self.unmatched: dict = {}
         self.ignored_fields: dict = {}
         self.max_event_ms: int | None = None
@@ -123,9 +123,9 @@ class _RangeSplit:
         budget = OpenFiles(self.task.placing.max_open_files, self.spec.row_group_size)  # one for all the range's tables
         writers = {t.table: self._writer(t, shares.schema(t.table), budget) for t in shares.targets}
         if first:
-            self.rejected = ParquetSink(self.fs, posixpath.join(self.task.rejected_dir, temp_name(r.file_name)),
-                                        shares.rejected_schema, self.spec.row_group_size,
-                                        self.spec.layout.without_columns())
+            self.rejected = open_sink(self.fs, posixpath.join(self.task.rejected_dir, temp_name(r.file_name)),
+                                      shares.rejected_schema, self.spec.row_group_size,
+                                      self.spec.layout.without_columns())
         try:
             with ExitStack() as stack:  # an exception aborts every writer's files
                 for writer in writers.values():
@@ -173,8 +173,7 @@ class _RangeSplit:
             faults.checkpoint(f"part:{self.range.partition}")
 
     def _check_same_rows(self, part: WrittenPart) -> None:
-        with self.fs.open_read(part.final_path) as handle:
-            found = pq.ParquetFile(handle).metadata.num_rows
+        found = read_footer(self.fs, part.final_path, self.spec.layout.file_format).rows
         if found != part.rows:
             raise StateConflict(f"{part.final_path} already exists with {found} rows, but this range places "
                                 f"{part.rows} rows there: it is not this range's file (a recreated topic, a copied "

@@ -1,6 +1,6 @@
 """Streams one Kafka partition's share of a batch into one Parquet file, plus one file of
 rejected records when some could not be decoded: the row pipeline (etl.rows.pipeline) feeding
-two Parquet files (etl.sink.parquet). This is where rows and sink meet.
+two Parquet files (etl.sink.file_format). This is where rows and sink meet.
 
 The main file is always created, even with no rows, because its existence is what marks
 the offset range as done. How many rows found no match in each dimension is stored in the
@@ -24,9 +24,9 @@ from etl.model.schema import TableSchema
 from etl.model.table_ddl import TableDdl
 from etl.rows.decoders import Decoder
 from etl.rows.pipeline import RowPipeline, RowSpec
+from etl.sink.file_format import open_sink
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.layout import FileLayout
-from etl.sink.parquet import ParquetSink
 from etl.source.chunk import RawChunk
 
 UNMATCHED_METADATA_KEY = b"etl.unmatched"
@@ -87,9 +87,9 @@ class PartitionWriter:
                  rejected_path: str, lookups: Mapping[str, pa.Table] | None = None):
         self._topic, self._partition = topic, partition
         self._rows = RowPipeline(spec.rows, topic, partition, lookups)
-        self._main = ParquetSink(fs, main_path, self._rows.schema, spec.row_group_size, spec.layout)
-        self._rejected = ParquetSink(fs, rejected_path, self._rows.rejected_schema, spec.row_group_size,
-                                     spec.layout.without_columns())
+        self._main = open_sink(fs, main_path, self._rows.schema, spec.row_group_size, spec.layout)
+        self._rejected = open_sink(fs, rejected_path, self._rows.rejected_schema, spec.row_group_size,
+                                   spec.layout.without_columns())
         self._records = 0
         self._first_offset: int | None = None
         self._counts: WriteCounts | None = None

@@ -21,9 +21,9 @@ import posixpath
 from typing import Iterable, Mapping
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from etl import faults
+from etl.config import HiveFormat
 from etl.errors import StateConflict
 from etl.job.range_task import RangeResult, RangeTask, last_record, opened_tables, range_chunks
 from etl.job.summary import summed
@@ -33,8 +33,8 @@ from etl.rows.pipeline import RowPipeline
 from etl.rows.routing import FieldRouter
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
+from etl.sink.file_format import open_sink, read_footer
 from etl.sink.manifest import Part, RangeManifest, manifest_path, publish_manifest, read_manifest
-from etl.sink.parquet import ParquetSink
 from etl.source.chunk import RawChunk
 
 
@@ -76,13 +76,13 @@ class _SplitWriter:
         self.fs, self.task, self.target, r = fs, task, task.split, task.range
         self.router = FieldRouter(self.target.split, self.target.probe)
         self.pipelines = {t.name: RowPipeline(t.writer.rows, r.topic, r.partition, lookups) for t in self.target.tables}
-        self.sinks = {t.name: ParquetSink(fs, posixpath.join(t.main_dir, temp_name(r.file_name)),
-                                          self.pipelines[t.name].schema, t.writer.row_group_size, t.writer.layout)
+        self.sinks = {t.name: open_sink(fs, posixpath.join(t.main_dir, temp_name(r.file_name)),
+                                        self.pipelines[t.name].schema, t.writer.row_group_size, t.writer.layout)
                       for t in self.target.tables}
         first = self.target.tables[0]
-        self.rejected = ParquetSink(fs, posixpath.join(task.rejected_dir, temp_name(r.file_name)),
-                                    self.pipelines[first.name].rejected_schema, first.writer.row_group_size,
-                                    first.writer.layout.without_columns())
+        self.rejected = open_sink(fs, posixpath.join(task.rejected_dir, temp_name(r.file_name)),
+                                  self.pipelines[first.name].rejected_schema, first.writer.row_group_size,
+                                  first.writer.layout.without_columns())
         try:
             for sink in self.sinks.values():  # created up front: a bad path fails before Kafka is read
                 sink.open()
@@ -125,7 +125,7 @@ class _SplitWriter:
             sink = self.sinks[table.name]
             final = posixpath.join(table.main_dir, r.file_name)
             if not publish(self.fs, sink.path, final):
-                _check_same_rows(self.fs, final, sink.rows_appended)
+                _check_same_rows(self.fs, final, sink.rows_appended, table.writer.layout.file_format)
             parts.append(Part(target.partition, sink.rows_appended, 0, table.name))
         unmatched, ignored = summed(p.unmatched for p in self.pipelines.values()), \
             summed(p.ignored_fields for p in self.pipelines.values())
@@ -136,9 +136,8 @@ class _SplitWriter:
                              incarnation=r.incarnation)
 
 
-def _check_same_rows(fs: WarehouseFileSystem, final: str, rows: int) -> None:
-    with fs.open_read(final) as handle:
-        found = pq.ParquetFile(handle).metadata.num_rows
+def _check_same_rows(fs: WarehouseFileSystem, final: str, rows: int, file_format: HiveFormat) -> None:
+    found = read_footer(fs, final, file_format).rows
     if found != rows:
         raise StateConflict(f"{final} already exists with {found} rows, but this range puts {rows} rows there: it is "
                             f"not this range's file (a recreated topic, a copied file?). Move it out of the warehouse "

@@ -23,9 +23,10 @@ import pyarrow.compute as pc
 from etl.model.naming import temp_name
 from etl.model.partitioning import TimePartitioner
 from etl.rows.placement import PlacedRows
+from etl.sink.file_format import open_sink
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.layout import FileLayout
-from etl.sink.parquet import ParquetSink
+from etl.sink.row_groups import RowGroupSink
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class OpenFiles:
 
     def __init__(self, max_open: int, row_group_size: int):
         self.max_open, self.row_group_size = max_open, row_group_size
-        self.sinks: list[ParquetSink] = []
+        self.sinks: list[RowGroupSink] = []
 
     def full(self) -> bool:
         return len(self.sinks) >= self.max_open
@@ -68,7 +69,7 @@ class PassWriter:
         self._schema, self._row_group_size, self._layout = schema, row_group_size, layout
         self._skip = skip
         self._budget = max_open if isinstance(max_open, OpenFiles) else OpenFiles(max_open, row_group_size)
-        self._sinks: dict[int, ParquetSink] = {}
+        self._sinks: dict[int, RowGroupSink] = {}
         self._late: dict[int, int] = {}
         self.deferred = False  # rows of a partition left for the next pass
 
@@ -112,7 +113,7 @@ class PassWriter:
         for sink in self._sinks.values():
             sink.abort()
 
-    def _sink_for(self, key: int) -> ParquetSink | None:
+    def _sink_for(self, key: int) -> RowGroupSink | None:
         if key in self._sinks:
             return self._sinks[key]
         if key in self._skip:
@@ -122,8 +123,8 @@ class PassWriter:
             return None
         partition = self._partitioner.path(self._partitioner.values_of_key(key))
         folder = posixpath.join(self._root, self._relocated.get(partition, partition))
-        sink = ParquetSink(self._fs, posixpath.join(folder, temp_name(self._file_name)), self._schema,
-                           self._row_group_size, self._layout)
+        sink = open_sink(self._fs, posixpath.join(folder, temp_name(self._file_name)), self._schema,
+                         self._row_group_size, self._layout)
         sink.open()
         self._sinks[key], self._late[key] = sink, 0
         self._budget.sinks.append(sink)

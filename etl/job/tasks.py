@@ -16,8 +16,6 @@ import posixpath
 import re
 from typing import Mapping
 
-import pyarrow.parquet as pq
-
 from etl import errors, faults
 from etl.errors import EtlError, Retryable, TaskFailed, TaskFailedRetryable
 from etl.job.partition_writer import IGNORED_FIELDS_METADATA_KEY, UNMATCHED_METADATA_KEY, PartitionWriter
@@ -26,6 +24,7 @@ from etl.job.route_task import run_split_range_task
 from etl.model.batch import Batch
 from etl.model.naming import temp_name
 from etl.sink.commit import publish
+from etl.sink.file_format import footer_rows, read_footer
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
 
 
@@ -66,20 +65,11 @@ def _write_and_publish(fs: WarehouseFileSystem, task: RangeTask, main_final: str
 
 def _replayed(fs: WarehouseFileSystem, task: RangeTask, main_final: str) -> RangeResult:
     rejected_final = posixpath.join(task.rejected_dir, task.range.file_name)
-    with fs.open_read(main_final) as handle:
-        footer = pq.ParquetFile(handle).metadata
-    metadata = footer.metadata or {}
-    unmatched = json.loads(metadata.get(UNMATCHED_METADATA_KEY, b"{}"))
-    ignored = json.loads(metadata.get(IGNORED_FIELDS_METADATA_KEY, b"{}"))
-    return RangeResult(task.range, False, footer.num_rows, parquet_rows(fs, rejected_final), unmatched, ignored)
-
-
-def parquet_rows(fs: WarehouseFileSystem, path: str) -> int:
-    """Row count from the footer alone; 0 when the file does not exist."""
-    if not fs.exists(path):
-        return 0
-    with fs.open_read(path) as handle:
-        return pq.ParquetFile(handle).metadata.num_rows
+    footer = read_footer(fs, main_final, task.writer.layout.file_format)
+    unmatched = json.loads(footer.metadata.get(UNMATCHED_METADATA_KEY, b"{}"))
+    ignored = json.loads(footer.metadata.get(IGNORED_FIELDS_METADATA_KEY, b"{}"))
+    rejected = footer_rows(fs, rejected_final, task.writer.layout.file_format)
+    return RangeResult(task.range, False, footer.rows, rejected, unmatched, ignored)
 
 
 _PY_ERROR = re.compile(r"^(etl\.errors\.\w+|\w*Error|\w*Exception): (.+)$", re.MULTILINE)

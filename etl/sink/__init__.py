@@ -1,2 +1,2 @@
-"""Rows -> files: the warehouse filesystems, the Parquet writer, the atomic no-replace publish,
-and the _SUCCESS markers."""
+"""Rows -> files: the warehouse filesystems, the file writers (etl.sink.file_format), the atomic
+no-replace publish, and the _SUCCESS markers."""

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from etl.config.model import Compression, ParquetReaders
+from etl.config.model import Compression, HiveFormat, ParquetReaders
 from etl.config.whole import Config
 
 # A bloom filter's false-positive rate: parquet-mr's and Spark's default (parquet.bloom.filter.fpp).
@@ -45,11 +45,12 @@ class FileLayout:
     readers: ParquetReaders = ParquetReaders.HIVE_2_3
     bloom_filter_columns: tuple[str, ...] = ()
     sort_by: tuple[str, ...] = ()
+    file_format: HiveFormat = HiveFormat.PARQUET
 
     @classmethod
     def of(cls, config: Config) -> FileLayout:
         return cls(config.job.compression, config.hive.parquet_readers, config.hive.bloom_filter_columns,
-                   config.hive.sort_by)
+                   config.hive.sort_by, config.hive.format)
 
     def unsorted(self) -> FileLayout:
         """The layout of a file whose rows keep the order they come in: a merge's output, whose

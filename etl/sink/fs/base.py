@@ -15,6 +15,8 @@ FileExistsError (open_write on an existing path) and PathNotFound a FileNotFound
 """
 from __future__ import annotations
 
+import io
+import os
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator, Protocol
 
@@ -71,3 +73,14 @@ class WarehouseFileSystem(Protocol):
 
     def makedirs(self, path: str) -> None:
         """Create the folder and its parents; fine if it exists."""
+
+
+def close_durably(file: BinaryIO) -> None:
+    """Close a file just written so that its bytes survive a crash: the offsets committed after
+    it rely on them."""
+    file.flush()
+    try:
+        os.fsync(file.fileno())
+    except (AttributeError, io.UnsupportedOperation):
+        pass  # not a local file: its own close() is the durability point
+    file.close()
