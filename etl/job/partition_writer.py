@@ -1,6 +1,6 @@
 """Streams one Kafka partition's share of a batch into one Parquet file, plus one file of
 rejected records when some could not be decoded: the row pipeline (etl.rows.pipeline) feeding
-two Parquet files (etl.sink.file_format). This is where rows and sink meet.
+two files of the table's format (etl.sink.file_format). This is where rows and sink meet.
 
 The main file is always created, even with no rows, because its existence is what marks
 the offset range as done. How many rows found no match in each dimension is stored in the

@@ -32,8 +32,8 @@ from etl.model.naming import temp_name
 from etl.rows.pipeline import RowPipeline
 from etl.rows.routing import FieldRouter
 from etl.sink.commit import publish
-from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.file_format import open_sink, read_footer
+from etl.sink.fs import WarehouseFileSystem, filesystem_for
 from etl.sink.manifest import Part, RangeManifest, manifest_path, publish_manifest, read_manifest
 from etl.source.chunk import RawChunk
 
