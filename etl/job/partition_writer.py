@@ -1,4 +1,4 @@
-"""Streams one Kafka partition's share of a batch into one Parquet file, plus one file of
+"""Streams one Kafka partition's share of a batch into one file, plus one file of
 rejected records when some could not be decoded: the row pipeline (etl.rows.pipeline) feeding
 two files of the table's format (etl.sink.file_format). This is where rows and sink meet.
 
