@@ -23,6 +23,7 @@ from etl.errors import ConfigError, EtlError
 from etl.model.schema import TableSchema
 from etl.model.table_ddl import TableDdl
 from etl.rows.decoders import Decoder
+from etl.rows.hive_values import readable_in
 from etl.rows.pipeline import RowPipeline, RowSpec
 from etl.sink.file_format import open_sink
 from etl.sink.fs import WarehouseFileSystem
@@ -59,7 +60,7 @@ class WriterSpec:
     @property
     def rows(self) -> RowSpec:
         return RowSpec(self.schema, self.decoder, self.key_column, self.dimensions, self.transform,
-                       self.header_columns, self.route)
+                       self.header_columns, self.route, readable_in(self.layout.file_format))
 
 
 @dataclass(frozen=True)

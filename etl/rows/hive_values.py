@@ -14,13 +14,21 @@ corrupts every `SELECT *` of its table:
   - a decimal beyond its declared precision (an Arrow decimal128(10,2) can hold 10^10) is
     written by Parquet as another number.
 A float32 column cannot hold a double beyond 3.4e38: the cast makes it infinite, silently.
+
+A table stored as ORC reads back less (`ORC_FILES`): pyarrow, which compaction and `verify
+--deep` read files with, reads ORC timestamps only as nanoseconds (1677-09-21 .. 2262-04-11),
+and Spark's ORC reader shows a date before 1582-10-15 that pyarrow wrote in the Julian calendar
+(0001-01-01 as 0001-01-03), so those dates are refused there too.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from etl.config.model import HiveFormat
 
 TIMESTAMP_MIN_MS = -62_135_510_400_000  # 0001-01-02 00:00:00 UTC
 TIMESTAMP_MAX_MS = 253_402_214_399_999  # 9999-12-30 23:59:59.999 UTC
@@ -31,10 +39,36 @@ DATE_RANGE = "0001-01-01 .. 9999-12-31"
 FLOAT_MAX = "3.4028235e+38"
 
 
-def out_of_range(values: pa.Array | pa.ChunkedArray) -> list[int]:
-    """Positions of the values Hive or Spark cannot read back; [] for types without limits.
-    A column without any costs three vectorised calls."""
-    bounds = _bounds(values.type)
+@dataclass(frozen=True)
+class ReadableRange:
+    """The timestamps and dates a table's files are read back in, by every reader of its format."""
+
+    timestamp_min_ms: int
+    timestamp_max_ms: int
+    date_min_days: int
+    date_max_days: int
+    shown_timestamps: str
+    shown_dates: str
+    readers: str  # who reads the range back, as a reason says it
+
+
+HIVE_AND_SPARK = ReadableRange(TIMESTAMP_MIN_MS, TIMESTAMP_MAX_MS, DATE_MIN_DAYS, DATE_MAX_DAYS, TIMESTAMP_RANGE,
+                               DATE_RANGE, "Hive and Spark")
+# A day inside pyarrow's nanosecond range, as the range above keeps a day inside Hive's.
+ORC_FILES = ReadableRange(-9_223_286_400_000, 9_223_286_399_999, -141_427, DATE_MAX_DAYS,
+                          "1677-09-22 00:00:00 .. 2262-04-10 23:59:59.999 UTC", "1582-10-15 .. 9999-12-31",
+                          "every reader of an ORC table")
+
+
+def readable_in(file_format: HiveFormat) -> ReadableRange:
+    """The range a table of `file_format` reads back."""
+    return ORC_FILES if file_format is HiveFormat.ORC else HIVE_AND_SPARK
+
+
+def out_of_range(values: pa.Array | pa.ChunkedArray, readable: ReadableRange = HIVE_AND_SPARK) -> list[int]:
+    """Positions of the values the table's readers cannot read back; [] for types without
+    limits. A column without any costs three vectorised calls."""
+    bounds = _bounds(values.type, readable)
     if bounds is None or not len(values):
         return []
     low, high = bounds
@@ -44,24 +78,24 @@ def out_of_range(values: pa.Array | pa.ChunkedArray) -> list[int]:
     return pc.indices_nonzero(outside).to_pylist()
 
 
-def outside_reason(subject: str, arrow_type: pa.DataType) -> str:
+def outside_reason(subject: str, arrow_type: pa.DataType, readable: ReadableRange = HIVE_AND_SPARK) -> str:
     """Why a value of arrow_type is refused; `subject` names the value, e.g. "field 'ts': '0000-06-01'"."""
     if pa.types.is_decimal(arrow_type):
         largest = _largest_decimal(arrow_type)
         return (f"{subject} does not fit decimal({arrow_type.precision},{arrow_type.scale}), which holds "
                 f"{-largest} .. {largest}")
-    shown = TIMESTAMP_RANGE if pa.types.is_timestamp(arrow_type) else DATE_RANGE
-    return f"{subject} is outside the range Hive and Spark read back ({shown})"
+    shown = readable.shown_timestamps if pa.types.is_timestamp(arrow_type) else readable.shown_dates
+    return f"{subject} is outside the range {readable.readers} read back ({shown})"
 
 
-def unreadable_rows(table: pa.Table) -> list[tuple[int, str]]:
-    """(row, reason) of the rows holding a value Hive or Spark cannot read back, ascending;
-    the first such column names the reason. The last check before rows are written."""
+def unreadable_rows(table: pa.Table, readable: ReadableRange = HIVE_AND_SPARK) -> list[tuple[int, str]]:
+    """(row, reason) of the rows holding a value the table's readers cannot read back,
+    ascending; the first such column names the reason. The last check before rows are written."""
     found: dict[int, str] = {}
     for field in table.schema:
         column = table.column(field.name)
-        for row in out_of_range(column):
-            found.setdefault(row, outside_reason(f"column '{field.name}': {shown(column[row])}", field.type))
+        for row in out_of_range(column, readable):
+            found.setdefault(row, outside_reason(f"column '{field.name}': {shown(column[row])}", field.type, readable))
     return sorted(found.items())
 
 
@@ -86,12 +120,12 @@ def shown(value: pa.Scalar) -> str:
     return text
 
 
-def _bounds(arrow_type: pa.DataType) -> tuple[pa.Scalar, pa.Scalar] | None:
+def _bounds(arrow_type: pa.DataType, readable: ReadableRange) -> tuple[pa.Scalar, pa.Scalar] | None:
     if arrow_type == pa.timestamp("ms"):
-        return pa.scalar(TIMESTAMP_MIN_MS, arrow_type), pa.scalar(TIMESTAMP_MAX_MS, arrow_type)
+        return pa.scalar(readable.timestamp_min_ms, arrow_type), pa.scalar(readable.timestamp_max_ms, arrow_type)
     if arrow_type == pa.date32():
-        return (pa.scalar(DATE_MIN_DAYS, pa.int32()).cast(arrow_type),
-                pa.scalar(DATE_MAX_DAYS, pa.int32()).cast(arrow_type))
+        return (pa.scalar(readable.date_min_days, pa.int32()).cast(arrow_type),
+                pa.scalar(readable.date_max_days, pa.int32()).cast(arrow_type))
     if pa.types.is_decimal(arrow_type):
         largest = _largest_decimal(arrow_type)
         return pa.scalar(-largest, arrow_type), pa.scalar(largest, arrow_type)

@@ -24,7 +24,7 @@ from etl.model.schema import LINEAGE_COLUMNS, TableSchema, arrow_schema, rejecte
 from etl.rows.decoders import Decoded, Decoder, invalid_utf8_positions, mask_without
 from etl.rows.enrichment import enrich
 from etl.rows.headers import header_values, invalid_header_rows
-from etl.rows.hive_values import TIMESTAMP_MAX_MS, outside_reason, unreadable_rows
+from etl.rows.hive_values import HIVE_AND_SPARK, ReadableRange, outside_reason, unreadable_rows
 from etl.rows.placement import PlacedRows, place
 from etl.rows.transform import TransformStep
 from etl.source.chunk import RawChunk
@@ -43,6 +43,7 @@ class RowSpec:
     transform: str | None = None  # module:function, see etl.rows.transform
     header_columns: tuple[HeaderColumn, ...] = ()  # filled from the record's headers (etl.rows.headers)
     route: str = ""  # a routed job's route: each rejected record's reason starts by naming it
+    readable: ReadableRange = HIVE_AND_SPARK  # the timestamps and dates the table's format reads back
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class RowPipeline:
         wanted = {entry.header for entry in self._spec.header_columns}
         headers = header_values(chunk.headers, wanted) if wanted else {}
         decoded = self._reject_bad_headers(headers, self._reject_bad_keys(chunk, decoded))
-        decoded = _reject_late_timestamps(millis, decoded)
+        decoded = _reject_late_timestamps(millis, decoded, self._spec.readable)
         rows = self._enriched(self._rows(chunk, offsets, millis, decoded, headers))
         rows, errors = self._transformed(chunk, rows, decoded)
         rows, errors = self._readable(rows, offsets, errors)
@@ -134,7 +135,7 @@ class RowPipeline:
         The decoders reject such values themselves; this is the one check on what is really
         written, so that values from dimensions or the transform cannot slip through.
         """
-        bad = unreadable_rows(rows)
+        bad = unreadable_rows(rows, self._spec.readable)
         if not bad:
             return rows, errors
         origin = f"after transform {self._spec.transform}: " if self._spec.transform else ""
@@ -193,7 +194,7 @@ class RowPipeline:
         def of_good_records(array: pa.Array) -> pa.Array:
             return array if all_good else pc.take(array, decoded.good)
 
-        filled = self._lineage(len(decoded.good), of_good_records(_timestamps(millis)))
+        filled = self._lineage(len(decoded.good), of_good_records(_timestamps(millis, self._spec.readable)))
         filled["kafka_offset"] = of_good_records(offsets)
         if self._spec.key_column:
             filled[self._spec.key_column] = of_good_records(pa.array(chunk.keys, pa.binary())).cast(self._key_type())
@@ -212,7 +213,7 @@ class RowPipeline:
     def _rejected_rows(self, chunk: RawChunk, offsets: pa.Int64Array, millis: pa.Int64Array,
                        errors: list[tuple[int, str]], in_route: bool = True) -> pa.Table:
         indices = pa.array([index for index, _reason in errors], pa.int64())
-        filled = self._lineage(len(errors), pc.take(_timestamps(millis), indices))
+        filled = self._lineage(len(errors), pc.take(_timestamps(millis, self._spec.readable), indices))
         filled["kafka_timestamp_ms"] = pc.take(millis, indices)  # as Kafka gave it, even where NULL above
         filled["kafka_offset"] = pc.take(offsets, indices)
         filled["kafka_key"] = _keys_at(chunk, indices)
@@ -229,24 +230,25 @@ class RowPipeline:
         }
 
 
-def _timestamps(millis: pa.Int64Array) -> pa.Array:
+def _timestamps(millis: pa.Int64Array, readable: ReadableRange) -> pa.Array:
     """Record timestamps; NULL where Kafka has none (it reports -1 rather than a time), and where
-    Hive could not read it back (only rejected records keep such a time, in kafka_timestamp_ms)."""
-    unknown = pc.or_(pc.less(millis, 0), pc.greater(millis, TIMESTAMP_MAX_MS))
+    the table's readers could not read it back (only rejected records keep such a time, in
+    kafka_timestamp_ms)."""
+    unknown = pc.or_(pc.less(millis, 0), pc.greater(millis, readable.timestamp_max_ms))
     return pc.if_else(unknown, pa.scalar(None, pa.int64()), millis).cast(pa.timestamp("ms"))
 
 
-def _reject_late_timestamps(millis: pa.Int64Array, decoded: Decoded) -> Decoded:
-    """Moves the records whose Kafka timestamp Hive cannot read back to the rejected records.
+def _reject_late_timestamps(millis: pa.Int64Array, decoded: Decoded, readable: ReadableRange) -> Decoded:
+    """Moves the records whose Kafka timestamp the table's readers cannot read back to the rejected records.
 
     Rejected, not NULLed: a NULL kafka_timestamp would silently change what the row means
     (tables may be partitioned by event time). Earlier times are negative: Kafka's "none".
     """
-    late = pc.greater(pc.take(millis, decoded.good), TIMESTAMP_MAX_MS)
+    late = pc.greater(pc.take(millis, decoded.good), readable.timestamp_max_ms)
     if not pc.any(late).as_py():
         return decoded
     positions = pc.indices_nonzero(late).to_pylist()
-    reasons = [f"{outside_reason(f'kafka record timestamp {millis[i].as_py()} ms', pa.timestamp('ms'))}; "
+    reasons = [f"{outside_reason(f'kafka record timestamp {millis[i].as_py()} ms', pa.timestamp('ms'), readable)}; "
                f"kafka_timestamp_ms keeps it" for i in pc.take(decoded.good, positions).to_pylist()]
     return _moved_to_errors(decoded, list(zip(positions, reasons)))
 

@@ -58,8 +58,10 @@ class FileLayout:
         return replace(self, sort_by=())
 
     def without_columns(self) -> FileLayout:
-        """The layout of a rejected-records file: the table's codec and readers, none of its columns."""
-        return replace(self, bloom_filter_columns=(), sort_by=())
+        """The layout of a rejected-records file: the table's codec and readers, none of its
+        columns, and Parquet whatever the table's format (etl/hive/rejected.sql is one table
+        definition for every job)."""
+        return replace(self, bloom_filter_columns=(), sort_by=(), file_format=HiveFormat.PARQUET)
 
     @property
     def int96_timestamps(self) -> bool:

@@ -5,24 +5,33 @@ table names, and footer metadata refused rather than dropped."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.orc as orc
+import pyarrow.parquet as pq
 import pytest
 
 from etl.config.model import Compression, HiveFormat
 from etl.errors import WarehouseError
+from etl.job.partition_writer import PartitionWriter, WriterSpec
+from etl.model.schema import load_table_schema
+from etl.rows.decoders import make_decoder
 from etl.sink.file_format import footer_rows, open_sink, read_footer
 from etl.sink.fs import LocalFileSystem
 from etl.sink.layout import FileLayout
 from etl.sink.orc import OrcSink
 from etl.sink.parquet import ParquetSink
+from etl.source.chunk import RawChunk
 
 UTC = dt.timezone.utc
 SCHEMA = pa.schema([("event_id", pa.int64()), ("user_id", pa.string()), ("amount", pa.decimal128(12, 2)),
                     ("ts", pa.timestamp("ms", tz="UTC")), ("ok", pa.bool_())])
 ORC = FileLayout(file_format=HiveFormat.ORC)
+LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp"
+T0 = 1_501_423_748_123  # 2017-07-30 14:09:08.123 UTC, in ms
+Y2262 = 9_223_372_800_000  # 2262-04-12 00:00:00 UTC: past pyarrow's nanoseconds
 
 
 def rows(first: int, count: int) -> pa.Table:
@@ -106,3 +115,37 @@ def test_footers_are_read_alike_for_both_formats(tmp_path, layout):
     assert read_footer(fs, str(path), layout.file_format).rows == 42
     assert footer_rows(fs, str(path), layout.file_format) == 42
     assert footer_rows(fs, str(tmp_path / "missing"), layout.file_format) == 0
+
+
+def test_values_an_orc_table_cannot_read_back_are_rejected_with_the_range_and_the_rest_reads_back(tmp_path):
+    """pyarrow reads ORC timestamps only in its nanosecond range, and Spark shows dates before
+    1582-10-15 shifted (etl.rows.hive_values): an ORC table rejects them, with the range it
+    reads back, where a Parquet table keeps them; everything kept reads back through pyarrow."""
+    schema_path = tmp_path / "far.sql"
+    schema_path.write_text(f"CREATE TABLE ${{database}}.${{table}} (event_id bigint, ts timestamp, day date, "
+                           f"{LINEAGE_SQL}) PARTITIONED BY (dt string) LOCATION '${{location}}'")
+    values = [("0001-01-02 00:00:00", "2026-11-29"), ("1677-09-22 00:00:00", "1582-10-15"),
+              ("2262-04-10 23:59:59", "9999-12-31"), ("2262-04-12 00:00:00", "2026-11-29"),
+              ("9999-12-30 00:00:00", "2026-11-29"), ("2026-11-29 00:00:00", "1582-10-14"),
+              ("2026-11-29 00:00:00", "2026-11-29")]
+    records = [json.dumps({"event_id": i, "ts": ts, "day": day}).encode() for i, (ts, day) in enumerate(values)]
+    kept = {}
+    for name, layout in [("parquet", FileLayout()), ("orc", ORC)]:
+        schema = load_table_schema(schema_path)
+        spec = WriterSpec(schema, make_decoder("json", schema), None, 100, layout)
+        main, rejected = str(tmp_path / f"{name}.main"), str(tmp_path / f"{name}.rejected")
+        with PartitionWriter(LocalFileSystem(), spec, "events", 0, main, rejected) as writer:
+            writer.write(RawChunk(list(range(7)), [T0] * 6 + [Y2262], None, records))
+            counts = writer.close()
+        kept[name] = (counts.rows, counts.rejected)
+        if name == "orc":
+            assert orc.ORCFile(main).read().column("event_id").to_pylist() == [1, 2]  # all of it reads back
+            errors = pq.read_table(rejected).select(["kafka_offset", "error"]).to_pylist()
+            orc_range = "is outside the range every reader of an ORC table read back"
+            assert [row["kafka_offset"] for row in errors] == [0, 3, 4, 5, 6]
+            assert all(orc_range in row["error"] for row in errors), errors
+            assert "(1677-09-22 00:00:00 .. 2262-04-10 23:59:59.999 UTC)" in errors[0]["error"]
+            assert "column 'day': 1582-10-14" in errors[3]["error"]
+            assert "(1582-10-15 .. 9999-12-31)" in errors[3]["error"]
+            assert errors[4]["error"].startswith(f"kafka record timestamp {Y2262} ms")
+    assert kept == {"parquet": (7, 0), "orc": (2, 5)}
