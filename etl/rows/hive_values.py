@@ -81,9 +81,9 @@ def out_of_range(values: pa.Array | pa.ChunkedArray, readable: ReadableRange = H
 def outside_reason(subject: str, arrow_type: pa.DataType, readable: ReadableRange = HIVE_AND_SPARK) -> str:
     """Why a value of arrow_type is refused; `subject` names the value, e.g. "field 'ts': '0000-06-01'"."""
     if pa.types.is_decimal(arrow_type):
-        largest = _largest_decimal(arrow_type)
+        largest = largest_decimal(arrow_type)
         return (f"{subject} does not fit decimal({arrow_type.precision},{arrow_type.scale}), which holds "
-                f"{-largest} .. {largest}")
+                f"{largest.copy_negate()} .. {largest}")
     shown = readable.shown_timestamps if pa.types.is_timestamp(arrow_type) else readable.shown_dates
     return f"{subject} is outside the range {readable.readers} read back ({shown})"
 
@@ -127,10 +127,12 @@ def _bounds(arrow_type: pa.DataType, readable: ReadableRange) -> tuple[pa.Scalar
         return (pa.scalar(readable.date_min_days, pa.int32()).cast(arrow_type),
                 pa.scalar(readable.date_max_days, pa.int32()).cast(arrow_type))
     if pa.types.is_decimal(arrow_type):
-        largest = _largest_decimal(arrow_type)
-        return pa.scalar(-largest, arrow_type), pa.scalar(largest, arrow_type)
+        largest = largest_decimal(arrow_type)
+        return pa.scalar(largest.copy_negate(), arrow_type), pa.scalar(largest, arrow_type)
     return None
 
 
-def _largest_decimal(arrow_type: pa.DataType) -> Decimal:
-    return Decimal(10 ** arrow_type.precision - 1).scaleb(-arrow_type.scale)
+def largest_decimal(arrow_type: pa.Decimal128Type) -> Decimal:
+    """The largest value the decimal type's precision allows, exactly: built from its digits,
+    since arithmetic (scaleb) rounds to the context's 28 digits."""
+    return Decimal(f"{10 ** arrow_type.precision - 1}E-{arrow_type.scale}")

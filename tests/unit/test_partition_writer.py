@@ -16,6 +16,7 @@ from etl.errors import ConfigError, EtlError, KafkaReadError
 from etl.job.partition_writer import PartitionWriter, WriteCounts, WriterSpec
 from etl.model.schema import arrow_schema, load_table_schema, rejected_arrow_schema
 from etl.rows.decoders import make_decoder
+from etl.rows.hive_values import outside_reason
 from etl.rows.pipeline import KEY_NOT_UTF8
 from etl.sink.fs import LocalFileSystem
 from etl.sink.layout import FileLayout
@@ -352,3 +353,32 @@ def test_memory_stays_bounded_while_streaming_two_million_records(tmp_path):
     assert max(samples) < 64 << 20, max(samples)
     # The process as a whole (allocator caches included) levels off after the first row groups.
     assert max(resident[100:]) - max(resident[:100]) < 32 << 20, (max(resident[:100]), max(resident[100:]))
+
+
+@pytest.mark.parametrize("precision, scale", [(38, 0), (38, 2), (30, 10), (29, 0), (28, 2)])
+def test_the_widest_decimals_load_up_to_their_largest_value_and_one_unit_more_is_rejected(
+        tmp_path, precision, scale):
+    """The check of what a decimal column holds takes the largest value its precision allows,
+    exactly: it was rounded to Python's 28 digits, which failed every chunk of a table with a
+    decimal wider than that (ArrowInvalid), and named a wrong range."""
+    schema_path = tmp_path / "wide.sql"
+    schema_path.write_text(f"CREATE TABLE ${{database}}.${{table}} (event_id bigint, "
+                           f"amount decimal({precision},{scale}), {LINEAGE_SQL}) "
+                           f"PARTITIONED BY (dt string) LOCATION '${{location}}'")
+    digits = "9" * (precision - scale) + ("." + "9" * scale if scale else "")
+    beyond = "1" + "0" * (precision - scale)
+    values = [b'{"event_id": 0, "amount": "12"}', b'{"event_id": 1, "amount": "%s"}' % digits.encode(),
+              b'{"event_id": 2, "amount": "-%s"}' % digits.encode(),
+              b'{"event_id": 3, "amount": "%s"}' % beyond.encode()]
+    schema = load_table_schema(schema_path)
+    writer, main, rejected = open_writer(tmp_path, WriterSpec(schema, make_decoder("json", schema), None, 100,
+                                                              FileLayout()))
+    with writer:
+        writer.write(RawChunk([0, 1, 2, 3], [T0] * 4, None, values))
+    counts = writer.close()
+    assert (counts.rows, counts.rejected) == (3, 1)
+    assert [str(v) for v in read(main).column("amount").to_pylist()[1:]] == [digits, "-" + digits]
+    [error] = read(rejected).column("error").to_pylist()
+    assert "field 'amount'" in error and beyond in error, error  # the decoder's own check, or the range's
+    reason = outside_reason("x", pa.decimal128(precision, scale))
+    assert reason.endswith(f"which holds -{digits} .. {digits}"), reason

@@ -13,13 +13,13 @@ before: this reader only ever agrees with fastavro or defers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl.rows.decoders.base import invalid_utf8_positions
+from etl.rows.hive_values import largest_decimal
 
 _FIXED_WIDTH = {"boolean": 1, "float": 4, "double": 8}
 _PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "string", "bytes", "enum", "fixed")
@@ -214,7 +214,7 @@ def _decimal(column: _Column, read_type: pa.Decimal128Type, cursors: _Cursors, m
     little = np.ascontiguousarray(big_endian[:, ::-1])
     validity = pa.array(~mask).buffers()[1]
     wide = pa.Array.from_buffers(pa.decimal128(38, read_type.scale), len(mask), [validity, pa.py_buffer(little)])
-    largest = Decimal(f"{10 ** read_type.precision - 1}E-{read_type.scale}")  # exact: no context rounds it
+    largest = largest_decimal(read_type)
     beyond = pc.or_(pc.greater(wide, pa.scalar(largest, wide.type)),
                     pc.less(wide, pa.scalar(largest.copy_negate(), wide.type)))
     cursors.odd |= np.asarray(beyond.fill_null(False))
