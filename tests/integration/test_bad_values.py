@@ -26,8 +26,9 @@ from test_analysts_endpoint import JdbcReader
 DB = "etl_test"
 T0 = 1_700_000_000_000  # 2023-11-14 22:13:20 UTC
 Y242869 = 7_602_051_355_200_000  # 242869-06-01 12:00:00 UTC
+WIDEST = "9" * 36 + ".99"  # the largest decimal(38,2): wider than Python's 28-digit context
 RANGED_SQL = """CREATE EXTERNAL TABLE IF NOT EXISTS ${database}.${table} (
-  id bigint, ts timestamp, day date, price decimal(10,2), f float, d double,
+  id bigint, ts timestamp, day date, price decimal(10,2), f float, d double, wide decimal(38,2),
   kafka_topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp
 )
 PARTITIONED BY (dt string, hour string)
@@ -57,8 +58,10 @@ RECORDS = [
     (b'{"id": 9, "f": -Infinity}', T0, "field 'f': -Infinity is not valid JSON"),
     (b'{"id": 10', Y242869, "invalid JSON"),
     (good(11), 253_402_214_399_999, None),  # 9999-12-30 23:59:59.999 UTC: the last timestamp kept
-    (good(12), T0, None),
-    (b'{"id": 13, "ts": "0001-01-02 00:00:00", "day": "0001-01-01", "price": -99999999.99, "f": 3.4e38}', T0, None),
+    (b'{"id": 12, "wide": "%s"}' % WIDEST.encode(), T0, None),
+    (b'{"id": 13, "ts": "0001-01-02 00:00:00", "day": "0001-01-01", "price": -99999999.99, "f": 3.4e38, '
+     b'"wide": "-%s"}' % WIDEST.encode(), T0, None),
+    (b'{"id": 14, "wide": "1%s"}' % (b"0" * 36), T0, "field 'wide': "),
 ]
 
 
@@ -129,6 +132,9 @@ def test_values_hive_cannot_read_back_are_rejected_and_both_tables_stay_readable
     assert {where[(p, o)] for _t, p, o in main_offsets} == kept
 
     assert all(row[c] is None or math.isfinite(row[c]) for row in main_rows for c in ("f", "d"))
+    kept_wide = {str(row["wide"]) for row in main_rows if row["wide"] is not None}
+    assert kept_wide == {WIDEST, "-" + WIDEST}, kept_wide  # the largest, both ways, through Spark
+    assert {WIDEST, "-" + WIDEST} <= {str(value) for row in main_jdbc for value in row}, main_jdbc  # and JDBC
     by_index = {where[(r["kafka_partition"], r["kafka_offset"])]: r for r in rejected_rows}
     for index, row in by_index.items():
         value, timestamp_ms, reason = RECORDS[index]
