@@ -228,3 +228,20 @@ def test_checksums_do_not_depend_on_chunks_or_time_unit_and_see_every_change():
         changed = table.set_column(table.schema.get_field_index(column), table.schema.field(column),
                                    pa.array(values, table.schema.field(column).type))
         assert whole.differing(digest(changed)) == [column], (column, row, value)
+
+
+def test_a_merge_keeps_the_widest_decimals_and_its_checksums_hold(tmp_path):
+    """decimal(38,2) at its largest both ways (wider than Python's 28-digit context), through
+    the merge and the value checksums it records and proves."""
+    from decimal import Decimal
+    from etl.sink.checksums import file_checksums, recorded
+    widest = Decimal("9" * 36 + ".99")
+    schema = pa.schema([("id", pa.int64()), ("wide", pa.decimal128(38, 2))])
+    tables = [pa.table({"id": [0, 1, 2], "wide": [widest, widest.copy_negate(), None]}, schema=schema),
+              pa.table({"id": [3, 4], "wide": [Decimal("0.01"), widest]}, schema=schema)]
+    paths = [write_batch_file(tmp_path / f"w+0+{i}.parquet", t) for i, t in enumerate(tables)]
+    target = tmp_path / "merged.parquet"
+    assert merge_files(LocalFileSystem(), paths, str(target), [(0, 5)], row_group_size=4, layout=FileLayout()) == 5
+    assert read_exact(str(target)).to_pylist() == pa.concat_tables(tables).to_pylist()
+    own = recorded(pq.ParquetFile(target).metadata.metadata)
+    assert own is not None and own.rows == 5 and file_checksums(LocalFileSystem(), str(target), schema) == own
