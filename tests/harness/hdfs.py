@@ -24,7 +24,7 @@ import time
 import urllib.request
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tests.harness.etl_process import die_with_us
 from tests.harness.kills import sigkill
@@ -72,6 +72,18 @@ class Hdfs:
         """An HdfsCLI client as the HDFS superuser (the OS user that runs the daemons)."""
         from hdfs import InsecureClient
         return InsecureClient(f"http://127.0.0.1:{self.http_port}", user=getpass.getuser(), timeout=30)
+
+    def put_public(self, archive: Path) -> str:
+        """The packed environment put on this HDFS readable by all, as docs/cluster.md says to
+        ship it; its hdfs:// URI. YARN localizes a resource as public, once for every
+        application, only if others may read it and enter every folder above it."""
+        path = f"/apps/kafka-hive-etl/{archive.name}"
+        admin = self.admin()
+        admin.upload(path, str(archive), overwrite=True)
+        folders = [str(parent) for parent in PurePosixPath(path).parents]
+        others = {where: int(admin.status(where)["permission"], 8) & 0o007 for where in (path, *folders)}
+        assert others[path] & 0o004 and all(others[folder] & 0o001 for folder in folders), others
+        return f"{self.hdfs_uri}{path}"
 
     def warehouse(self, root: str, **overrides: str) -> dict:
         """A [warehouse] section: the ETL writes `root` through WebHDFS, Hive reads it as hdfs://."""

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import uuid
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -296,14 +296,7 @@ def yarn_archive(yarn, packed_env) -> str:
     says to ship it: spark-submit then uploads nothing, and the NodeManager localizes it once
     into its public cache for every application, where a local path is uploaded and unpacked
     again for each (about 20 s an application here)."""
-    path = f"/apps/kafka-hive-etl/{packed_env.name}"
-    admin = yarn.hdfs.admin()
-    admin.upload(path, str(packed_env), overwrite=True)
-    folders = [str(parent) for parent in PurePosixPath(path).parents]
-    others = {where: int(admin.status(where)["permission"], 8) & 0o007 for where in (path, *folders)}
-    # YARN localizes a resource as public only if others may read it and enter every folder above it.
-    assert others[path] & 0o004 and all(others[folder] & 0o001 for folder in folders), others
-    return f"{yarn.hdfs.hdfs_uri}{path}"
+    return yarn.hdfs.put_public(packed_env)
 
 
 # The Kerberos tests' KDC and the services it secures (test_kerberos.py, test_kerberos_yarn.py):

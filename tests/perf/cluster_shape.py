@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.harness.cluster_submit import SPARK_HOME, SparkSubmit, pack_env, spark_submit, unpack
+from tests.harness.hdfs import Hdfs, shared_hdfs
 from tests.harness.paths import REPO
 from tests.perf.common import say, summarize
 from tests.perf.context import BenchRun
@@ -59,8 +60,7 @@ class Clusters:
     """Where the shared stack's clusters answer (scripts/local-stack up spark, up yarn)."""
     spark_master: str
     yarn_conf_dir: Path
-    webhdfs_url: str  # YARN's HDFS
-    hdfs_uri: str
+    hdfs: Hdfs  # YARN's: the shared stack's
 
 
 def start_clusters() -> Clusters:
@@ -71,19 +71,7 @@ def start_clusters() -> Clusters:
         if done.returncode != 0:
             raise RuntimeError(f"scripts/local-stack up {service} failed:\n{done.stdout}\n{done.stderr}")
     env = dict(line.split("=", 1) for line in STACK_ENV.read_text().splitlines() if "=" in line)
-    return Clusters(env["ETL_SPARK_MASTER_URL"], Path(env["ETL_YARN_CONF_DIR"]), env["ETL_WEBHDFS_URL"],
-                    env["ETL_HDFS_URI"])
-
-
-def put_public(archive: Path, clusters: Clusters) -> str:
-    """The archive on YARN's HDFS, readable by all (WebHDFS creates files 644 and folders 755):
-    each NodeManager then localizes it once, not once per application. Its hdfs:// URI."""
-    import getpass
-    from hdfs import InsecureClient
-    path = f"/apps/kafka-hive-etl/{archive.name}"
-    client = InsecureClient(clusters.webhdfs_url.replace("webhdfs://", "http://"), user=getpass.getuser())
-    client.upload(path, str(archive), overwrite=True)
-    return f"{clusters.hdfs_uri}{path}"
+    return Clusters(env["ETL_SPARK_MASTER_URL"], Path(env["ETL_YARN_CONF_DIR"]), shared_hdfs())
 
 
 class Submitter:
@@ -98,7 +86,7 @@ class Submitter:
         if manager == "local":
             return None
         if manager.endswith("-hdfs"):
-            self.hdfs_archive = self.hdfs_archive or put_public(self.archive, self.clusters)
+            self.hdfs_archive = self.hdfs_archive or self.clusters.hdfs.put_public(self.archive)
             return self.hdfs_archive
         return self.archive
 
