@@ -8,8 +8,8 @@ TIMESTAMP_INSTANT, which Hive 2.3's ORC reader (ORC 1.3) cannot read, while a na
 TIMESTAMP, which every Hive reads. Years 1 and 9999 are written as they are; pyarrow reads back
 only 1677-09-22 .. 2262-04-11 of them (it reads ORC timestamps as nanoseconds).
 
-pyarrow's ORC writer has no user metadata: a sink whose caller set `metadata` refuses to close
-rather than drop it, so nothing the job records in a footer is lost on ORC without being said.
+pyarrow's ORC writer has no user metadata; the footer metadata the job records (as it does in
+a Parquet footer) is added to the file's tail as it is written (etl.sink.orc_tail).
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.orc as orc
 
 from etl.config.model import Compression
-from etl.errors import WarehouseError
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.layout import FileLayout
+from etl.sink.orc_tail import HeldTail
 from etl.sink.row_groups import RowGroupSink
 
 # pyarrow's ORC codec names for the table's [job] compression.
@@ -34,11 +34,14 @@ class OrcSink(RowGroupSink):
                  layout: FileLayout):
         super().__init__(fs, path, naive_timestamps(schema), row_group_size, layout)
         self._writer: orc.ORCWriter | None = None
+        self._tail: HeldTail | None = None
 
     def _writer_now(self) -> orc.ORCWriter:
         self.open()
         if self._writer is None:
-            self._writer = orc.ORCWriter(self._file, compression=ORC_CODECS[self.layout.compression],
+            assert self._file is not None
+            self._tail = HeldTail(self._file)
+            self._writer = orc.ORCWriter(self._tail, compression=ORC_CODECS[self.layout.compression],
                                          bloom_filter_columns=list(self.layout.bloom_filter_columns) or None)
         return self._writer
 
@@ -46,13 +49,13 @@ class OrcSink(RowGroupSink):
         self._writer_now().write(table)
 
     def _finish(self) -> None:
-        if self.metadata:
-            raise WarehouseError(f"{self.path}: an ORC file cannot carry the footer metadata "
-                                 f"{sorted(key.decode() for key in self.metadata)} (pyarrow writes none)")
         writer = self._writer_now()
         if self.row_groups == 0:  # an empty file still has the table's columns
             writer.write(self.schema.empty_table())
+        assert self._tail is not None
+        self._tail.hold()  # the writer writes its last stripe and the file's tail as it closes
         writer.close()
+        self._tail.release(self.metadata)
 
     def _close_writer(self) -> None:
         if self._writer is not None:

@@ -1,7 +1,7 @@
 """The file-format seam (etl.sink.file_format) and its ORC writer (etl.sink.orc): the writer a
 table's format chooses, footers read the same way for both formats, ORC files whose values read
 back as written with timestamps naive (ORC's TIMESTAMP, which Hive 2.3 reads), the codec the
-table names, and footer metadata refused rather than dropped."""
+table names, and the job's footer metadata kept in ORC's own footer."""
 from __future__ import annotations
 
 import datetime as dt
@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from etl.config.model import Compression, HiveFormat
-from etl.errors import WarehouseError
 from etl.job.partition_writer import PartitionWriter, WriterSpec
 from etl.model.schema import load_table_schema
 from etl.rows.decoders import make_decoder
@@ -97,14 +96,24 @@ def test_an_empty_orc_file_has_the_table_s_columns(tmp_path):
     assert found.nrows == 0 and found.schema.names == SCHEMA.names
 
 
-def test_footer_metadata_on_orc_is_refused_not_dropped(tmp_path):
-    sink = open_sink(LocalFileSystem(), str(tmp_path / "m.orc"), SCHEMA, 10, ORC)
-    sink.append(rows(0, 3))
-    sink.metadata[b"etl.unmatched"] = b"{}"
-    with pytest.raises(WarehouseError, match=r"cannot carry the footer metadata \['etl.unmatched'\]"):
-        sink.close()
-    sink.abort()
-    assert not (tmp_path / "m.orc").exists()
+@pytest.mark.parametrize("compression", list(Compression))
+@pytest.mark.parametrize("count", [0, 3, 2500])
+def test_footer_metadata_is_kept_in_the_orc_footer_and_the_file_reads_back_whole(tmp_path, compression, count):
+    """pyarrow's ORC writer writes no user metadata; the sink adds it to the file's tail
+    (etl.sink.orc_tail), for every codec, to an empty file and across row groups."""
+    layout = FileLayout(compression=compression, file_format=HiveFormat.ORC)
+    path = tmp_path / "m.orc"
+    sink = open_sink(LocalFileSystem(), str(path), SCHEMA, 1000, layout)
+    if count:
+        sink.append(rows(0, count))
+    metadata = {b"etl.unmatched": b'{"users": 2}', b"etl.ranges": json.dumps([[0, 1] * 300]).encode()}
+    sink.metadata.update(metadata)
+    assert sink.close() == path.stat().st_size
+    found = orc.ORCFile(str(path))
+    assert found.metadata == metadata and found.nrows == count
+    read = found.read()  # every stripe, through the footer that was changed
+    assert read.schema.names == SCHEMA.names and read.column("event_id").to_pylist() == list(range(count))
+    assert read_footer(LocalFileSystem(), str(path), HiveFormat.ORC).metadata == metadata
 
 
 @pytest.mark.parametrize("layout", [FileLayout(), ORC], ids=["parquet", "orc"])
