@@ -15,7 +15,10 @@ The layout is ORC's specification (orc/proto/orc_proto.proto, "File Tail").
 from __future__ import annotations
 
 import io
-from typing import BinaryIO, Iterator, Mapping
+from typing import TYPE_CHECKING, BinaryIO, Iterator, Mapping
+
+if TYPE_CHECKING:  # Python 3.12's collections.abc.Buffer, for the checker only
+    from typing_extensions import Buffer
 
 _FOOTER_METADATA_FIELD = 5  # Footer.metadata: repeated UserMetadataItem
 _POSTSCRIPT_FOOTER_LENGTH_FIELD = 1  # PostScript.footerLength
@@ -38,7 +41,7 @@ class HeldTail(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data) -> int:  # type: ignore[no-untyped-def,override]
+    def write(self, data: Buffer) -> int:
         size = len(memoryview(data))
         if self._held is not None:
             self._held.write(data)
