@@ -66,7 +66,7 @@ class CompactionChooser:
         warehouse, kind = self.views.warehouse(table.name), table.kind
         folder = warehouse.folder(kind, partition)
         names = self.fs.list_dir(folder)
-        files = [n for n in names if parse_final_name(n) is not None]
+        files = [n for n in names if parse_final_name(n, self.config.hive.format) is not None]
         choice = Choice(kind, partition, len(files), 0, table_name=table.name)  # sizes asked for once chosen
         if not same_location(registered, warehouse.hive_uri(folder)):
             return _skip(choice, f"registered at {registered}, not at {warehouse.hive_uri(folder)} where the job "
@@ -93,9 +93,10 @@ class CompactionChooser:
         warehouse = self.views.warehouse(choice.table_name)
         folder = warehouse.folder(choice.table, choice.partition)
         inputs = []
-        for name in sorted(n for n in self.fs.list_dir(folder) if parse_final_name(n) is not None):
+        file_format = self.config.hive.format
+        for name in sorted(n for n in self.fs.list_dir(folder) if parse_final_name(n, file_format) is not None):
             path = posixpath.join(folder, name)
-            facts, named = read_facts(self.fs, path), parse_final_name(name)
+            facts, named = read_facts(self.fs, path, file_format), parse_final_name(name, file_format)
             ranges = tuple(facts.ranges or [(named.start, named.end)])
             offset = committed.get((named.topic, named.partition))
             if offset is None or ranges[-1][1] > _committed_end(offset, named.incarnation):

@@ -1,15 +1,16 @@
 """Merging committed files into one, a row group at a time (for etl.compaction.compactor; the
 ranges a footer lists are read back by etl.ops.inventory).
 
-The inputs are read row group by row group and appended to one ParquetSink, so memory stays
-bounded by a row group or two whatever the partition holds. The merged file's footer lists
-every offset range it holds (`etl.ranges`), which is how `etl verify` and `etl recover` see
+The inputs are read a row group (Parquet) or stripe (ORC) at a time and appended to one sink of
+the table's format, so memory stays bounded by a part or two whatever the partition holds. The
+merged file's footer lists every offset range it holds (`etl.ranges`), which is how `etl verify` and `etl recover` see
 the ranges of a compacted partition, and sums the inputs' counters (`etl.ignored_fields`, ...).
 Files written before a column was added lack it: it is NULL in their rows, as Hive reads them.
 
-Timestamps are INT96 (or, for a table of current readers, INT64 microseconds: etl.sink.layout),
-read here as microseconds: pyarrow's default for INT96, nanoseconds, holds only 1677-09-21 ..
-2262-04-11 and silently wrapped the rest (9999-12-30 was written back as 1816-03-28). The merged
+Parquet's timestamps are INT96 (or, for a table of current readers, INT64 microseconds:
+etl.sink.layout), read as microseconds (etl.sink.file_format): pyarrow's default for INT96,
+nanoseconds, holds only 1677-09-21 .. 2262-04-11 and silently wrapped the rest (9999-12-30 was
+written back as 1816-03-28). The merged
 file is published only once its values are proven to be its inputs' (etl.sink.checksums): their
 checksums, taken by a read of their own, are recorded in its footer (`etl.checksums`) and
 compared with the merged file read back.
@@ -21,14 +22,13 @@ from dataclasses import dataclass
 from typing import Collection, Mapping
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from etl.config.model import HiveFormat
 from etl.errors import WarehouseError
 from etl.sink.checksums import CHECKSUMS_KEY, Checksums, TableDigest, digest_file, file_checksums, recorded
-from etl.sink.file_format import read_footer
+from etl.sink.file_format import open_data, open_sink, read_footer
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.layout import FileLayout
-from etl.sink.parquet import ParquetSink
 
 RANGES_KEY = b"etl.ranges"
 INT96_UNIT = "us"  # every year 0001..9999 Hive accepts; "ns" (pyarrow's default) ends in 2262
@@ -50,8 +50,8 @@ class FileFacts:
     ranges: list[tuple[int, int]] | None
 
 
-def read_facts(fs: WarehouseFileSystem, path: str) -> FileFacts:
-    footer = read_footer(fs, path)
+def read_facts(fs: WarehouseFileSystem, path: str, file_format: HiveFormat) -> FileFacts:
+    footer = read_footer(fs, path, file_format)
     return FileFacts(footer.rows, _ranges(footer.metadata))
 
 
@@ -66,18 +66,18 @@ def merge_files(fs: WarehouseFileSystem, sources: list[str], target: str, ranges
     Its row count and every column's checksum are checked against the inputs' before the caller
     publishes it: MergeAltered (and `target` deleted) if any differs. `proven`: the sources that
     must record checksums, as their own compaction's record in ZooKeeper says."""
-    schema = _merged_schema(fs, sources)
-    expected = inputs_checksums(fs, sources, schema, proven)
-    sink = ParquetSink(fs, target, schema, row_group_size, layout.unsorted())
+    file_format = layout.file_format  # the inputs' and the output's: the table's
+    schema = _merged_schema(fs, sources, file_format)
+    expected = inputs_checksums(fs, sources, schema, file_format, proven)
+    sink = open_sink(fs, target, schema, row_group_size, layout.unsorted())
     rows, counters = 0, {}
     try:
         for source in sources:
-            with fs.open_read(source) as handle:
-                parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit=INT96_UNIT)
-                rows += parquet.metadata.num_rows
-                _add_counters(counters, parquet.metadata.metadata or {})
-                for index in range(parquet.num_row_groups):
-                    sink.append(_conformed(parquet.read_row_group(index), schema))
+            with open_data(fs, source, file_format, INT96_UNIT) as data:
+                rows += data.footer.rows
+                _add_counters(counters, data.footer.metadata)
+                for table in data.tables():
+                    sink.append(_conformed(table, schema))
         sink.metadata = {RANGES_KEY: json.dumps([list(r) for r in ranges]).encode(),
                          CHECKSUMS_KEY: expected.to_footer(),
                          **{key: json.dumps(value, sort_keys=True).encode() for key, value in counters.items()}}
@@ -88,11 +88,11 @@ def merge_files(fs: WarehouseFileSystem, sources: list[str], target: str, ranges
     if sink.rows_appended != rows:
         fs.delete(target)
         raise WarehouseError(f"merging into {target} wrote {sink.rows_appended} rows, its inputs hold {rows}")
-    _check_written(fs, target, schema, expected)
+    _check_written(fs, target, schema, expected, file_format)
     return rows
 
 
-def inputs_checksums(fs: WarehouseFileSystem, sources: list[str], schema: pa.Schema,
+def inputs_checksums(fs: WarehouseFileSystem, sources: list[str], schema: pa.Schema, file_format: HiveFormat,
                      proven: Collection[str] = ()) -> Checksums:
     """The checksums the merged file must have: the inputs' columns, in order, read apart from
     the merge. An input that records checksums of its own (merged before) must still match them:
@@ -100,13 +100,12 @@ def inputs_checksums(fs: WarehouseFileSystem, sources: list[str], schema: pa.Sch
     none (rewritten without its footer's key)."""
     merged = TableDigest(schema)
     for source in sources:
-        with fs.open_read(source) as handle:
-            own = recorded(pq.ParquetFile(handle).metadata.metadata or {})
+        own = recorded(read_footer(fs, source, file_format).metadata)
         if own is None and source in proven:
             raise MergeAltered(f"{source} has no `etl.checksums` in its footer, yet its compaction's record in "
                                f"ZooKeeper says its merge recorded them: it was rewritten since: {_ALTERED_ACTION}")
         alone = TableDigest(schema)
-        digest_file(fs, source, [merged] if own is None else [merged, alone])
+        digest_file(fs, source, [merged] if own is None else [merged, alone], file_format)
         altered = [] if own is None else own.differing(alone.result())
         if altered or (own is not None and own.rows != alone.rows):
             raise MergeAltered(f"{source} does not hold the values recorded when it was written (column "
@@ -114,8 +113,9 @@ def inputs_checksums(fs: WarehouseFileSystem, sources: list[str], schema: pa.Sch
     return merged.result()
 
 
-def _check_written(fs: WarehouseFileSystem, target: str, schema: pa.Schema, expected: Checksums) -> None:
-    found = file_checksums(fs, target, schema)
+def _check_written(fs: WarehouseFileSystem, target: str, schema: pa.Schema, expected: Checksums,
+                   file_format: HiveFormat) -> None:
+    found = file_checksums(fs, target, schema, file_format)
     altered = expected.differing(found)
     if altered or found.rows != expected.rows:
         fs.delete(target)
@@ -128,15 +128,14 @@ def _listed(names: list[str]) -> str:
     return f"'{names[0]}'{more}" if names else "(none: the row count)"
 
 
-def _merged_schema(fs: WarehouseFileSystem, sources: list[str]) -> pa.Schema:
+def _merged_schema(fs: WarehouseFileSystem, sources: list[str], file_format: HiveFormat) -> pa.Schema:
     """The newest file's columns first (it has every column added so far), then any older ones.
     Timestamps unmarked: a table's files may mix INT96 and UTC-marked INT64 ones (its
     `[hive] parquet_readers` changed), whose values are UTC alike; the sink marks them again."""
     schemas = []
     for source in reversed(sources):
-        with fs.open_read(source) as handle:
-            parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit=INT96_UNIT)
-            schemas.append(_unmarked(parquet.schema_arrow.remove_metadata()))
+        with open_data(fs, source, file_format, INT96_UNIT) as data:
+            schemas.append(_unmarked(data.schema.remove_metadata()))
     return pa.unify_schemas(schemas)
 
 
@@ -151,7 +150,7 @@ def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _add_counters(counters: dict, footer: dict) -> None:
+def _add_counters(counters: dict, footer: Mapping[bytes, bytes]) -> None:
     """Sums the inputs' per-name counters (`etl.ignored_fields`: {"browser": 40}, ...)."""
     for key, raw in footer.items():
         name = key.decode()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from etl.errors import StateConflict
 from etl.model.compaction import InputFile, OutputFile
-from etl.model.naming import final_name
+from etl.config.model import HiveFormat
+from etl.model.naming import final_name, format_of_name
 
 
 def plan_outputs(inputs: list[InputFile], target_bytes: int) -> tuple[OutputFile, ...]:
@@ -32,7 +33,8 @@ def plan_outputs(inputs: list[InputFile], target_bytes: int) -> tuple[OutputFile
 
 def _output(topic: str, partition: int, incarnation: str, group: list[InputFile]) -> OutputFile:
     start, end = min(r[0] for f in group for r in f.ranges), max(r[1] for f in group for r in f.ranges)
-    return OutputFile(final_name(topic, partition, start, end, incarnation), tuple(f.name for f in group))
+    file_format = format_of_name(group[0].name) or HiveFormat.PARQUET  # the inputs', the table's
+    return OutputFile(final_name(topic, partition, start, end, incarnation, file_format), tuple(f.name for f in group))
 
 
 def _refuse_overlaps(topic: str, partition: int, files: list[InputFile]) -> None:

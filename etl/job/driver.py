@@ -327,7 +327,8 @@ class Job:
                          tables.split_target(r, batch.partition_values))
 
     def _missing_files(self, batch: Batch) -> list[str]:
-        return [r.file_name for r in mode_of(batch).missing(batch, WarehouseFiles(self.fs, self._tables_of(batch)))]
+        missing = mode_of(batch).missing(batch, WarehouseFiles(self.fs, self._tables_of(batch)))
+        return [r.file_range.stem for r in missing]
 
     def _check_files(self, batch: Batch) -> None:
         missing = self._missing_files(batch)

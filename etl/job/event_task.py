@@ -31,7 +31,7 @@ from etl.job.range_shares import RangeShares, ShareTarget, share_targets
 from etl.job.range_task import RangeResult, RangeTask, last_record, opened_tables, range_chunks
 from etl.job.split_writer import OpenFiles, PassWriter, WrittenPart
 from etl.model.identity import RecordFingerprint
-from etl.model.naming import partition_path, temp_name
+from etl.model.naming import REJECTED_FORMAT, partition_path, temp_name
 from etl.model.partitioning import legacy_path
 from etl.model.schema import arrow_schema
 from etl.rows.placement import planned_key
@@ -80,12 +80,13 @@ def _move_legacy_parts(fs: WarehouseFileSystem, task: RangeTask, manifest: Range
         legacy = legacy_path(part.partition)
         if legacy == part.partition:
             continue
-        source = posixpath.join(task.placing.table_root, legacy, manifest.file_name)
+        name = manifest.file_range.name_as(task.writer.layout.file_format)
+        source = posixpath.join(task.placing.table_root, legacy, name)
         if not fs.exists(source):
             continue
         folder = posixpath.join(task.placing.table_root, task.placing.relocated.get(part.partition, part.partition))
         fs.makedirs(folder)
-        target = posixpath.join(folder, manifest.file_name)
+        target = posixpath.join(folder, name)
         if fs.rename_no_replace(source, target):
             continue
         # Both there: a racing attempt moved it first, or a crash inside a link-then-unlink move.
@@ -123,9 +124,10 @@ class _RangeSplit:
         budget = OpenFiles(self.task.placing.max_open_files, self.spec.row_group_size)  # one for all the range's tables
         writers = {t.table: self._writer(t, shares.schema(t.table), budget) for t in shares.targets}
         if first:
-            self.rejected = open_sink(self.fs, posixpath.join(self.task.rejected_dir, temp_name(r.file_name)),
-                                      shares.rejected_schema, self.spec.row_group_size,
-                                      self.spec.layout.without_columns())
+            layout = self.spec.layout.without_columns()
+            self.rejected = open_sink(self.fs, posixpath.join(self.task.rejected_dir,
+                                                              temp_name(r.name_as(layout.file_format))),
+                                      shares.rejected_schema, self.spec.row_group_size, layout)
         try:
             with ExitStack() as stack:  # an exception aborts every writer's files
                 for writer in writers.values():
@@ -150,7 +152,8 @@ class _RangeSplit:
 
     def _writer(self, target: ShareTarget, schema: pa.Schema, budget: int | OpenFiles) -> PassWriter:
         done = frozenset(key for table, key in self.parts if table == target.table)
-        return PassWriter(self.fs, target.table_root, self.range.file_name, self.placement.partitioner, schema,
+        name = self.range.name_as(target.writer.layout.file_format)
+        return PassWriter(self.fs, target.table_root, name, self.placement.partitioner, schema,
                           target.writer.row_group_size, target.writer.layout, done, budget, target.relocated)
 
     def _first_pass_extras(self, rows) -> None:
@@ -197,7 +200,7 @@ class _RangeSplit:
         count = rejected.rows_appended
         if count:
             rejected.close()
-            publish(self.fs, rejected.path, posixpath.join(self.task.rejected_dir, r.file_name))
+            publish(self.fs, rejected.path, posixpath.join(self.task.rejected_dir, r.name_as(REJECTED_FORMAT)))
         last = last_record(self.last)
         return RangeManifest(r.topic, r.partition, r.start, r.end, tuple(self.parts[k] for k in sorted(self.parts)),
                              rejected=count, rejected_partition=partition_path(self.placement.planned) if count else "",

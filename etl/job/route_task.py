@@ -28,12 +28,14 @@ from etl.errors import StateConflict
 from etl.job.range_task import RangeResult, RangeTask, last_record, opened_tables, range_chunks
 from etl.job.summary import summed
 from etl.model.identity import RecordFingerprint
-from etl.model.naming import temp_name
+from etl.model.batch import OffsetRange
+from etl.model.naming import REJECTED_FORMAT, temp_name
 from etl.rows.pipeline import RowPipeline
 from etl.rows.routing import FieldRouter
 from etl.sink.commit import publish
 from etl.sink.file_format import open_sink, read_footer
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
+from etl.sink.layout import FileLayout
 from etl.sink.manifest import Part, RangeManifest, manifest_path, publish_manifest, read_manifest
 from etl.source.chunk import RawChunk
 
@@ -76,13 +78,14 @@ class _SplitWriter:
         self.fs, self.task, self.target, r = fs, task, task.split, task.range
         self.router = FieldRouter(self.target.split, self.target.probe)
         self.pipelines = {t.name: RowPipeline(t.writer.rows, r.topic, r.partition, lookups) for t in self.target.tables}
-        self.sinks = {t.name: open_sink(fs, posixpath.join(t.main_dir, temp_name(r.file_name)),
+        self.sinks = {t.name: open_sink(fs, _temp_path(t.main_dir, r, t.writer.layout),
                                         self.pipelines[t.name].schema, t.writer.row_group_size, t.writer.layout)
                       for t in self.target.tables}
         first = self.target.tables[0]
-        self.rejected = open_sink(fs, posixpath.join(task.rejected_dir, temp_name(r.file_name)),
+        rejected_layout = first.writer.layout.without_columns()
+        self.rejected = open_sink(fs, _temp_path(task.rejected_dir, r, rejected_layout),
                                   self.pipelines[first.name].rejected_schema, first.writer.row_group_size,
-                                  first.writer.layout.without_columns())
+                                  rejected_layout)
         try:
             for sink in self.sinks.values():  # created up front: a bad path fails before Kafka is read
                 sink.open()
@@ -119,11 +122,11 @@ class _SplitWriter:
         r, target = self.task.range, self.target
         count = self.rejected.rows_appended
         if count:
-            publish(self.fs, self.rejected.path, posixpath.join(self.task.rejected_dir, r.file_name))
+            publish(self.fs, self.rejected.path, posixpath.join(self.task.rejected_dir, r.name_as(REJECTED_FORMAT)))
         parts = []
         for table in target.tables:
             sink = self.sinks[table.name]
-            final = posixpath.join(table.main_dir, r.file_name)
+            final = posixpath.join(table.main_dir, r.name_as(table.writer.layout.file_format))
             if not publish(self.fs, sink.path, final):
                 _check_same_rows(self.fs, final, sink.rows_appended, table.writer.layout.file_format)
             parts.append(Part(target.partition, sink.rows_appended, 0, table.name))
@@ -134,6 +137,10 @@ class _SplitWriter:
                              rejected_partition=target.partition if count else "", unmatched=unmatched,
                              ignored_fields=ignored, last_record=None if fingerprint is None else fingerprint.to_json(),
                              incarnation=r.incarnation)
+
+
+def _temp_path(folder: str, r: OffsetRange, layout: FileLayout) -> str:
+    return posixpath.join(folder, temp_name(r.name_as(layout.file_format)))
 
 
 def _check_same_rows(fs: WarehouseFileSystem, final: str, rows: int, file_format: HiveFormat) -> None:

@@ -22,7 +22,7 @@ from etl.job.partition_writer import IGNORED_FIELDS_METADATA_KEY, UNMATCHED_META
 from etl.job.range_task import RangeResult, RangeTask, last_record, opened_tables, range_chunks
 from etl.job.route_task import run_split_range_task
 from etl.model.batch import Batch
-from etl.model.naming import temp_name
+from etl.model.naming import REJECTED_FORMAT, temp_name
 from etl.sink.commit import publish
 from etl.sink.file_format import footer_rows, read_footer
 from etl.sink.fs import WarehouseFileSystem, filesystem_for
@@ -34,7 +34,7 @@ def run_range_task(task: RangeTask, lookups: Mapping[str, object] | None = None)
     if task.split is not None:  # a topic routes share, split by a field: a file per table, then a manifest
         return run_split_range_task(task, lookups)
     fs = filesystem_for(task.warehouse)
-    main_final = posixpath.join(task.main_dir, task.range.file_name)
+    main_final = posixpath.join(task.main_dir, task.range.name_as(task.writer.layout.file_format))
     if fs.exists(main_final):
         return _replayed(fs, task, main_final)
     tables = opened_tables(lookups)
@@ -45,9 +45,9 @@ def run_range_task(task: RangeTask, lookups: Mapping[str, object] | None = None)
 
 def _write_and_publish(fs: WarehouseFileSystem, task: RangeTask, main_final: str, tables) -> RangeResult:
     r = task.range
-    main_temp = posixpath.join(task.main_dir, temp_name(r.file_name))
-    rejected_final = posixpath.join(task.rejected_dir, r.file_name)
-    rejected_temp = posixpath.join(task.rejected_dir, temp_name(r.file_name))
+    main_temp = posixpath.join(task.main_dir, temp_name(posixpath.basename(main_final)))
+    rejected_final = posixpath.join(task.rejected_dir, r.name_as(REJECTED_FORMAT))
+    rejected_temp = posixpath.join(task.rejected_dir, temp_name(r.name_as(REJECTED_FORMAT)))
     with PartitionWriter(fs, task.writer, r.topic, r.partition, main_temp, rejected_temp, tables) as writer:
         last = None
         for chunk in range_chunks(task):
@@ -64,11 +64,11 @@ def _write_and_publish(fs: WarehouseFileSystem, task: RangeTask, main_final: str
 
 
 def _replayed(fs: WarehouseFileSystem, task: RangeTask, main_final: str) -> RangeResult:
-    rejected_final = posixpath.join(task.rejected_dir, task.range.file_name)
+    rejected_final = posixpath.join(task.rejected_dir, task.range.name_as(REJECTED_FORMAT))
     footer = read_footer(fs, main_final, task.writer.layout.file_format)
     unmatched = json.loads(footer.metadata.get(UNMATCHED_METADATA_KEY, b"{}"))
     ignored = json.loads(footer.metadata.get(IGNORED_FIELDS_METADATA_KEY, b"{}"))
-    rejected = footer_rows(fs, rejected_final, task.writer.layout.file_format)
+    rejected = footer_rows(fs, rejected_final, REJECTED_FORMAT)
     return RangeResult(task.range, False, footer.rows, rejected, unmatched, ignored)
 
 

@@ -69,7 +69,7 @@ class WarehouseFiles:
         folder = self.tables.of(r).warehouse.main_dir(dict(values))
         if folder not in self._listed:
             self._listed[folder] = set(self.fs.list_dir(folder))
-        return r.file_name in self._listed[folder]
+        return r.name_as(self.tables.of(r).spec.layout.file_format) in self._listed[folder]
 
     def has_manifest(self, r: OffsetRange) -> bool:
         root = self.tables.manifest_root(r)
@@ -100,7 +100,7 @@ class WriteMode(Protocol):
         """The batch's ranges that are not done."""
 
     def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
-        """The new plan's files that are already published (never planned: refused)."""
+        """The new plan's ranges (by their names' stems) that are already published (never planned: refused)."""
 
     def sweep_folders(self, tables: BatchTables, batch: Batch, results: list[RangeResult]) -> list[str]:
         """Beyond the batch's planning-time folders: where its tasks left temp files."""
@@ -149,7 +149,7 @@ class PlanningTimeMode:
         return [r for r in batch.file_ranges if not seen.has_file(batch.partition_values, r)]
 
     def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
-        return [r.file_name for r in batch.file_ranges if seen.has_file(batch.partition_values, r)]
+        return [r.file_range.stem for r in batch.file_ranges if seen.has_file(batch.partition_values, r)]
 
     def sweep_folders(self, tables: BatchTables, batch: Batch, results: list[RangeResult]) -> list[str]:
         return []
@@ -197,7 +197,8 @@ class EventTimeMode:
         return [r for r in batch.file_ranges if not seen.has_manifest(r)]  # done once its manifest is published
 
     def clashes(self, batch: Batch, seen: FilesSeen) -> list[str]:
-        return PLANNING_TIME.clashes(batch, seen) + [r.file_name for r in batch.file_ranges if seen.has_manifest(r)]
+        return PLANNING_TIME.clashes(batch, seen) + [r.file_range.stem for r in batch.file_ranges
+                                                     if seen.has_manifest(r)]
 
     def sweep_folders(self, tables: BatchTables, batch: Batch, results: list[RangeResult]) -> list[str]:
         parts = sorted({tables.part_dir(r.range, part) for r in results for part in r.parts})

@@ -15,7 +15,8 @@ from enum import Enum
 
 from etl.errors import StateConflict
 from etl.model.identity import RecordFingerprint
-from etl.model.naming import FileRange, final_name
+from etl.config.model import HiveFormat
+from etl.model.naming import FileRange
 
 
 class BatchState(str, Enum):
@@ -52,9 +53,9 @@ class OffsetRange:
     def file_range(self) -> FileRange:
         return FileRange(self.topic, self.partition, self.start, self.end, self.incarnation)
 
-    @property
-    def file_name(self) -> str:
-        return final_name(self.topic, self.partition, self.start, self.end, self.incarnation)
+    def name_as(self, file_format: HiveFormat) -> str:
+        """The name of the range's file in a table whose files are `file_format`."""
+        return self.file_range.name_as(file_format)
 
     def to_json(self) -> list:
         # The first incarnation's ranges are stored as before tags existed.

@@ -20,7 +20,7 @@ from enum import Enum
 from typing import Mapping
 
 from etl.errors import StateConflict
-from etl.model.naming import parse_final_name
+from etl.model.naming import named_range
 
 COMPACTED_FOLDER = "_compacted"
 
@@ -71,7 +71,8 @@ class InputFile:
     @property
     def kafka_partition(self) -> tuple[str, int, str]:
         """The Kafka partition and the topic's incarnation (etl.model.identity) whose offsets it holds."""
-        parsed = parse_final_name(self.name)
+        parsed = named_range(self.name)
+        assert parsed is not None, f"{self.name} is not a committed file's name"
         return parsed.topic, parsed.partition, parsed.incarnation
 
     def to_json(self) -> list:

@@ -3,7 +3,10 @@ place. The other names there belong to the room that writes them: range manifest
 (etl.sink.manifest), `_SUCCESS` markers (etl.sink.markers), files moved aside (etl.sink.aside)
 and compacted folders (etl.model.compaction).
 
-A committed file is `<topic>+<partition>+<from:020d>+<until:020d>.parquet`. The offsets are
+A committed file is `<topic>+<partition>+<from:020d>+<until:020d>.parquet`, or `.orc` in a table
+stored as ORC: a name says which format its file is in, and a range's file is looked for under
+its table's extension only (a replay that looked for the other would write the range twice).
+The rejected table's files are Parquet whatever the table's format. The offsets are
 zero-padded so that a plain sort of the names is an offset sort. A file of a recreated topic's
 later incarnation (etl.model.identity) carries that incarnation's tag after its offsets,
 `<topic>+<partition>+<from:020d>+<until:020d>+<tag>.parquet`: its offsets restart at 0 and
@@ -21,7 +24,10 @@ import re
 import uuid
 from dataclasses import dataclass
 
-EXTENSION = ".parquet"
+from etl.config.model import HiveFormat
+
+EXTENSIONS = {HiveFormat.PARQUET: ".parquet", HiveFormat.ORC: ".orc"}
+REJECTED_FORMAT = HiveFormat.PARQUET  # etl/hive/rejected.sql is one table definition for every job
 TEMP_PREFIX = "_tmp."
 TEMP_SUFFIX = ".inprogress"
 # A topic may not start with '_' or '.' (the config refuses it: Hive would hide its files),
@@ -30,9 +36,11 @@ TEMP_SUFFIX = ".inprogress"
 INCARNATION_LENGTH = 11
 _TAG = rf"[A-Za-z0-9_-]{{{INCARNATION_LENGTH}}}"
 _TAG_RE = re.compile(_TAG)
-_FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9-][A-Za-z0-9._-]*)\+(?P<partition>\d+)"
-                       r"\+(?P<start>\d{20})\+(?P<end>\d{20})"
-                       rf"(?:\+(?P<incarnation>{_TAG}))?\.parquet$")
+_STEM = (r"(?P<topic>[A-Za-z0-9-][A-Za-z0-9._-]*)\+(?P<partition>\d+)"
+         rf"\+(?P<start>\d{{20}})\+(?P<end>\d{{20}})(?:\+(?P<incarnation>{_TAG}))?")
+_STEM_RE = re.compile(rf"^{_STEM}$")
+_FINAL_RE = {file_format: re.compile(rf"^{_STEM}{re.escape(extension)}$")
+             for file_format, extension in EXTENSIONS.items()}
 
 
 @dataclass(frozen=True, order=True)
@@ -44,25 +52,61 @@ class FileRange:
     incarnation: str = ""  # the topic's incarnation: "" for the first the job loaded (etl.model.identity)
 
     @property
-    def name(self) -> str:
-        return final_name(self.topic, self.partition, self.start, self.end, self.incarnation)
+    def stem(self) -> str:
+        """The name without its format's extension: what a range's other records are named by."""
+        return range_stem(self.topic, self.partition, self.start, self.end, self.incarnation)
+
+    def name_as(self, file_format: HiveFormat) -> str:
+        """The name of the range's file in a table whose files are `file_format`."""
+        return self.stem + EXTENSIONS[file_format]
 
 
-def final_name(topic: str, partition: int, start: int, end: int, incarnation: str = "") -> str:
+def range_stem(topic: str, partition: int, start: int, end: int, incarnation: str = "") -> str:
     if incarnation and not _TAG_RE.fullmatch(incarnation):
         raise ValueError(f"{incarnation!r} is not an incarnation tag "
                          f"({INCARNATION_LENGTH} characters of [A-Za-z0-9_-])")
     tag = f"+{incarnation}" if incarnation else ""
-    return f"{topic}+{partition}+{start:020d}+{end:020d}{tag}{EXTENSION}"
+    return f"{topic}+{partition}+{start:020d}+{end:020d}{tag}"
 
 
-def parse_final_name(name: str) -> FileRange | None:
-    """The range a committed file covers, or None if `name` is not a committed file."""
-    match = _FINAL_RE.match(name)
+def final_name(topic: str, partition: int, start: int, end: int, incarnation: str = "",
+               file_format: HiveFormat = HiveFormat.PARQUET) -> str:
+    return range_stem(topic, partition, start, end, incarnation) + EXTENSIONS[file_format]
+
+
+def parse_final_name(name: str, file_format: HiveFormat = HiveFormat.PARQUET) -> FileRange | None:
+    """The range a committed file of `file_format` covers, or None if `name` is not one: a file
+    of the other format, in a table of this one, is not the table's."""
+    return _range_of(_FINAL_RE[file_format].match(name))
+
+
+def parse_range_stem(stem: str) -> FileRange | None:
+    """The range a name's stem (FileRange.stem: a manifest's name, less its suffix) is of."""
+    return _range_of(_STEM_RE.match(stem))
+
+
+def _range_of(match: re.Match | None) -> FileRange | None:
     if not match:
         return None
     return FileRange(match["topic"], int(match["partition"]), int(match["start"]), int(match["end"]),
                      match["incarnation"] or "")
+
+
+def format_of_name(name: str) -> HiveFormat | None:
+    """The format a committed file's name says it is in; None if it is not a committed file."""
+    return next((f for f, pattern in _FINAL_RE.items() if pattern.match(name)), None)
+
+
+def name_stem(name: str) -> str:
+    """A committed file's name without its format's extension."""
+    return name.rsplit(".", 1)[0] if format_of_name(name) else name
+
+
+def named_range(name: str) -> FileRange | None:
+    """The range a committed file of either format covers: for names the job recorded itself
+    (a compaction's inputs and outputs), whose table's format they were written in."""
+    file_format = format_of_name(name)
+    return None if file_format is None else parse_final_name(name, file_format)
 
 
 def temp_name(final: str) -> str:

@@ -249,8 +249,8 @@ class Routed(JobShape):
     def range_routing(self, batch: Batch, r: OffsetRange) -> RangeRouting:
         planned = batch.tables.get(r.topic)
         if not planned:
-            raise StateConflict(f"batch {batch.batch_id} plans range {r.file_name} but records no table for topic "
-                                f"{r.topic}: the plan is damaged")
+            raise StateConflict(f"batch {batch.batch_id} plans range {r.file_range.stem} but records no table for "
+                                f"topic {r.topic}: the plan is damaged")
         chosen = self.config.routes.of_topic(r.topic)
         routed = topic_tables(r.topic, chosen) if chosen and not sharing_problem(r.topic, chosen) else None
         if routed is None or list(routed.tables) != list(planned):

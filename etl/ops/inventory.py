@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 from etl.compaction.merge import read_facts
 from etl.model.compaction import TableKind, partition_of_folder
-from etl.model.naming import FileRange, is_temp_name, parse_final_name
+from etl.config.model import HiveFormat
+from etl.model.naming import FileRange, is_temp_name, parse_final_name, parse_range_stem
 from etl.model.partitioning import padded_path
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.manifest import SUFFIX as MANIFEST_SUFFIX
@@ -34,6 +35,7 @@ class WarehouseFile:
     path: str
     partition_path: str  # e.g. dt=2026-11-21/hour=10
     range: FileRange
+    file_format: HiveFormat = HiveFormat.PARQUET  # its table's
 
 
 @dataclass
@@ -47,7 +49,12 @@ class Inventory:
     @property
     def paths(self) -> list[str]:
         """Each committed file once (a merged file is listed once per range it holds)."""
-        return sorted({f.path for f in self.files + self.rejected})
+        return sorted(self.formats)
+
+    @property
+    def formats(self) -> dict[str, HiveFormat]:
+        """Each committed file's format, by path."""
+        return {f.path: f.file_format for f in self.files + self.rejected}
 
     def by_partition(self) -> dict[tuple[str, int], list[WarehouseFile]]:
         """Committed files of each Kafka partition, in offset order."""
@@ -63,7 +70,7 @@ def take_inventory(fs: WarehouseFileSystem, warehouse: Warehouse,
     for kind, target in ((TableKind.MAIN, inventory.files), (TableKind.REJECTED, inventory.rejected)):
         if kind not in kinds:
             continue
-        root, relocated = warehouse.root(kind), warehouse.relocations.of(kind)
+        root, relocated, file_format = warehouse.root(kind), warehouse.relocations.of(kind), warehouse.file_format(kind)
         current = {folder: partition for partition, folder in relocated.items()}
         for path in fs.walk_files(root):
             name = posixpath.basename(path)
@@ -71,20 +78,21 @@ def take_inventory(fs: WarehouseFileSystem, warehouse: Warehouse,
                 inventory.temps.append(path)
                 continue
             if name.endswith(MANIFEST_SUFFIX):  # a split range's is in the rejected table's folder
-                manifest_range = parse_final_name(name.removesuffix(MANIFEST_SUFFIX) + ".parquet")
+                manifest_range = parse_range_stem(name.removesuffix(MANIFEST_SUFFIX))
                 if manifest_range is not None:
                     inventory.manifests[manifest_range] = path
                 continue
-            file_range = parse_final_name(name)
+            file_range = parse_final_name(name, file_format)
             if file_range is None:
                 continue
             folder = posixpath.relpath(posixpath.dirname(path), root)
             if folder in current:
-                target += _ranges_of(fs, path, current[folder], file_range)
+                target += _ranges_of(fs, path, current[folder], file_range, file_format)
             elif folder in relocated or partition_of_folder(folder) is not None:
                 inventory.superseded.append(path)
             else:
-                target.append(WarehouseFile(path, padded_path(folder), file_range))  # dt=1-01-02: as padded
+                # dt=1-01-02: as padded
+                target.append(WarehouseFile(path, padded_path(folder), file_range, file_format))
     return inventory
 
 
@@ -100,11 +108,12 @@ def merged(inventories: list[Inventory]) -> Inventory:
     return whole
 
 
-def _ranges_of(fs: WarehouseFileSystem, path: str, partition: str, named: FileRange) -> list[WarehouseFile]:
+def _ranges_of(fs: WarehouseFileSystem, path: str, partition: str, named: FileRange,
+               file_format: HiveFormat) -> list[WarehouseFile]:
     """A file in a compacted folder: merged (its footer lists its ranges), or written there after."""
     try:
-        ranges = read_facts(fs, path).ranges
+        ranges = read_facts(fs, path, file_format).ranges
     except Exception:  # unreadable: listed under its name, for `etl verify --deep` and `etl recover` to name
         ranges = None
-    return [WarehouseFile(path, partition, FileRange(named.topic, named.partition, start, end, named.incarnation))
-            for start, end in ranges or [(named.start, named.end)]]
+    return [WarehouseFile(path, partition, FileRange(named.topic, named.partition, start, end, named.incarnation),
+                          file_format) for start, end in ranges or [(named.start, named.end)]]

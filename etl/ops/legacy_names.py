@@ -82,7 +82,8 @@ def _move(fs: WarehouseFileSystem, warehouse: Warehouse, registrar, old: str) ->
                             f"ALTER TABLE ... DROP PARTITION for {old}, and run `etl recover` again")
     source, target = posixpath.join(warehouse.table_root, old), warehouse.main_dir(new)
     names = fs.list_dir(source)
-    foreign = [n for n in names if not (parse_final_name(n) or is_temp_name(n) or n == MARKER_NAME)]
+    foreign = [n for n in names
+               if not (parse_final_name(n, warehouse.main_format) or is_temp_name(n) or n == MARKER_NAME)]
     if foreign:
         raise StateConflict(f"{source} holds {', '.join(foreign[:3])}, which this job did not write: move them out "
                             f"of the warehouse after checking where they came from, then run `etl recover` again")

@@ -55,7 +55,7 @@ def written_files(fs: WarehouseFileSystem, config: Config, warehouse: Warehouse,
     shape = shape_of(config)
     counts: FileCounts = {qualified(config, table): (0, 0) for table in shape.always_counted()}
     for batch in batches:
-        names = {r.file_name for r in batch.file_ranges}
+        names = {r.name_as(config.hive.format) for r in batch.file_ranges}
         for table, folders in shape.folders_by_table(mode_of(batch), warehouse, batch).items():
             label = qualified(config, table)
             count, size = counts.get(label, (0, 0))

@@ -69,7 +69,7 @@ def check_split_parts(inventories: dict[str, Inventory], manifests: list[RangeMa
 
 
 def damaged_ranges(problems: list[Problem]) -> set[str]:
-    """The file names of the ranges `check_parts` found damaged."""
+    """The ranges `check_parts` found damaged, by their names' stems (FileRange.stem)."""
     return {p.where.rsplit(" ", 1)[-1] for p in problems if p.kind in PART_PROBLEMS}
 
 
@@ -97,4 +97,4 @@ def _range_problems(file_range: FileRange, folders: set[str], manifest: RangeMan
 
 
 def _name(file_range: FileRange) -> str:
-    return file_range.name
+    return file_range.stem  # whatever the table's format: damaged_ranges reads it back

@@ -10,10 +10,10 @@ A routed job's tables share one partitioner; a split range's parts are counted p
 from __future__ import annotations
 
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from etl.ops.coverage import MAX_LISTED, Problem
 from etl.ops.inventory import Inventory
+from etl.sink.file_format import read_columns
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.manifest import RangeManifest
 
@@ -35,9 +35,7 @@ def check_placement(config, fs: WarehouseFileSystem, partitioner, inventories: d
         expected = {f.range: _counted(counted, table, f) for f in entries}
         if all(rows is None for rows in expected.values()):
             continue  # no manifest (planning time), or a stray part etl.ops.parts names
-        with fs.open_read(path) as handle:  # INT96 as ms: nanoseconds (the default) end in 2262
-            table = pq.read_table(handle, columns=[column, "kafka_offset"],
-                                  coerce_int96_timestamp_unit="ms")
+        table = read_columns(fs, path, entries[0].file_format, [column, "kafka_offset"])
         offsets = table.column("kafka_offset")
         for r, rows in expected.items():
             held = table.num_rows if len(entries) == 1 else pc.sum(pc.and_(
@@ -61,7 +59,10 @@ def _counted(counted: dict, table: str, f) -> int | None:
 
 
 def _misplaced(f, table, column: str, partitioner) -> list[Problem]:
-    keys = partitioner.wall_starts(table.column(column).combine_chunks().cast("timestamp[ms]"))
+    # Floored to the millisecond the partitioner counts in: read as written (us or ns), a value a
+    # fraction before a boundary belongs before it, in every year.
+    values = pc.floor_temporal(table.column(column).combine_chunks(), unit="millisecond")
+    keys = partitioner.wall_starts(values.cast("timestamp[ms]"))
     wrong = [(key, offset) for key, offset in zip(keys.to_pylist(), table.column("kafka_offset").to_pylist())
              if key is not None and partitioner.path(partitioner.values_of_key(key)) != f.partition_path]
     if not wrong:

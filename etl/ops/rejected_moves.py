@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from etl.compaction.merge import read_facts
 from etl.model.events import Event, MovedAside, Reset, explained_jumps
-from etl.model.naming import FileRange, parse_final_name
+from etl.model.naming import FileRange, format_of_name, named_range
 from etl.ops.coverage import Problem, unexplained
 from etl.ops.inventory import Inventory
 from etl.sink.fs import WarehouseFileSystem
@@ -97,11 +97,12 @@ def _moved_alone(fs: WarehouseFileSystem, rejected_root: str, events: list[Event
 def _ranges(fs: WarehouseFileSystem, source: str, target: str) -> list[FileRange]:
     """The ranges a moved file held: its footer's, for a merged one, read from where it is kept;
     its name's when that copy is gone or unreadable. [] for a manifest."""
-    named = parse_final_name(posixpath.basename(source))
-    if named is None:
+    name = posixpath.basename(source)
+    named, file_format = named_range(name), format_of_name(name)
+    if named is None or file_format is None:
         return []
     try:
-        ranges = read_facts(fs, target).ranges
+        ranges = read_facts(fs, target, file_format).ranges
     except Exception:  # deleted from _etl_moved_aside, or the unreadable file it was moved out as
         ranges = None
     return [FileRange(named.topic, named.partition, a, b, named.incarnation)

@@ -49,7 +49,7 @@ def files_to_move(inventory: Inventory, unreadable: set[str], batch: Batch | Non
     main = {f.range for f in inventory.files}
     seeds = {r for r, paths in by_range.items()
              if r not in planned
-             and (set(paths) & unreadable or r.name in damaged
+             and (set(paths) & unreadable or r.stem in damaged
                   or r not in main or r in stale)}
     ranges, todo = set(), list(seeds)
     while todo:

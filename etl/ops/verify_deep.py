@@ -21,15 +21,15 @@ import posixpath
 from dataclasses import dataclass
 from typing import Callable, Collection, Mapping
 
-import pyarrow.parquet as pq
-
 from etl.hive.sql import quote_identifier, quote_literal
 from etl.model.compaction import compaction_of_folder
 from etl.model.events import Event
 from etl.model.naming import INCARNATION_LENGTH
 from etl.ops.coverage import MAX_LISTED, PartitionWalk, Problem, describe_partition, walk_partitions
 from etl.ops.inventory import Inventory
-from etl.sink.checksums import Checksums, file_checksums, open_exact, recorded
+from etl.config.model import HiveFormat
+from etl.sink.checksums import Checksums, file_checksums, recorded
+from etl.sink.file_format import open_data, read_footer
 from etl.sink.fs import WarehouseFileSystem
 from etl.state.znodes import CommittedOffset
 
@@ -37,17 +37,17 @@ from etl.state.znodes import CommittedOffset
 def check_readable(fs: WarehouseFileSystem, inventory: Inventory) -> list[Problem]:
     """Every committed file's footer, read alone: a truncated or overwritten file is named here
     instead of failing the whole table read."""
-    return [Problem("corrupt_file", path, f"not a readable Parquet file ({reason}); every query of the table "
+    return [Problem("corrupt_file", path, f"not a readable data file ({reason}); every query of the table "
                     f"fails on it", _CORRUPT_ACTION) for path, reason in unreadable_files(fs, inventory)]
 
 
 def unreadable_files(fs: WarehouseFileSystem, inventory: Inventory) -> list[tuple[str, str]]:
-    """(path, why) of every committed file, main or rejected, whose Parquet footer cannot be read."""
+    """(path, why) of every committed file, main or rejected, whose footer (Parquet's or ORC's, as
+    its table's format says) cannot be read."""
     found = []
-    for path in inventory.paths:
+    for path, file_format in sorted(inventory.formats.items()):
         try:
-            with fs.open_read(path) as handle:
-                pq.ParquetFile(handle).metadata
+            read_footer(fs, path, file_format)
         except Exception as exc:  # pyarrow says ArrowInvalid, OSError or worse for a broken file
             found.append((path, _first_line(exc)))
     return found
@@ -62,14 +62,13 @@ def check_rewritten(fs: WarehouseFileSystem, inventory: Inventory, merged: Mappi
     or `etl reset-offsets` moved out of the table (their events): a file there since is a batch's.
     Batch files, and files merged before merges recorded checksums (no record), are skipped."""
     problems = []
-    for path in inventory.paths:
-        with fs.open_read(path) as handle:
-            parquet = open_exact(handle)
-            expected, schema = recorded(parquet.metadata.metadata or {}), parquet.schema_arrow
+    for path, file_format in sorted(inventory.formats.items()):
+        with open_data(fs, path, file_format) as data:
+            expected, schema = recorded(data.footer.metadata), data.schema
         if expected is None:
             problems += _unproven(path, merged, moved)
         else:
-            problems += _altered(fs, path, schema, expected)
+            problems += _altered(fs, path, schema, expected, file_format)
         if len(problems) >= MAX_LISTED:
             break
     return problems
@@ -84,8 +83,9 @@ def _unproven(path: str, merged: Mapping[int, frozenset[str]], moved: Collection
                     f"cannot be proven", _ALTERED_ACTION)]
 
 
-def _altered(fs: WarehouseFileSystem, path: str, schema, expected: Checksums) -> list[Problem]:
-    found = file_checksums(fs, path, schema)
+def _altered(fs: WarehouseFileSystem, path: str, schema, expected: Checksums,
+             file_format: HiveFormat) -> list[Problem]:
+    found = file_checksums(fs, path, schema, file_format)
     altered = expected.differing(found)
     if not altered and found.rows == expected.rows:
         return []
@@ -167,7 +167,7 @@ def check_deep(spark, database: str, tables: tuple[str, ...], inventory: Invento
 
 # The incarnation tag in a file's name (etl.model.naming), as Spark gives the file's URI; "" for
 # the first incarnation's plain names. Written into a SQL string literal: each backslash doubled.
-_INCARNATION_OF_FILE = r"(?:\\+|%2B)([A-Za-z0-9_-]{" + str(INCARNATION_LENGTH) + r"})\\.parquet$"
+_INCARNATION_OF_FILE = r"(?:\\+|%2B)([A-Za-z0-9_-]{" + str(INCARNATION_LENGTH) + r"})\\.(?:parquet|orc)$"
 
 
 def _lineage_union(spark, database: str, tables: tuple[str, ...]):

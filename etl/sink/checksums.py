@@ -1,4 +1,4 @@
-"""Checksums of a Parquet file's values, column by column: how a rewritten file proves that it
+"""Checksums of a data file's values (Parquet or ORC), column by column: how a rewritten file proves that it
 holds the values it was made from (etl.compaction.merge, before it publishes; `etl verify --deep`, after).
 
 A merged file's footer records, under `etl.checksums`, its row count and one checksum per
@@ -16,19 +16,22 @@ A column's checksum is four CRC-32s, over: the row numbers of its NULLs; its val
 canonical form (integers as int64, floats as float64, booleans as a byte, dates as days,
 timestamps as int64 microseconds, decimals as their 16 bytes); the lengths of its strings and
 binaries; their bytes. None depends on how the rows are split in row groups or chunks, on the
-unit a timestamp was read in, or on the Parquet encoding, compression or physical type.
+unit a timestamp was read in, or on the file's format, encoding, compression or physical type.
 Microseconds: INT96 read so holds every year 0001..9999 Hive accepts (nanoseconds end in 2262).
+Files are read through etl.sink.file_format, every timestamp as it was written.
 """
 from __future__ import annotations
 
 import json
 import zlib
 from dataclasses import dataclass
+from typing import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from etl.config.model import HiveFormat
+from etl.sink.file_format import open_data
 from etl.sink.fs import WarehouseFileSystem
 
 CHECKSUMS_KEY = b"etl.checksums"
@@ -51,7 +54,7 @@ class Checksums:
         return [name for name, value in self.columns.items() if found.columns.get(name) != value]
 
 
-def recorded(footer: dict) -> Checksums | None:
+def recorded(footer: Mapping[bytes, bytes]) -> Checksums | None:
     """The checksums a file's footer records (None: a batch file, or merged before they were)."""
     raw = footer.get(CHECKSUMS_KEY)
     if raw is None:
@@ -105,25 +108,18 @@ class TableDigest:
         return Checksums(self.rows, {name: digest.hexdigest() for name, digest in self._columns.items()})
 
 
-def open_exact(handle) -> pq.ParquetFile:
-    """A Parquet file whose INT96 timestamps read back as they were written, years 0001..9999."""
-    return pq.ParquetFile(handle, coerce_int96_timestamp_unit=CANONICAL_TIME_UNIT)
-
-
-def digest_file(fs: WarehouseFileSystem, path: str, digests: list[TableDigest]) -> int:
-    """Feed every row of `path`, row group by row group, to each of `digests`; return its rows."""
-    with fs.open_read(path) as handle:
-        parquet = open_exact(handle)
-        for index in range(parquet.num_row_groups):
-            table = parquet.read_row_group(index)
+def digest_file(fs: WarehouseFileSystem, path: str, digests: list[TableDigest], file_format: HiveFormat) -> int:
+    """Feed every row of `path`, a row group or stripe at a time, to each of `digests`; return its rows."""
+    with open_data(fs, path, file_format, int96_unit=CANONICAL_TIME_UNIT) as data:
+        for table in data.tables():
             for digest in digests:
                 digest.add(table)
-        return parquet.metadata.num_rows
+        return data.footer.rows
 
 
-def file_checksums(fs: WarehouseFileSystem, path: str, schema: pa.Schema) -> Checksums:
+def file_checksums(fs: WarehouseFileSystem, path: str, schema: pa.Schema, file_format: HiveFormat) -> Checksums:
     digest = TableDigest(schema)
-    digest_file(fs, path, [digest])
+    digest_file(fs, path, [digest], file_format)
     return digest.result()
 
 

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from etl.config.model import Compression, HiveFormat, ParquetReaders
 from etl.config.whole import Config
+from etl.model.naming import REJECTED_FORMAT
 
 # A bloom filter's false-positive rate: parquet-mr's and Spark's default (parquet.bloom.filter.fpp).
 BLOOM_FPP = 0.01
@@ -61,7 +62,7 @@ class FileLayout:
         """The layout of a rejected-records file: the table's codec and readers, none of its
         columns, and Parquet whatever the table's format (etl/hive/rejected.sql is one table
         definition for every job)."""
-        return replace(self, bloom_filter_columns=(), sort_by=(), file_format=HiveFormat.PARQUET)
+        return replace(self, bloom_filter_columns=(), sort_by=(), file_format=REJECTED_FORMAT)
 
     @property
     def int96_timestamps(self) -> bool:

@@ -21,7 +21,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from etl.errors import WarehouseError
-from etl.model.naming import FileRange, final_name, temp_name
+from etl.model.naming import FileRange, range_stem, temp_name
 from etl.model.partitioning import padded_path
 from etl.sink.commit import publish
 from etl.sink.fs import PathNotFound, WarehouseFileSystem
@@ -58,10 +58,6 @@ class RangeManifest:
         return FileRange(self.topic, self.partition, self.start, self.end, self.incarnation)
 
     @property
-    def file_name(self) -> str:
-        return self.file_range.name
-
-    @property
     def rows(self) -> int:
         return sum(p.rows for p in self.parts)
 
@@ -86,7 +82,7 @@ def manifest_dir(table_root: str, topic: str, partition: int) -> str:
 
 
 def manifest_path(table_root: str, topic: str, partition: int, start: int, end: int, incarnation: str = "") -> str:
-    name = final_name(topic, partition, start, end, incarnation).removesuffix(".parquet") + SUFFIX
+    name = range_stem(topic, partition, start, end, incarnation) + SUFFIX
     return posixpath.join(manifest_dir(table_root, topic, partition), name)
 
 

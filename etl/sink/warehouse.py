@@ -17,9 +17,10 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from etl.config import Config
+from etl.config.model import HiveFormat
 from etl.errors import ConfigError
 from etl.model.compaction import Relocations, TableKind
-from etl.model.naming import partition_path, table_location
+from etl.model.naming import REJECTED_FORMAT, partition_path, table_location
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Warehouse:
     table_root: str  # "" for a routed job's warehouse: each table's view has its own
     rejected_root: str
     relocations: Relocations = field(default_factory=Relocations)
+    main_format: HiveFormat = HiveFormat.PARQUET  # the tables' files' ([hive] format); the rejected table's are Parquet
 
     @classmethod
     def of(cls, config: Config) -> "Warehouse":
@@ -37,7 +39,7 @@ class Warehouse:
         return cls(fs_root=root, hive_root=config.warehouse.hive_root,
                    database_root=posixpath.join(root, f"{hive.database}.db"),
                    table_root="" if hive.table is None else table_location(root, hive.database, hive.table),
-                   rejected_root=table_location(root, hive.database, hive.rejected_table))
+                   rejected_root=table_location(root, hive.database, hive.rejected_table), main_format=hive.format)
 
     def with_relocations(self, relocations: Relocations) -> "Warehouse":
         return replace(self, relocations=relocations)
@@ -60,6 +62,9 @@ class Warehouse:
             raise ConfigError("[route] sections name the tables: this step acts on one table, and was handed the "
                               "job's warehouse instead of one table's view (a bug)")
         return self.table_root
+
+    def file_format(self, table: TableKind) -> HiveFormat:
+        return REJECTED_FORMAT if table is TableKind.REJECTED else self.main_format
 
     def folder(self, table: TableKind, partition: str | dict[str, str]) -> str:
         """Where a Hive partition's files are now (`partition`: a path, or its values)."""

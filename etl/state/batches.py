@@ -25,7 +25,6 @@ from etl import faults
 from etl.errors import LockLost, StateConflict
 from etl.model.batch import Batch, BatchKind, BatchState
 from etl.model.events import Skipped
-from etl.model.naming import final_name
 from etl.state.batch_nodes import (drop_batch_remedy, has_record_chunks, merge_markers, merge_records,
                                    partition_chunk_count, partition_chunks, ranges_source, record_chunk_count,
                                    record_chunks)
@@ -79,8 +78,7 @@ class ZkBatches(SessionBound):
         for skipped in batch.skipped:
             self.operator.add_event(txn, Skipped.of(batch.batch_id, batch.planned_at, skipped))
         if batch.kind is BatchKind.REPAIR:
-            self.compactions.forget_rewritten(txn, {final_name(r.topic, r.partition, r.start, r.end)
-                                                    for r in batch.ranges})
+            self.compactions.forget_rewritten(txn, {r.file_range.stem for r in batch.ranges})
         self._commit_fenced(txn, f"store the plan of batch {batch.batch_id}")
         return 0  # a new znode's version
 

@@ -29,6 +29,7 @@ from kazoo.exceptions import NoNodeError
 
 from etl.errors import StateConflict
 from etl.model.compaction import CompactionPlan, CompactionState, Relocations, compaction_of_folder
+from etl.model.naming import name_stem
 from etl.state.chunks import damaged
 from etl.state.session import SessionBound
 from etl.state.znodes import dump
@@ -150,16 +151,17 @@ class CompactionRecords(SessionBound):
                               f"({type(exc).__name__}: {exc})", "Restore it from a ZooKeeper backup") from None
         return found
 
-    def forget_rewritten(self, txn, names: set[str]) -> None:
-        """Add to a fenced transaction (a REPAIR batch's plan): `names` taken out of every merged
+    def forget_rewritten(self, txn, stems: set[str]) -> None:
+        """Add to a fenced transaction (a REPAIR batch's plan): the files named by `stems` (their
+        ranges' names without the format's extension, FileRange.stem) taken out of every merged
         files' record that lists them. A REPAIR writes a range no file holds, so a merged file of
         that name is gone (moved out by hand): the batch file taking its name has no checksums."""
         for key, outputs in self.checksummed_outputs().items():
-            if outputs & names:
+            if {name_stem(name) for name in outputs} & stems:
                 data, stat = self._read(lambda k=key: self.client.get(self.paths.merged_record(k)),
                                         f"read compaction {key}'s merged files")
                 record = json.loads(data)
-                record["outputs"] = [name for name in record["outputs"] if name not in names]
+                record["outputs"] = [name for name in record["outputs"] if name_stem(name) not in stems]
                 txn.set_data(self.paths.merged_record(key), dump(record), version=stat.version)
 
     def _relocate(self, txn, plan: CompactionPlan) -> None:

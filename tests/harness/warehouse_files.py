@@ -10,10 +10,27 @@ import zoneinfo
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
 TEMP_PREFIX = "_tmp."
-FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<start>\d{20})\+(?P<end>\d{20})\.parquet$")
+# A table's files are Parquet, or ORC for [hive] format = orc; the rejected table's are Parquet.
+FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<start>\d{20})\+(?P<end>\d{20})"
+                      r"\.(?:parquet|orc)$")
+
+
+def file_rows(path: Path) -> int:
+    return orc.ORCFile(str(path)).nrows if path.suffix == ".orc" else pq.ParquetFile(path).metadata.num_rows
+
+
+def file_footer(path: Path) -> dict:
+    """The file's key-value metadata: Parquet's footer's, or ORC's user metadata."""
+    return (orc.ORCFile(str(path)).metadata if path.suffix == ".orc" else pq.ParquetFile(path).metadata.metadata) or {}
+
+
+def read_file(path: Path, columns: list[str]) -> pa.Table:
+    return orc.read_table(str(path), columns=columns) if path.suffix == ".orc" else pq.read_table(path, columns=columns)
 
 
 def temp_files(warehouse_dir: Path | str) -> list[Path]:
@@ -36,8 +53,8 @@ class FinalFile:
     def rows(self) -> int:
         """Rows of this range in the file: a compacted file's rows are told apart by offset."""
         if not self.merged:
-            return pq.ParquetFile(self.path).metadata.num_rows
-        offsets = pq.read_table(self.path, columns=["kafka_offset"]).column("kafka_offset").to_pylist()
+            return file_rows(self.path)
+        offsets = read_file(self.path, ["kafka_offset"]).column("kafka_offset").to_pylist()
         return sum(1 for o in offsets if self.start <= o < self.end)
 
 
@@ -48,12 +65,12 @@ def final_files(table_root: Path | str) -> list[FinalFile]:
     root = Path(table_root)
     found = []
     if root.exists():
-        for path in root.rglob("*.parquet"):
+        for path in (p for p in root.rglob("*") if p.suffix in (".parquet", ".orc")):
             if path.name.startswith(("_", ".")):  # temp files (and what Hive skips), whatever they end in
                 continue
             match = FINAL_RE.match(path.name)
             if match:
-                footer = pq.ParquetFile(path).metadata.metadata or {}
+                footer = file_footer(path)
                 ranges = json.loads(footer[b"etl.ranges"]) if b"etl.ranges" in footer else None
                 for start, end in ranges or [(int(match["start"]), int(match["end"]))]:
                     found.append(FinalFile(path, match["topic"], int(match["partition"]), start, end,
@@ -135,7 +152,7 @@ def misplaced_rows(table_dir: Path | str, column: str, zone: str) -> list[str]:
     for f in {f.path: f for f in final_files(table_dir)}.values():  # a compacted file once
         # a compacted folder is _compacted/dt=.../hour=.../c<id>: its partition is its k=v parts
         folder = dict(part.split("=", 1) for part in f.path.parent.relative_to(table_dir).parts if "=" in part)
-        table = pq.read_table(f.path, columns=[column, "kafka_offset"])
+        table = read_file(f.path, [column, "kafka_offset"])
         for at, offset in zip(table.column(column).to_pylist(), table.column("kafka_offset").to_pylist()):
             if at is None:
                 continue

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from etl.config.model import HiveFormat
 from etl.config.model import Compression, ParquetReaders
 from etl.errors import ConfigError
 from etl.sink.checksums import file_checksums
@@ -94,8 +95,8 @@ def test_values_and_far_timestamps_read_back_as_written(tmp_path, readers):
     # The value checksums compaction and verify --deep take do not depend on the layout.
     other = tmp_path / "other.parquet"
     write(other, FileLayout(readers=next(r for r in ParquetReaders if r is not readers)), table)
-    assert file_checksums(LocalFileSystem(), str(tmp_path / "f.parquet"), SCHEMA) == \
-        file_checksums(LocalFileSystem(), str(other), SCHEMA)
+    assert file_checksums(LocalFileSystem(), str(tmp_path / "f.parquet"), SCHEMA, HiveFormat.PARQUET) == \
+        file_checksums(LocalFileSystem(), str(other), SCHEMA, HiveFormat.PARQUET)
 
 
 @pytest.mark.parametrize("readers", list(ParquetReaders))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from etl.config.model import HiveFormat
 from etl.compaction.plan import plan_outputs
 from etl.config import JobConfig, OutOfRangePolicy
 from etl.model.batch import Batch, BatchState, OffsetRange, SkippedRange
@@ -16,7 +17,7 @@ from etl.model.compaction import InputFile
 from etl.model.events import Skipped, from_json, to_json
 from etl.model.identity import Incarnation, incarnation_tag
 from etl.model.incarnations import with_incarnations
-from etl.model.naming import FileRange, final_name, parse_final_name, temp_name
+from etl.model.naming import FileRange, final_name, named_range, parse_final_name, range_stem, temp_name
 from etl.model.planner import PartitionPosition, plan_ranges
 from etl.ops.coverage import check_ranges, walk_partitions
 from etl.ops.inventory import Inventory, WarehouseFile
@@ -56,7 +57,10 @@ def recreated(value: int = 5, past_end: int = 30) -> CommittedOffset:
 def test_names_of_every_version_parse_with_their_incarnation(name, expected):
     assert parse_final_name(name) == expected
     assert final_name(*[getattr(expected, f) for f in ("topic", "partition", "start", "end", "incarnation")]) == name
-    assert expected.name == name
+    assert expected.name_as(HiveFormat.PARQUET) == name
+    orc = name.removesuffix(".parquet") + ".orc"  # a table stored as ORC: the same range, its own extension
+    assert parse_final_name(orc, HiveFormat.ORC) == expected == named_range(orc) and parse_final_name(orc) is None
+    assert expected.name_as(HiveFormat.ORC) == orc and parse_final_name(name, HiveFormat.ORC) is None
 
 
 @pytest.mark.parametrize("name", [
@@ -94,10 +98,11 @@ def test_a_ranges_and_a_manifests_names_carry_the_incarnation_and_the_firsts_are
     first, later = OffsetRange("events", 0, 0, 5, 30), OffsetRange("events", 0, 0, 5, 30, NEW)
     assert first.to_json() == ["events", 0, 0, 5, 30]  # what versions before incarnations read
     assert OffsetRange.from_json(later.to_json()) == later and OffsetRange.from_json(first.to_json()) == first
-    assert later.file_name == final_name("events", 0, 0, 5, NEW) != first.file_name
+    parquet = HiveFormat.PARQUET
+    assert later.name_as(parquet) == final_name("events", 0, 0, 5, NEW) != first.name_as(parquet)
     assert manifest_path("/t", "events", 0, 0, 5, NEW) != manifest_path("/t", "events", 0, 0, 5)
     manifest = RangeManifest("events", 0, 0, 5, (), incarnation=NEW)
-    assert manifest.file_name == later.file_name and RangeManifest.from_json(manifest.to_json()) == manifest
+    assert manifest.file_range == later.file_range and RangeManifest.from_json(manifest.to_json()) == manifest
     assert "incarnation" not in RangeManifest("events", 0, 0, 5, ()).to_json()
 
 
@@ -128,7 +133,7 @@ def test_a_partition_goes_on_in_its_incarnation_and_a_retention_skip_stays_in_it
 def test_without_topic_ids_a_restart_below_the_committed_offset_enters_an_incarnation_drawn_at_random():
     plan = planned([PartitionPosition("events", 0, 30, 0, 5)], {("events", 0): ""}, {}, {"events": None})
     tag = plan.ranges[0].incarnation
-    assert tag and parse_final_name(plan.ranges[0].file_name).incarnation == tag
+    assert tag and parse_final_name(plan.ranges[0].name_as(HiveFormat.PARQUET)).incarnation == tag
     assert plan.skipped[0].incarnation == tag
 
 
@@ -268,7 +273,7 @@ def test_by_event_time_each_incarnations_range_is_checked_against_its_own_manife
     assert check_parts(Inventory(old + new), manifests, None) == []
     problems = check_parts(Inventory(old), manifests, None)  # the new incarnation's part is gone
     assert [(p.kind, p.where) for p in problems] == [("missing_part",
-                                                      f"events[0] {final_name('events', 0, 0, 20, NEW)}")]
+                                                      f"events[0] {range_stem('events', 0, 0, 20, NEW)}")]
 
 
 def test_tagging_a_plan_keeps_the_partitions_that_wait_for_an_open_transaction():

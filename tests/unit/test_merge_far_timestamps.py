@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from etl.config.model import HiveFormat
 from etl.model.schema import arrow_schema, load_table_schema
 from etl.sink.fs import LocalFileSystem
 from etl.sink.layout import FileLayout
@@ -79,7 +80,8 @@ def test_the_merged_file_records_checksums_equal_to_its_values_read_back(tmp_pat
     merge(paths, target)
     own = recorded(pq.ParquetFile(target).metadata.metadata)
     assert own is not None and own.rows == written.num_rows and set(own.columns) == set(written.column_names)
-    assert file_checksums(LocalFileSystem(), str(target), pq.ParquetFile(target).schema_arrow) == own
+    schema = pq.ParquetFile(target).schema_arrow
+    assert file_checksums(LocalFileSystem(), str(target), schema, HiveFormat.PARQUET) == own
 
 
 def test_a_merge_reading_int96_as_nanoseconds_is_refused_and_publishes_nothing(tmp_path, monkeypatch):
@@ -146,7 +148,8 @@ def test_a_merged_input_stripped_of_its_checksums_is_refused_when_its_record_say
     stripped_and_changed(str(first))
     again = tmp_path / "again.parquet"
     with pytest.raises(MergeAltered, match=rf"{first} has no `etl.checksums` in its footer, yet its compaction's"):
-        merge_files(LocalFileSystem(), [str(first), paths[2]], str(again), [(0, 11)], 4, "snappy", proven={str(first)})
+        merge_files(LocalFileSystem(), [str(first), paths[2]], str(again), [(0, 11)], 4, FileLayout(),
+                    proven={str(first)})
     assert not again.exists()
     assert merge([str(first), paths[2]], again) == 11  # an older version's record says nothing: merged as before
 
@@ -244,4 +247,5 @@ def test_a_merge_keeps_the_widest_decimals_and_its_checksums_hold(tmp_path):
     assert merge_files(LocalFileSystem(), paths, str(target), [(0, 5)], row_group_size=4, layout=FileLayout()) == 5
     assert read_exact(str(target)).to_pylist() == pa.concat_tables(tables).to_pylist()
     own = recorded(pq.ParquetFile(target).metadata.metadata)
-    assert own is not None and own.rows == 5 and file_checksums(LocalFileSystem(), str(target), schema) == own
+    assert own is not None and own.rows == 5
+    assert file_checksums(LocalFileSystem(), str(target), schema, HiveFormat.PARQUET) == own

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from etl.config.model import HiveFormat
 from etl.config import load_config
 from etl.job.summary import BatchSummary
 from etl.model.batch import TABLE_ROWS_KEY, Batch, BatchState, OffsetRange
@@ -71,10 +72,10 @@ def test_written_files_are_counted_in_the_folder_of_their_table(tmp_path, routed
     for folder, ranges in placed.items():
         fs.makedirs(folder)
         for r in ranges:
-            (Path(folder) / r.file_name).write_bytes(b"x" * 10)
+            (Path(folder) / r.name_as(HiveFormat.PARQUET)).write_bytes(b"x" * 10)
         (Path(folder) / "not-of-this-batch.parquet").write_bytes(b"y")
     fs.makedirs(warehouse.rejected_dir(HOUR))
-    (Path(warehouse.rejected_dir(HOUR)) / RANGES[0].file_name).write_bytes(b"r" * 3)
+    (Path(warehouse.rejected_dir(HOUR)) / RANGES[0].name_as(HiveFormat.PARQUET)).write_bytes(b"r" * 3)
     expected = {"db.raw_app_x": (1, 10), "db.orders": (2, 20), "db.rejects": (1, 3)} if routed \
         else {"db.t": (4, 33)}
     assert written_files(fs, config, warehouse, [batch]) == expected

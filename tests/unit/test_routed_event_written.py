@@ -11,6 +11,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from etl.config.model import HiveFormat
 from etl.config import load_config
 from etl.job.event_record import touched_partitions
 from etl.job.batch_tables import register_tables, routed_written
@@ -127,7 +128,7 @@ def test_the_run_metrics_count_each_tables_files_by_event_time(tmp_path):
     for table, hour, r in (("clicks", "07", SPLIT), ("clicks", "08", SPLIT), ("views", "08", SPLIT),
                            ("orders", "08", WHOLE)):
         (root / table / f"{H}{hour}").mkdir(parents=True, exist_ok=True)
-        (root / table / f"{H}{hour}" / r.file_name).write_bytes(b"x" * 10)
+        (root / table / f"{H}{hour}" / r.name_as(HiveFormat.PARQUET)).write_bytes(b"x" * 10)
     counts = written_files(LocalFileSystem(), config, Warehouse.of(config), [batch])
     assert {label: count for label, (count, _size) in counts.items()} == {
         "db.clicks": 2, "db.views": 1, "db.orders": 1, "db.rejects": 0}

@@ -10,6 +10,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from etl.config.model import HiveFormat
 from etl.config import load_config
 from etl.errors import StateConflict
 from etl.job.assemble import probe_decoder, route_specs
@@ -150,7 +151,7 @@ def test_verify_finds_a_split_ranges_file_gone_from_one_of_its_tables(tmp_path):
     manifest = split_range(LocalFileSystem(), task, [_chunk(VALUES)], {})
     inventories = {t.name: take_inventory(LocalFileSystem(), t.warehouse, (TableKind.MAIN,)) for t in tables.all()}
     assert check_split_parts(inventories, [manifest], None) == []
-    (tmp_path / "w" / "db.db" / "views" / "dt=2026-11-26" / "hour=10" / task.range.file_name).unlink()
+    (tmp_path / "w" / "db.db" / "views" / "dt=2026-11-26" / "hour=10" / task.range.name_as(HiveFormat.PARQUET)).unlink()
     inventories["views"] = take_inventory(LocalFileSystem(), tables.all()[1].warehouse, (TableKind.MAIN,))
     [problem] = check_split_parts(inventories, [manifest], None)
     assert problem.kind == "missing_part" and "in table views, dt=2026-11-26/hour=10, which is gone" in problem.detail

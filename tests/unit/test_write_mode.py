@@ -53,13 +53,13 @@ def test_the_mode_is_the_configs_for_a_new_plan_and_the_plans_for_a_batch():
 def test_by_planning_time_a_range_is_done_once_its_file_is_in_the_planned_partition():
     seen = SeenFiles({"dt=2026-11-21/hour=10": {DONE}, "dt=2026-11-21/hour=11": {OPEN}}, manifests={OPEN})
     assert PLANNING_TIME.missing(batch(PLANNING), seen) == [OPEN]  # a zero-length range is no file
-    assert PLANNING_TIME.clashes(batch(PLANNING), seen) == [DONE.file_name]
+    assert PLANNING_TIME.clashes(batch(PLANNING), seen) == [DONE.file_range.stem]
 
 
 def test_by_event_time_a_range_is_done_once_its_manifest_is_published():
     seen = SeenFiles({"dt=2026-11-21/hour=10": {OPEN}}, manifests={DONE})
     assert EVENT_TIME.missing(batch(BY_COLUMN), seen) == [OPEN]
-    assert EVENT_TIME.clashes(batch(BY_COLUMN), seen) == [OPEN.file_name, DONE.file_name]
+    assert EVENT_TIME.clashes(batch(BY_COLUMN), seen) == [OPEN.file_range.stem, DONE.file_range.stem]
 
 
 def test_the_dry_run_names_the_mode_by_the_key_its_json_always_had():
