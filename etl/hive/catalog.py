@@ -21,10 +21,12 @@ CASCADED_PROPERTY = "etl.cascaded_columns"
 
 @dataclass(frozen=True)
 class TableFacts:
-    """A table as the metastore holds it: its data columns and the two properties the job keeps."""
+    """A table as the metastore holds it: its data columns, the two properties the job keeps, and
+    the input format its files are read with."""
     columns: tuple[Column, ...]
     owner: str | None  # etl.owner (etl.model.binding)
     cascaded: str | None  # etl.cascaded_columns
+    input_format: str | None = None  # e.g. org.apache.hadoop.hive.ql.io.orc.OrcInputFormat
 
 
 class MetastoreCatalog(Protocol):
@@ -103,7 +105,9 @@ def _spark_table_facts(table, name: str) -> TableFacts:
         return found.get() if found.isDefined() else None
     columns = tuple(Column(f.name().lower(), normalise_hive_type(f.dataType().catalogString(), name))
                     for f in table.dataSchema().fields())
-    return TableFacts(columns, prop(OWNER_PROPERTY), prop(CASCADED_PROPERTY))
+    input_format = table.storage().inputFormat()
+    return TableFacts(columns, prop(OWNER_PROPERTY), prop(CASCADED_PROPERTY),
+                      input_format.get() if input_format.isDefined() else None)
 
 
 def table_exists(spark, database: str, table: str) -> bool:

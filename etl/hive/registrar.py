@@ -32,9 +32,10 @@ from etl.errors import HiveError, HiveUnavailable
 from etl.hive.catalog import CASCADED_PROPERTY, MetastoreCatalog, TableFacts, partition_name, partition_spec
 from etl.hive.evolution import IncompatibleSchemaChange, plan_evolution
 from etl.hive.sql import quote_identifier, quote_literal
-from etl.model.binding import OWNER_PROPERTY, check_owner
+from etl.config.model import HiveFormat
+from etl.model.binding import OWNER_PROPERTY, check_format, check_owner
 from etl.model.compaction import TableKind
-from etl.model.naming import partition_values
+from etl.model.naming import REJECTED_FORMAT, partition_values
 from etl.model.schema import Column
 from etl.model.table_ddl import TableDdl, ddl_file
 from etl.sink.warehouse import Warehouse, same_location
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 # Package data (pyproject.toml), not in warehouse_schema/: a regular install, such as the archive that
 # scripts/pack-env ships to a cluster, has the package and nothing else of the repository.
 REJECTED_DDL = Path(__file__).resolve().parent / "rejected.sql"
+FORMAT_KEY = "[hive] format"
+REJECTED_FORMAT_KEY = "the rejected table's format (Parquet for every job)"
 NOTHING_CHANGED = "No offset was committed; the next run tries again"
 BATCH_STAYS_OPEN = "The batch stays open; the next run registers it again"
 
@@ -73,13 +76,14 @@ class HiveRegistrar:
                       f"create database {db}")
         if self.hive.table is not None:
             self.ensure_table()
-        self._ensure(self.hive.rejected_table, ddl_file(REJECTED_DDL), self.warehouse.rejected_root)
+        self._ensure(self.hive.rejected_table, ddl_file(REJECTED_DDL), self.warehouse.rejected_root, REJECTED_FORMAT,
+                     REJECTED_FORMAT_KEY)
 
     def ensure_table(self, ddl: TableDdl | None = None) -> None:
         """Create the table if it is missing, or claim and evolve it, from `ddl`: the writer spec's
         (a registry route's is derived), or else [hive] schema's file."""
         ddl = ddl_file(self.hive.the_schema_file) if ddl is None else ddl
-        self._ensure(self.hive.the_table, ddl, self.warehouse.table_root)
+        self._ensure(self.hive.the_table, ddl, self.warehouse.table_root, self.hive.format, FORMAT_KEY)
 
     def check_claimed(self) -> None:
         """A routed table that compaction acts on and does not ensure (no DDL is needed: a registry
@@ -88,16 +92,20 @@ class HiveRegistrar:
         found = self._read_table(self.hive.the_table)
         if found is not None and self.owner is not None:
             check_owner(self.hive.database, self.hive.the_table, found.owner, self.owner)
+        if found is not None:
+            check_format(self.hive.database, self.hive.the_table, found.input_format, self.hive.format, FORMAT_KEY)
 
-    def _ensure(self, table: str, ddl: TableDdl, location: str) -> None:
+    def _ensure(self, table: str, ddl: TableDdl, location: str, file_format: HiveFormat, format_key: str) -> None:
         columns = ddl.schema().columns
         found = self._read_table(table)
         if found is not None:
+            check_format(self.hive.database, table, found.input_format, file_format, format_key)
             self._claim(table, found)  # before any change: a table another job owns is not touched
             self._evolve(table, ddl, columns, found)
             return
         log.info("creating Hive table %s.%s from %s", self.hive.database, table, ddl.source)
-        self._sql(ddl.render(self.hive.database, table, self.warehouse.hive_uri(location)), f"create table {table}")
+        self._sql(ddl.render(self.hive.database, table, self.warehouse.hive_uri(location), file_format),
+                  f"create table {table}")
         created = self._read_table(table)  # as created: a job that created it at the same time claimed it
         if created is None:
             raise HiveError(f"Hive created {self.hive.database}.{table}, then did not find it. {NOTHING_CHANGED}")

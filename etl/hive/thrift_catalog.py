@@ -95,7 +95,8 @@ class ThriftCatalog:
         name = f"{database}.{table}"
         columns = tuple(Column(c.name.lower(), normalise_hive_type(c.type, name)) for c in found.sd.cols)
         properties = found.parameters or {}
-        return TableFacts(columns, properties.get(OWNER_PROPERTY), properties.get(CASCADED_PROPERTY))
+        return TableFacts(columns, properties.get(OWNER_PROPERTY), properties.get(CASCADED_PROPERTY),
+                          found.sd.inputFormat)
 
     def locations(self, database: str, table: str, partitions: list[dict[str, str]]) -> list[str | None]:
         from pymetastore.hive_metastore.ttypes import NoSuchObjectException

@@ -29,6 +29,7 @@ def writer_spec(config: Config, writer_schemas: WriterSchemas | None = None, ddl
     check_against_schema(config.dimensions, schema, config.path, ddl.source)
     _check_event_column(config, schema, ddl.source)
     _check_layout_columns(config, schema, ddl.source)
+    ddl.check_stored_as(config.hive.format, f"{config.path}: [hive] format")
     headers = config.job.header_columns
     check_header_columns(headers, schema, enriched_columns(config.dimensions), config.path, ddl.source)
     loader = DimensionLoader(config.dimensions, lambda _dimension: schema, spark=lambda: None)

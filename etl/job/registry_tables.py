@@ -51,7 +51,7 @@ def registry_spec(config: Config, route: RouteConfig, topic: str, writer_schemas
         raise SchemaError(f"{where}: {subject} is a {writer.schema_type} schema, and the route reads "
                           f"decoder = {route.decoder}; set the route's decoder to match")
     ddl, left_out = derived_ddl(reader.fields_of(writer), partitions, config.job.key_column,
-                                f"{subject}, the latest, of {route.describe()}")
+                                f"{subject}, the latest, of {route.describe()}", config.hive.format)
     for field, why in left_out:
         log.warning("%s: field %s of %s has no column: %s", where, field, subject, why)
     return replace(writer_spec(view, writer_schemas, ddl), route=route.name)

@@ -23,7 +23,8 @@ from typing import Callable, Container, Iterable, Mapping, Protocol
 
 from etl.config.routes import ANY_OTHER_VALUE, FieldSplit, RouteConfig, Routes
 from etl.config.topic_pattern import TopicPattern
-from etl.model.binding import BindingMismatch, Target, check_bound, check_plan
+from etl.config.model import HiveFormat
+from etl.model.binding import BindingMismatch, Target, check_bound, check_plan, format_json, format_refusal
 from etl.model.routes import PlanTables, route_topics
 
 
@@ -74,12 +75,14 @@ class RouteBinding:
     # Routes `etl bind` removed (--stop-loading) and a moved topic's old routes, restricted to it
     # (--move-loaded): the tables they loaded records into, which `etl verify` still checks.
     retired: tuple[BoundRoute, ...] = ()
+    file_format: HiveFormat = HiveFormat.PARQUET  # every route's table's; the rejected table's are Parquet
 
     @classmethod
     def of(cls, config, warehouse) -> "RouteBinding":
         """The config's routes, where its warehouse (etl.sink.warehouse) puts their tables."""
         return cls(config.hive.database, warehouse.hive_uri(warehouse.database_root), config.hive.rejected_table,
-                   warehouse.hive_uri(warehouse.rejected_root), tuple(BoundRoute.of(r) for r in config.routes.routes))
+                   warehouse.hive_uri(warehouse.rejected_root), tuple(BoundRoute.of(r) for r in config.routes.routes),
+                   file_format=config.hive.format)
 
     def location(self, table: str) -> str:
         return f"{self.root}/{table}"
@@ -90,13 +93,15 @@ class RouteBinding:
     def to_json(self) -> dict:
         return {"database": self.database, "root": self.root, "rejected_table": self.rejected_table,
                 "rejected_location": self.rejected_location, "routes": [r.to_json() for r in self.routes],
-                **({"retired": [r.to_json() for r in self.retired]} if self.retired else {})}
+                **({"retired": [r.to_json() for r in self.retired]} if self.retired else {}),
+                **format_json(self.file_format)}
 
     @classmethod
     def from_json(cls, raw: dict) -> "RouteBinding":
         return cls(raw["database"], raw["root"], raw["rejected_table"], raw["rejected_location"],
                    tuple(BoundRoute.from_json(r) for r in raw["routes"]),
-                   tuple(BoundRoute.from_json(r) for r in raw.get("retired", ())))
+                   tuple(BoundRoute.from_json(r) for r in raw.get("retired", ())),
+                   HiveFormat(raw.get("file_format", HiveFormat.PARQUET.value)))
 
     def retired_tables(self, topics: Iterable[str], routed_now: Container[str]) -> set[str]:
         """The tables retired routes loaded the `topics`' records into. A retired route counts for a
@@ -292,6 +297,9 @@ def check_job_binding(bound: JobBinding, current: JobBinding, config, committed:
         check_bound(bound, current, config)
         return
     if isinstance(bound, RouteBinding) and isinstance(current, RouteBinding):
+        if bound.file_format is not current.file_format:
+            raise format_refusal(f"job {config.job.name}'s tables are", bound.file_format.value, current.file_format,
+                                 "[hive] format")
         diff = binding_diff(bound, current, committed())
         if diff:
             raise BindingMismatch(f"job {config.job.name}'s [route] sections differ from the routes it is bound to: "

@@ -117,7 +117,7 @@ def load_table_schema(path: str | Path, key_column: str | None = None) -> TableS
 
 def parse_table_schema(template: str, path: str | Path, key_column: str | None = None) -> TableSchema:
     """Parse and validate a DDL template's text; `path` names it in errors (a file, or a derived DDL's source)."""
-    text = _strip_comments(template)
+    text = without_comments(template)
     columns_text, after_columns = _column_list(path, text)
     columns = _parse_columns(path, columns_text)
     partitions = _parse_columns(path, _partition_list(path, text, after_columns))
@@ -182,7 +182,8 @@ def read_template(path: str | Path) -> str:
         raise SchemaError(f"cannot read schema file {path}: {exc}; check [hive] schema in the config") from exc
 
 
-def _strip_comments(text: str) -> str:
+def without_comments(text: str) -> str:
+    """A DDL's text without its -- comments (strings and quoted names kept whole)."""
     return "".join(t[0] for t in _TOKEN_RE.finditer(text) if not t[0].startswith("--"))
 
 
@@ -322,7 +323,7 @@ def _check_partitions(path: str | Path, partitions: tuple[Column, ...]) -> None:
 def _check_placeholders(path: str | Path, template: str) -> None:
     unknown = sorted(set(_PLACEHOLDER_RE.findall(template)) - set(PLACEHOLDERS))
     # A placeholder that only appears in a comment does not name anything.
-    found = set(_PLACEHOLDER_RE.findall(_strip_comments(template)))
+    found = set(_PLACEHOLDER_RE.findall(without_comments(template)))
     if unknown:
         raise SchemaError(
             f"{path}: unknown placeholder(s) {', '.join('${%s}' % u for u in unknown)}; "

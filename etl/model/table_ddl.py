@@ -5,6 +5,11 @@ Either is one text with ${database}, ${table} and ${location}, which the writer 
 columns from and the registrar creates and evolves the table from (etl.hive.evolution), so that
 a derived table is made and evolved exactly as a written one. `source` names it in messages.
 
+A table is stored as its job's [hive] format says: a derived DDL says so; a DDL file that names
+no format is given that one's STORED AS clause when the table is made (Hive would otherwise make
+a text table, which no file the job writes is); one that names another format is refused at
+start-up, before anything is made (`check_stored_as`).
+
 `field_columns` is the one rule that maps a writer schema's fields to columns: `etl schema
 suggest` prints what it finds, and a registry route's table is made of it. A derived table has
 the lineage columns first, then the key column, then one column per field in the schema's
@@ -12,18 +17,25 @@ order: a field added at the end of the record is a column added at the end of th
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from etl.config import HIVE_NAME_RE
-from etl.model.schema import LINEAGE_COLUMNS, Column, TableSchema, parse_table_schema, read_template, render_ddl
+from etl.config.model import HiveFormat
+from etl.errors import SchemaError
+from etl.model.schema import (LINEAGE_COLUMNS, Column, TableSchema, parse_table_schema, read_template, render_ddl,
+                              without_comments)
 
 # The partitions of a derived table when the job has no DDL file to follow: the hourly default.
 DEFAULT_PARTITIONS = (Column("dt", "string"), Column("hour", "string"))
 NO_COLUMN_TYPE = "no column type holds it (nested records, arrays and maps)"
 NOT_A_COLUMN_NAME = "not a valid Hive column name"
 FILLED_BY_ETL = "the ETL fills the column of that name"
+_STORED_AS_RE = re.compile(r"\bSTORED\s+AS\s+(\w+)", re.IGNORECASE)
+_LOCATION_RE = re.compile(r"\bLOCATION\s+'\$\{location\}'", re.IGNORECASE)
+_QUOTED_RE = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")  # a COMMENT may say anything
 
 
 @dataclass(frozen=True)
@@ -36,8 +48,28 @@ class TableDdl:
         """The table's columns (SchemaError, naming `source`, when the template cannot be used)."""
         return parse_table_schema(self.template, self.source, key_column)
 
-    def render(self, database: str, table: str, location: str) -> str:
-        return render_ddl(self.template, self.source, database, table, location)
+    def render(self, database: str, table: str, location: str, file_format: HiveFormat) -> str:
+        """The DDL to run, stored as `file_format` (checked against its own clause by `check_stored_as`)."""
+        template = self.template
+        if not self._stored_as():  # said before LOCATION, in the text without comments (one may say LOCATION too)
+            template = _LOCATION_RE.sub(lambda m: f"STORED AS {file_format.value.upper()}\n{m[0]}",
+                                        without_comments(template), count=1)
+        return render_ddl(template, self.source, database, table, location)
+
+    def check_stored_as(self, file_format: HiveFormat, key: str) -> None:
+        """SchemaError if the DDL stores the table as another format than `file_format`, which `key`
+        (the config's [hive] format) chose: the job writes its files in that format only."""
+        found = self._stored_as()
+        wanted = file_format.value.upper()
+        if found in ([], [wanted]):
+            return
+        said = f"says STORED AS {found[0]}" if len(found) == 1 else f"has {len(found)} STORED AS clauses"
+        raise SchemaError(f"{self.source} {said}, but {key} = {file_format.value}: the job writes its files as "
+                          f"{wanted}. Make the DDL say STORED AS {wanted} (or nothing), or set the key to the "
+                          f"table's format")
+
+    def _stored_as(self) -> list[str]:
+        return [name.upper() for name in _STORED_AS_RE.findall(_QUOTED_RE.sub("''", without_comments(self.template)))]
 
 
 def ddl_file(path: str | Path) -> TableDdl:
@@ -67,7 +99,7 @@ def field_columns(fields: Iterable[tuple[str, str | None]], reserved: Iterable[s
 
 
 def derived_ddl(fields: Iterable[tuple[str, str | None]], partitions: tuple[Column, ...], key_column: str | None,
-                source: str) -> tuple[TableDdl, tuple[tuple[str, str], ...]]:
+                source: str, file_format: HiveFormat) -> tuple[TableDdl, tuple[tuple[str, str], ...]]:
     """The DDL of a table derived from a writer schema's fields, and the fields it leaves out
     (a field named as a lineage or key column among them: the ETL fills that column). `source`
     names the schema, which a refused evolution is told to restore (TableDdl.remedy)."""
@@ -82,7 +114,7 @@ def derived_ddl(fields: Iterable[tuple[str, str | None]], partitions: tuple[Colu
         ",\n".join(f"  `{c.name}` {c.hive_type}" for c in listed),
         ")",
         "PARTITIONED BY (" + ", ".join(f"`{c.name}` {c.hive_type}" for c in partitions) + ")",
-        "STORED AS PARQUET",
+        f"STORED AS {file_format.value.upper()}",
         "LOCATION '${location}'",
     ])
     remedy = (f"That DDL is derived from {source} (schema = registry): register a schema version that keeps the "

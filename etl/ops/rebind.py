@@ -98,6 +98,11 @@ def _bind_routes_locked(context: CommandContext, current: RouteBinding, options:
     committed, loaded = {topic for topic, _ in offsets}, loaded_topics(offsets)  # loaded: nothing to leave behind
     if isinstance(bound, Target):
         return _bind_one_table_to_routes(context, bound, current, loaded, options, out)
+    if isinstance(bound, RouteBinding) and bound.file_format is not current.file_format:
+        raise Refused(f"job {config.job.name}'s tables are stored as {bound.file_format.value}, and [hive] format = "
+                      f"{current.file_format.value}: a job's tables, the ones its retired routes loaded too, are all "
+                      f"of one format, which `etl bind` cannot change; nothing changed. Restore [hive] format, or "
+                      f"load the new format with a new job")
     diff = binding_diff(bound, current, sorted(committed), loaded) if bound else BindingDiff()
     if bound is not None and not diff:
         out(f"job {config.job.name} is already bound to its {len(current.routes)} routes; nothing to do")

@@ -11,8 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from etl.config import load_config
+from etl.config.model import HiveFormat
 from etl.hive.catalog import SparkCatalog
 from etl.hive.thrift_catalog import ThriftCatalog
+from etl.model.binding import stored_format
 from etl.ops.verify import run_verify
 from etl.sink.warehouse import same_location
 from tests.harness.data import events_by_partition
@@ -37,6 +39,7 @@ def test_both_clients_read_the_same_table_facts_before_and_after_columns_are_add
     try:
         assert thrift.table_facts(DB, table) == through_spark.table_facts(DB, table)
         assert len(thrift.table_facts(DB, table).columns) == 10
+        assert stored_format(thrift.table_facts(DB, table).input_format) is HiveFormat.PARQUET
         spark.sql(f"ALTER TABLE {DB}.{table} SET TBLPROPERTIES ('etl.owner'='/etl/j', 'etl.cascaded_columns'='x')")
         spark.sql(f"ALTER TABLE {DB}.{table} ADD COLUMNS (added struct<c:double>, more string)")
         facts = thrift.table_facts(DB, table)

@@ -9,6 +9,7 @@ import json
 import pytest
 from confluent_kafka.schema_registry import Schema
 
+from etl.config.model import HiveFormat
 from etl.config import load_config
 from etl.context.job import JobContext
 from etl.errors import SchemaError
@@ -33,11 +34,12 @@ def test_fields_map_to_columns_by_the_rule_schema_suggest_prints():
 
 def test_a_derived_table_has_the_lineage_and_key_columns_first_then_the_fields_in_order():
     ddl, left_out = derived_ddl([("b", "string"), ("kafka_offset", "bigint"), ("a", "int")], DEFAULT_PARTITIONS,
-                                "msg_key", "subject s-value (schema id 1), the latest, of [route r]")
+                                "msg_key", "subject s-value (schema id 1), the latest, of [route r]",
+                                HiveFormat.PARQUET)
     schema = ddl.schema("msg_key")
     assert schema.columns == LINEAGE_COLUMNS + (Column("msg_key", "string"), Column("b", "string"), Column("a", "int"))
     assert schema.partition_columns == DEFAULT_PARTITIONS and left_out == (("kafka_offset", FILLED_BY_ETL),)
-    rendered = ddl.render("db", "t", "file:///w/t")
+    rendered = ddl.render("db", "t", "file:///w/t", HiveFormat.PARQUET)
     assert "CREATE EXTERNAL TABLE IF NOT EXISTS db.t (" in rendered and "LOCATION 'file:///w/t'" in rendered
 
 

@@ -2,12 +2,19 @@
 Target, and compared with the config's routes at every run."""
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from etl.config.routes import FieldSplit, RouteConfig
 from etl.config.topic_pattern import TopicPattern
-from etl.model.binding import Target
-from etl.model.route_binding import BoundRoute, RouteBinding, binding_diff, from_one_table, is_route_binding
+from etl.config.model import HiveFormat
+from etl.model.binding import BindingMismatch, Target, check_format, stored_format
+from etl.model.route_binding import (BoundRoute, RouteBinding, binding_diff, check_job_binding, from_one_table,
+                                     is_route_binding)
 
 
 def _bound(*routes: RouteConfig, root: str = "hdfs:///wh/analytics.db", rejected: str = "rejected") -> RouteBinding:
@@ -78,3 +85,44 @@ def test_a_one_table_job_takes_routes_that_keep_its_topics_whole_in_its_table_an
                                            rejected="events_rejected"), committed=["events"])
     assert [problem.split(",")[0].split(" at ")[0] for problem in elsewhere] == [
         "the routes put the job's tables in analytics", "the rejected table events_rejected is"]
+
+
+@pytest.mark.parametrize("input_format, stored", [
+    ("org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat", HiveFormat.PARQUET),
+    ("org.apache.hadoop.hive.ql.io.orc.OrcInputFormat", HiveFormat.ORC),
+    ("org.apache.hadoop.mapred.TextInputFormat", None), (None, None),
+])
+def test_a_table_of_another_format_than_the_config_names_is_refused_naming_it(input_format, stored):
+    """A table's files are all of one format ([hive] format); the metastore says which a table
+    is stored as, and a config naming another is refused before anything is touched."""
+    assert stored_format(input_format) is stored
+    for wanted in HiveFormat:
+        if wanted is stored:
+            check_format("db", "events", input_format, wanted, "[hive] format")
+            continue
+        said = re.escape(str(stored.value if stored else input_format))
+        refused = rf"table db\.events is stored as {said}, but \[hive\] format = {wanted.value}: a table's files"
+        with pytest.raises(BindingMismatch, match=rf"{refused} are all of one format.*Nothing was touched"):
+            check_format("db", "events", input_format, wanted, "[hive] format")
+
+
+def test_a_binding_records_its_tables_format_and_a_config_naming_another_is_refused_at_every_run():
+    """Stored as before formats were for Parquet (a binding stored then reads as Parquet); ORC
+    said. A config naming another format than the binding is refused, naming the tables, before
+    the run reads anything (etl.job.driver checks the binding first, even with nothing to load)."""
+    config = SimpleNamespace(job=SimpleNamespace(name="j"), path="etl.ini")
+    one = Target("analytics", "events", "hdfs:///wh/events", "hdfs:///wh/events_r")
+    assert "file_format" not in one.to_json() and Target.from_json(one.to_json()) == one
+    orc = replace(one, file_format=HiveFormat.ORC)
+    assert orc.to_json()["file_format"] == "orc" and Target.from_json(orc.to_json()) == orc
+    with pytest.raises(BindingMismatch, match=r"table analytics\.events is stored as orc, but \[hive\] format = "
+                                              r"parquet: a table's files are all of one format"):
+        check_job_binding(orc, one, config, lambda: ())
+    with pytest.raises(BindingMismatch, match="is bound to analytics.elsewhere"):  # a move is a move, whatever format
+        check_job_binding(replace(orc, table="elsewhere"), one, config, lambda: ())
+    routes = _bound(RAW, CLICKS, REST)
+    assert "file_format" not in routes.to_json() and RouteBinding.from_json(routes.to_json()) == routes
+    routed_orc = replace(routes, file_format=HiveFormat.ORC)
+    assert RouteBinding.from_json(routed_orc.to_json()) == routed_orc
+    with pytest.raises(BindingMismatch, match=r"job j's tables are stored as parquet, but \[hive\] format = orc"):
+        check_job_binding(routes, routed_orc, config, lambda: ())

@@ -6,6 +6,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from etl.config.model import HiveFormat
 from etl.errors import SchemaError
 from etl.hive.evolution import plan_evolution
 from etl.hive.registrar import REJECTED_DDL
@@ -251,14 +252,42 @@ def test_table_schema_is_frozen_and_hashable():
 
 
 def test_render_ddl_fills_the_placeholders():
-    ddl = ddl_file(SCHEMAS / "events.sql").render("analytics", "events", "file:///warehouse/analytics.db/events")
+    ddl = ddl_file(SCHEMAS / "events.sql").render("analytics", "events", "file:///warehouse/analytics.db/events",
+                                                  PARQUET)
     assert "CREATE EXTERNAL TABLE IF NOT EXISTS analytics.events (" in ddl
     assert "LOCATION 'file:///warehouse/analytics.db/events'" in ddl
     assert "${" not in ddl
 
 
+PARQUET, ORC = HiveFormat.PARQUET, HiveFormat.ORC
+
+
+def test_a_ddl_naming_no_format_is_stored_as_the_job_s_and_one_naming_another_is_refused(tmp_path):
+    """Without a clause Hive makes a text table, which no file the job writes is: the table's
+    format ([hive] format) is said for it. A clause naming another format is refused at start-up
+    (etl.job.assemble); a COMMENT or a comment saying STORED AS is no clause."""
+    plain = tmp_path / "plain.sql"
+    plain.write_text("-- STORED AS TEXTFILE, once\nCREATE TABLE ${database}.${table} (a string COMMENT 'stored "
+                     "as text') PARTITIONED BY (dt string)\nLOCATION '${location}'")
+    for file_format in HiveFormat:
+        rendered = ddl_file(plain).render("db", "t", "/x", file_format)
+        assert f"PARTITIONED BY (dt string)\nSTORED AS {file_format.value.upper()}\nLOCATION '/x'" in rendered
+        ddl_file(plain).check_stored_as(file_format, "[hive] format")
+    events = ddl_file(SCHEMAS / "events.sql")
+    events.check_stored_as(PARQUET, "[hive] format")
+    assert events.render("db", "t", "/x", ORC).count("STORED AS") == 1  # its own clause, checked apart
+    with pytest.raises(SchemaError, match=r"events.sql says STORED AS PARQUET, but \[hive\] format = orc: the job "
+                                          r"writes its files as ORC. Make the DDL say STORED AS ORC"):
+        events.check_stored_as(ORC, "[hive] format")
+    twice = tmp_path / "twice.sql"
+    twice.write_text("CREATE TABLE ${database}.${table} (a string) STORED AS ORC STORED AS PARQUET "
+                     "LOCATION '${location}'")
+    with pytest.raises(SchemaError, match="has 2 STORED AS clauses"):
+        ddl_file(twice).check_stored_as(ORC, "[hive] format")
+
+
 def test_render_ddl_of_the_rejected_table():
-    ddl = ddl_file(REJECTED_DDL).render("analytics", "events_rejected", "/w/events_rejected")
+    ddl = ddl_file(REJECTED_DDL).render("analytics", "events_rejected", "/w/events_rejected", PARQUET)
     assert "analytics.events_rejected (" in ddl
 
 
@@ -266,7 +295,7 @@ def test_render_ddl_refuses_a_missing_placeholder(tmp_path):
     path = tmp_path / "t.sql"
     path.write_text("-- LOCATION '${location}'\nCREATE TABLE ${database}.${table} (a string)")
     with pytest.raises(SchemaError, match=r"placeholder \$\{location\} is missing"):
-        ddl_file(path).render("db", "t", "/x")
+        ddl_file(path).render("db", "t", "/x", PARQUET)
 
 
 def test_render_ddl_refuses_unknown_placeholders(tmp_path):
@@ -274,7 +303,7 @@ def test_render_ddl_refuses_unknown_placeholders(tmp_path):
     path.write_text("CREATE TABLE ${database}.${table} (a string) LOCATION '${location}' "
                     "TBLPROPERTIES ('x'='${owner}')")
     with pytest.raises(SchemaError, match=r"unknown placeholder\(s\) \$\{owner\}"):
-        ddl_file(path).render("db", "t", "/x")
+        ddl_file(path).render("db", "t", "/x", PARQUET)
 
 
 @pytest.mark.parametrize("database, table, location", [
@@ -282,4 +311,4 @@ def test_render_ddl_refuses_unknown_placeholders(tmp_path):
 ])
 def test_render_ddl_refuses_values_that_would_break_the_statement(database, table, location):
     with pytest.raises(SchemaError, match="cannot render"):
-        ddl_file(SCHEMAS / "events.sql").render(database, table, location)
+        ddl_file(SCHEMAS / "events.sql").render(database, table, location, PARQUET)
