@@ -20,7 +20,7 @@ from etl.config.ini import is_java_options_key, read_ini, secret_java_properties
 from etl.config.kafka import kafka_section
 from etl.config.overrides import Override, apply_env_overrides, naming_the_variable
 from etl.config.model import (
-    HIVE_NAME_RE, Compression, FixedAvroSchema, HiveConfig, HiveFormat, JobConfig, LateData, ParquetReaders,
+    HIVE_NAME_RE, Compression, FixedAvroSchema, HiveConfig, JobConfig, LateData, ParquetReaders,
     PartitionSource, PartitioningConfig, RetryConfig, SuccessMarkerConfig, ZooKeeperAuth, ZooKeeperConfig,
 )
 from etl.config.schema_registry import registry_for
@@ -248,9 +248,6 @@ def _hive(s: Section, spark: Mapping[str, str], routed: bool = False) -> HiveCon
         max_partitions_per_batch=s.get("max_partitions_per_batch", convert=_partition_cap),
         on_too_many_partitions=s.choice("on_too_many_partitions"),
     )
-    if hive.format is HiveFormat.ORC:
-        raise s.fail("format", "orc is not available yet: ORC files are not yet proven through compaction, `etl "
-                               "verify --deep`, event-time partitions and routes; use parquet")
     if hive.partitioning.late_data is LateData.REJECT and not hive.success_markers.enabled:
         raise s.fail("late_data", "reject needs success_markers = true: without markers no partition is ever "
                                   "finished, so no row is late")
@@ -259,9 +256,10 @@ def _hive(s: Section, spark: Mapping[str, str], routed: bool = False) -> HiveCon
 
 
 def check_codec_readable(job: JobConfig, hive: HiveConfig, path: Path) -> None:
-    """Hive 2.3's Parquet reader (parquet-mr 1.8) has no zstd: a table that must serve it cannot use it."""
+    """Hive 2.3's readers have no zstd, for Parquet (parquet-mr 1.8) nor ORC (ORC 1.3; zstd came in
+    ORC 1.6): a table that must serve them cannot use it, nor can its rejected table (Parquet)."""
     if job.compression is Compression.ZSTD and hive.parquet_readers is ParquetReaders.HIVE_2_3:
-        raise ConfigError(f"{path}: [job] compression: zstd cannot be read by Hive 2.3's Parquet reader, which "
+        raise ConfigError(f"{path}: [job] compression: zstd cannot be read by Hive 2.3's readers, which "
                           f"[hive] parquet_readers = {hive.parquet_readers} says the files serve; choose snappy, or "
                           f"set [hive] parquet_readers = current if no Hive 2.3 reads the table")
 

@@ -7,7 +7,8 @@ lists each part with its table; each table gets `_SUCCESS` in the hours the wate
 `etl history` shows the rows per table. Then `etl compact --table` merges the clicks table's
 hours, `reset-offsets --move-aside` back over a split partition moves its ranges' parts out of
 both tables, and a rerun loads them again, into the clicks table's compacted folders: exactly
-once (tests.harness.oracle, with `etl verify --deep`)."""
+once (tests.harness.oracle, with `etl verify --deep`). It runs for each file format: Parquet, and ORC
+([hive] format = orc), whose rejected table stays Parquet."""
 from __future__ import annotations
 
 import json
@@ -28,19 +29,23 @@ DB = "etl_test"
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("file_format", ["parquet", "orc"])
 def test_a_routed_job_by_event_time_writes_a_file_per_range_table_and_hour_exactly_once(
-        spark, new_topic, produce, write_config, warehouse_dir):
+        file_format, spark, new_topic, produce, write_config, warehouse_dir, tmp_path):
     name = f"re{uuid.uuid4().hex[:8]}"
     whole, split = new_topic(2, f"{name}.whole"), new_topic(2, f"{name}.split")
     source = TopicsSource([DataSource(whole, 2, produce, make_event=spread_event),
                            DataSource(split, 2, produce, make_event=action_spread_event)])
     source.produce(40)
-    route = {"schema": str(EVENTS_SCHEMA)}
+    schema = tmp_path / "events.sql"  # its own STORED AS clause, the format's
+    schema.write_text(EVENTS_SCHEMA.read_text().replace("STORED AS PARQUET", f"STORED AS {file_format.upper()}"))
+    route = {"schema": str(schema)}
     config = write_config(
         kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"},
         job={"max_records_per_partition": "20"},
         compaction={"min_files": "2", "keep_superseded_minutes": "0", "only_finished": "false"},
         hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected", "partition_by": "column:ts",
+              "format": file_format,
               "success_markers": "true", "success_marker_delay_seconds": "0"},
         **{"route whole": {**route, "topics": whole, "table": "{topic}"},
            "route clicks": {**route, "topics": split, "field": "action", "values": "click", "table": f"{name}_clicks"},
@@ -54,6 +59,7 @@ def test_a_routed_job_by_event_time_writes_a_file_per_range_table_and_hour_exact
     ranges: dict[tuple, set[str]] = defaultdict(set)
     for table in tables:
         files = final_files(table_root(warehouse_dir, DB, table))
+        assert {f.path.suffix for f in files} == {f".{file_format}"}, table
         keys = [(f.topic, f.partition, f.start, f.end, str(f.path.parent)) for f in files]
         assert len(keys) == len(set(keys)), f"{table}: a range twice in one hour"
         hours[table] = {str(f.path.parent.relative_to(table_root(warehouse_dir, DB, table))) for f in files}

@@ -53,7 +53,6 @@ def test_valid_config_parses_into_typed_objects(tmp_path, schema_path):
     ("job", "row_group_size = 0", r"\[job\] row_group_size: must be greater than 0"),
     ("kafka", "enable.auto.commit = true", r"\[kafka\] enable.auto.commit: is set by the ETL itself"),
     ("hive", "metastore = mysql://x", r"\[hive\] metastore: 'mysql://x' is not valid"),
-    ("hive", "format = orc", r"\[hive\] format: .*orc is not available yet.*use parquet"),
     ("warehouse", "url2 = x", r"\[warehouse\] url2: unknown key"),
     # nan passes `value <= 0`; an infinite fetch timeout hangs a stalled run while it holds the lock.
     ("kafka", "fetch_timeout_seconds = nan", r"\[kafka\] fetch_timeout_seconds: must be greater than 0"),
