@@ -11,5 +11,5 @@ CREATE EXTERNAL TABLE IF NOT EXISTS ${database}.${table} (
   kafka_timestamp timestamp COMMENT 'the record timestamp (CreateTime or LogAppendTime)'
 )
 PARTITIONED BY (dt string, hour string)
-STORED AS PARQUET
+-- No STORED AS: the table is stored as the job's [hive] format says (parquet, or orc).
 LOCATION '${location}'

@@ -8,6 +8,7 @@ default, so each caller says which it wants.
 from __future__ import annotations
 
 import configparser
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -48,7 +49,8 @@ def job_sections(stack: Stack, *, job_name: str, zk_root: str, warehouse_dir: Pa
         "zookeeper": {"hosts": stack.zk_hosts, "root": zk_root,
                       "session_timeout_seconds": _number(tuning.session_timeout_seconds)},
         "warehouse": {"url": f"file://{warehouse_dir}"},
-        "hive": {"metastore": stack.metastore_uri, "database": database, "table": table, "schema": str(schema)},
+        "hive": {"metastore": stack.metastore_uri, "database": database, "table": table, "schema": str(schema),
+                 **file_format_for_tests()},
         "retry": {"attempts": "3", "initial_wait_seconds": "0.2",
                   "max_wait_seconds": _number(tuning.retry_max_wait_seconds)},
         "spark": {
@@ -56,6 +58,13 @@ def job_sections(stack: Stack, *, job_name: str, zk_root: str, warehouse_dir: Pa
             "spark.sql.shuffle.partitions": str(tuning.parallelism),
         },
     }
+
+
+def file_format_for_tests() -> dict[str, str]:
+    """[hive] format from $ETL_TEST_FILE_FORMAT (orc: the integration tests on ORC tables; CI
+    leaves it unset, the default, Parquet). A test that names the format in its config wins."""
+    chosen = os.environ.get("ETL_TEST_FILE_FORMAT")
+    return {"format": chosen} if chosen else {}
 
 
 def _number(value: float) -> str:

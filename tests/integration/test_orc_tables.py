@@ -5,7 +5,8 @@ once, with `etl verify --deep` (its checksums read from ORC's own footer). Its r
 Parquet (one table definition for every job), and a config that names another format for the
 table is refused, exit 2, naming it, with nothing touched.
 
-The DDL here names no format: the table is made as [hive] format says (etl.model.table_ddl).
+The shipped DDL (warehouse_schema/events.sql) names no format: the table is made as [hive] format
+says (etl.model.table_ddl).
 Values an ORC table cannot read back (etl.rows.hive_values.ORC_FILES: timestamps outside
 1677-09-22 .. 2262-04-10, dates before 1582-10-15) go to the rejected table with that range as
 their reason; the test loads some. Event time, routes, compaction and `reset-offsets
@@ -62,13 +63,6 @@ def micros(text: str | None) -> int | None:
     return (dt.datetime.fromisoformat(text.replace("Z", "+00:00")) - EPOCH) // dt.timedelta(microseconds=1)
 
 
-def orc_ddl(tmp_path: Path) -> Path:
-    path = tmp_path / "events_orc.sql"
-    path.write_text(EVENTS_SCHEMA.read_text().replace("STORED AS PARQUET\n", ""))
-    assert "STORED AS" not in path.read_text()
-    return path
-
-
 def data_files(root: Path) -> dict[str, list[Path]]:
     found: dict[str, list[Path]] = {}
     for path in sorted(root.rglob("*")):
@@ -90,12 +84,12 @@ def through_thrift(spark, thrift_url: str, table: str) -> dict[tuple[int, int], 
 
 
 def test_an_orc_table_loads_compacts_and_reads_back_exactly_once_through_sigkills(
-        spark, zk, thrift_url, new_topic, produce, write_config, hive_table_name, warehouse_dir, tmp_path):
+        spark, zk, thrift_url, new_topic, produce, write_config, hive_table_name, warehouse_dir):
     topic = new_topic(partitions=2)
     produce(topic, {p: [value(p, o) for o in range(n)] for p, n in COUNTS.items()})
     config = write_config(kafka={"topics": topic}, zookeeper={"session_timeout_seconds": "4"},
                           job={"max_records_per_partition": "6", "max_rejected_ratio": "0.9"},
-                          hive={"format": "orc", "schema": str(orc_ddl(tmp_path)),
+                          hive={"format": "orc", "schema": str(EVENTS_SCHEMA),
                                 "partition_timezone": zone_whose_hour_lasts(300)},
                           compaction={"min_files": "2", "keep_superseded_minutes": "0", "only_finished": "false"})
     for point in KILL_POINTS:  # each resumed by the next run, which finds the published files in place

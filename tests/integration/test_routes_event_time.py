@@ -31,15 +31,13 @@ DB = "etl_test"
 @pytest.mark.slow
 @pytest.mark.parametrize("file_format", ["parquet", "orc"])
 def test_a_routed_job_by_event_time_writes_a_file_per_range_table_and_hour_exactly_once(
-        file_format, spark, new_topic, produce, write_config, warehouse_dir, tmp_path):
+        file_format, spark, new_topic, produce, write_config, warehouse_dir):
     name = f"re{uuid.uuid4().hex[:8]}"
     whole, split = new_topic(2, f"{name}.whole"), new_topic(2, f"{name}.split")
     source = TopicsSource([DataSource(whole, 2, produce, make_event=spread_event),
                            DataSource(split, 2, produce, make_event=action_spread_event)])
     source.produce(40)
-    schema = tmp_path / "events.sql"  # its own STORED AS clause, the format's
-    schema.write_text(EVENTS_SCHEMA.read_text().replace("STORED AS PARQUET", f"STORED AS {file_format.upper()}"))
-    route = {"schema": str(schema)}
+    route = {"schema": str(EVENTS_SCHEMA)}  # it names no format: each table is made as [hive] format says
     config = write_config(
         kafka={"topics": None}, zookeeper={"session_timeout_seconds": "4"},
         job={"max_records_per_partition": "20"},

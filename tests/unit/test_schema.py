@@ -273,12 +273,16 @@ def test_a_ddl_naming_no_format_is_stored_as_the_job_s_and_one_naming_another_is
         rendered = ddl_file(plain).render("db", "t", "/x", file_format)
         assert f"PARTITIONED BY (dt string)\nSTORED AS {file_format.value.upper()}\nLOCATION '/x'" in rendered
         ddl_file(plain).check_stored_as(file_format, "[hive] format")
-    events = ddl_file(SCHEMAS / "events.sql")
-    events.check_stored_as(PARQUET, "[hive] format")
-    assert events.render("db", "t", "/x", ORC).count("STORED AS") == 1  # its own clause, checked apart
-    with pytest.raises(SchemaError, match=r"events.sql says STORED AS PARQUET, but \[hive\] format = orc: the job "
+    said = tmp_path / "said.sql"
+    said.write_text(plain.read_text().replace("\nLOCATION", "\nSTORED AS PARQUET\nLOCATION"))
+    ddl_file(said).check_stored_as(PARQUET, "[hive] format")
+    assert "\nSTORED AS PARQUET\nLOCATION" in ddl_file(said).render("db", "t", "/x", ORC)  # its own: checked apart
+    with pytest.raises(SchemaError, match=r"said.sql says STORED AS PARQUET, but \[hive\] format = orc: the job "
                                           r"writes its files as ORC. Make the DDL say STORED AS ORC"):
-        events.check_stored_as(ORC, "[hive] format")
+        ddl_file(said).check_stored_as(ORC, "[hive] format")
+    for shipped in SCHEMAS.glob("*.sql"):  # the shipped DDLs serve either format
+        for file_format in HiveFormat:
+            ddl_file(shipped).check_stored_as(file_format, "[hive] format")
     twice = tmp_path / "twice.sql"
     twice.write_text("CREATE TABLE ${database}.${table} (a string) STORED AS ORC STORED AS PARQUET "
                      "LOCATION '${location}'")
