@@ -66,7 +66,7 @@ class CompactionChooser:
         warehouse, kind = self.views.warehouse(table.name), table.kind
         folder = warehouse.folder(kind, partition)
         names = self.fs.list_dir(folder)
-        files = [n for n in names if parse_final_name(n, self.config.hive.format) is not None]
+        files = [n for n in names if parse_final_name(n, warehouse.file_format(kind)) is not None]
         choice = Choice(kind, partition, len(files), 0, table_name=table.name)  # sizes asked for once chosen
         if not same_location(registered, warehouse.hive_uri(folder)):
             return _skip(choice, f"registered at {registered}, not at {warehouse.hive_uri(folder)} where the job "
@@ -93,7 +93,7 @@ class CompactionChooser:
         warehouse = self.views.warehouse(choice.table_name)
         folder = warehouse.folder(choice.table, choice.partition)
         inputs = []
-        file_format = self.config.hive.format
+        file_format = warehouse.file_format(choice.table)  # the rejected table's are Parquet
         for name in sorted(n for n in self.fs.list_dir(folder) if parse_final_name(n, file_format) is not None):
             path = posixpath.join(folder, name)
             facts, named = read_facts(self.fs, path, file_format), parse_final_name(name, file_format)

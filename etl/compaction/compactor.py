@@ -29,7 +29,8 @@ from etl.compaction.switch import PartitionSwitch, plan_folder
 from etl.compaction.tables import TableViews
 from etl.config import Config
 from etl.errors import WarehouseError
-from etl.model.compaction import CompactionPlan, CompactionState, compaction_of_folder, partition_of_folder
+from etl.model.compaction import (CompactionPlan, CompactionState, TableKind, compaction_of_folder,
+                                  partition_of_folder)
 from etl.model.naming import is_temp_name, temp_name
 from etl.sink.commit import publish
 from etl.sink.fs import WarehouseFileSystem
@@ -95,13 +96,15 @@ class Compactor:
         target = self._folder(plan, plan.target)
         self.fs.makedirs(target)
         proven = self._proven_inputs(plan)
+        layout = FileLayout.of(self.config)  # the rejected table's: Parquet, none of the table's columns
+        layout = layout.without_columns() if plan.table is TableKind.REJECTED else layout
         for index, output in enumerate(plan.outputs):
             final = posixpath.join(target, output.name)
             if self.fs.exists(final):
                 continue  # published by an earlier attempt
             temp = posixpath.join(target, temp_name(output.name))
             merge_files(self.fs, [self._source(plan, name) for name in output.inputs], temp, plan.ranges_of(output),
-                        self.config.job.row_group_size, FileLayout.of(self.config), proven)
+                        self.config.job.row_group_size, layout, proven)
             publish(self.fs, temp, final)
             faults.checkpoint(f"compact:merged:{index}")
         if plan.marker:

@@ -25,6 +25,7 @@ from etl.model.shape import JOB_WIDE, shape_of
 from etl.job.summary import BatchSummary
 from etl.job.write_mode import mode_of
 from etl.model.batch import Batch
+from etl.model.naming import REJECTED_FORMAT
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
 
@@ -55,7 +56,8 @@ def written_files(fs: WarehouseFileSystem, config: Config, warehouse: Warehouse,
     shape = shape_of(config)
     counts: FileCounts = {qualified(config, table): (0, 0) for table in shape.always_counted()}
     for batch in batches:
-        names = {r.name_as(config.hive.format) for r in batch.file_ranges}
+        # The tables' files in their format, the rejected table's as Parquet: each folder holds one table's.
+        names = {r.name_as(f) for r in batch.file_ranges for f in {config.hive.format, REJECTED_FORMAT}}
         for table, folders in shape.folders_by_table(mode_of(batch), warehouse, batch).items():
             label = qualified(config, table)
             count, size = counts.get(label, (0, 0))

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+import pyarrow.orc as orc
+
 from etl.compaction.run import compact
 from etl.compaction.tables import CompactedTable, TableKind
 from etl.config import load_config
+from etl.config.model import HiveFormat
 from etl.context.command import CommandContext
 from etl.errors import EXIT_OK, HiveError, InjectedFault
 from etl.hive.registrar import HiveRegistrar
@@ -23,7 +26,9 @@ from etl.model.batch import OffsetRange
 from etl.model.naming import final_name
 from etl.ops.acting import Act
 from etl.ops.compact import CompactOptions, compact_in
+from etl.sink.checksums import CHECKSUMS_KEY
 from etl.sink.fs import LocalFileSystem
+from etl.sink.layout import FileLayout
 from etl.sink.warehouse import Warehouse
 from tests.harness.config_file import minimal_ini, routed_ini
 from tests.harness.fake_metastore import FakeMetastore, MetastoreContext
@@ -53,9 +58,10 @@ POINTS = ["compact:PLANNED", "compact:merged:0", "compact:WRITTEN", "compact:met
 class Job:
     """A job whose tables each hold three small files of partition P, registered where they are."""
 
-    def __init__(self, root: Path, routed: bool):
-        ini = routed_ini(ROUTES + SETTINGS) if routed else minimal_ini(EVENTS_SCHEMA, kafka="topics = events",
-                                                                        sections=SETTINGS)
+    def __init__(self, root: Path, routed: bool, file_format: HiveFormat = HiveFormat.PARQUET):
+        hive = f"format = {file_format.value}"
+        ini = routed_ini(ROUTES + SETTINGS, hive=f"rejected_table = rejects\n{hive}") if routed else \
+            minimal_ini(EVENTS_SCHEMA, kafka="topics = events", sections=SETTINGS, hive=hive)
         (root / "job.ini").write_text(ini.replace("url = file:///tmp/w", f"url = file://{root}/w"))
         self.config = load_config(root / "job.ini")
         self.store, self.metastore, self.fs = MemoryStore(), FakeMetastore(), LocalFileSystem()
@@ -64,17 +70,18 @@ class Job:
         views = [(self.warehouse.for_table(name) if routed else self.warehouse, name, topic)
                  for name, topic in self.tables.items()]
         for view, name, topic in views:
-            self._files(view.main_dir(P), name, topic)
-        self._files(self.warehouse.rejected_dir(P), self.config.hive.rejected_table, *self.tables.values())
+            self._files(view.main_dir(P), name, FileLayout(file_format=file_format), topic)
+        self._files(self.warehouse.rejected_dir(P), self.config.hive.rejected_table, FileLayout(),
+                    *self.tables.values())
         self.store.session.acquire_lock()
         committed(self.store, batch(ranges=[OffsetRange(t, 0, 0, 30, None) for t in self.tables.values()]))
 
-    def _files(self, folder: str, table: str, *topics: str) -> None:
+    def _files(self, folder: str, table: str, layout: FileLayout, *topics: str) -> None:
         Path(folder).mkdir(parents=True)
         for topic in topics:
             for start in (0, 10, 20):
-                write_batch_file(Path(folder) / final_name(topic, 0, start, start + 10),
-                                 batch_table(start, [dt.datetime(2026, 11, 20, 10)] * 10))
+                write_batch_file(Path(folder) / final_name(topic, 0, start, start + 10, file_format=layout.file_format),
+                                 batch_table(start, [dt.datetime(2026, 11, 20, 10)] * 10), layout=layout)
         self.metastore.locations[(table, P)] = self.warehouse.hive_uri(folder)
 
     def compact(self, tables=None, only=None):
@@ -101,6 +108,25 @@ def test_a_one_table_jobs_compaction_stores_and_reports_no_table_name(tmp_path):
     assert relocations.main == {P: report.planned[0].target} and relocations.rejected == {P: report.planned[1].target}
     assert relocations.tables == {} and job.store.state.table_relocations == {}
     assert job.files(None) == {report.planned[0].target: [final_name("events", 0, 0, 30)]}
+
+
+@pytest.mark.parametrize("routed", [False, True])
+def test_an_orc_jobs_tables_are_merged_each_in_its_own_format(tmp_path, routed):
+    """The tables' files are ORC, the rejected table's Parquet: each is found, merged, proven by
+    its checksums and published in its own format (the rejected table's were once looked for as
+    ORC, found none, and left alone)."""
+    job = Job(tmp_path, routed=routed, file_format=HiveFormat.ORC)
+    report = job.compact(tables=(ORDERS, CLICKS, REJECTED)) if routed else job.compact()
+    assert [p.label for p in report.planned] == (["orders", "clicks", "rejected"] if routed else ["main", "rejected"])
+    *mains, rejected = report.planned
+    for plan, table in zip(mains, job.tables):
+        name = final_name(job.tables[table], 0, 0, 30, file_format=HiveFormat.ORC)
+        assert job.files(table if routed else None) == {plan.target: [name]}
+        view = job.warehouse.view(table if routed else None)
+        merged = orc.ORCFile(posixpath.join(view.root(TableKind.MAIN), plan.target, name))
+        assert merged.nrows == 30 and CHECKSUMS_KEY in merged.metadata
+    assert job.files(None, TableKind.REJECTED) == {rejected.target: sorted(final_name(t, 0, 0, 30)
+                                                                          for t in job.tables.values())}
 
 
 def test_each_routed_table_is_compacted_into_its_own_folder_and_the_rejected_table_once(tmp_path):

@@ -20,7 +20,7 @@ from etl.sink.fs import LocalFileSystem
 from etl.sink.layout import FileLayout
 from etl.compaction.merge import merge_files
 from etl.sink.checksums import CHECKSUMS_KEY
-from etl.sink.parquet import ParquetSink
+from etl.sink.file_format import open_sink
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "warehouse_schema"
 TIMES = [dt.datetime(9999, 12, 30), dt.datetime(1500, 6, 1, 12), dt.datetime(1, 1, 2),
@@ -39,8 +39,8 @@ def batch_table(first: int, times: list) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=schema)
 
 
-def write_batch_file(path: Path, table: pa.Table, row_group_size: int = 2) -> str:
-    sink = ParquetSink(LocalFileSystem(), str(path), table.schema, row_group_size, FileLayout())
+def write_batch_file(path: Path, table: pa.Table, row_group_size: int = 2, layout: FileLayout = FileLayout()) -> str:
+    sink = open_sink(LocalFileSystem(), str(path), table.schema, row_group_size, layout)
     sink.append(table)
     sink.close()
     return str(path)

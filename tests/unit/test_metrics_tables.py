@@ -61,9 +61,13 @@ def test_a_one_table_runs_series_are_as_they_were(tmp_path):
                                 ("etl_run_offsets", "db.t"): 0, ("etl_run_late_rows", "db.t"): 0}
 
 
+@pytest.mark.parametrize("file_format", list(HiveFormat))
 @pytest.mark.parametrize("routed", [True, False])
-def test_written_files_are_counted_in_the_folder_of_their_table(tmp_path, routed):
-    config = _config(tmp_path, routed_ini(TWO_ROUTES) if routed else minimal_ini(EVENTS_SCHEMA, kafka="topics = app.x"))
+def test_written_files_are_counted_in_the_folder_of_their_table(tmp_path, routed, file_format):
+    """The tables' files in their format, the rejected table's as Parquet (they went uncounted on ORC)."""
+    hive = f"format = {file_format.value}"
+    config = _config(tmp_path, routed_ini(TWO_ROUTES, hive=f"rejected_table = rejects\n{hive}") if routed
+                     else minimal_ini(EVENTS_SCHEMA, kafka="topics = app.x", hive=hive))
     warehouse, fs = Warehouse.of(config), LocalFileSystem()
     batch = _batch(1, {}, 0)
     placed = {warehouse.for_table("raw_app_x").main_dir(HOUR): RANGES[:1],
@@ -72,7 +76,7 @@ def test_written_files_are_counted_in_the_folder_of_their_table(tmp_path, routed
     for folder, ranges in placed.items():
         fs.makedirs(folder)
         for r in ranges:
-            (Path(folder) / r.name_as(HiveFormat.PARQUET)).write_bytes(b"x" * 10)
+            (Path(folder) / r.name_as(file_format)).write_bytes(b"x" * 10)
         (Path(folder) / "not-of-this-batch.parquet").write_bytes(b"y")
     fs.makedirs(warehouse.rejected_dir(HOUR))
     (Path(warehouse.rejected_dir(HOUR)) / RANGES[0].name_as(HiveFormat.PARQUET)).write_bytes(b"r" * 3)
