@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import json
+import os
 import posixpath
 import re
 import zoneinfo
@@ -15,6 +16,9 @@ import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
 TEMP_PREFIX = "_tmp."
+# A main table's files in these tests: .parquet, or .orc under ETL_TEST_FILE_FORMAT=orc
+# (tests.harness.config_file); a rejected table's are always .parquet.
+DATA_SUFFIX = f".{os.environ.get('ETL_TEST_FILE_FORMAT') or 'parquet'}"
 # A table's files are Parquet, or ORC for [hive] format = orc; the rejected table's are Parquet.
 FINAL_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<start>\d{20})\+(?P<end>\d{20})"
                       r"\.(?:parquet|orc)$")

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
 from etl.config import load_config
@@ -27,6 +28,7 @@ from etl.state.store import ZkStateStore
 from tests.harness.campaign import zone_whose_hour_lasts
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.state import wait_for_lock_release
+from tests.harness.warehouse_files import DATA_SUFFIX
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader, table_offsets
 
 DB = "etl_test"
@@ -58,8 +60,9 @@ def partitions_of(warehouse_dir: Path, table: str) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.glob("dt=*/hour=*"))
 
 
-def parquet_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*.parquet") if not p.name.startswith("_"))
+def parquet_files(folder: Path, suffix: str = DATA_SUFFIX) -> list[Path]:
+    """The table's data files (`suffix`: a rejected table's are .parquet whatever the format)."""
+    return sorted(p for p in folder.rglob(f"*{suffix}") if not p.name.startswith("_"))
 
 
 def test_compacting_a_partition_keeps_every_offset_once(spark, new_topic, produce, write_config, hive_table_name,
@@ -77,8 +80,8 @@ def test_compacting_a_partition_keeps_every_offset_once(spark, new_topic, produc
     done = etl_command(config, "compact", "--execute", "--partition", partition)
     assert done.returncode == 0, done.describe()
     merged = parquet_files(root)
-    assert [p.name for p in merged] == [f"{topic}+0+{0:020d}+{30:020d}.parquet",
-                                        f"{topic}+1+{0:020d}+{24:020d}.parquet"], merged
+    assert [p.name for p in merged] == [f"{topic}+0+{0:020d}+{30:020d}{DATA_SUFFIX}",
+                                        f"{topic}+1+{0:020d}+{24:020d}{DATA_SUFFIX}"], merged
     assert all(COMPACTED_FOLDER in str(p) for p in merged)
     check_exactly_once(hive_reader(spark), config, expected_offsets(topic, RECORDS), warehouse_dir)
 
@@ -181,7 +184,7 @@ def test_late_rows_for_a_compacted_partition_are_visible_through_hive_once(
     produce(topic, {1: [late]})
     assert run_etl(config).returncode == 0
     root = warehouse_dir / f"{DB}.db" / hive_table_name
-    late_file = root / COMPACTED_FOLDER / partition / "c0000000001" / f"{topic}+1+{24:020d}+{25:020d}.parquet"
+    late_file = root / COMPACTED_FOLDER / partition / "c0000000001" / f"{topic}+1+{24:020d}+{25:020d}{DATA_SUFFIX}"
     assert late_file.exists(), sorted(str(p) for p in parquet_files(root))
     shown = table_offsets(spark, DB, hive_table_name)
     assert shown[(topic, 1, 24)] == 1
@@ -189,11 +192,14 @@ def test_late_rows_for_a_compacted_partition_are_visible_through_hive_once(
 
     # Compacting it again merges compaction 1's files, which its record in ZooKeeper says carry
     # checksums: one rewritten without `etl.checksums` is refused, not merged and so vouched for.
-    merged = late_file.parent / f"{topic}+0+{0:020d}+{30:020d}.parquet"
-    table = pq.read_table(merged, coerce_int96_timestamp_unit="us")
-    footer = {k: v for k, v in pq.ParquetFile(merged).metadata.metadata.items()
-              if k.startswith(b"etl.") and k != CHECKSUMS_KEY}
-    pq.write_table(table.replace_schema_metadata(footer), merged, use_deprecated_int96_timestamps=True)
+    merged = late_file.parent / f"{topic}+0+{0:020d}+{30:020d}{DATA_SUFFIX}"
+    if DATA_SUFFIX == ".orc":  # rewritten by pyarrow's ORC writer, which writes no footer metadata at all
+        orc.write_table(orc.read_table(str(merged)), str(merged))
+    else:
+        table = pq.read_table(merged, coerce_int96_timestamp_unit="us")
+        footer = {k: v for k, v in pq.ParquetFile(merged).metadata.metadata.items()
+                  if k.startswith(b"etl.") and k != CHECKSUMS_KEY}
+        pq.write_table(table.replace_schema_metadata(footer), merged, use_deprecated_int96_timestamps=True)
     again = etl_command(config, "compact", "--execute", "--partition", partition)
     assert again.returncode == 1 and f"{merged.name} has no `etl.checksums`" in again.stderr, again.describe()
     assert not (root / COMPACTED_FOLDER / partition / "c0000000002").exists() or \
@@ -216,9 +222,9 @@ def test_a_file_lost_beside_a_merged_rejected_file_is_recovered_with_every_rejec
     [partition] = partitions_of(warehouse_dir, hive_table_name)
     said: list[str] = []
     assert run_compact(cfg, CompactOptions((partition,), (cfg.hive.rejected_table,), Act.EXECUTE), out=said.append) == 0
-    rejected = parquet_files(warehouse_dir / f"{DB}.db" / cfg.hive.rejected_table)
+    rejected = parquet_files(warehouse_dir / f"{DB}.db" / cfg.hive.rejected_table, ".parquet")
     assert [p.name for p in rejected] == [f"{topic}+0+{0:020d}+{60:020d}.parquet"], said
-    lost = warehouse_dir / f"{DB}.db" / hive_table_name / partition / f"{topic}+0+{20:020d}+{30:020d}.parquet"
+    lost = warehouse_dir / f"{DB}.db" / hive_table_name / partition / f"{topic}+0+{20:020d}+{30:020d}{DATA_SUFFIX}"
     lost.unlink()
 
     found = run_verify(cfg, deep=False)  # the merged file's range [20, 30) has no main file left either
@@ -231,7 +237,7 @@ def test_a_file_lost_beside_a_merged_rejected_file_is_recovered_with_every_rejec
     for table in (hive_table_name, cfg.hive.rejected_table):  # no row went to the repair's own hour
         assert set(partitions_of(warehouse_dir, table)) <= {partition}, said
     assert [p.name for p in parquet_files(warehouse_dir / f"{DB}.db" / hive_table_name / partition)] == \
-        [f"{topic}+0+{lo:020d}+{lo + 10:020d}.parquet" for lo in range(0, 60, 10)]
+        [f"{topic}+0+{lo:020d}+{lo + 10:020d}{DATA_SUFFIX}" for lo in range(0, 60, 10)]
 
 
 def bad_every_7th(count: int) -> list[bytes]:

@@ -17,6 +17,7 @@ from tests.harness.data import events_by_partition, loaded_job
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import expected_offsets, table_offsets
 from tests.harness.state import rewrite_committed, wait_for_lock_release
+from tests.harness.warehouse_files import DATA_SUFFIX
 from test_pipeline import recreate_topic
 
 DB = "etl_test"
@@ -27,7 +28,7 @@ loaded = functools.partial(loaded_job, per_partition=60)
 
 
 def table_files(warehouse_dir, table, partition=None):
-    files = sorted((warehouse_dir / f"{DB}.db" / table).rglob("*.parquet"))
+    files = sorted((warehouse_dir / f"{DB}.db" / table).rglob(f"*{DATA_SUFFIX}"))
     return [f for f in files if partition is None or f"+{partition}+" in f.name]
 
 
@@ -203,7 +204,7 @@ def test_a_backwards_reset_is_refused_inside_a_file_and_over_files_unless_moved_
     assert committed(config)[(topic, 0)] == 60
     done = etl_command(config, "reset-offsets", "--to", f"{topic}:0=20", "--execute", "--move-aside")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
-    assert len(list((warehouse_dir / "_etl_moved_aside").rglob("*.parquet"))) == 2
+    assert len(list((warehouse_dir / "_etl_moved_aside").rglob(f"*{DATA_SUFFIX}"))) == 2
     assert run_job(load_config(config)) == 0
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {0: 60, 1: 60})
     assert run_verify(load_config(config), deep=True).ok

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 
-import pyarrow.parquet as pq
 import pytest
 
 from etl.config import load_config
@@ -19,7 +18,7 @@ from tests.harness.data import event, events_by_partition
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import expected_offsets, table_offsets
 from tests.harness.state import wait_for_lock_release
-from tests.harness.warehouse_files import final_files
+from tests.harness.warehouse_files import DATA_SUFFIX, file_rows, final_files
 
 DB = "etl_test"
 
@@ -41,7 +40,7 @@ def test_n_records_land_exactly_once_and_a_second_run_changes_nothing(
     assert run_in_process(config) == 0
     assert table_offsets(spark, DB, hive_table_name) == expected_offsets(topic, {p: 250 for p in range(4)})
     files = data_files(warehouse_dir, hive_table_name)
-    assert [f.name for f in files] == [f"{topic}+{p}+{0:020d}+{250:020d}.parquet" for p in range(4)]
+    assert [f.name for f in files] == [f"{topic}+{p}+{0:020d}+{250:020d}{DATA_SUFFIX}" for p in range(4)]
     before = [(f, f.stat().st_mtime_ns) for f in files]
 
     assert run_in_process(config) == 0
@@ -143,15 +142,15 @@ def test_a_recreated_topic_triggers_the_out_of_range_policy(
     cfg = load_config(skipping)
     with ZkStateStore(cfg.zookeeper, cfg.job.name, cfg.retry) as store:
         tag = incarnation_tag(store.offsets.topic_ids()[topic])  # its first 11 characters, in base64url
-    names = sorted(f.name for f in data_files(warehouse_dir, hive_table_name) if f.suffix == ".parquet")
-    assert names == sorted([f"{topic}+0+{0:020d}+{20:020d}.parquet", f"{topic}+0+{20:020d}+{30:020d}.parquet",
-                            f"{topic}+0+{0:020d}+{20:020d}+{tag}.parquet",
-                            f"{topic}+0+{20:020d}+{25:020d}+{tag}.parquet"])
+    names = sorted(f.name for f in data_files(warehouse_dir, hive_table_name) if f.suffix == DATA_SUFFIX)
+    assert names == sorted([f"{topic}+0+{0:020d}+{20:020d}{DATA_SUFFIX}", f"{topic}+0+{20:020d}+{30:020d}{DATA_SUFFIX}",
+                            f"{topic}+0+{0:020d}+{20:020d}+{tag}{DATA_SUFFIX}",
+                            f"{topic}+0+{20:020d}+{25:020d}+{tag}{DATA_SUFFIX}"])
     report = run_verify(cfg, deep=True)
     assert report.ok, report.render()
 
     # An old incarnation's file lost is a gap Kafka cannot fill: recover reports it, rewrites nothing.
-    old_first = f"{topic}+0+{0:020d}+{20:020d}.parquet"
+    old_first = f"{topic}+0+{0:020d}+{20:020d}{DATA_SUFFIX}"
     next(f for f in data_files(warehouse_dir, hive_table_name) if f.name == old_first).unlink()
     report = run_verify(cfg, deep=False)
     assert [p.kind for p in report.problems] == ["gap"] and "[0, 20)" in report.render(), report.render()
@@ -254,4 +253,4 @@ def test_parquet_files_are_single_files_per_range_with_row_counts(new_topic, pro
     produce(topic, events_by_partition(2, 40))
     assert run_in_process(write_config(kafka={"topics": topic})) == 0
     for f in data_files(warehouse_dir, hive_table_name):
-        assert pq.ParquetFile(f).metadata.num_rows == 40
+        assert file_rows(f) == 40

@@ -7,6 +7,7 @@ import re
 
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader
+from tests.harness.warehouse_files import DATA_SUFFIX
 
 DB = "etl_test"
 
@@ -20,17 +21,17 @@ def test_a_merged_file_moved_aside_is_reported_once(spark, new_topic, produce, w
     assert run_etl(config).returncode == 0
     table = warehouse_dir / f"{DB}.db" / hive_table_name
     [partition] = [str(p.relative_to(table)) for p in table.glob("dt=*/hour=*")]  # by planning time
-    assert len(list((table / partition).glob("*.parquet"))) == 6
+    assert len(list((table / partition).glob(f"*{DATA_SUFFIX}"))) == 6
     compacted = etl_command(config, "compact", "--execute", "--partition", partition)
     assert compacted.returncode == 0, compacted.describe()
-    assert len(list(table.rglob("*.parquet"))) == 1, list(table.rglob("*.parquet"))  # one file, 6 ranges
+    assert len(list(table.rglob(f"*{DATA_SUFFIX}"))) == 1, list(table.rglob(f"*{DATA_SUFFIX}"))  # one file, 6 ranges
 
     reset = etl_command(config, "reset-offsets", "--to", f"{topic}:0=0", "--move-aside", "--execute")
     assert reset.returncode == 0, reset.describe()
     moves = re.findall(r"move out of the table: (\S+) ->", reset.stdout)
     assert len(moves) == 1, reset.stdout  # 6 ranges in one merged file: it was said 6 times
     assert "moved 1 files out of the table" in reset.stdout, reset.stdout
-    moved = list((warehouse_dir / "_etl_moved_aside").rglob("*.parquet"))
+    moved = list((warehouse_dir / "_etl_moved_aside").rglob(f"*{DATA_SUFFIX}"))
     assert len(moved) == 1, moved
 
     assert run_etl(config).returncode == 0  # the 36 records loaded again, once
