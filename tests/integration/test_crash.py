@@ -88,6 +88,10 @@ def temp_files_of(warehouse_dir, topic, partition):
 STATE_POINTS = ["state:PLANNED", "writing:1", "renamed:1", "state:WRITTEN", "state:REGISTERED", "state:COMMITTED"]
 
 
+# These points' jobs write an ORC table ([hive] format = orc): a published file found in place by
+# the resumed batch (renamed:1) and a batch visible in Hive before its commit (state:REGISTERED),
+# on the format's own file names and footers. The rest write Parquet.
+ON_ORC = {"renamed:1", "state:REGISTERED"}
 STATE_AFTER = {"state:PLANNED": "PLANNED", "writing:1": "PLANNED", "renamed:1": "PLANNED",
                "state:WRITTEN": "WRITTEN", "state:REGISTERED": "REGISTERED", "state:COMMITTED": "COMMITTED"}
 
@@ -108,7 +112,7 @@ def test_sigkill_at_every_state_transition_then_recovery_is_exactly_once(
     topic = new_topic(partitions=4)
     source = DataSource(topic, 4, produce)
     source.produce(SIZES)
-    config = crash_config(write_config, topic)
+    config = crash_config(write_config, topic, **({"hive": {"format": "orc"}} if point in ON_ORC else {}))
 
     if point == "writing:1":
         run = EtlProcess(config, fault=point, action="sleep:600")

@@ -9,8 +9,10 @@ produced offset exactly once through all of them, DuckDB's raw glob included, at
 peer read as Spark reads it, through its `_spark_metadata` log, holds every offset exactly once
 at the end (Spark's own claim). The peer's Hive and DuckDB counts depend on where the kills land: printed, not asserted.
 
-Scale with ETL_PEER_CRASH_KILLS (kills per job, default 1: the peer's runs took 27 s each in CI,
-and our campaigns of test_crash.py kill 8 more); replay with ETL_PEER_CRASH_SEED.
+It runs when ETL_PEER_CRASH_KILLS names the kills per job (1 takes about 155 s; CI leaves it
+unset, and the test is skipped: the comparison is about the peer, and `bench.py --crash-compare`
+runs it; our job's exactly-once under SIGKILLs, through Hive, Spark and the files, is
+test_crash.py's and the campaigns'); replay with ETL_PEER_CRASH_SEED.
 """
 from __future__ import annotations
 
@@ -50,7 +52,9 @@ def peer_table(spark, hive_table_name):
 @pytest.mark.slow
 def test_our_job_is_exactly_once_through_every_reader_and_the_peer_through_its_log(
         spark, zk, stack, new_topic, produce, write_config, warehouse_dir, peer_table, tmp_path, say):
-    kills = int(os.environ.get("ETL_PEER_CRASH_KILLS", "1"))
+    kills = int(os.environ.get("ETL_PEER_CRASH_KILLS", "0"))
+    if not kills:
+        pytest.skip("the crash comparison with the peer runs with ETL_PEER_CRASH_KILLS=N (or bench.py --crash-compare)")
     seed = campaign_seed("ETL_PEER_CRASH_SEED", 20261126)
     say(f"{seed}, {kills} kills per job (ETL_PEER_CRASH_KILLS)")
     topics = {"ours": new_topic(partitions=4), "peer": new_topic(partitions=4)}
