@@ -239,7 +239,8 @@ def _side_by_side(sbs: dict, targets: list) -> list[str]:
                  f"{d['partitions']} partitions, local[{p}], medians of {len(rows['ours']['runs'])}:",
              f"  {'job':<33} {'seconds':>26} {'records/s':>10} {'work r/s':>10} {'r/s/core':>9} {'MB/s/core':>9} "
              f"{'CPU-s/M':>8} {'r/CPU-s':>8} {'files':>6} {'MB':>7} {'RSS MB':>7} {'workers':>7}  load before"]
-    names = {"ours": "ours: full batch (run_job)", "peer_json": "peer: Kafka source, from_json",
+    names = {"ours": "ours: full batch (run_job)", "ours_orc": "ours, [hive] format = orc",
+             "peer_json": "peer: Kafka source, from_json",
              "peer_json_ts_format": "peer: from_json, timestampFormat", "peer_string": "peer: value as a string",
              "flink": "Flink: KafkaSource, FileSink (JVM)"}
     for key, label in names.items():

@@ -51,8 +51,8 @@ from tests.perf.peer_job import connector_jars, register_table, run_query
 from tests.perf.phases import check_loaded, run_job_timed
 from tests.perf.seeds_shape import SEEDS_PARTITIONS, SEEDS_RECORDS, _batches, _committed
 
-ROWS = ("ours", "peer_json", "peer_json_ts_format", "peer_string")
-PEERS = ROWS[1:]
+ROWS = ("ours", "ours_orc", "peer_json", "peer_json_ts_format", "peer_string")
+PEERS = ROWS[2:]
 # The events' ts as value_maker writes it ("2026-11-21 10:00:00"): from_json's timestampFormat
 # for it, which a user who reads from_json's options may set (the peer_json_ts_format row).
 TS_FORMAT = "yyyy-MM-dd HH:mm:ss"
@@ -83,6 +83,8 @@ def side_by_side(run: BenchRun) -> None:
     runs: dict[str, list[dict]] = {name: [] for name in ROWS + (() if flink_skipped else ("flink",))}
     for rep in range(1, args.repeat + 1):
         runs["ours"].append(ours_in_process(run, f"sbs-ours-{rep}", topic, ranges, records, max(per) + 1))
+        runs["ours_orc"].append(ours_in_process(run, f"sbs-ours-orc-{rep}", topic, ranges, records, max(per) + 1,
+                                                {"format": "orc"}))
         for peer in PEERS:
             runs[peer].append(peer_in_process(run, f"sbs_{peer}_{rep}", topic, peer, ranges, records))
         if not flink_skipped:
@@ -93,11 +95,13 @@ def side_by_side(run: BenchRun) -> None:
     run.report["side_by_side"] = report
 
 
-def ours_in_process(run: BenchRun, label: str, topic: str, ranges: list, records: int, max_records: int) -> dict:
-    """Our full batch: run_job on a fresh table, as throughput.full_batch runs it."""
+def ours_in_process(run: BenchRun, label: str, topic: str, ranges: list, records: int, max_records: int,
+                    hive: dict | None = None) -> dict:
+    """Our full batch: run_job on a fresh table, as throughput.full_batch runs it (`hive`: keys of
+    [hive], the ORC row's format)."""
     from etl.config import load_config
     from etl.model.naming import table_location
-    config = load_config(run.ini(label, [topic], "json", max_records))
+    config = load_config(run.ini(label, [topic], "json", max_records, hive=hive))
     (phases, said), stats = run.measure(f"ours {label}", lambda: run_job_timed(config), workers=True, tree=True)
     check_loaded(config, ranges, records)
     folder = Path(table_location(str(run.work / "warehouse"), config.hive.database, config.hive.table))
@@ -174,9 +178,9 @@ def flink_process(run: BenchRun, label: str, topic: str, ranges: list, records: 
             "hive": {"rows": hive_rows, "ts_min": str(ts_min), "ts_max": str(ts_max)}, **written}
 
 
-def parquet_files(folder: Path) -> list[Path]:
-    """The data files a reader of the folder sees: *.parquet, nothing under _ or . names."""
-    return sorted(path for path in folder.rglob("*.parquet")
+def data_files(folder: Path, suffix: str = ".parquet") -> list[Path]:
+    """The data files a reader of the folder sees: *.parquet (or `suffix`), nothing under _ or . names."""
+    return sorted(path for path in folder.rglob(f"*{suffix}")
                   if not any(part.startswith(("_", ".")) for part in path.relative_to(folder).parts))
 
 
@@ -185,14 +189,15 @@ def check_written(folder: Path, ranges: list, records: int, start: dict[int, int
     per record, one per (partition, offset), each partition's offsets from its first produced
     (or `start[p]`) to its last."""
     import duckdb
-    files = parquet_files(folder)
-    listed = ", ".join(f"'{path}'" for path in files)
-    with duckdb.connect() as db:
-        rows, distinct = db.sql(f"SELECT count(*), count(DISTINCT (kafka_partition, kafka_offset)) "
-                                f"FROM read_parquet([{listed}])").fetchall()[0]
+    import pyarrow.dataset as ds
+    files = data_files(folder) or data_files(folder, ".orc")
+    with duckdb.connect() as db:  # ORC through pyarrow's reader (DuckDB reads no ORC), the query in DuckDB
+        db.register("written", ds.dataset([str(p) for p in files], format=files[0].suffix.lstrip(".") if files
+                                          else "parquet").to_table(columns=["kafka_partition", "kafka_offset"]))
+        rows, distinct = db.sql("SELECT count(*), count(DISTINCT (kafka_partition, kafka_offset)) "
+                                "FROM written").fetchall()[0]
         spans = {p: (low, high) for p, low, high in db.sql(
-            f"SELECT kafka_partition, min(kafka_offset), max(kafka_offset) + 1 FROM read_parquet([{listed}]) "
-            f"GROUP BY 1").fetchall()}
+            "SELECT kafka_partition, min(kafka_offset), max(kafka_offset) + 1 FROM written GROUP BY 1").fetchall()}
     expected = {p: ((start or {}).get(p, low), high) for _t, p, low, high in ranges}
     if rows != records or distinct != records or spans != expected:
         raise RuntimeError(f"{folder}: {rows} rows, {distinct} distinct (partition, offset), offsets {spans}; "
@@ -229,7 +234,7 @@ def ratios(rows: dict) -> dict:
     and memory over ours (> 1: the peer uses more)."""
     ours = rows["ours"]
     out = {}
-    for peer in (name for name in rows if name != "ours"):
+    for peer in (name for name in rows if name != "ours"):  # ours_orc too: ORC's cost over Parquet's
         p = rows[peer]
         out[peer] = {"records_per_s": ours["records_per_s"] / p["records_per_s"],
                      "work_records_per_s": ours["work_records_per_s"] / p["work_records_per_s"],

@@ -29,7 +29,7 @@ from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked
 from tests.perf.peer_job import connector_jars, run_query
 from tests.perf.phases import run_job_timed
-from tests.perf.side_by_side import check_written, parquet_files
+from tests.perf.side_by_side import check_written, data_files
 
 USERS = 1_000_003  # a prime: i * HASH % USERS visits every id
 HASH = 2_654_435_761
@@ -92,7 +92,7 @@ def _load(run: BenchRun, label: str, topic: str, ranges: list, records: int, max
     folder = Path(table_location(str(run.work / "warehouse"), config.hive.database, config.hive.table))
     written = check_written(folder, ranges, records)
     say(f"  {label}: batch {phases['batch']:.2f}s, {written['files']} files, {written['bytes'] / MB:.2f} MB")
-    return parquet_files(folder)
+    return data_files(folder)
 
 
 def _peer(run: BenchRun, topic: str, ranges: list, records: int) -> list[Path]:
@@ -100,7 +100,7 @@ def _peer(run: BenchRun, topic: str, ranges: list, records: int) -> list[Path]:
     done = run_query(run.spark, run.stack.kafka_bootstrap, topic, folder.as_uri(), checkpoint.as_uri())
     written = check_written(folder, ranges, records)
     say(f"  spark_peer: query {done['seconds']:.2f}s, {written['files']} files, {written['bytes'] / MB:.2f} MB")
-    return parquet_files(folder)
+    return data_files(folder)
 
 
 def _query_all(run: BenchRun, files: list[Path], records: int) -> dict:
