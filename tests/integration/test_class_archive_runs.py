@@ -1,5 +1,6 @@
 """The driver JVM's class archive, with real JVMs: the first `etl run` on a host records one and
-publishes it whole, the next maps it, and neither says a word of it on stdout (--json)."""
+publishes it whole, the next maps it, and neither says a word of it on stdout (--json); one whose
+body was damaged is moved aside before the JVM starts, and the run records a whole one again."""
 from __future__ import annotations
 
 import json
@@ -35,8 +36,30 @@ def _mapped_by_the_jvm(run: EtlProcess, archive: Path, timeout: float = 300) -> 
     return False
 
 
-def test_the_first_run_records_a_class_archive_and_the_next_run_maps_it(spark, new_topic, produce, write_config,
-                                                                        warehouse_dir, tmp_path):
+def _damage(archive: Path, length: int = 4096) -> None:
+    """Flip `length` bytes at five points of the archive's body (which of its classes the JVM
+    touches at start varies), in place: its size stays the same."""
+    size = archive.stat().st_size
+    with open(archive, "r+b") as handle:
+        for at in [size * tenths // 10 for tenths in (1, 3, 5, 7, 9)]:
+            handle.seek(at)
+            chunk = handle.read(length)
+            handle.seek(at)
+            handle.write(bytes(b ^ 0xFF for b in chunk))
+    assert archive.stat().st_size == size == int(archive.stem.split("-")[1])
+
+
+def test_the_first_run_records_a_class_archive_the_next_maps_it_and_a_damaged_one_is_moved_aside(
+        spark, new_topic, produce, write_config, warehouse_dir, tmp_path):
+    """The archive the first run records is mapped by the next; then its body is damaged (same
+    size). A same-size archive with a damaged body crashed the driver JVM (SIGSEGV) on every run,
+    and one with a damaged header was ignored by the JVM on every run: neither was ever recorded
+    again. The checksum in the archive's name finds both before the JVM starts; the next run moves
+    it aside, loads, and records a whole one again. A damaged header is found by the same checksum
+    as a damaged body is: tests/unit/test_class_archive.py checks both, and this test runs the
+    body. A damaged body under a name forged to match is not run: what a JVM does on it is
+    undefined (it crashed, raised a LinkageError, or hung with no task left to run;
+    docs/testing.md). One test, one archive recorded (about 30 s a recording)."""
     topic = new_topic(partitions=2)
     produce(topic, events_by_partition(2, 40))
     folder = tmp_path / "jvm-archive"
@@ -63,38 +86,8 @@ def test_the_first_run_records_a_class_archive_and_the_next_run_maps_it(spark, n
     second.close()
     check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: 80, 1: 80}), warehouse_dir)
 
-
-def _damage(archive: Path, length: int = 4096) -> None:
-    """Flip `length` bytes at five points of the archive's body (which of its classes the JVM
-    touches at start varies), in place: its size stays the same."""
-    size = archive.stat().st_size
-    with open(archive, "r+b") as handle:
-        for at in [size * tenths // 10 for tenths in (1, 3, 5, 7, 9)]:
-            handle.seek(at)
-            chunk = handle.read(length)
-            handle.seek(at)
-            handle.write(bytes(b ^ 0xFF for b in chunk))
-    assert archive.stat().st_size == size == int(archive.stem.split("-")[1])
-
-
-def test_a_damaged_archive_is_moved_aside_and_the_next_run_succeeds_and_records_anew(
-        spark, new_topic, produce, write_config, warehouse_dir, tmp_path):
-    """A same-size archive with a damaged body crashed the driver JVM (SIGSEGV) on every run, and
-    one with a damaged header was ignored by the JVM on every run: neither was ever recorded again.
-    The checksum in the archive's name finds both before the JVM starts. A damaged header is found
-    by the same checksum as a damaged body is: tests/unit/test_class_archive.py checks both, and
-    this test runs the body. A damaged body under a name forged to match is not run: what a JVM
-    does on it is undefined (it crashed, raised a LinkageError, or hung with no task left to run;
-    docs/testing.md)."""
-    topic = new_topic(partitions=1)
-    folder = tmp_path / "jvm-archive"
-    config = write_config(kafka={"topics": topic}, jvm={"class_archive_dir": str(folder)})
-    produce(topic, events_by_partition(1, 10))
-    first = run_etl(config, "--json")
-    assert first.returncode == 0, first.describe()
-    [archive] = folder.glob("*.jsa")
     _damage(archive)
-    produce(topic, events_by_partition(1, 10, first_id=10))
+    produce(topic, {0: events_by_partition(1, 10, first_id=160)[0]})
     run = run_etl(config, "--json")
     assert run.returncode == 0, run.describe()
     assert [c["records"] for c in _committed(run.stdout)] == [10], run.stdout  # the JVM's words: not here
@@ -102,4 +95,4 @@ def test_a_damaged_archive_is_moved_aside_and_the_next_run_succeeds_and_records_
     assert not archive.exists() and list(folder.glob("*.corrupt")) == [Path(f"{archive}.corrupt")]
     [recorded] = folder.glob("*.jsa")  # this run recorded a whole one again
     assert "class archive ready" in run.stderr and recorded.stat().st_size > 10_000_000
-    check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: 20}), warehouse_dir)
+    check_exactly_once(hive_reader(spark), config, expected_offsets(topic, {0: 90, 1: 80}), warehouse_dir)

@@ -26,7 +26,7 @@ from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import check_exactly_once, hive_reader, job_tables
 from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.state import wait_for_lock_release
-from tests.integration.test_compaction import ALL_KILL_POINTS, KILL_POINTS, committed_offsets, pending_compactions
+from tests.integration.test_compaction import KILL_POINTS, committed_offsets, pending_compactions
 
 DB = "etl_test"
 CAMPAIGN_SECONDS = 300  # 95 s serially, 3 times that on a loaded two-worker suite; every round in one hour
@@ -157,14 +157,6 @@ def test_every_table_and_the_rejected_table_are_compacted_once_and_every_command
     print(f"[compaction-routed] moved aside over merged files, reloaded: {reloaded.describe()}")
 
 
-# The two steps where a routed table's own state matters (its metastore pointer switched but not
-# ZooKeeper; its replaced files half deleted), about 45 s each; the one-table campaign
-# (test_compaction.py) kills at merged:0 too, and carries on by `etl compact`. ETL_COMPACTION_KILL_POINTS=all
-# runs every step here as well.
-ROUTED_KILL_POINTS = ALL_KILL_POINTS if KILL_POINTS == ALL_KILL_POINTS else \
-    ("compact:metastore-switched", "compact:DELETED")
-
-
 @pytest.mark.slow
 def test_sigkill_at_every_step_of_a_routed_compaction_is_carried_on_exactly_once(
         zk, spark, new_topic, produce, write_config, warehouse_dir):
@@ -178,7 +170,7 @@ def test_sigkill_at_every_step_of_a_routed_compaction_is_carried_on_exactly_once
     carry_on = [("recover", lambda: etl_command(job.config, "recover", "--execute")),
                 ("run", lambda: run_etl(job.config)),
                 ("compact", lambda: etl_command(job.config, "compact", "--execute"))]
-    for index, point in enumerate(ROUTED_KILL_POINTS):
+    for index, point in enumerate(KILL_POINTS):
         table = job.tables[0] if index % 2 == 0 else job.rejected
         newest = max(p.relative_to(_root(warehouse_dir, table))
                      for p in _root(warehouse_dir, table).glob("dt=*/hour=*"))
@@ -201,7 +193,7 @@ def test_sigkill_at_every_step_of_a_routed_compaction_is_carried_on_exactly_once
     assert compacted.returncode == 0 and "etl: compacted " in compacted.stdout, compacted.describe()
     assert pending_compactions(job.config) == []
     oracle = check_exactly_once(read, job.config, job.expected, warehouse_dir)
-    print(f"[compaction-routed] SIGKILL at {', '.join(ROUTED_KILL_POINTS)}, then after_run: {oracle.describe()}")
+    print(f"[compaction-routed] SIGKILL at {', '.join(KILL_POINTS)}, then after_run: {oracle.describe()}")
 
 
 def _assert_once(read, job: RoutedJob, when: str) -> None:
