@@ -39,7 +39,7 @@ def race_range_task(task, attempts: int, env: dict | None = None, timeout: float
              for i in range(attempts)]
     for proc in procs:
         proc.start()
-    final = task.range.file_name
+    final = task.range.name_as(task.writer.layout.file_format)
     max_temps, collected = 0, []
     deadline = time.monotonic() + timeout
     try:

@@ -26,6 +26,7 @@ from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.oracle import check_exactly_once, hive_reader, job_tables
 from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.state import wait_for_lock_release
+from tests.harness.warehouse_files import DATA_SUFFIX
 from tests.integration.test_compaction import KILL_POINTS, committed_offsets, pending_compactions
 
 DB = "etl_test"
@@ -129,12 +130,12 @@ def test_every_table_and_the_rejected_table_are_compacted_once_and_every_command
     assert late.returncode == 0, late.describe()
     for table in [*job.tables, job.rejected]:
         root = _root(warehouse_dir, table)
-        outside = [p for p in root.glob("dt=*/hour=*/*.parquet")]
+        outside = [p for p in root.glob(f"dt=*/hour=*/*{DATA_SUFFIX if table != job.rejected else '.parquet'}")]
         assert outside == [] or len({p.parent for p in outside}) == 1, outside  # or the hour turned meanwhile
     oracle = check_exactly_once(hive_reader(spark), job.config, job.expected, warehouse_dir)  # verify --deep too
     print(f"[compaction-routed] every table once: {oracle.describe()}")
 
-    [merged] = sorted((_root(warehouse_dir, a) / COMPACTED_FOLDER).rglob(f"{job.a}+0+*.parquet"))[:1]
+    [merged] = sorted((_root(warehouse_dir, a) / COMPACTED_FOLDER).rglob(f"{job.a}+0+*{DATA_SUFFIX}"))[:1]
     partition = merged.relative_to(_root(warehouse_dir, a) / COMPACTED_FOLDER).parent.parent
     stray = _root(warehouse_dir, a) / partition / merged.name
     stray.parent.mkdir(parents=True, exist_ok=True)

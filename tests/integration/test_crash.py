@@ -20,9 +20,9 @@ import os
 import signal
 import time
 import uuid
+from pathlib import Path
 from collections import Counter
 
-import pyarrow.parquet as pq
 import pytest
 
 from etl.config import load_config
@@ -37,7 +37,7 @@ from tests.harness.race import race_range_task, range_task_for
 from tests.harness.recovery import recover_or_run
 from tests.harness.services import PrivateBroker, PrivateMetastore, paused, read_tables_via
 from tests.harness.state import job_state, wait_for_lock_release
-from tests.harness.warehouse_files import final_files, table_root, temp_files
+from tests.harness.warehouse_files import file_rows, final_files, table_root, temp_files
 
 
 DB = "etl_test"
@@ -310,8 +310,8 @@ def test_racing_attempts_of_one_range_publish_exactly_one_file(
     assert sorted(race.published) == [False] * (attempts - 1) + [True], race
     assert race.rows == [20_000] * attempts
     names = os.listdir(task.main_dir)
-    assert names == [task.range.file_name], names
-    assert pq.ParquetFile(os.path.join(task.main_dir, names[0])).metadata.num_rows == 20_000
+    assert names == [task.range.name_as(task.writer.layout.file_format)], names
+    assert file_rows(Path(task.main_dir) / names[0]) == 20_000
     assert not temp_files(warehouse_dir)
     report(f"race of {attempts} attempts: {attempts} temp files at once, published={race.published}")
 
