@@ -13,6 +13,7 @@ from etl.model.shape import JobTable, shape_of
 from etl.model.batch import Batch
 from etl.model.compaction import TableKind
 from etl.model.route_binding import JobBinding
+from etl.model.binding import format_refusal
 from etl.ops.coverage import Problem
 from etl.ops.inventory import Inventory, merged, take_inventory
 from etl.ops.parts import check_parts, check_split_parts
@@ -24,6 +25,12 @@ from etl.state.protocols import StateStore
 
 def job_tables(config: Config, warehouse: Warehouse, committed_topics: Iterable[str], open_batch: Batch | None,
                bound: JobBinding | None = None) -> list[JobTable]:
+    """The tables a command inspects. A config that names another file format than the job's
+    tables have is refused here too: read in the wrong format, every file would look missing
+    (as `etl run` refuses it: etl.model.binding)."""
+    if bound is not None and bound.file_format is not config.hive.format:
+        raise format_refusal(f"job {config.job.name}'s tables are", bound.file_format.value, config.hive.format,
+                             "[hive] format")
     return shape_of(config).held_tables(warehouse, lambda: committed_topics, open_batch, lambda: bound)
 
 

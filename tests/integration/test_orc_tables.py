@@ -27,7 +27,7 @@ from etl.sink.checksums import CHECKSUMS_KEY
 from tests.harness.campaign import zone_whose_hour_lasts
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.jdbc import JdbcReader
-from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader
+from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader, table_offsets
 from tests.harness.paths import EVENTS_SCHEMA
 from tests.harness.state import job_state, wait_for_lock_release
 
@@ -128,5 +128,16 @@ def test_an_orc_table_loads_compacts_and_reads_back_exactly_once_through_sigkill
     assert f"table {DB}.{hive_table_name} is stored as orc, but [hive] format = parquet" in refused.stderr, \
         refused.describe()
     assert (job_state(config).committed, sorted(root.rglob("*"))) == before
+
+    # The way to the other format: the job moved to a new table (docs/operating.md), made as Parquet.
+    moved = write_config(kafka={"topics": topic}, hive={"format": "parquet", "table": f"{hive_table_name}_pq"})
+    assert etl_command(moved, "bind", "--execute").returncode == 0
+    produce(topic, {0: [value(0, o) for o in range(COUNTS[0], COUNTS[0] + 6)]})
+    onward = run_etl(moved)
+    assert onward.returncode == 0 and "COMMITTED" in onward.stdout, onward.describe()
+    new_root = warehouse_dir / f"{DB}.db" / f"{hive_table_name}_pq"
+    assert set(data_files(new_root)) == {".parquet"} and set(data_files(root)) == {".orc"}
+    assert sorted(o for (_t, p, o) in table_offsets(spark, DB, f"{hive_table_name}_pq") if p == 0) == \
+        [o for o in range(COUNTS[0], COUNTS[0] + 6) if kept(0, o)]
     print(f"[orc] a SIGKILL of `etl run` and one of `etl compact`: {oracle.describe()}; after "
           f"compaction into {len(merged['.orc'])} ORC files: {compacted.describe()}")

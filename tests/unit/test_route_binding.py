@@ -1,5 +1,6 @@
 """A routed job's binding (etl.model.route_binding): stored as JSON beside a one-table job's
-Target, and compared with the config's routes at every run."""
+Target, and compared with the config's routes at every run; and the tables' file format, which
+the binding and the metastore hold and a config may not change."""
 from __future__ import annotations
 
 import re
@@ -9,12 +10,17 @@ from types import SimpleNamespace
 
 import pytest
 
+from etl.config import load_config
+from etl.config.model import HiveFormat
 from etl.config.routes import FieldSplit, RouteConfig
 from etl.config.topic_pattern import TopicPattern
-from etl.config.model import HiveFormat
 from etl.model.binding import BindingMismatch, Target, check_format, stored_format
 from etl.model.route_binding import (BoundRoute, RouteBinding, binding_diff, check_job_binding, from_one_table,
                                      is_route_binding)
+from etl.ops.job_tables import job_tables
+from etl.sink.warehouse import Warehouse
+from tests.harness.config_file import minimal_ini
+from tests.harness.paths import EVENTS_SCHEMA
 
 
 def _bound(*routes: RouteConfig, root: str = "hdfs:///wh/analytics.db", rejected: str = "rejected") -> RouteBinding:
@@ -126,3 +132,16 @@ def test_a_binding_records_its_tables_format_and_a_config_naming_another_is_refu
     assert RouteBinding.from_json(routed_orc.to_json()) == routed_orc
     with pytest.raises(BindingMismatch, match=r"job j's tables are stored as parquet, but \[hive\] format = orc"):
         check_job_binding(routes, routed_orc, config, lambda: ())
+
+
+def test_commands_that_inspect_the_tables_refuse_a_config_naming_another_format(tmp_path):
+    """`etl verify`, `recover` and `reset-offsets` read the tables' files in the config's format:
+    in the other one every file would look missing, and a recovery would rewrite them all."""
+    ini = tmp_path / "job.ini"
+    ini.write_text(minimal_ini(EVENTS_SCHEMA, kafka="topics = events", hive="format = orc"))
+    config = load_config(ini)
+    warehouse = Warehouse.of(config)
+    bound = Target.of(config, warehouse)
+    assert [name for name, _ in job_tables(config, warehouse, (), None, bound)] == ["t"]
+    with pytest.raises(BindingMismatch, match=r"job j1's tables are stored as parquet, but \[hive\] format = orc"):
+        job_tables(config, warehouse, (), None, replace(bound, file_format=HiveFormat.PARQUET))
