@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
-from typing import Union
+from typing import Callable, Union
 
 _TOKEN_RE = re.compile(r"\s*(?:(?P<text>'(?:[^']|'')*')|(?P<number>-?\d+(?:\.\d+)?)"
                        r"|(?P<op><=|>=|!=|<>|=|<|>)|(?P<punct>[(),])|(?P<word>[A-Za-z_][A-Za-z0-9_]*))")
@@ -144,20 +144,21 @@ class _Parser:
         return self.tokens[self.index]
 
     def expression(self) -> Expr:
-        parts = [self._and()]
-        while self._keyword("or"):
-            parts.append(self._and())
-        return parts[0] if len(parts) == 1 else Or(tuple(parts))
+        return self._joined("or", self._and, Or)
 
     def expect_end(self) -> None:
         if self.token.kind != "end":
             raise self._error("an end, or `and` / `or` and another condition")
 
     def _and(self) -> Expr:
-        parts = [self._not()]
-        while self._keyword("and"):
-            parts.append(self._not())
-        return parts[0] if len(parts) == 1 else And(tuple(parts))
+        return self._joined("and", self._not, And)
+
+    def _joined(self, word: str, part: Callable[[], Expr], join: Callable[[tuple[Expr, ...]], Expr]) -> Expr:
+        """One or more `part`s separated by the keyword `word`, joined when there are several."""
+        parts = [part()]
+        while self._keyword(word):
+            parts.append(part())
+        return parts[0] if len(parts) == 1 else join(tuple(parts))
 
     def _not(self) -> Expr:
         if self._keyword("not"):
@@ -216,13 +217,14 @@ class _Parser:
         return Literal(value)
 
     def _keyword(self, word: str) -> bool:
-        if self.token.kind == "word" and self.token.value.lower() == word:
-            self.index += 1
-            return True
-        return False
+        return self._accept("word", word)
 
     def _punct(self, mark: str) -> bool:
-        if self.token.kind == "punct" and self.token.value == mark:
+        return self._accept("punct", mark)
+
+    def _accept(self, kind: str, value: str) -> bool:
+        """Step over the next token if it is `value` (a keyword in any case)."""
+        if self.token.kind == kind and self.token.value.lower() == value:
             self.index += 1
             return True
         return False

@@ -9,6 +9,8 @@ offset; 500 for a double); one that cannot be is a ValueError naming both.
 """
 from __future__ import annotations
 
+import functools
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -27,16 +29,9 @@ def rows_kept(table: pa.Table, expr: Expr) -> pa.BooleanArray:
 
 
 def _truth(table: pa.Table, expr: Expr):
-    if isinstance(expr, And):
-        result = _truth(table, expr.parts[0])
-        for part in expr.parts[1:]:
-            result = pc.and_kleene(result, _truth(table, part))
-        return result
-    if isinstance(expr, Or):
-        result = _truth(table, expr.parts[0])
-        for part in expr.parts[1:]:
-            result = pc.or_kleene(result, _truth(table, part))
-        return result
+    if isinstance(expr, (And, Or)):
+        join = pc.and_kleene if isinstance(expr, And) else pc.or_kleene
+        return functools.reduce(join, (_truth(table, part) for part in expr.parts))
     if isinstance(expr, Not):
         return pc.invert(_truth(table, expr.part))
     if isinstance(expr, IsNull):

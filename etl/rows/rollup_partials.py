@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 from etl.config.rollup_terms import Aggregate, Function, GroupKey
 
 _ROWS = "__rows"  # a column of ones that count(*) counts, whatever the other columns hold
-_UNITS = {"minute": "minute", "hour": "hour", "day": "day"}
 
 
 def partials(rows: pa.Table, keys: tuple[GroupKey, ...], aggregates: tuple[Aggregate, ...]) -> pa.Table:
@@ -24,14 +23,14 @@ def partials(rows: pa.Table, keys: tuple[GroupKey, ...], aggregates: tuple[Aggre
     grouped = pa.table({**{key.name: _key_values(rows, key) for key in keys},
                         **{f"__in{i}": rows.column(a.column) for i, a in enumerate(aggregates) if a.column},
                         _ROWS: pa.repeat(pa.scalar(1, pa.int64()), rows.num_rows)})
-    specs = [(_input(i, a), _function(a.function)) for i, a in enumerate(aggregates)]
+    specs = [(_input(i, a), a.function.value) for i, a in enumerate(aggregates)]  # Arrow's names too
     return _named(grouped.group_by([key.name for key in keys]).aggregate(specs), keys, aggregates, specs)
 
 
 def merged(tables: list[pa.Table], keys: tuple[GroupKey, ...], aggregates: tuple[Aggregate, ...]) -> pa.Table:
     """Partials (each `partials`' shape) folded into one row per group."""
     whole = pa.concat_tables(tables)
-    specs = [(a.name, _function(a.function.merged_by)) for a in aggregates]
+    specs = [(a.name, a.function.merged_by.value) for a in aggregates]
     return _named(whole.group_by([key.name for key in keys]).aggregate(specs), keys, aggregates, specs)
 
 
@@ -39,15 +38,11 @@ def _key_values(rows: pa.Table, key: GroupKey):
     values = rows.column(key.column)
     if key.bucket is None:
         return values
-    return pc.floor_temporal(values, unit=_UNITS[key.bucket.value])
+    return pc.floor_temporal(values, unit=key.bucket.value)  # minute, hour, day: Arrow's names too
 
 
 def _input(index: int, aggregate: Aggregate) -> str:
     return _ROWS if aggregate.column is None else f"__in{index}"
-
-
-def _function(function: Function) -> str:
-    return {Function.COUNT: "count", Function.SUM: "sum", Function.MIN: "min", Function.MAX: "max"}[function]
 
 
 def _named(found: pa.Table, keys: tuple[GroupKey, ...], aggregates: tuple[Aggregate, ...], specs) -> pa.Table:
