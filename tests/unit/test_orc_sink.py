@@ -17,7 +17,8 @@ from etl.config.model import Compression, HiveFormat
 from etl.job.partition_writer import PartitionWriter, WriterSpec
 from etl.model.schema import load_table_schema
 from etl.rows.decoders import make_decoder
-from etl.sink.file_format import footer_rows, open_sink, read_footer
+from etl.rows.hive_values import largest_decimal
+from etl.sink.file_format import footer_rows, open_data, open_sink, read_footer
 from etl.sink.fs import LocalFileSystem
 from etl.sink.layout import FileLayout
 from etl.sink.orc import OrcSink
@@ -158,3 +159,18 @@ def test_values_an_orc_table_cannot_read_back_are_rejected_with_the_range_and_th
             assert "(1582-10-15 .. 9999-12-31)" in errors[3]["error"]
             assert errors[4]["error"].startswith(f"kafka record timestamp {Y2262} ms")
     assert kept == {"parquet": (7, 0), "orc": (2, 5)}
+
+
+def test_the_widest_decimals_both_ways_read_back_exactly_from_orc(tmp_path):
+    """decimal(38,2) and decimal(10,2) at their largest, both signs (Spark's ORC reader read the same
+    file back exactly too, by hand on 2026-11-29)."""
+    wide, narrow = pa.decimal128(38, 2), pa.decimal128(10, 2)
+    big, small = largest_decimal(wide), largest_decimal(narrow)
+    schema = pa.schema([("wide", wide), ("narrow", narrow)])
+    table = pa.table({"wide": pa.array([big, big.copy_negate(), None], wide),
+                      "narrow": pa.array([small, small.copy_negate(), None], narrow)}, schema=schema)
+    sink = open_sink(LocalFileSystem(), str(tmp_path / "d.orc"), schema, 10, ORC)
+    sink.append(table)
+    sink.close()
+    with open_data(LocalFileSystem(), str(tmp_path / "d.orc"), HiveFormat.ORC) as data:
+        assert pa.concat_tables(list(data.tables())).to_pylist() == table.to_pylist()
