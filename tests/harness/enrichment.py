@@ -8,7 +8,7 @@ LINEAGE_SQL = "kafka_topic string, kafka_partition int, kafka_offset bigint, kaf
 
 ENRICHED_DDL = ("CREATE EXTERNAL TABLE IF NOT EXISTS ${database}.${table} (event_id bigint, user_id string, "
                 f"country_code string, country_name string, user_tier string, {LINEAGE_SQL}) "
-                "PARTITIONED BY (dt string, hour string) STORED AS PARQUET LOCATION '${location}'")
+                "PARTITIONED BY (dt string, hour string) LOCATION '${location}'")
 
 
 COUNTRIES_CSV = "code,country_name\nDE,Germany\nFR,France\n"

@@ -10,6 +10,7 @@ import posixpath
 import shutil
 
 from etl.model.compaction import COMPACTED_FOLDER
+from tests.harness.warehouse_files import DATA_SUFFIX
 from tests.harness.etl_process import etl_command, run_etl
 from tests.harness.hdfs import copy_to_local
 from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader
@@ -33,14 +34,14 @@ def test_event_time_partitions_then_compaction_on_hdfs_keep_every_offset_once(
     oracle = check_exactly_once(hive_reader(spark), config, expected, copy_to_local(fs, root, copy))
     print(f"[hdfs] event time: {oracle.describe()}")
     table = f"{root}/{DB}.db/{hive_table_name}"
-    before = [p for p in fs.walk_files(f"{table}/dt=2026-11-20/hour=10") if p.endswith(".parquet")]
+    before = [p for p in fs.walk_files(f"{table}/dt=2026-11-20/hour=10") if p.endswith(DATA_SUFFIX)]
     assert len(before) == 8  # 4 batches of 6 records per Kafka partition, half of each in this hour
 
     done = etl_command(config, "compact", "--execute", "--partition", "dt=2026-11-20/hour=10")
     assert done.returncode == 0, done.describe()
     shutil.rmtree(copy)
     oracle = check_exactly_once(hive_reader(spark), config, expected, copy_to_local(fs, root, copy))
-    merged = [p for p in fs.walk_files(table) if COMPACTED_FOLDER in p and p.endswith(".parquet")
+    merged = [p for p in fs.walk_files(table) if COMPACTED_FOLDER in p and p.endswith(DATA_SUFFIX)
               and not posixpath.basename(p).startswith("_")]
     assert len(merged) == 2, merged  # one file per Kafka partition
     print(f"[hdfs] compacted: {oracle.describe()}; hour 10's files: {len(before)} -> {len(merged)}")

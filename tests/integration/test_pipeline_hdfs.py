@@ -29,6 +29,7 @@ from etl.ops.recovery import RecoverOptions, recover
 from etl.ops.run import run_job
 from etl.ops.verify import run_verify
 from etl.state.store import ZkStateStore
+from tests.harness.warehouse_files import DATA_SUFFIX
 from tests.harness.data import events_by_partition
 from tests.harness.enrichment import enriched_schema
 from tests.harness.hdfs import copy_to_local
@@ -61,7 +62,7 @@ def test_n_records_land_exactly_once_on_hdfs_analysts_read_them_and_a_second_run
     table_dir = f"{root}/{DB}.db/{hive_table_name}"
     files = sorted(fs.walk_files(table_dir))
     assert sorted(p.rpartition("/")[2] for p in files) == [
-        f"{topic}+{p}+{0:020d}+{250:020d}.parquet" for p in range(4)]
+        f"{topic}+{p}+{0:020d}+{250:020d}{DATA_SUFFIX}" for p in range(4)]
     before = [(p, fs.info(p).modified) for p in files]
 
     reader = JdbcReader(spark.sparkContext._jvm, thrift_url)
@@ -93,7 +94,7 @@ def test_a_file_deleted_on_hdfs_is_a_gap_that_recover_rewrites_once(spark, new_t
     config = load_config(config_path)
     assert run_job(config) == 0
     fs = hdfs.filesystem()
-    name = f"{topic}+1+{10:020d}+{20:020d}.parquet"
+    name = f"{topic}+1+{10:020d}+{20:020d}{DATA_SUFFIX}"
     [gone] = [p for p in fs.walk_files(f"{root}/{DB}.db/{config.hive.table}") if p.endswith("/" + name)]
     fs.delete(gone)
 
