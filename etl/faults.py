@@ -28,6 +28,9 @@
   kill (default)        SIGKILL the job's whole process group (driver, JVM, Python workers),
                         as `kill -9` or a lost machine would; tests start the job in its own group
   sleep:<seconds>       pause, so a test can expire the session or stop a service meanwhile
+  hold:<folder>         create a file `held-<pid>` in <folder> and pause until the test deletes it
+                        (at most 10 minutes): the test acts while the job is surely paused there,
+                        however slow the machine, and lets it go on when done
   raise                 raise InjectedFault (every attempt)
   raise-first-attempt   raise InjectedFault in a task's first attempt only (Spark retries it)
 Unset, as always in production, a checkpoint costs one dictionary lookup.
@@ -37,12 +40,14 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 from etl.errors import InjectedFault
 
 ENV = "ETL_FAULT_POINT"
 ACTION_ENV = "ETL_FAULT_ACTION"
 _PGID_ENV = "ETL_FAULT_PGID"
+_HOLD_LIMIT_S = 600
 
 
 def arm() -> None:
@@ -63,8 +68,18 @@ def _act(point: str, action: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)  # a task's worker sits in the daemon's group, not the job's
     elif action.startswith("sleep:"):
         time.sleep(float(action.split(":", 1)[1]))
+    elif action.startswith("hold:"):
+        _hold(Path(action.split(":", 1)[1]))
     elif action == "raise" or action == "raise-first-attempt" and _task_attempt() == 0:
         raise InjectedFault(f"injected fault at {point}")
+
+
+def _hold(folder: Path) -> None:
+    marker = folder / f"held-{os.getpid()}"
+    marker.touch()
+    deadline = time.monotonic() + _HOLD_LIMIT_S
+    while marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _task_attempt() -> int:

@@ -105,31 +105,40 @@ def test_queries_during_etl_commits_see_whole_files_once_and_finally_everything(
     during_write = 0  # queries that ran while a temp file sat beside committed files
     stop = threading.Event()
 
-    def read_repeatedly():
+    holds = warehouse_dir.parent / "holds"  # where a held task leaves its marker (etl.faults, hold:)
+    holds.mkdir()
+
+    def query(fresh: bool, n: int) -> None:
         nonlocal during_write
-        n = 0
-        while not stop.is_set() and time.monotonic() - started < 240:
-            n += 1
-            fresh = n % 2 == 0  # every other query on a new session, as a beeline one-liner opens
+        try:
+            before = table_dir.exists() and temp_beside_final(table_dir, topic)
+            connection = reader.connect() if fresh else long_session
             try:
-                before = table_dir.exists() and temp_beside_final(table_dir, topic)
-                connection = reader.connect() if fresh else long_session
-                try:
-                    rows = JdbcReader.query(connection, sql)
-                finally:
-                    if fresh:
-                        connection.close()
-                if before and temp_beside_final(table_dir, topic):
-                    during_write += 1
-                views.append(("fresh" if fresh else "long", parse_offsets(rows)))
-                if not before:  # while a task is held mid-write, query again at once
-                    time.sleep(0.3)  # leave the two cores some room for the ETL
-            except Exception as exc:  # a query that fails is a finding, e.g. a half-written file
-                if "TABLE_OR_VIEW_NOT_FOUND" in str(exc) and not views:
-                    time.sleep(0.2)  # the first run has not created both tables yet
-                    continue
-                errors.append(f"query {n}: {str(exc)[:500]}")
-                time.sleep(0.5)
+                rows = JdbcReader.query(connection, sql)
+            finally:
+                if fresh:
+                    connection.close()
+            if before and temp_beside_final(table_dir, topic):
+                during_write += 1
+            views.append(("fresh" if fresh else "long", parse_offsets(rows)))
+        except Exception as exc:  # a query that fails is a finding, e.g. a half-written file
+            if "TABLE_OR_VIEW_NOT_FOUND" in str(exc) and not views:
+                return  # the first run has not created both tables yet
+            errors.append(f"query {n}: {str(exc)[:500]}")
+
+    def read_repeatedly():
+        n = 0
+        while not stop.is_set():
+            held = list(holds.glob("held-*"))
+            # While a task is held, one query on the long session and one on a fresh one (as a
+            # beeline one-liner opens); then the task is let go. Otherwise sessions alternate.
+            for fresh in (False, True) if held else (n % 2 == 1,):
+                n += 1
+                query(fresh, n)
+            for marker in held:
+                marker.unlink()
+            if not held:
+                time.sleep(0.3)  # leave the two cores some room for the ETL
 
     thread = threading.Thread(target=read_repeatedly, daemon=True)
     thread.start()
@@ -137,12 +146,12 @@ def test_queries_during_etl_commits_see_whole_files_once_and_finally_everything(
     try:
         # Two runs, five batches of at most 200 records per partition, each held mid-commit.
         # Row groups of 20 rows: the temp file has bytes on disk when a chunk has been written.
-        # A task held mid-write pauses for 6 s, so that whole queries fit inside the pause: a query
-        # took up to 2 s in CI, and with 2 s pauses one CI run had none run while a temp file sat there.
-        for count, fault, pause in ((500, "writing:0", 6),    # after each chunk written to the temp file
-                                    (300, "renamed:1", 2)):   # published, not yet committed
+        # A held task waits until the reader has queried (a fixed pause was not enough: one CI
+        # run's queries were slow enough that none ran whole while a temp file sat there).
+        for count, fault in ((500, "writing:0"),    # after its first chunk went into the temp file
+                             (300, "renamed:1")):   # published, not yet committed
             produce_more(count)
-            result = run_etl(config, fault=fault, action=f"sleep:{pause}")
+            result = run_etl(config, fault=fault, action=f"hold:{holds}")
             runs.append(result)
             assert result.returncode == 0, "\n".join(
                 line for line in (result.stdout + result.stderr).splitlines()

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 from tests.harness.kills import CLEANUP, fault_point_landed, sigkill
 
@@ -38,3 +39,23 @@ def test_fault_kill_from_a_task_kills_the_task_itself(tmp_path):
     finally:
         if job.poll() is None:
             sigkill(job.pid, "sleep", purpose=CLEANUP)
+
+
+def test_a_hold_pauses_until_its_marker_is_deleted(tmp_path):
+    """`hold:<folder>` pauses the job at the point until the test deletes the marker it created,
+    so a test acts while the job is surely there (a `sleep:` can end before a slow test acts)."""
+    code = "from etl import faults; faults.checkpoint('renamed:0'); print('went on', flush=True)"
+    env = {**os.environ, "ETL_FAULT_POINT": "renamed:0", "ETL_FAULT_ACTION": f"hold:{tmp_path}"}
+    task = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("held-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [marker] = tmp_path.glob("held-*")
+        time.sleep(1)
+        assert task.poll() is None, "the job went on while its marker was still there"
+        marker.unlink()
+        assert task.wait(30) == 0 and task.stdout.read() == "went on\n"
+    finally:
+        if task.poll() is None:
+            task.kill()
