@@ -24,7 +24,7 @@ from etl.errors import EtlError
 
 
 class SectionKind(StrEnum):
-    """A section, as docs/configuration.md heads it; the last two stand for any number of sections."""
+    """A section, as docs/configuration.md heads it; the last three stand for any number of sections."""
 
     JOB = "job"
     KAFKA = "kafka"
@@ -38,6 +38,7 @@ class SectionKind(StrEnum):
     JVM = "jvm"
     DIMENSION = "dimension <name>"
     ROUTE = "route <name>"
+    ROLLUP = "rollup <name>"
 
     @property
     def prefix(self) -> str:
@@ -86,7 +87,7 @@ JOB, KAFKA, ZOOKEEPER = SectionKind.JOB, SectionKind.KAFKA, SectionKind.ZOOKEEPE
 WAREHOUSE, HIVE = SectionKind.WAREHOUSE, SectionKind.HIVE
 REGISTRY, COMPACTION, METRICS, RETRY, JVM = SectionKind.SCHEMA_REGISTRY, SectionKind.COMPACTION, SectionKind.METRICS, \
     SectionKind.RETRY, SectionKind.JVM
-DIMENSION, ROUTE = SectionKind.DIMENSION, SectionKind.ROUTE
+DIMENSION, ROUTE, ROLLUP = SectionKind.DIMENSION, SectionKind.ROUTE, SectionKind.ROLLUP
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,12 @@ KEYS: tuple[Key, ...] = (
     Key(ROUTE, "avro_schema", PATH, UNSET, "decoder avro without framing: the .avsc file"),
     Key(ROUTE, "transform", TEXT, UNSET, "module:function, as [job] transform", connect="transforms"),
     Key(ROUTE, "dimensions", LIST, UNSET, "the [dimension] sections this route joins or hands to its transform"),
+
+    Key(ROLLUP, "table", TEXT, REQUIRED, "the rollup's table, in [hive] database"),
+    Key(ROLLUP, "route", TEXT, UNSET, "with [route] sections: the route whose table's rows it reads"),
+    Key(ROLLUP, "where", TEXT, UNSET, "which rows count, e.g. level = 'ERROR' (every row if unset)"),
+    Key(ROLLUP, "group_by", LIST, REQUIRED, "columns, and minute(c), hour(c) or day(c) of a timestamp column"),
+    Key(ROLLUP, "aggregates", LIST, REQUIRED, "count(*), count(c), sum(c), min(c), max(c), each `as <name>`"),
 
     Key(COMPACTION, "target_file_mb", INTEGER, "256", "merged files are about this size"),
     Key(COMPACTION, "min_files", INTEGER, "8", "a partition with fewer committed files is left alone"),

@@ -28,6 +28,7 @@ from etl.config.compaction import CompactionConfig
 from etl.config.metastore import metastore_client, metastore_timeout_seconds
 from etl.config.jvm import jvm_section
 from etl.config.metrics import metrics_section
+from etl.config.rollups import ROLLUP_SECTION, rollup_sections
 from etl.config.section import (
     TRANSFORM_RE, Section, column_list, hive_name, matching, non_negative_seconds, resolve, secret_file,
 )
@@ -36,7 +37,7 @@ from etl.config.whole import Config
 from etl.errors import ConfigError
 
 SECTIONS = ("job", "kafka", "zookeeper", "warehouse", "hive", "retry", "spark",
-            "schema_registry", "compaction", "metrics", "jvm")  # and [dimension <name>], [route <name>]
+            "schema_registry", "compaction", "metrics", "jvm")  # and [dimension|route|rollup <name>]
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 # spark.authenticate.secret, spark.ssl.keyPassword, spark.hadoop.fs.s3a.secret.key ...
 _SPARK_SECRET_RE = re.compile(r"(^|\.)secret(\.|$)|password[^.]*$|secret$", re.I)
@@ -67,9 +68,9 @@ def effective_ini(path: str | os.PathLike, environ: Mapping[str, str] | None = N
 def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
     known = set(SECTIONS)
     for section in parser.sections():
-        if section not in known and not section.startswith((DIMENSION_SECTION, ROUTE_SECTION)):
+        if section not in known and not section.startswith((DIMENSION_SECTION, ROUTE_SECTION, ROLLUP_SECTION)):
             raise ConfigError(f"{path}: unknown section [{section}]; known sections: {sorted(known)}, "
-                              f"[dimension <name>] and [route <name>]")
+                              f"[dimension <name>], [route <name>] and [rollup <name>]")
     routed = bool(route_sections(parser, path))
     job = _job(Section(parser, "job", path), routed)
     retry = _retry(Section(parser, "retry", path, required=False))
@@ -99,6 +100,7 @@ def parse_config(parser: configparser.ConfigParser, path: Path) -> Config:
         compaction=_compaction(Section(parser, "compaction", path, required=False)),
         metrics=metrics,
         jvm=jvm_section(Section(parser, "jvm", path, required=False)),
+        rollups=rollup_sections(parser, path, routes, hive, routed),
     )
 
 

@@ -13,6 +13,7 @@ from etl.config.model import (
     DimensionConfig, HiveConfig, JobConfig, KafkaConfig, RetryConfig, SchemaRegistryConfig, WarehouseConfig,
     ZooKeeperConfig,
 )
+from etl.config.rollups import RollupConfig
 from etl.config.routes import RouteConfig, Routes
 
 
@@ -32,6 +33,7 @@ class Config:
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     jvm: JvmConfig = field(default_factory=JvmConfig)
+    rollups: tuple[RollupConfig, ...] = ()
 
     @property
     def partition_schema_file(self) -> Path | None:

@@ -269,6 +269,11 @@ schema = {schema}
 [metrics]
 [jvm]
 [retry]
+[rollup per_minute]
+table = per_minute
+where = action = 'error'
+group_by = minute(ts)
+aggregates = count(*) as errors
 """
 ROUTED = """
 [job]
@@ -294,6 +299,11 @@ topics = a
 table = t
 schema = {schema}
 dimensions = countries
+[rollup per_user]
+route = r
+table = per_user
+group_by = user_id
+aggregates = count(*) as events
 """
 # Read from the settings handed to librdkafka, not through Section: the ETL only requires it.
 READ_AS_PASSED_THROUGH = {("kafka", "bootstrap.servers")}
