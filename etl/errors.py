@@ -54,6 +54,10 @@ class ConfigError(EtlError):
     exit_code = EXIT_USAGE
 
 
+class RollupChanged(ConfigError):
+    """A rollup's section computes partials another way than the files its table holds."""
+
+
 class SchemaError(ConfigError):
     """A warehouse_schema DDL file cannot be used."""
 

@@ -170,7 +170,7 @@ class JobContext(CommandContext):
                             early=self._early)
 
     def registrar(self) -> HiveRegistrar:
-        """The first call reaches the metastore and ensures the tables (the observer's TABLES
+        """The first call reaches the metastore and ensures the tables and the rollups' (the observer's TABLES
         phase), whoever asks first (a batch, or a compaction). On Spark's Hive client, Spark
         starts first (SPARK, timed by the starter); with the Thrift client it starts when the
         tasks or a DDL statement need it."""
@@ -178,7 +178,11 @@ class JobContext(CommandContext):
             if self.config.hive.metastore_client is MetastoreClient.SPARK:
                 self.spark.session()
             with timed(self.observer, Phase.TABLES):
-                return super().registrar()
+                registrar = super().registrar()
+                for spec in self._ddl_specs().values():
+                    for rollup in spec.rollups:  # its partials table and its view (etl.model.rollup_table)
+                        registrar.ensure_rollup(rollup)
+                return registrar
         return super().registrar()
 
     def table_registrar(self, view: Config, warehouse: Warehouse, ddl: TableDdl | None = None) -> HiveRegistrar:

@@ -17,6 +17,7 @@ from etl.model.binding import OWNER_PROPERTY
 from etl.model.schema import Column, normalise_hive_type
 
 CASCADED_PROPERTY = "etl.cascaded_columns"
+ROLLUP_PROPERTY = "etl.rollup"  # a rollup's partials table: the definition its files were computed by
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class TableFacts:
     owner: str | None  # etl.owner (etl.model.binding)
     cascaded: str | None  # etl.cascaded_columns
     input_format: str | None = None  # e.g. org.apache.hadoop.hive.ql.io.orc.OrcInputFormat
+    rollup: str | None = None  # etl.rollup, on a rollup's partials table (etl.model.rollup_table)
 
 
 class MetastoreCatalog(Protocol):
@@ -107,7 +109,7 @@ def _spark_table_facts(table, name: str) -> TableFacts:
                     for f in table.dataSchema().fields())
     input_format = table.storage().inputFormat()
     return TableFacts(columns, prop(OWNER_PROPERTY), prop(CASCADED_PROPERTY),
-                      input_format.get() if input_format.isDefined() else None)
+                      input_format.get() if input_format.isDefined() else None, prop(ROLLUP_PROPERTY))
 
 
 def table_exists(spark, database: str, table: str) -> bool:

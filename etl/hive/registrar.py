@@ -24,19 +24,23 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import posixpath
 from pathlib import Path
 from typing import Any, Callable
 
 from etl.config import HiveConfig
-from etl.errors import HiveError, HiveUnavailable
-from etl.hive.catalog import CASCADED_PROPERTY, MetastoreCatalog, TableFacts, partition_name, partition_spec
+from etl.errors import HiveError, HiveUnavailable, RollupChanged
+from etl.hive.catalog import (
+    CASCADED_PROPERTY, ROLLUP_PROPERTY, MetastoreCatalog, TableFacts, partition_name, partition_spec,
+)
 from etl.hive.evolution import IncompatibleSchemaChange, plan_evolution
 from etl.hive.sql import quote_identifier, quote_literal
 from etl.config.model import HiveFormat
 from etl.model.binding import OWNER_PROPERTY, check_format, check_owner
 from etl.model.compaction import TableKind
 from etl.model.naming import REJECTED_FORMAT, partition_values
-from etl.model.schema import Column
+from etl.model.rollup_table import PARTIALS_FORMAT, RollupSpec
+from etl.model.schema import Column, render_ddl
 from etl.model.table_ddl import TableDdl, ddl_file
 from etl.sink.warehouse import Warehouse, same_location
 
@@ -111,6 +115,36 @@ class HiveRegistrar:
             raise HiveError(f"Hive created {self.hive.database}.{table}, then did not find it. {NOTHING_CHANGED}")
         self._claim(table, created)
         self._mark_cascaded(table, columns)  # no partition yet: nothing to cascade to
+
+    def ensure_rollup(self, spec: RollupSpec) -> None:
+        """A rollup's partials table and its view (etl.model.rollup_table), created if missing. A
+        partials table whose files another definition computed is refused: they would not add up."""
+        found = self._read_table(spec.partials_table)
+        if found is not None and found.rollup not in (None, spec.definition):  # None: created, not yet stamped
+            raise RollupChanged(
+                f"{self.hive.database}.{spec.partials_table} holds the partials of another definition of "
+                f"{spec.rollup.describe()} (etl.rollup {found.rollup}, the config's {spec.definition}): changed "
+                f"partials would not add up with the old ones. Give the changed rollup a new table, or drop "
+                f"{spec.partials_table} and {spec.view} and rebuild them. Nothing was changed")
+        table, location = spec.partials_table, posixpath.join(self.warehouse.database_root, spec.partials_table)
+        if found is None:
+            self._sql(render_ddl(spec.ddl_template(), spec.rollup.describe(), self.hive.database, table,
+                                 self.warehouse.hive_uri(location)), f"create table {table}")
+            found = self._read_table(table)
+            if found is None:
+                raise HiveError(f"Hive created {self.hive.database}.{table}, then did not find it. {NOTHING_CHANGED}")
+        check_format(self.hive.database, table, found.input_format, PARTIALS_FORMAT, f"{spec.rollup.describe()}'s "
+                     f"partials table")
+        self._claim(table, found)
+        if found.rollup is None:
+            self._set_property(table, ROLLUP_PROPERTY, spec.definition)
+        self._sql(spec.view_sql(self.hive.database), f"create view {spec.view}")
+
+    def add_rollup_partitions(self, spec: RollupSpec, partitions: list[dict[str, str]]) -> None:
+        """The partials table's partitions a batch wrote into, as `add_partitions` adds the table's."""
+        self._add_missing(spec.partials_table, partitions,
+                          [self.warehouse.hive_uri(self.warehouse.partials_dir(spec.partials_table, values))
+                           for values in partitions])
 
     def _read_table(self, table: str) -> TableFacts | None:
         """What ensuring needs of a table, in one metastore call; None if it does not exist."""

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from etl.errors import HiveError, HiveUnavailable
-from etl.hive.catalog import CASCADED_PROPERTY, OWNER_PROPERTY, TableFacts, partition_name
+from etl.hive.catalog import CASCADED_PROPERTY, OWNER_PROPERTY, ROLLUP_PROPERTY, TableFacts, partition_name
 from etl.model.schema import Column, normalise_hive_type
 
 
@@ -96,7 +96,7 @@ class ThriftCatalog:
         columns = tuple(Column(c.name.lower(), normalise_hive_type(c.type, name)) for c in found.sd.cols)
         properties = found.parameters or {}
         return TableFacts(columns, properties.get(OWNER_PROPERTY), properties.get(CASCADED_PROPERTY),
-                          found.sd.inputFormat)
+                          found.sd.inputFormat, properties.get(ROLLUP_PROPERTY))
 
     def locations(self, database: str, table: str, partitions: list[dict[str, str]]) -> list[str | None]:
         from pymetastore.hive_metastore.ttypes import NoSuchObjectException

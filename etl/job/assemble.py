@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pyarrow as pa
+
 from etl.config import Config, DimensionConfig
 from etl.job.partition_writer import WriterSpec
 from etl.errors import ConfigError
+from etl.config.rollups import rollup_route
 from etl.config.routes import RouteConfig
-from etl.model.schema import Column, TableSchema
+from etl.model.rollup_columns import rollup_column_problem
+from etl.model.rollup_table import RollupSpec
+from etl.model.schema import Column, TableSchema, arrow_schema
 from etl.model.table_ddl import TableDdl, ddl_file
 from etl.rows.decoders import Decoder, make_decoder
 from etl.rows.decoders.writer_schemas import WriterSchemas
 from etl.rows.dimensions import DimensionLoader
 from etl.rows.enrichment import check_against_schema, enriched_columns
 from etl.rows.headers import check_header_columns
+from etl.rows.rollup_filter_eval import rows_kept
 from etl.rows.transform import load_transform
 from etl.sink.layout import FileLayout
 
@@ -62,7 +68,27 @@ def route_specs(config: Config, writer_schemas: WriterSchemas | None = None) -> 
                               f"{_names(ours)}, and {first.describe()}'s {first.schema_file} by {_names(theirs)}; "
                               f"every table of a job is partitioned alike")
     _check_dimension_types(config, specs)
-    return specs
+    _check_rollups(config, specs)
+    return {name: replace(spec, rollups=tuple(RollupSpec.of(rollup, spec.schema) for rollup in config.rollups
+                                              if rollup.route == name))
+            for name, spec in specs.items()}
+
+
+def _check_rollups(config: Config, specs: dict[str, WriterSpec]) -> None:
+    """Each rollup's columns exist in its table, with types its terms take, and each literal of its
+    filter can be compared with its column (tried on no rows, as the tasks will on theirs)."""
+    for rollup in config.rollups:
+        spec = specs[rollup.route]
+        found = rollup_column_problem(rollup, spec.schema)
+        if found is None and rollup.where is not None:
+            try:
+                rows_kept(arrow_schema(spec.schema).empty_table(), rollup.where)
+            except (ValueError, pa.ArrowException) as exc:
+                found = ("where", str(exc))
+        if found is not None:
+            key, why = found
+            raise ConfigError(f"{config.path}: {rollup.describe()} {key}: {why} "
+                              f"({rollup_route(rollup, config.routes).schema_file})")
 
 
 def dimension_schema(config: Config, specs: dict[str, WriterSpec], dimension: DimensionConfig) -> TableSchema:

@@ -43,6 +43,10 @@ class BatchTable:
     warehouse: Warehouse  # the table's folders, beside the job's rejected table
     spec: WriterSpec
 
+    def rollup_dirs(self, values: dict[str, str]) -> tuple[str, ...]:
+        """The partials folder of the partition `values` of each rollup of the table (spec.rollups)."""
+        return tuple(self.warehouse.partials_dir(rollup.partials_table, values) for rollup in self.spec.rollups)
+
 
 class BatchTables:
     """The tables of one batch's ranges. `shape`: the job's, with its config (etl.model.shape); `spec_for`: a
@@ -97,12 +101,12 @@ class BatchTables:
         return list({table.name: table for table in every}.values())
 
     def folders(self, values: dict[str, str]) -> list[str]:
-        """Where the batch's tasks write: each table's partition folder, the rejected one, and the
-        folders of the split ranges' manifests."""
+        """Where the batch's tasks write: each table's partition folder, the rejected one, the
+        rollups' partials folders, and the folders of the split ranges' manifests."""
         manifests = {manifest_dir(self._warehouse.rejected_root, r.topic, r.partition)
                      for r in self._batch.file_ranges if self.split_of(r)}
         return [t.warehouse.main_dir(values) for t in self.all()] + [self._warehouse.rejected_dir(values)] + \
-            sorted(manifests)
+            [folder for t in self.all() for folder in t.rollup_dirs(values)] + sorted(manifests)
 
     def _table(self, route: RouteConfig, name: str, topic: str) -> BatchTable:
         """`topic`: one whose records go to the table (a registry route's spec is its topic's)."""

@@ -35,6 +35,7 @@ from etl.job.partition_cap import partition_keys
 from etl.job.positions import planning_positions, tagged
 from etl.job.rejected_ratio import check_rejected_ratio
 from etl.job.summary import BatchSummary, summed
+from etl.job.rollup_task import missing_partials
 from etl.job.batch_tables import BatchTables, refuse_lost_topics, register_tables, routed_written
 from etl.job.range_task import RangeResult, RangeTask, packed_read
 from etl.model.shape import planned_tables
@@ -249,6 +250,9 @@ class Job:
         tables = self._tables_of(batch)
         self.shape.register(mode_of(batch), registrar, batch,
                             lambda partitions: register_tables(tables, self._table_registrar, partitions))
+        for table in tables.all():  # then each rollup's partials (a planning-time batch's one partition)
+            for rollup in table.spec.rollups:
+                registrar.add_rollup_partitions(rollup, [batch.partition_values])
 
     def _write_files(self, batch: Batch, version: int,
                      loaded: dict[str, LoadedDimension] | None) -> tuple[Batch, int]:
@@ -282,8 +286,10 @@ class Job:
     def _run_tasks(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> list[RangeResult]:
         if not batch.file_ranges:
             return []
+        values = batch.partition_values
         for table in self._tables_of(batch).all():
-            self.fs.makedirs(table.warehouse.main_dir(batch.partition_values))
+            for folder in (table.warehouse.main_dir(values), *table.rollup_dirs(values)):
+                self.fs.makedirs(folder)
         return self._on_executors(batch, loaded, mode_of(batch).run_task, shown=True)
 
     def _check_partition_cap(self, batch: Batch, loaded: dict[str, LoadedDimension]) -> Batch:
@@ -324,7 +330,8 @@ class Job:
                          self.config.warehouse, self.config.kafka, f"etl-{self.config.job.name}-reader", spec,
                          mode_of(batch).task_placing(batch, warehouse.table_root, self.partitioning.max_open_files,
                                                      dict(warehouse.relocations.main)),
-                         tables.split_target(r, batch.partition_values))
+                         tables.split_target(r, batch.partition_values),
+                         tables.of(r).rollup_dirs(batch.partition_values))
 
     def _missing_files(self, batch: Batch) -> list[str]:
         missing = mode_of(batch).missing(batch, WarehouseFiles(self.fs, self._tables_of(batch)))
@@ -336,6 +343,10 @@ class Job:
             where = self.shape.missing_files_where(mode_of(batch), batch, self.warehouse)
             raise MissingBatchFiles(f"batch {batch.batch_id}: {len(missing)} planned files {where}, e.g. {missing[0]}; "
                                     f"the batch stays PLANNED and the next run writes them")
+        partials = missing_partials(self.fs, self._tables_of(batch), batch)  # each range's task writes them last
+        if partials:
+            raise MissingBatchFiles(f"batch {batch.batch_id}: {len(partials)} rollup partials are missing, e.g. "
+                                    f"{partials[0]}; the batch stays PLANNED and the next run writes them")
 
     def _sweep_temp_files(self, batch: Batch, results: list[RangeResult]) -> None:
         """Every planned file is published, so temp files left in the batch's directories

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from etl.config import DimensionConfig, HeaderColumn
 from etl.errors import ConfigError, EtlError
+from etl.model.rollup_table import RollupSpec
 from etl.model.schema import TableSchema
 from etl.model.table_ddl import TableDdl
 from etl.rows.decoders import Decoder
@@ -49,6 +50,7 @@ class WriterSpec:
     header_columns: tuple[HeaderColumn, ...] = ()  # the tasks read headers only when some are configured
     route: str = ""  # a routed job's route: its rejected records' reasons name it
     ddl: TableDdl | None = None  # what the registrar creates and evolves the table from (None: [hive] schema's)
+    rollups: tuple[RollupSpec, ...] = ()  # the rollups of this table's rows: a partials file per range each
 
     def __post_init__(self):
         if self.key_column != self.schema.key_column:

@@ -73,6 +73,7 @@ class RangeTask:
     writer: WriterSpec
     event_time: EventTimeTask | None = None  # by event time: a file per Hive partition (etl.job.event_task)
     split: SplitTarget | None = None  # a topic routes share: its tables (etl.job.route_task); main_dir unused
+    rollup_dirs: tuple[str, ...] = ()  # each of writer.rollups' partials folder of the batch's partition
 
     @property
     def placing(self) -> EventTimeTask:

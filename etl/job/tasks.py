@@ -4,7 +4,8 @@
 Runs on an executor. The task owns exactly one planned range. It writes nothing when the
 range's final file already exists (a replay); otherwise it streams the range into temp
 files and publishes them, the rejected file first and the main file last, so that the main
-file's existence means the whole range is done.
+file's existence means the whole range's rows are written. Then each rollup of the table gets
+the range's partial (etl.job.rollup_task), also on a replay that found the main file in place.
 
 The batch's dimension tables reach the task as Spark broadcasts of Arrow IPC bytes (one copy
 per executor, fetched once), and are opened only when the task has a file to write.
@@ -19,6 +20,7 @@ from typing import Mapping
 from etl import errors, faults
 from etl.errors import EtlError, Retryable, TaskFailed, TaskFailedRetryable
 from etl.job.partition_writer import IGNORED_FIELDS_METADATA_KEY, UNMATCHED_METADATA_KEY, PartitionWriter
+from etl.job.rollup_task import publish_partials
 from etl.job.range_task import RangeResult, RangeTask, last_record, opened_tables, range_chunks
 from etl.job.route_task import run_split_range_task
 from etl.model.batch import Batch
@@ -36,10 +38,12 @@ def run_range_task(task: RangeTask, lookups: Mapping[str, object] | None = None)
     fs = filesystem_for(task.warehouse)
     main_final = posixpath.join(task.main_dir, task.range.name_as(task.writer.layout.file_format))
     if fs.exists(main_final):
-        return _replayed(fs, task, main_final)
-    tables = opened_tables(lookups)
-    result = _write_and_publish(fs, task, main_final, tables)
-    faults.checkpoint(f"renamed:{task.range.partition}")
+        result = _replayed(fs, task, main_final)
+    else:
+        result = _write_and_publish(fs, task, main_final, opened_tables(lookups))
+        faults.checkpoint(f"renamed:{task.range.partition}")
+    publish_partials(fs, task.writer.rollups, task.rollup_dirs, main_final, task.writer.layout,
+                     task.range.file_range.stem, task.range.partition)
     return result
 
 

@@ -77,6 +77,12 @@ class Warehouse:
     def rejected_dir(self, partition: str | dict[str, str]) -> str:
         return self.folder(TableKind.REJECTED, partition)
 
+    def partials_dir(self, table: str, partition: str | dict[str, str]) -> str:
+        """A partition's folder in a rollup's partials table (etl.model.rollup_table), beside the
+        job's tables in the database's folder; never moved by a compaction."""
+        path = partition if isinstance(partition, str) else partition_path(partition)
+        return posixpath.join(self.database_root, table, path)
+
     def hive_uri(self, fs_path: str) -> str:
         """The Hive LOCATION of a folder given as a warehouse filesystem path."""
         relative = posixpath.relpath(fs_path, self.fs_root)

@@ -35,6 +35,7 @@ ROOM_PATH_RE = re.compile(r"(?<![\w/.${-])(?:%s)/[\w/]+\.py\b" % "|".join(ROOMS)
 NOT_MODULES = {
     "etl.owner": "table property: the job that owns the table (etl.model.binding.OWNER_PROPERTY)",
     "etl.cascaded_columns": "table property (etl.hive.registrar.CASCADED_PROPERTY)",
+    "etl.rollup": "table property of a rollup's partials table (etl.hive.catalog.ROLLUP_PROPERTY)",
     "etl.ranges": "footer key of a merged file, Parquet's or ORC's (etl.compaction.merge.RANGES_KEY)",
     "etl.checksums": "footer key, Parquet's or ORC's (etl.sink.checksums.CHECKSUMS_KEY)",
     "etl.unmatched": "footer key, Parquet's or ORC's (etl.job.partition_writer.UNMATCHED_METADATA_KEY)",

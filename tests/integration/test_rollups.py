@@ -1,0 +1,121 @@
+"""A rollup in Hive, kept by the card's own mechanism ([rollup <name>], docs/rollups.md): each
+range's partial is a file named by the range's offsets, published after the range's data file and
+before the batch is WRITTEN, registered as a partition of `<rollup>_partials`, and merged by the
+view `<rollup>`.
+
+The oracle: after SIGKILLs between a data file's rename and its partial's, and right after a
+partial's rename, the view equals a recount of the raw table, value for value (counts, sums,
+minimums and maximums, NULLs counted as SQL counts them), and every data file has exactly one
+partial of the same name. Nothing is hard-coded: the expected rows are recounted from the table.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from tests.harness.etl_process import run_etl
+from tests.harness.state import wait_for_lock_release
+from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader
+from tests.harness.warehouse_files import DATA_SUFFIX
+
+DB = "etl_test"
+PARTITIONS = 2
+ROLLUP = {"table": "{table}_per_minute",
+          "where": "action in ('error', 'warn') and amount >= 0",
+          "group_by": "minute(ts), action",
+          "aggregates": "count(*) as events, count(user_id) as with_user, sum(amount) as amount, "
+                        "min(ts) as first_seen, max(event_id) as last_event"}
+
+
+def log_event(i: int) -> bytes:
+    """Spread over ten minutes, out of order; a quarter errors, a quarter warnings; every fifth
+    without a user; amounts whole numbers, so that any order of adding gives the same double."""
+    at = dt.datetime(2026, 11, 21, 10, 0) + dt.timedelta(seconds=(i * 37) % 600)
+    return json.dumps({"event_id": i, "user_id": None if i % 5 == 0 else f"u{i % 3}",
+                       "action": ("error", "warn", "ok", "ok")[i % 4], "amount": float(i % 11),
+                       "ts": at.strftime("%Y-%m-%d %H:%M:%S"), "ok": True}).encode()
+
+
+def recount_sql(table: str) -> str:
+    return (f"SELECT date_trunc('MINUTE', ts) AS ts_minute, action, count(*) AS events, count(user_id) AS with_user, "
+            f"sum(amount) AS amount, min(ts) AS first_seen, max(event_id) AS last_event FROM {DB}.{table} "
+            f"WHERE action IN ('error', 'warn') AND amount >= 0 GROUP BY date_trunc('MINUTE', ts), action")
+
+
+def rows_of(spark, sql: str) -> set[tuple]:
+    return {tuple(row) for row in spark.sql(sql).collect()}
+
+
+def test_a_rollup_equals_a_recount_of_its_table_through_sigkills_around_its_partials(
+        spark, zk, new_topic, produce, write_config, hive_table_name, warehouse_dir):
+    topic = new_topic(partitions=PARTITIONS)
+    produced = {p: 0 for p in range(PARTITIONS)}
+
+    def produce_more(n: int) -> None:
+        produce(topic, {p: [log_event(p * 100_000 + produced[p] + i) for i in range(n)] for p in range(PARTITIONS)})
+        for p in range(PARTITIONS):
+            produced[p] += n
+
+    rollup = {key: value.format(table=hive_table_name) for key, value in ROLLUP.items()}
+    config = write_config(kafka={"topics": topic}, job={"max_records_per_partition": "150"},
+                          zookeeper={"session_timeout_seconds": "4"}, **{"rollup per_minute": rollup})
+    produce_more(400)
+    # Killed with partition 0's data file published and its partial not written; then killed
+    # right after a partial's rename; then every batch to the end.
+    for fault in ("renamed:0", "rollup:1"):
+        killed = run_etl(config, fault=fault)
+        assert killed.returncode == -9, killed.describe()
+        wait_for_lock_release(zk, config)
+    for _ in range(4):
+        done = run_etl(config)
+        assert done.returncode == 0, done.describe()
+    produce_more(100)
+    done = run_etl(config)
+    assert done.returncode == 0, done.describe()
+
+    check_exactly_once(hive_reader(spark), config, expected_offsets(topic, produced), warehouse_dir)
+    view, partials = rollup["table"], f"{rollup['table']}_partials"
+    table_dir, partials_dir = (Path(warehouse_dir) / f"{DB}.db" / name for name in (hive_table_name, partials))
+    rolled = check_view_is_a_recount(spark, hive_table_name, view, partials, table_dir, partials_dir)
+
+    # An operator moves partition 0's last two ranges out and loads them again as one range: their
+    # partials go out with them (a partial left behind would be counted beside the new range's).
+    reset = run_etl(config, "--to", f"{topic}:0=300", "--move-aside", "--execute", command="reset-offsets")
+    assert reset.returncode == 0, reset.describe()
+    moved = [p.name for p in (Path(warehouse_dir) / "_etl_moved_aside").rglob(f"*{partials}/*/*/*")]
+    assert len(moved) == 2, moved
+    reloaded = run_etl(write_config(kafka={"topics": topic}, **{"rollup per_minute": rollup}))
+    assert reloaded.returncode == 0, reloaded.describe()
+    check_exactly_once(hive_reader(spark), config, expected_offsets(topic, produced), warehouse_dir)
+    assert check_view_is_a_recount(spark, hive_table_name, view, partials, table_dir, partials_dir) == rolled
+
+    # The rollup's definition changed under its partials: refused before the batch is planned,
+    # naming it; the job then goes on with its own definition.
+    produce_more(10)
+    changed = write_config(kafka={"topics": topic}, **{"rollup per_minute": {**rollup, "where": "action = 'error'"}})
+    refused = run_etl(changed)
+    assert refused.returncode == 2 and "[rollup per_minute]" in refused.stderr and \
+        "another definition" in refused.stderr, refused.describe()
+    assert run_etl(config).returncode == 0
+    check_exactly_once(hive_reader(spark), config, expected_offsets(topic, produced), warehouse_dir)
+    rolled = check_view_is_a_recount(spark, hive_table_name, view, partials, table_dir, partials_dir)
+    print(f"\nrollup {view}: {len(rolled)} groups equal a recount of {sum(produced.values())} records, through 2 "
+          f"SIGKILLs and a reset that moved {len(moved)} partials aside")
+
+
+def check_view_is_a_recount(spark, table: str, view: str, partials: str, table_dir: Path, partials_dir: Path) -> set:
+    """The view's rows, once checked equal to a recount of the table, and each data file's partial in place."""
+    data_stems = sorted(path.name.removesuffix(DATA_SUFFIX) for path in table_dir.glob(f"*/*/*{DATA_SUFFIX}"))
+    partial_stems = sorted(path.name.removesuffix(".parquet") for path in partials_dir.glob("*/*/*"))
+    assert data_stems and partial_stems == data_stems, (data_stems, partial_stems)  # one each, no temp file
+    spark.sql(f"REFRESH TABLE {DB}.{partials}")
+    spark.sql(f"REFRESH TABLE {DB}.{table}")
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")  # the buckets are UTC's, as the table's timestamps
+    try:
+        recount, rolled = rows_of(spark, recount_sql(table)), rows_of(spark, f"SELECT * FROM {DB}.{view}")
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert len(recount) >= 20 and rolled == recount, (sorted(recount - rolled)[:5], sorted(rolled - recount)[:5])
+    return rolled
