@@ -19,7 +19,7 @@ from etl import faults, logs
 from etl.config import Config, effective_ini, load_config, render_effective
 from etl.errors import (EXIT_BATCH_FAILED, EXIT_CODES, EXIT_LAG_ABOVE_MAX, EXIT_OK, EXIT_RETRYABLE,
                         EXIT_USAGE, RETRYABLE_OS_ERRORS, EtlError, LockHeld)
-from etl.ops.acting import act_of, add_act_options
+from etl.ops.acting import Act, act_of, add_act_options
 from etl.ops.check import CheckResult, unknown
 from etl.state.store import BATCHES_KEPT, RETRYABLE_ZK_ERRORS
 
@@ -192,7 +192,16 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     suggest = _command(schema_commands, "suggest", cmd_schema_suggest, "print the DDL columns the latest writer "
                                                                        "schemas have and the table lacks")
     suggest.add_argument("--json", action="store_true")
-    logs.add_options(parser, [*commands.choices.values(), *schema_commands.choices.values()])
+    rollup = commands.add_parser("rollup", help="a rollup's partials and view ([rollup <name>] sections)",
+                                 formatter_class=_HelpFormatter)
+    rollup_commands = rollup.add_subparsers(required=True, metavar="SUBCOMMAND")
+    rebuild = _command(rollup_commands, "rebuild", cmd_rollup_rebuild, "build a rollup's partials anew from the rows "
+                                                                        "its table holds, and its view")
+    rebuild.add_argument("--rollup", required=True, metavar="NAME", help="the rollup: its section's name")
+    rebuild.add_argument("--execute", dest="act", action="store_const", const=Act.EXECUTE, default=Act.PREVIEW,
+                         help="do it; without it the command only shows what it would do, and changes nothing")
+    logs.add_options(parser, [*commands.choices.values(), *schema_commands.choices.values(),
+                              *rollup_commands.choices.values()])
     return parser
 
 
@@ -337,6 +346,11 @@ def cmd_config(config: Config, args) -> int:
     parser, overrides = effective_ini(config.path)
     print(render_effective(parser, overrides, str(config.path)), end="")
     return EXIT_OK
+
+
+def cmd_rollup_rebuild(config: Config, args) -> int:
+    from etl.ops.rollup_rebuild import RebuildOptions, rebuild_rollup
+    return rebuild_rollup(config, RebuildOptions(args.rollup, args.act))
 
 
 def cmd_schema_suggest(config: Config, args) -> int:

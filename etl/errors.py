@@ -54,8 +54,9 @@ class ConfigError(EtlError):
     exit_code = EXIT_USAGE
 
 
-class RollupChanged(ConfigError):
-    """A rollup's section computes partials another way than the files its table holds."""
+class RollupRefused(ConfigError):
+    """A rollup's partials would not add up to its table: its section computes them another way
+    than the files its partials table holds, or its table holds rows loaded before it existed."""
 
 
 class SchemaError(ConfigError):

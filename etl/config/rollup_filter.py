@@ -1,4 +1,4 @@
-"""The filter of a rollup (issue 47's `[rollup <name>] where = ...`, not yet read from the config):
+"""The filter of a rollup (`[rollup <name>] where = ...`, etl.config.rollups):
 a small expression language, parsed once into a typed tree. Columns are named and checked, and
 nothing is passed through as SQL.
 

@@ -1,5 +1,5 @@
-"""What a rollup groups by and what it adds up (issue 47's `[rollup <name>] group_by = ...` and
-`aggregates = ...`, not yet read from the config), parsed once into typed terms:
+"""What a rollup groups by and what it adds up (`[rollup <name>] group_by = ...` and
+`aggregates = ...`, etl.config.rollups), parsed once into typed terms:
 
     group_by   = minute(log_time), level
     aggregates = count(*) as errors, sum(bytes) as bytes, max(latency_ms) as slowest

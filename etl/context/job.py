@@ -14,6 +14,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, Callable, Collection, Mapping
 
 from etl.config import Config, DimensionConfig, MetastoreClient, RetryConfig
+from etl.config.rollups import rollup_route
 from etl.config.routes import RouteConfig
 from etl.context.command import CommandContext
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
@@ -179,11 +180,19 @@ class JobContext(CommandContext):
                 self.spark.session()
             with timed(self.observer, Phase.TABLES):
                 registrar = super().registrar()
-                for spec in self._ddl_specs().values():
-                    for rollup in spec.rollups:  # its partials table and its view (etl.model.rollup_table)
-                        registrar.ensure_rollup(rollup)
+                if self._runs_batches:  # a rollup's rebuild makes its own (etl.ops.rollup_rebuild)
+                    self._ensure_rollups(registrar)
                 return registrar
         return super().registrar()
+
+    def _ensure_rollups(self, registrar: HiveRegistrar) -> None:
+        """Each rollup's partials table and view (etl.model.rollup_table); `loaded`: whether its
+        table already holds committed rows (a topic of its route has committed offsets)."""
+        rollups = [rollup for spec in self._ddl_specs().values() for rollup in spec.rollups]
+        committed = {topic for topic, _ in self.store.offsets.committed_offsets()} if rollups else set()
+        for spec in rollups:
+            route = rollup_route(spec.rollup, self.config.routes)
+            registrar.ensure_rollup(spec, loaded=any(route.chooses(topic) for topic in committed))
 
     def table_registrar(self, view: Config, warehouse: Warehouse, ddl: TableDdl | None = None) -> HiveRegistrar:
         """A routed job's table, ensured on first use: also the TABLES phase."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from etl.config import HiveConfig
-from etl.errors import HiveError, HiveUnavailable, RollupChanged
+from etl.errors import HiveError, HiveUnavailable, RollupRefused
 from etl.hive.catalog import (
     CASCADED_PROPERTY, ROLLUP_PROPERTY, MetastoreCatalog, TableFacts, partition_name, partition_spec,
 )
@@ -116,16 +116,23 @@ class HiveRegistrar:
         self._claim(table, created)
         self._mark_cascaded(table, columns)  # no partition yet: nothing to cascade to
 
-    def ensure_rollup(self, spec: RollupSpec) -> None:
-        """A rollup's partials table and its view (etl.model.rollup_table), created if missing. A
-        partials table whose files another definition computed is refused: they would not add up."""
+    def ensure_rollup(self, spec: RollupSpec, loaded: bool) -> None:
+        """A rollup's partials table and its view (etl.model.rollup_table), created if missing.
+        Refused: a partials table whose files another definition computed, and a new rollup of a
+        table that already holds committed rows (`loaded`), which its partials would leave out."""
         found = self._read_table(spec.partials_table)
+        if found is None and loaded:
+            table = f"[route {spec.rollup.route}]'s table" if spec.rollup.route else "the table"
+            raise RollupRefused(
+                f"{spec.rollup.describe()}: {table} already holds rows loaded before the rollup existed, which its "
+                f"partials would leave out. Building partials from rows already loaded (etl rollup rebuild) is "
+                f"not built yet: define a rollup with its table, before the first load. Nothing was changed")
         if found is not None and found.rollup not in (None, spec.definition):  # None: created, not yet stamped
-            raise RollupChanged(
+            raise RollupRefused(
                 f"{self.hive.database}.{spec.partials_table} holds the partials of another definition of "
                 f"{spec.rollup.describe()} (etl.rollup {found.rollup}, the config's {spec.definition}): changed "
-                f"partials would not add up with the old ones. Give the changed rollup a new table, or drop "
-                f"{spec.partials_table} and {spec.view} and rebuild them. Nothing was changed")
+                f"partials would not add up with the old ones. Give the changed rollup a new table. Nothing was "
+                f"changed")
         table, location = spec.partials_table, posixpath.join(self.warehouse.database_root, spec.partials_table)
         if found is None:
             self._sql(render_ddl(spec.ddl_template(), spec.rollup.describe(), self.hive.database, table,
@@ -139,6 +146,11 @@ class HiveRegistrar:
         if found.rollup is None:
             self._set_property(table, ROLLUP_PROPERTY, spec.definition)
         self._sql(spec.view_sql(self.hive.database), f"create view {spec.view}")
+
+    def drop_rollup(self, spec: RollupSpec) -> None:
+        """The view and the partials table, gone from the metastore (external: no file is deleted)."""
+        self._sql(f"DROP VIEW IF EXISTS {self._qualified(spec.view)}", f"drop view {spec.view}")
+        self._sql(f"DROP TABLE IF EXISTS {self._qualified(spec.partials_table)}", f"drop table {spec.partials_table}")
 
     def add_rollup_partitions(self, spec: RollupSpec, partitions: list[dict[str, str]]) -> None:
         """The partials table's partitions a batch wrote into, as `add_partitions` adds the table's."""

@@ -33,15 +33,18 @@ if TYPE_CHECKING:  # the driver's side; a task does not import it
 
 
 def publish_partials(fs: WarehouseFileSystem, rollups: tuple[RollupSpec, ...], folders: tuple[str, ...],
-                     data_file: str, layout: FileLayout, stem: str, partition: int) -> int:
+                     data_file: str, layout: FileLayout, stem: str, partition: int,
+                     rows: pa.Table | None = None) -> int:
     """Each rollup's partial of the published `data_file` (stored as `layout` says) into its folder
-    (`folders`, aligned with `rollups`); how many this call published."""
+    (`folders`, aligned with `rollups`); how many this call published. `rows`: the range's rows,
+    already read (a merged file's share: etl.ops.rollup_rebuild)."""
     missing = [(spec, posixpath.join(folder, partial_name(stem))) for spec, folder in zip(rollups, folders)]
     missing = [(spec, path) for spec, path in missing if not fs.exists(path)]
     if not missing:
         return 0
-    columns = sorted({column for spec, _ in missing for column in spec.source_columns})
-    rows = read_columns(fs, data_file, layout.file_format, columns)
+    if rows is None:
+        columns = sorted({column for spec, _ in missing for column in spec.source_columns})
+        rows = read_columns(fs, data_file, layout.file_format, columns)
     published = 0
     for spec, path in missing:
         published += _publish(fs, path, partial_rows(spec, rows), layout)

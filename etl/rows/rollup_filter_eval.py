@@ -1,5 +1,5 @@
-"""A rollup's filter (etl.config.rollup_filter) applied to a chunk's rows, vectorised with Arrow;
-issue 47's, not yet called by the job.
+"""A rollup's filter (etl.config.rollup_filter) applied to a data file's rows, vectorised with
+Arrow (etl.job.rollup_task), and tried on no rows when the job starts (etl.job.assemble).
 
 SQL's three-valued logic, as Hive would apply the same `WHERE` to the table: a comparison with a
 NULL is unknown, `not` of unknown is unknown, `and`/`or` are Kleene's, and a row is kept only

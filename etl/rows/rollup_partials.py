@@ -1,6 +1,6 @@
-"""A rollup's partial aggregates of a chunk's rows, and partials merged into one row per group
-(issue 47; not yet called by the job): what one partition-batch would write beside its data file,
-and what compaction or a view would fold them into.
+"""A rollup's partial aggregates of a data file's rows, and partials merged into one row per group:
+what one partition-batch writes beside its data file (etl.job.rollup_task), and what the view
+folds them into with the same functions in SQL (etl.model.rollup_table).
 
 A time bucket is the start of the minute, hour or day the value falls in, in UTC, as the table
 stores its timestamps. Groups follow SQL's GROUP BY: rows whose key is NULL form one group.

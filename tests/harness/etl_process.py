@@ -65,12 +65,13 @@ class EtlProcess:
         if action:
             run_env["ETL_FAULT_ACTION"] = action
         run_env.update(env or {})
-        self._dir = Path(tempfile.mkdtemp(prefix=f"etl-{command}-", dir=workdir or _runs_root()))
+        self._dir = Path(tempfile.mkdtemp(prefix=f"etl-{command.replace(' ', '-')}-", dir=workdir or _runs_root()))
         self._output: tuple[str, str] | None = None
         self.stdout_path, self.stderr_path = self._dir / "stdout", self._dir / "stderr"
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.started = time.monotonic()
-            self.popen = subprocess.Popen(die_with_us([etl, command, "--config", str(config), *args]),
+            # `command` may be a sub-command's two words ("rollup rebuild")
+            self.popen = subprocess.Popen(die_with_us([etl, *command.split(), "--config", str(config), *args]),
                                           env=run_env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                           start_new_session=True)
         self.pid = self.popen.pid

@@ -1,0 +1,126 @@
+"""`etl rollup rebuild --rollup NAME`: a rollup's partials built anew from the rows its table holds.
+
+For a rollup added to a table that already holds rows, or whose definition changed: both are
+refused by `etl run` (etl.hive.registrar.ensure_rollup), since partials of some rows only, or of
+two definitions, would not add up. Under the job's lock, with no batch open:
+  1. the partials in place, if any, are moved out (kept under `_etl_moved_aside`, as a reset
+     keeps files), and the view and the partials table are dropped from the metastore (both
+     external: the metastore deletes no file);
+  2. each committed range of the table gets its partial, computed from its data file as a
+     batch's task computes it (etl.job.rollup_task); a merged file (etl compact) holds several
+     ranges, each split out of it by its rows' kafka_partition and kafka_offset;
+  3. the partials table is created with the definition it was built by, its partitions added,
+     and the view created.
+A rebuild that dies is done again by running it again: step 1 moves out what it had written.
+Previews by default; --execute acts.
+"""
+from __future__ import annotations
+
+import getpass
+import posixpath
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from etl.config import Config
+from etl.config.rollups import rollup_route
+from etl.context.job import JobContext
+from etl.errors import EXIT_OK, ConfigError, RefusedUntilDone
+from etl.job.rollup_task import publish_partials
+from etl.model.batch import utc_now_iso
+from etl.model.events import MovedAside
+from etl.model.naming import partition_values
+from etl.model.rollup_table import RollupSpec
+from etl.ops.acting import Act, stops_at_preview
+from etl.ops.inventory import WarehouseFile
+from etl.ops.job_tables import held_by_job
+from etl.sink.aside import aside_path, aside_root, move_aside
+from etl.sink.file_format import read_columns
+
+_LINEAGE = ["kafka_topic", "kafka_partition", "kafka_offset"]
+
+
+@dataclass(frozen=True)
+class RebuildOptions:
+    rollup: str  # its section's name
+    act: Act = Act.PREVIEW
+
+
+def rebuild_rollup(config: Config, options: RebuildOptions, out=print) -> int:
+    with JobContext(config) as context:
+        spec, table = _rollup_of(context, options.rollup)
+        store = context.store
+        holder = store.session.acquire_lock()
+        if holder is not None:
+            raise RefusedUntilDone(f"a run holds the job lock ({holder.describe()}); try again when it has finished")
+        try:
+            opened = store.batches.open_batch()
+            if opened:
+                raise RefusedUntilDone(f"batch {opened[0].batch_id} is open ({opened[0].state.value}); run "
+                                       f"`etl recover --execute` first")
+            return _rebuild(context, spec, table, options.act, out)
+        finally:
+            store.session.release_lock()
+
+
+def _rollup_of(context: JobContext, name: str) -> tuple[RollupSpec, str]:
+    """The rollup's spec and its table's name."""
+    for route in context.config.routes.routes:
+        for rollup in context.spec_for(route).rollups if not route.from_registry else ():
+            if rollup.rollup.name == name:
+                return rollup, route.table
+    names = ", ".join(rollup.name for rollup in context.config.rollups) or "none"
+    raise ConfigError(f"{context.config.path}: no [rollup {name}] section; the job's rollups: {names}")
+
+
+def _rebuild(context: JobContext, spec: RollupSpec, table: str, act: Act, out) -> int:
+    fs, warehouse = context.fs, context.located()
+    files = held_by_job(fs, context.config, context.store, warehouse).by_table.get(table)
+    ranges = files.files if files is not None else []
+    root = posixpath.join(warehouse.database_root, spec.partials_table)
+    old = list(fs.walk_files(root))
+    out(f"{spec.rollup.describe()}: {len(old)} partials in place move out of {spec.partials_table}; "
+        f"{len(ranges)} committed ranges of {table} get their partials anew; {spec.view} and "
+        f"{spec.partials_table} are made again")
+    if stops_at_preview(act, out):
+        return EXIT_OK
+    if old:
+        at = utc_now_iso()
+        moves = [(path, aside_path(warehouse.fs_root, aside_root(warehouse.fs_root, context.config.job.name, at),
+                                   path)) for path in old]
+        move_aside(fs, moves)
+        context.store.operator.record_event(MovedAside(at, getpass.getuser(), "etl rollup rebuild", tuple(moves)))
+    registrar = context.registrar()
+    registrar.drop_rollup(spec)
+    layout = context.spec_for(rollup_route(spec.rollup, context.config.routes)).layout
+    by_file: dict[str, list[WarehouseFile]] = defaultdict(list)
+    for file in ranges:
+        by_file[file.path].append(file)
+    for path, held in by_file.items():
+        _publish_file(fs, warehouse, spec, path, held, layout)
+    registrar.ensure_rollup(spec, loaded=False)
+    partitions = sorted({file.partition_path for file in ranges})
+    registrar.add_rollup_partitions(spec, [partition_values(path) for path in partitions])
+    out(f"done: {len(ranges)} partials in {len(partitions)} partitions; {spec.view} made again")
+    return EXIT_OK
+
+
+def _publish_file(fs, warehouse, spec: RollupSpec, path: str, held: list[WarehouseFile], layout) -> None:
+    """The partial of each range `path` holds (one, or a merged file's several)."""
+    if len(held) == 1:
+        file = held[0]
+        folder = warehouse.partials_dir(spec.partials_table, file.partition_path)
+        fs.makedirs(folder)
+        publish_partials(fs, (spec,), (folder,), path, layout, file.range.stem, file.range.partition)
+        return
+    rows = read_columns(fs, path, held[0].file_format, sorted(set(spec.source_columns) | set(_LINEAGE)))
+    for file in held:
+        r = file.range
+        mine = pc.and_(pc.and_(pc.equal(rows["kafka_topic"], r.topic),
+                               pc.equal(rows["kafka_partition"], pa.scalar(r.partition, pa.int32()))),
+                       pc.and_(pc.greater_equal(rows["kafka_offset"], r.start), pc.less(rows["kafka_offset"], r.end)))
+        folder = warehouse.partials_dir(spec.partials_table, file.partition_path)
+        fs.makedirs(folder)
+        publish_partials(fs, (spec,), (folder,), path, layout, r.stem, r.partition, rows=rows.filter(mine))
