@@ -1,7 +1,7 @@
 """`etl rollup rebuild --rollup NAME`: a rollup's partials built anew from the rows its table holds.
 
 For a rollup added to a table that already holds rows, or whose definition changed: both are
-refused by `etl run` (etl.hive.registrar.ensure_rollup), since partials of some rows only, or of
+refused by `etl run` (etl.hive.registrar.HiveRegistrar.ensure_rollup), since partials of some rows only, or of
 two definitions, would not add up. Under the job's lock, with no batch open:
   1. the partials in place, if any, are moved out (kept under `_etl_moved_aside`, as a reset
      keeps files), and the view and the partials table are dropped from the metastore (both
