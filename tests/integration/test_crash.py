@@ -534,21 +534,3 @@ def test_metastore_unreachable_at_register_fails_with_hive_error_and_the_next_ru
         tables = read_tables_via(metastore.uri, cfg.warehouse.url, DB, [cfg.hive.table, cfg.hive.rejected_table])
         oracle = check_exactly_once(lambda db, table: tables[table], settled, source.expected, warehouse_dir)
     report(f"metastore back: rerun {rerun.seconds:.1f}s; {oracle.describe()} (read through the private metastore)")
-
-
-# -------------------------------------------------------------------------------------------
-# 7. Executors in separate processes
-# -------------------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_local_cluster_executors_in_separate_processes_load_exactly_once(
-        spark, new_topic, produce, write_config, warehouse_dir):
-    topic = new_topic(partitions=4)
-    source = DataSource(topic, 4, produce)
-    source.produce(500)
-    config = crash_config(write_config, topic, spark={"spark.master": "local-cluster[2,1,1024]"})
-    result = run_etl(config, timeout=900)
-    assert result.returncode == 0, result.describe()
-    executors = result.process.descendants_matching("CoarseGrainedExecutorBackend")
-    assert len(executors) >= 2, result.process.seen
-    oracle = check_exactly_once(hive_reader(spark), config, source.expected, warehouse_dir)
-    report(f"local-cluster[2,1,1024]: run {result.seconds:.1f}s with executor JVMs {executors}; {oracle.describe()}")
