@@ -50,6 +50,10 @@ class RoutedJob:
             hive={"table": None, "schema": None, "rejected_table": f"{name}_rejected", "partition_timezone": timezone},
             compaction={"min_files": "2", "keep_superseded_minutes": "0", "only_finished": "false", **compaction},
             **{"route a": {**route, "topics": self.a, "table": f"{name}_a"},
+               # a routed table's rollup, through compaction, late rows and the other tables' resets
+               "rollup a_by_action": {"route": "a", "table": f"{name}_a_by_action", "group_by": "action",
+                                      "aggregates": "count(*) as n, sum(event_id) as ids, min(event_id) as first, "
+                                                    "count(user_id) as users"},
                "route own": {**route, "topics": self.own, "table": "{topic}"},
                "route clicks": {**route, "topics": self.split, "field": "action", "values": "click",
                                 "table": f"{name}_clicks"},
@@ -90,6 +94,17 @@ def _loaded(new_topic, produce, write_config, timezone: str = "UTC", **compactio
     first = run_etl(job.config)
     assert first.returncode == 0 and first.stdout.count("COMMITTED") == 2, first.describe()
     return job
+
+
+def _check_rollup(spark, job: RoutedJob) -> None:
+    """Route a's rollup (docs/rollups.md) equals a recount of its table, value for value."""
+    table, view = job.tables[0], f"{job.name}_a_by_action"
+    spark.sql(f"REFRESH TABLE {DB}.{view}_partials")
+    spark.sql(f"REFRESH TABLE {DB}.{table}")
+    recount = {tuple(row) for row in spark.sql(f"SELECT action, count(*), sum(event_id), min(event_id), count(user_id) "
+                                               f"FROM {DB}.{table} GROUP BY action").collect()}
+    rolled = {tuple(row) for row in spark.sql(f"SELECT * FROM {DB}.{view}").collect()}
+    assert len(recount) == 2 and rolled == recount, (sorted(recount), sorted(rolled))
 
 
 def _root(warehouse_dir: Path, table: str) -> Path:
@@ -133,6 +148,7 @@ def test_every_table_and_the_rejected_table_are_compacted_once_and_every_command
         outside = [p for p in root.glob(f"dt=*/hour=*/*{DATA_SUFFIX if table != job.rejected else '.parquet'}")]
         assert outside == [] or len({p.parent for p in outside}) == 1, outside  # or the hour turned meanwhile
     oracle = check_exactly_once(hive_reader(spark), job.config, job.expected, warehouse_dir)  # verify --deep too
+    _check_rollup(spark, job)
     print(f"[compaction-routed] every table once: {oracle.describe()}")
 
     [merged] = sorted((_root(warehouse_dir, a) / COMPACTED_FOLDER).rglob(f"{job.a}+0+*{DATA_SUFFIX}"))[:1]
@@ -155,6 +171,7 @@ def test_every_table_and_the_rejected_table_are_compacted_once_and_every_command
     assert len(merged_own) == 2 and len(set(moves)) == len(moves), reset.stdout  # its table's and the rejected one
     assert run_etl(job.config).returncode == 0
     reloaded = check_exactly_once(hive_reader(spark), job.config, job.expected, warehouse_dir)
+    _check_rollup(spark, job)
     print(f"[compaction-routed] moved aside over merged files, reloaded: {reloaded.describe()}")
 
 
