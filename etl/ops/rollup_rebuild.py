@@ -18,11 +18,7 @@ from __future__ import annotations
 
 import getpass
 import posixpath
-from collections import defaultdict
 from dataclasses import dataclass
-
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from etl.config import Config
 from etl.config.rollups import rollup_route
@@ -34,12 +30,9 @@ from etl.model.events import MovedAside
 from etl.model.naming import partition_values
 from etl.model.rollup_table import RollupSpec
 from etl.ops.acting import Act, stops_at_preview
-from etl.ops.inventory import WarehouseFile
 from etl.ops.job_tables import held_by_job
+from etl.ops.rollup_files import range_rows
 from etl.sink.aside import aside_path, aside_root, move_aside
-from etl.sink.file_format import read_columns
-
-_LINEAGE = ["kafka_topic", "kafka_partition", "kafka_offset"]
 
 
 @dataclass(frozen=True)
@@ -95,32 +88,12 @@ def _rebuild(context: JobContext, spec: RollupSpec, table: str, act: Act, out) -
     registrar = context.registrar()
     registrar.drop_rollup(spec)
     layout = context.spec_for(rollup_route(spec.rollup, context.config.routes)).layout
-    by_file: dict[str, list[WarehouseFile]] = defaultdict(list)
-    for file in ranges:
-        by_file[file.path].append(file)
-    for path, held in by_file.items():
-        _publish_file(fs, warehouse, spec, path, held, layout)
+    for file, rows in range_rows(fs, spec, ranges):
+        folder = warehouse.partials_dir(spec.partials_table, file.partition_path)
+        fs.makedirs(folder)
+        publish_partials(fs, (spec,), (folder,), file.path, layout, file.range.stem, file.range.partition, rows=rows)
     registrar.ensure_rollup(spec, loaded=False)
     partitions = sorted({file.partition_path for file in ranges})
     registrar.add_rollup_partitions(spec, [partition_values(path) for path in partitions])
     out(f"done: {len(ranges)} partials in {len(partitions)} partitions; {spec.view} made again")
     return EXIT_OK
-
-
-def _publish_file(fs, warehouse, spec: RollupSpec, path: str, held: list[WarehouseFile], layout) -> None:
-    """The partial of each range `path` holds (one, or a merged file's several)."""
-    if len(held) == 1:
-        file = held[0]
-        folder = warehouse.partials_dir(spec.partials_table, file.partition_path)
-        fs.makedirs(folder)
-        publish_partials(fs, (spec,), (folder,), path, layout, file.range.stem, file.range.partition)
-        return
-    rows = read_columns(fs, path, held[0].file_format, sorted(set(spec.source_columns) | set(_LINEAGE)))
-    for file in held:
-        r = file.range
-        mine = pc.and_(pc.and_(pc.equal(rows["kafka_topic"], r.topic),
-                               pc.equal(rows["kafka_partition"], pa.scalar(r.partition, pa.int32()))),
-                       pc.and_(pc.greater_equal(rows["kafka_offset"], r.start), pc.less(rows["kafka_offset"], r.end)))
-        folder = warehouse.partials_dir(spec.partials_table, file.partition_path)
-        fs.makedirs(folder)
-        publish_partials(fs, (spec,), (folder,), path, layout, r.stem, r.partition, rows=rows.filter(mine))

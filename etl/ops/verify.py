@@ -35,11 +35,14 @@ from etl.context.job import JobContext
 from etl.errors import KafkaReadError, KafkaUnavailable
 from etl.hive.catalog import table_exists
 from etl.hive.registrar import registered_partitions
+from etl.model.batch import Batch
 from etl.model.compaction import TableKind
 from etl.model.events import MovedAside, Reset
 from etl.ops.compaction_check import check_superseded, switching
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
 from etl.ops.inventory import Inventory
+from etl.ops.rollup_files import check_partials
+from etl.sink.warehouse import Warehouse
 from etl.ops.job_tables import job_tables, take_job_inventory
 from etl.ops.legacy_names import check_legacy_names
 from etl.ops.placement_check import check_placement
@@ -107,9 +110,23 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
     if deep:
         deep_problems, notices = _deep(context, context.spark.session(), inventory, committed, events, inventories)
         problems += deep_problems + check_placement(config, fs, context.partitioner, inventories, manifests)
+        problems += _rollup_problems(context, warehouse, inventories, open_batch)
     not_loaded, topic_notices = _topics_not_loaded(context, committed)
     return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.paths), deep,
                         not_loaded, notices + topic_notices)
+
+
+def _rollup_problems(context: JobContext, warehouse: Warehouse, inventories: dict[str, Inventory],
+                     open_batch: Batch | None) -> list[Problem]:
+    """Each rollup's partials recomputed from its table's files (etl.ops.rollup_files); an open
+    batch's ranges are left to the run that finishes it, which writes their partials."""
+    opened = {r.file_range for r in open_batch.file_ranges} if open_batch is not None else set()
+    problems = []
+    for route in context.config.routes.routes:
+        for spec in context.spec_for(route).rollups if not route.from_registry else ():
+            held = inventories.get(route.table)
+            problems += check_partials(context.fs, warehouse, spec, held.files if held is not None else [], opened)
+    return problems
 
 
 def _topics_not_loaded(context: JobContext, committed) -> tuple[list[dict], list[str]]:

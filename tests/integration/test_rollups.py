@@ -14,11 +14,15 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from etl.config import load_config
 from etl.config.model import HiveFormat
 from etl.model.naming import FileRange, parse_final_name
 from tests.harness.etl_process import run_etl
 from tests.harness.state import wait_for_lock_release
-from tests.harness.oracle import check_exactly_once, expected_offsets, hive_reader
+from tests.harness.oracle import check_exactly_once, deep_verification, expected_offsets, hive_reader
 from tests.harness.warehouse_files import DATA_SUFFIX, file_footer
 
 DB = "etl_test"
@@ -133,8 +137,22 @@ def test_a_rollup_equals_a_recount_of_its_table_through_sigkills_around_its_part
     for name, where in ((view, ERRORS_ONLY), (late["table"], ROLLUP["where"])):
         check_view_is_a_recount(spark, hive_table_name, name, f"{name}_partials", table_dir,
                                 table_dir.parent / f"{name}_partials", where)
+
+    # Hands in the partials folder: one partial deleted, one's counts changed. `etl verify --deep`
+    # recomputes each from its range's rows and names both; a rebuild mends them.
+    held = sorted(path for path in (table_dir.parent / partials).rglob("*.parquet"))
+    held[0].unlink()
+    changed_counts = pq.read_table(held[1])
+    pq.write_table(changed_counts.set_column(changed_counts.schema.get_field_index("events"), "events",
+                                             pc.add(changed_counts["events"], 1)), held[1])
+    _, found = deep_verification(load_config(changed), changed)
+    kinds = {kind for kind in ("rollup_partial_missing", "rollup_partial_differs") if kind in "\n".join(found)}
+    assert kinds == {"rollup_partial_missing", "rollup_partial_differs"}, found
+    assert run_etl(changed, "--rollup", "per_minute", "--execute", command="rollup rebuild").returncode == 0
+    check_exactly_once(hive_reader(spark), changed, expected_offsets(topic, produced), warehouse_dir)
     print(f"\nrollup {view}: {len(rolled)} groups equal a recount of {sum(produced.values())} records, through 2 "
-          f"SIGKILLs, a reset that moved {len(moved)} partials aside, a compaction and two rebuilds")
+          f"SIGKILLs, a reset that moved {len(moved)} partials aside, a compaction and two rebuilds; a deleted and a "
+          f"changed partial named by verify --deep, and rebuilt")
 
 
 def check_view_is_a_recount(spark, table: str, view: str, partials: str, table_dir: Path, partials_dir: Path,

@@ -1,0 +1,103 @@
+"""A rollup's partials against its table's files, without Spark or services
+(etl.ops.rollup_files, etl.job.rollup_task): a range's partial written from its data file, a
+merged file's ranges told apart by their lineage, and what `etl verify --deep` names: a partial
+missing, changed, or of no range the table holds."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from etl.config.rollup_filter import parse_filter
+from etl.config.rollup_terms import parse_aggregates, parse_group_by
+from etl.config.rollups import RollupConfig
+from etl.job.rollup_task import partial_rows, publish_partials
+from etl.model.naming import FileRange
+from etl.model.rollup_table import RollupSpec
+from etl.model.schema import Column, TableSchema
+from etl.ops.inventory import WarehouseFile
+from etl.ops.rollup_files import check_partials, partial_path, range_rows
+from etl.sink.fs.local import LocalFileSystem
+from etl.sink.layout import FileLayout
+from etl.sink.warehouse import Warehouse
+
+SCHEMA = TableSchema((Column("level", "string"), Column("ts", "timestamp"), Column("kafka_topic", "string"),
+                      Column("kafka_partition", "int"), Column("kafka_offset", "bigint")),
+                     (Column("dt", "string"), Column("hour", "string")))
+SPEC = RollupSpec.of(RollupConfig("errors", "errors", "", parse_filter("level = 'ERROR'"), parse_group_by("minute(ts)"),
+                                  parse_aggregates("count(*) as errors, max(kafka_offset) as last")), SCHEMA)
+PARTITION = "dt=2026-11-30/hour=10"
+
+
+def _rows(partition: int, start: int, end: int) -> pa.Table:
+    offsets = list(range(start, end))
+    return pa.table({"level": ["ERROR" if o % 3 else "INFO" for o in offsets],
+                     "ts": pa.array([dt.datetime(2026, 11, 30, 10, o % 4) for o in offsets], pa.timestamp("ms")),
+                     "kafka_topic": ["t"] * len(offsets), "kafka_partition": pa.array([partition] * len(offsets),
+                                                                                     pa.int32()),
+                     "kafka_offset": pa.array(offsets, pa.int64())})
+
+
+def _table(tmp_path):
+    """A table of two files: one range's, and a merged one holding two ranges of partition 1."""
+    fs, warehouse = LocalFileSystem(), Warehouse(str(tmp_path), str(tmp_path), str(tmp_path / "db.db"),
+                                                  str(tmp_path / "db.db" / "t"), str(tmp_path / "db.db" / "r"))
+    folder = tmp_path / "db.db" / "t" / PARTITION
+    folder.mkdir(parents=True)
+    one, first, second = FileRange("t", 0, 0, 10), FileRange("t", 1, 0, 7), FileRange("t", 1, 7, 12)
+    pq.write_table(_rows(0, 0, 10), folder / f"{one.stem}.parquet")
+    pq.write_table(pa.concat_tables([_rows(1, 0, 7), _rows(1, 7, 12)]), folder / "merged.parquet")
+    files = [WarehouseFile(str(folder / f"{one.stem}.parquet"), PARTITION, one),
+             WarehouseFile(str(folder / "merged.parquet"), PARTITION, first),
+             WarehouseFile(str(folder / "merged.parquet"), PARTITION, second)]
+    return fs, warehouse, files
+
+
+def _publish_all(fs, warehouse, files) -> None:
+    for file, rows in range_rows(fs, SPEC, files):
+        folder = warehouse.partials_dir(SPEC.partials_table, file.partition_path)
+        publish_partials(fs, (SPEC,), (folder,), file.path, FileLayout(), file.range.stem, file.range.partition,
+                         rows=rows)
+
+
+def test_a_merged_file_s_ranges_each_get_the_partial_of_their_own_rows(tmp_path):
+    fs, warehouse, files = _table(tmp_path)
+    found = {file.range.stem: rows["kafka_offset"].to_pylist() for file, rows in range_rows(fs, SPEC, files)}
+    assert found == {files[0].range.stem: list(range(10)), files[1].range.stem: list(range(7)),
+                     files[2].range.stem: list(range(7, 12))}
+    _publish_all(fs, warehouse, files)
+    second = pq.read_table(partial_path(warehouse, SPEC, files[2]))
+    assert sum(second["errors"].to_pylist()) == sum(1 for o in range(7, 12) if o % 3) and \
+        max(second["last"].to_pylist()) == 11
+    assert check_partials(fs, warehouse, SPEC, files) == []
+
+
+def test_verify_deep_names_a_partial_missing_changed_or_of_no_range(tmp_path):
+    fs, warehouse, files = _table(tmp_path)
+    _publish_all(fs, warehouse, files)
+    missing, changed = partial_path(warehouse, SPEC, files[0]), partial_path(warehouse, SPEC, files[1])
+    (tmp_path / "gone").write_bytes(open(missing, "rb").read())
+    fs.delete(missing)
+    table = pq.read_table(changed)
+    pq.write_table(table.set_column(1, "errors", pc.add(table["errors"], 1)), changed)
+    stray = tmp_path / "db.db" / "errors_partials" / PARTITION / "t+0+00000000000000000010+00000000000000000020.parquet"
+    stray.write_bytes((tmp_path / "gone").read_bytes())
+    found = {(p.kind, p.where) for p in check_partials(fs, warehouse, SPEC, files)}
+    assert found == {("rollup_partial_missing", missing), ("rollup_partial_differs", changed),
+                     ("rollup_partial_stray", str(stray))}
+    # an open batch's range is its run's: its missing partial is no problem yet
+    kinds = {p.kind for p in check_partials(fs, warehouse, SPEC, files, unfinished={files[0].range})}
+    assert kinds == {"rollup_partial_differs", "rollup_partial_stray"}
+
+
+def test_a_partial_in_place_is_kept_as_a_data_file_is(tmp_path):
+    fs, warehouse, files = _table(tmp_path)
+    _publish_all(fs, warehouse, files)
+    path = partial_path(warehouse, SPEC, files[0])
+    before = open(path, "rb").read()
+    folder = warehouse.partials_dir(SPEC.partials_table, PARTITION)
+    assert publish_partials(fs, (SPEC,), (folder,), files[0].path, FileLayout(), files[0].range.stem, 0) == 0
+    assert open(path, "rb").read() == before
+    assert partial_rows(SPEC, _rows(0, 0, 10)).num_rows == 4  # four minutes, each with errors
