@@ -188,8 +188,10 @@ class JobContext(CommandContext):
     def _ensure_rollups(self, registrar: HiveRegistrar) -> None:
         """Each rollup's partials table and view (etl.model.rollup_table); `loaded`: whether its
         table already holds committed rows (a topic of its route has committed offsets)."""
+        if not self.config.rollups:
+            return  # no writer spec is built for nothing
         rollups = [rollup for spec in self._ddl_specs().values() for rollup in spec.rollups]
-        committed = {topic for topic, _ in self.store.offsets.committed_offsets()} if rollups else set()
+        committed = {topic for topic, _ in self.store.offsets.committed_offsets()}
         for spec in rollups:
             route = rollup_route(spec.rollup, self.config.routes)
             registrar.ensure_rollup(spec, loaded=any(route.chooses(topic) for topic in committed))
