@@ -69,8 +69,9 @@ def route_specs(config: Config, writer_schemas: WriterSchemas | None = None) -> 
                               f"every table of a job is partitioned alike")
     _check_dimension_types(config, specs)
     _check_rollups(config, specs)
-    return {name: replace(spec, rollups=tuple(RollupSpec.of(rollup, spec.schema) for rollup in config.rollups
-                                              if rollup.route == name))
+    tables = {route.name: route.table for route in files}
+    return {name: replace(spec, rollups=tuple(RollupSpec.of(rollup, tables[name], spec.schema)
+                                              for rollup in config.rollups if rollup.route == name))
             for name, spec in specs.items()}
 
 

@@ -31,22 +31,24 @@ class RollupSpec:
     typed from its source table's DDL (built once, when the job starts: etl.job.assemble)."""
 
     rollup: RollupConfig
+    source_table: str  # the table whose rows it reads
     columns: tuple[Column, ...]  # the partials' columns: keys, then aggregates
     partition_columns: tuple[Column, ...]  # the source table's
 
     @classmethod
-    def of(cls, rollup: RollupConfig, source: TableSchema) -> "RollupSpec":
+    def of(cls, rollup: RollupConfig, source_table: str, source: TableSchema) -> "RollupSpec":
         types = {column.name: column.hive_type for column in source.columns}
         keys = tuple(Column(key.name, "timestamp" if key.bucket else types[key.column]) for key in rollup.group_by)
         values = tuple(Column(a.name, _partial_type(a, types)) for a in rollup.aggregates)
-        return cls(rollup, keys + values, source.partition_columns)
+        return cls(rollup, source_table, keys + values, source.partition_columns)
 
     @property
     def definition(self) -> str:
         """What the partials were computed by, kept as the partials table's etl.rollup property:
-        files computed by another definition would not add up to this one's (etl.hive.registrar)."""
+        files computed by another definition, or of another table's rows (the job moved by `etl
+        bind`), would not add up with this one's (etl.hive.registrar)."""
         rollup = self.rollup
-        terms = repr((rollup.route, rollup.where, rollup.group_by, rollup.aggregates, self.columns))
+        terms = repr((self.source_table, rollup.where, rollup.group_by, rollup.aggregates, self.columns))
         return hashlib.sha256(terms.encode()).hexdigest()[:16]
 
     @property

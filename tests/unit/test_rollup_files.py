@@ -27,7 +27,7 @@ SCHEMA = TableSchema((Column("level", "string"), Column("ts", "timestamp"), Colu
                       Column("kafka_partition", "int"), Column("kafka_offset", "bigint")),
                      (Column("dt", "string"), Column("hour", "string")))
 SPEC = RollupSpec.of(RollupConfig("errors", "errors", "", parse_filter("level = 'ERROR'"), parse_group_by("minute(ts)"),
-                                  parse_aggregates("count(*) as errors, max(kafka_offset) as last")), SCHEMA)
+                                  parse_aggregates("count(*) as errors, max(kafka_offset) as last")), "t", SCHEMA)
 PARTITION = "dt=2026-11-30/hour=10"
 
 

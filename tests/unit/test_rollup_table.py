@@ -23,7 +23,7 @@ SOURCE = TableSchema((Column("n", "int"), Column("price", "decimal(10,2)"), Colu
 def _spec(group_by: str, aggregates: str, where: str | None = None) -> RollupSpec:
     rollup = RollupConfig("r", "per_minute", "", parse_filter(where) if where else None, parse_group_by(group_by),
                           parse_aggregates(aggregates))
-    return RollupSpec.of(rollup, SOURCE)
+    return RollupSpec.of(rollup, "events", SOURCE)
 
 
 def test_partial_columns_are_typed_so_that_adding_partials_cannot_overflow():
@@ -56,7 +56,8 @@ def test_the_definition_changes_with_any_term_and_only_with_them():
               _spec("minute(ts)", "count(n) as rows", "level = 'ERROR'"),
               _spec("minute(ts)", "count(*) as rows", "level = 'WARN'"),
               _spec("minute(ts)", "count(*) as rows")]
-    assert len({base.definition, *(o.definition for o in others)}) == 5
+    moved = RollupSpec.of(base.rollup, "events_v2", SOURCE)  # the job bound to another table
+    assert len({base.definition, moved.definition, *(o.definition for o in others)}) == 6
 
 
 def test_a_partial_of_a_data_file_s_columns_filters_groups_and_sums_in_the_partial_s_type():
