@@ -7,7 +7,7 @@ should), but never fails because something was slow. Needs the local stack
 
     .venv/bin/python scripts/bench.py                    # 1M JSON records, 4 partitions, local[2], 3 repetitions
     .venv/bin/python scripts/bench.py --memory-check     # peak Python worker RSS: a 1M vs a 10M partition-batch
-    .venv/bin/python scripts/bench.py --partition-scaling 10,100,1000
+    .venv/bin/python scripts/bench.py --partition-scaling 10,100,1000   # or --rollups: a batch with, without a rollup
     .venv/bin/python scripts/bench.py --event-time       # partition_by = column:ts vs planning_time; 720 partitions
     .venv/bin/python scripts/bench.py --formats          # the same events as JSON, Avro and Protobuf; Avro row by row
     .venv/bin/python scripts/bench.py --side-by-side     # ours vs Spark's and Flink's Kafka source + file sink
@@ -72,9 +72,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seeds-shape", action="store_true", help="only: 545,884 records in 18 partitions, whole "
                         "`etl run` processes at each --seeds-parallelism")
     parser.add_argument("--seeds-parallelism", type=_counts, default="2,4", help="local[P] for --seeds-shape")
-    parser.add_argument("--routes", action="store_true",
-                        help="only: the seeds' records as --routes-topics topics into as many tables in one `etl run`, "
-                             "vs one topic and one table, vs one job per topic (issue 30)")
+    parser.add_argument("--routes", action="store_true", help="only: the seeds' records as --routes-topics topics into "
+                        "as many tables in one `etl run`, vs one topic and one table, vs one job per topic (issue 30)")
     parser.add_argument("--routes-topics", type=int, default=20, help="topics (and tables) for --routes")
     parser.add_argument("--memory-check", action="store_true",
                         help="only: the full batch on one partition of 1M and one of 10M records, peak worker RSS")
@@ -91,6 +90,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                              "on the same --records; then the seeds' shape as whole processes of ours and Spark's")
     parser.add_argument("--skipping", action="store_true", help="only: --records into one table per file layout; "
                         "point and range queries in Spark (its scan's output rows) and DuckDB")
+    parser.add_argument("--rollups", action="store_true", help="only: the full batch with and without a rollup")
     parser.add_argument("--compaction", action="store_true", help="only: GROUP BY over one Hive partition of "
                         "partitions x batches small files, `etl compact` on it, the GROUP BY again; merge_files vs a "
                         "plain pyarrow rewrite of the same files")

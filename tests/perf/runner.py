@@ -27,6 +27,7 @@ from tests.perf.scaling import partition_scaling
 from tests.perf.routes import routes_bench, routes_scaling
 from tests.perf.seeds_shape import seeds_shape
 from tests.perf.side_by_side import side_by_side
+from tests.perf.rollups import rollups_bench
 from tests.perf.skipping import skipping_bench
 from tests.perf.throughput import throughput
 
@@ -72,6 +73,9 @@ def measure(bench: BenchRun) -> None:
         return
     if args.skipping:
         skipping_bench(bench)
+        return
+    if args.rollups:
+        rollups_bench(bench)
         return
     if args.crash_compare:
         crash_compare_bench(bench)
