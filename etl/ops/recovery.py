@@ -82,10 +82,10 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
     damaged = damaged_ranges(held.part_problems(batch))
     stale = stale_ranges(fs, warehouse, inventory, committed, events)
     moves = files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch, damaged, stale)
-    staying = _without(inventory, set(moves.paths))
+    moved = set(moves.paths)
+    staying = _without(inventory, moved)
     # each moved range's rollup partials go with it (etl.ops.rollup_moves)
-    moving = moves.paths + partials_of(fs, warehouse, config.rollups,
-                                       [f for f in inventory.files if f.path in set(moves.paths)])
+    moving = moves.paths + partials_of(fs, warehouse, config.rollups, [f for f in inventory.files if f.path in moved])
     problems = [p for p in check_ranges(staying, committed, batch, events) if p.kind != "gap"]
     lines, actions = [], []
     if batch is None:

@@ -158,7 +158,8 @@ def _reset_locked(context: JobContext, options: ResetOptions, out, report: dict)
     current = {key: c.incarnation for key, c in store.offsets.committed_offsets().items()}
     refusals, moving = _backwards(changes, inventory, options.move_aside, current)
     # each moved range's rollup partials go with it (etl.ops.rollup_moves)
-    moving += partials_of(fs, warehouse, config.rollups, [f for f in inventory.files if f.path in set(moving)])
+    moved = set(moving)
+    moving += partials_of(fs, warehouse, config.rollups, [f for f in inventory.files if f.path in moved])
     report.update(changes=[{**c.__dict__, "backwards": c.old is not None and c.new < c.old} for c in changes],
                   refusals=refusals, move_out=moving, applied=False)
     if isinstance(targets, datetime):
