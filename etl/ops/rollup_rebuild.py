@@ -1,18 +1,19 @@
 """`etl rollup rebuild --rollup NAME`: a rollup's partials built anew from the rows its table holds.
 
 For a rollup added to a table that already holds rows, or whose definition changed: both are
-refused by `etl run` (etl.hive.registrar.HiveRegistrar.ensure_rollup), since partials of some rows only, or of
-two definitions, would not add up. Under the job's lock, with no batch open:
+refused by `etl run` (etl.hive.registrar.HiveRegistrar.ensure_rollup), since partials of some
+rows only, or of two definitions, would not add up. Under the job's lock, with no batch open:
   1. the partials in place, if any, are moved out (kept under `_etl_moved_aside`, as a reset
      keeps files), and the view and the partials table are dropped from the metastore (both
      external: the metastore deletes no file);
   2. each committed range of the table gets its partial, computed from its data file as a
-     batch's task computes it (etl.job.rollup_task); a merged file (etl compact) holds several
-     ranges, each split out of it by its rows' kafka_partition and kafka_offset;
+     batch's task computes it (etl.ops.rollup_files, etl.job.rollup_task); a merged file (etl
+     compact) holds several ranges, each split out of it by its rows' lineage columns;
   3. the partials table is created with the definition it was built by, its partitions added,
      and the view created.
-A rebuild that dies is done again by running it again: step 1 moves out what it had written.
-Previews by default; --execute acts.
+From step 1 to step 3 the view is gone: a query of it fails until the rebuild ends. A rebuild
+that dies is done again by running it again: step 1 moves out what it had written. Previews by
+default; --execute acts.
 """
 from __future__ import annotations
 
