@@ -121,18 +121,7 @@ class HiveRegistrar:
         Refused: a partials table whose files another definition computed, and a new rollup of a
         table that already holds committed rows (`loaded`), which its partials would leave out."""
         found = self._read_table(spec.partials_table)
-        if found is None and loaded:
-            table = f"[route {spec.rollup.route}]'s table" if spec.rollup.route else "the table"
-            raise RollupRefused(
-                f"{spec.rollup.describe()}: {table} already holds rows loaded before the rollup existed, which its "
-                f"partials would leave out. Building partials from rows already loaded (etl rollup rebuild) is "
-                f"not built yet: define a rollup with its table, before the first load. Nothing was changed")
-        if found is not None and found.rollup not in (None, spec.definition):  # None: created, not yet stamped
-            raise RollupRefused(
-                f"{self.hive.database}.{spec.partials_table} holds the partials of another definition of "
-                f"{spec.rollup.describe()} (etl.rollup {found.rollup}, the config's {spec.definition}): changed "
-                f"partials would not add up with the old ones. Give the changed rollup a new table. Nothing was "
-                f"changed")
+        self._refuse_rollup(spec, found, loaded)
         table, location = spec.partials_table, posixpath.join(self.warehouse.database_root, spec.partials_table)
         if found is None:
             self._sql(render_ddl(spec.ddl_template(), spec.rollup.describe(), self.hive.database, table,
@@ -146,6 +135,18 @@ class HiveRegistrar:
         if found.rollup is None:
             self._set_property(table, ROLLUP_PROPERTY, spec.definition)
         self._sql(spec.view_sql(self.hive.database), f"create view {spec.view}")
+
+    def _refuse_rollup(self, spec: RollupSpec, found: TableFacts | None, loaded: bool) -> None:
+        rebuild = f"`etl rollup rebuild --rollup {spec.rollup.name} --execute` builds them anew. Nothing was changed"
+        if found is None and loaded:
+            table = f"[route {spec.rollup.route}]'s table" if spec.rollup.route else "the table"
+            raise RollupRefused(f"{spec.rollup.describe()}: {table} already holds rows loaded before the rollup "
+                                f"existed, which its partials would leave out; {rebuild}")
+        if found is not None and found.rollup not in (None, spec.definition):  # None: created, not yet stamped
+            raise RollupRefused(f"{self.hive.database}.{spec.partials_table} holds the partials of another definition "
+                                f"of {spec.rollup.describe()} (etl.rollup {found.rollup}, the config's "
+                                f"{spec.definition}: its terms or its table changed), which would not add up with "
+                                f"new ones; {rebuild}")
 
     def drop_rollup(self, spec: RollupSpec) -> None:
         """The view and the partials table, gone from the metastore (external: no file is deleted)."""
