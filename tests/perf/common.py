@@ -26,6 +26,11 @@ MB = 1_000_000
 LIBRDKAFKA_DEFAULTS = {"fetch.queue.backoff.ms": "1000"}
 
 
+def spread(records: int, partitions: int) -> list[int]:
+    """`records` over `partitions` as evenly as they go: the first ones one more."""
+    return [records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)]
+
+
 def say(message: str) -> None:
     """Progress goes to stderr, so that --json on stdout stays one clean object."""
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)

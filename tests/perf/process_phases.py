@@ -16,7 +16,7 @@ import subprocess
 import time
 
 from etl.job.observer import Phase
-from tests.perf.common import etl_run_json, say, summarize
+from tests.perf.common import etl_run_json, say, spread, summarize
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked, value_maker
 from tests.perf.seeds_shape import SEEDS_PARTITIONS, SEEDS_RECORDS
@@ -48,7 +48,7 @@ def process_phases(run: BenchRun) -> None:
         for column, job in state.items():
             if job["records"]:
                 partitions, records = job["partitions"], job["records"]
-                per = {p: records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)}
+                per = dict(enumerate(spread(records, partitions)))
                 produced = produce_checked(run.stack.kafka_bootstrap, job["topic"], per, make, start=job["ends"])
                 job["ends"] = {p: high for p, (_low, high) in produced["watermarks"].items()}
             timed, _stats = run.measure(f"fixed cost, {column} #{rep}", lambda: _timed_run(job["ini"], job["env"]))

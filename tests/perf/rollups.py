@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from tests.perf.common import say
+from tests.perf.common import say, spread
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked, value_maker
 from tests.perf.phases import check_loaded, run_job_timed
@@ -27,8 +27,7 @@ def rollups_bench(run: BenchRun) -> None:
     args = run.args
     run.start_spark()
     topic = run.new_topic(args.partitions, "rollups")
-    per = [args.records // args.partitions + (1 if p < args.records % args.partitions else 0)
-           for p in range(args.partitions)]
+    per = spread(args.records, args.partitions)
     produced = produce_checked(run.stack.kafka_bootstrap, topic, dict(enumerate(per)), value_maker("json", 130))
     ranges = [(topic, p, low, high) for p, (low, high) in sorted(produced["watermarks"].items())]
     results: dict[str, list[dict]] = {"plain": [], "rollup": []}

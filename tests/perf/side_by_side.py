@@ -44,7 +44,7 @@ from pathlib import Path
 
 from tests.harness.paths import ETL as ETL_CLI, REPO
 from tests.perf import flink_peer
-from tests.perf.common import MB, say, summarize
+from tests.perf.common import MB, say, spread, summarize
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked, value_maker
 from tests.perf.peer_job import connector_jars, register_table, run_query
@@ -63,8 +63,7 @@ def side_by_side(run: BenchRun) -> None:
     run.session_spark = {"spark.jars": connector_jars()}
     run.start_spark()
     topic = run.new_topic(args.partitions, "sbs")
-    per = [args.records // args.partitions + (1 if p < args.records % args.partitions else 0)
-           for p in range(args.partitions)]
+    per = spread(args.records, args.partitions)
     say(f"producing {args.records:,} JSON records of ~{args.record_bytes} bytes into {topic} "
         f"({args.partitions} partitions)")
     produced = produce_checked(run.stack.kafka_bootstrap, topic, dict(enumerate(per)),

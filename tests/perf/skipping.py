@@ -24,7 +24,7 @@ import statistics
 import time
 from pathlib import Path
 
-from tests.perf.common import MB, say
+from tests.perf.common import MB, say, spread
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked
 from tests.perf.peer_job import connector_jars, run_query
@@ -68,8 +68,7 @@ def skipping_bench(run: BenchRun) -> None:
     run.start_spark()
     run.spark.conf.set("spark.sql.adaptive.enabled", "false")
     topic = run.new_topic(args.partitions, "skip")
-    per = [args.records // args.partitions + (1 if p < args.records % args.partitions else 0)
-           for p in range(args.partitions)]
+    per = spread(args.records, args.partitions)
     say(f"producing {args.records:,} JSON records with a user id among {USERS:,} into {topic}")
     produced = produce_checked(run.stack.kafka_bootstrap, topic, dict(enumerate(per)), make)
     ranges = [(topic, p, low, high) for p, (low, high) in sorted(produced["watermarks"].items())]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 import statistics
 
-from tests.perf.common import LIBRDKAFKA_DEFAULTS, MB, rate, say, summarize
+from tests.perf.common import LIBRDKAFKA_DEFAULTS, MB, rate, say, spread, summarize
 from tests.perf.context import BenchRun
 from tests.perf.data import produce_checked, value_maker
 from tests.perf.phases import check_loaded, run_job_timed
@@ -23,8 +23,7 @@ def throughput(run: BenchRun) -> None:
     from etl.config import load_config
     run.start_spark()
     topic = run.new_topic(args.partitions, "data")
-    per = [args.records // args.partitions + (1 if p < args.records % args.partitions else 0)
-           for p in range(args.partitions)]
+    per = spread(args.records, args.partitions)
     say(f"producing {args.records:,} {args.decoder} records of ~{args.record_bytes} bytes into {topic} "
         f"({args.partitions} partitions)")
     produced = produce_checked(run.stack.kafka_bootstrap, topic, dict(enumerate(per)),
