@@ -34,7 +34,7 @@ from etl.model.events import OffsetChange, PendingReset, Reset
 from etl.ops.acting import Act, stops_at_preview
 from etl.ops.inventory import Inventory
 from etl.ops.job_tables import held_by_job
-from etl.ops.rollup_moves import partials_of
+from etl.ops.rollup_files import partials_of
 from etl.sink.aside import aside_path, aside_root
 from etl.source.kafka import KafkaMetadata
 from etl.state.protocols import OffsetPart
@@ -157,7 +157,7 @@ def _reset_locked(context: JobContext, options: ResetOptions, out, report: dict)
     inventory = held_by_job(fs, config, store, warehouse).whole  # a routed job's every table
     current = {key: c.incarnation for key, c in store.offsets.committed_offsets().items()}
     refusals, moving = _backwards(changes, inventory, options.move_aside, current)
-    # each moved range's rollup partials go with it (etl.ops.rollup_moves)
+    # each moved range's rollup partials go with it (etl.ops.rollup_files)
     moved = set(moving)
     moving += partials_of(fs, warehouse, config.rollups, [f for f in inventory.files if f.path in moved])
     report.update(changes=[{**c.__dict__, "backwards": c.old is not None and c.new < c.old} for c in changes],

@@ -1,5 +1,6 @@
-"""A rollup's partials against the files of its table, for `etl rollup rebuild` (which writes them)
-and `etl verify --deep` (which recomputes and compares them).
+"""A rollup's partials against the files of its table, for `etl rollup rebuild` (which writes them),
+`etl verify` (which finds each in place; with --deep recomputes and compares them), and the
+commands that move data files out of a table (which move their partials with them).
 
 Each committed range's rows are read from its data file: the file's own, or, from a merged file
 (etl compact), the rows of that range, told apart by their kafka_topic, kafka_partition and
@@ -14,6 +15,7 @@ from typing import Collection, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from etl.config.rollups import RollupConfig
 from etl.job.rollup_task import partial_rows
 from etl.model.naming import FileRange
 from etl.model.rollup_table import PARTIALS_FORMAT, RollupSpec, partial_name
@@ -44,24 +46,35 @@ def range_rows(fs: WarehouseFileSystem, spec: RollupSpec, files: Iterable[Wareho
             yield file, (_of_range(rows, file) if merged else rows)
 
 
-def partial_path(warehouse: Warehouse, spec: RollupSpec, file: WarehouseFile) -> str:
-    return posixpath.join(warehouse.partials_dir(spec.partials_table, file.partition_path),
-                          partial_name(file.range.stem))
+def partial_path(warehouse: Warehouse, partials_table: str, file: WarehouseFile) -> str:
+    return posixpath.join(warehouse.partials_dir(partials_table, file.partition_path), partial_name(file.range.stem))
+
+
+def partials_of(fs: WarehouseFileSystem, warehouse: Warehouse, rollups: tuple[RollupConfig, ...],
+                files: Iterable[WarehouseFile]) -> list[str]:
+    """The partials in place of the ranges of `files` (a merged file's every range), each once:
+    what `etl reset-offsets --move-aside` and `etl recover` move out with the data files they move,
+    so that the view never counts rows the table no longer holds, and the reload writes them anew."""
+    found = {partial_path(warehouse, rollup.partials_table, file) for file in files for rollup in rollups}
+    return sorted(path for path in found if fs.exists(path))
 
 
 def check_partials(fs: WarehouseFileSystem, warehouse: Warehouse, spec: RollupSpec, files: list[WarehouseFile],
-                   unfinished: Collection[FileRange] = ()) -> list[Problem]:
-    """Every range's partial is in place and says what its rows say; no partial is of a range the
-    table does not hold. `unfinished`: an open batch's ranges, whose partials its run writes."""
-    problems = []
-    expected = {partial_path(warehouse, spec, file) for file in files}
+                   unfinished: Collection[FileRange] = (), deep: bool = True) -> list[Problem]:
+    """Every range's partial is in place, and (`deep`) says what its rows say; no partial is of a
+    range the table does not hold. `unfinished`: an open batch's ranges, whose partials its run
+    writes."""
+    expected = {partial_path(warehouse, spec.partials_table, file) for file in files}
     action = _REBUILD.format(name=spec.rollup.name)
-    for file, rows in range_rows(fs, spec, [f for f in files if f.range not in unfinished]):
-        path = partial_path(warehouse, spec, file)
-        if not fs.exists(path):
-            problems.append(Problem("rollup_partial_missing", path, f"{spec.rollup.describe()}: the partial of "
-                                    f"{file.range.stem} is missing: the view leaves its rows out", action))
-        elif not _same(_in_place(fs, spec, path), partial_rows(spec, rows), spec):
+    finished = [f for f in files if f.range not in unfinished]
+    problems = [Problem("rollup_partial_missing", path, f"{spec.rollup.describe()}: the partial of {file.range.stem} "
+                        f"is missing: the view leaves its rows out", action)
+                for file in finished for path in [partial_path(warehouse, spec.partials_table, file)]
+                if not fs.exists(path)]
+    missing = {problem.where for problem in problems}
+    for file, rows in range_rows(fs, spec, finished) if deep else ():
+        path = partial_path(warehouse, spec.partials_table, file)
+        if path not in missing and not _same(_in_place(fs, spec, path), partial_rows(spec, rows), spec):
             problems.append(Problem("rollup_partial_differs", path, f"{spec.rollup.describe()}: the partial of "
                                     f"{file.range.stem} differs from one computed from its data file {file.path}",
                                     action))

@@ -110,16 +110,18 @@ def _verify(context: JobContext, deep: bool) -> VerifyReport:
     if deep:
         deep_problems, notices = _deep(context, context.spark.session(), inventory, committed, events, inventories)
         problems += deep_problems + check_placement(config, fs, context.partitioner, inventories, manifests)
-        problems += _rollup_problems(context, warehouse, inventories, open_batch)
+    readable = not any(problem.kind == "corrupt_file" for problem in problems)  # a partial is recomputed from its file
+    problems += _rollup_problems(context, warehouse, inventories, open_batch, deep and readable)
     not_loaded, topic_notices = _topics_not_loaded(context, committed)
     return VerifyReport(problems, len(set(inventory.by_partition()) | set(committed)), len(inventory.paths), deep,
                         not_loaded, notices + topic_notices)
 
 
 def _rollup_problems(context: JobContext, warehouse: Warehouse, inventories: dict[str, Inventory],
-                     open_batch: Batch | None) -> list[Problem]:
-    """Each rollup's partials recomputed from its table's files (etl.ops.rollup_files); an open
-    batch's ranges are left to the run that finishes it, which writes their partials."""
+                     open_batch: Batch | None, deep: bool) -> list[Problem]:
+    """Each rollup's partials against its table's files (etl.ops.rollup_files): each committed
+    range's in place, none of no range; `deep`, each recomputed from its rows. An open batch's
+    ranges are left to the run that finishes it, which writes their partials."""
     if not context.config.rollups:
         return []  # no writer spec is built for nothing
     opened = {r.file_range for r in open_batch.file_ranges} if open_batch is not None else set()
@@ -127,7 +129,8 @@ def _rollup_problems(context: JobContext, warehouse: Warehouse, inventories: dic
     for route in context.config.routes.routes:
         for spec in context.spec_for(route).rollups if not route.from_registry else ():
             held = inventories.get(route.table)
-            problems += check_partials(context.fs, warehouse, spec, held.files if held is not None else [], opened)
+            problems += check_partials(context.fs, warehouse, spec, held.files if held is not None else [], opened,
+                                       deep)
     return problems
 
 

@@ -68,7 +68,7 @@ def test_a_merged_file_s_ranges_each_get_the_partial_of_their_own_rows(tmp_path)
     assert found == {files[0].range.stem: list(range(10)), files[1].range.stem: list(range(7)),
                      files[2].range.stem: list(range(7, 12))}
     _publish_all(fs, warehouse, files)
-    second = pq.read_table(partial_path(warehouse, SPEC, files[2]))
+    second = pq.read_table(partial_path(warehouse, SPEC.partials_table, files[2]))
     assert sum(second["errors"].to_pylist()) == sum(1 for o in range(7, 12) if o % 3) and \
         max(second["last"].to_pylist()) == 11
     assert check_partials(fs, warehouse, SPEC, files) == []
@@ -77,7 +77,7 @@ def test_a_merged_file_s_ranges_each_get_the_partial_of_their_own_rows(tmp_path)
 def test_verify_deep_names_a_partial_missing_changed_or_of_no_range(tmp_path):
     fs, warehouse, files = _table(tmp_path)
     _publish_all(fs, warehouse, files)
-    missing, changed = partial_path(warehouse, SPEC, files[0]), partial_path(warehouse, SPEC, files[1])
+    missing, changed = (partial_path(warehouse, SPEC.partials_table, file) for file in files[:2])
     (tmp_path / "gone").write_bytes(open(missing, "rb").read())
     fs.delete(missing)
     table = pq.read_table(changed)
@@ -90,12 +90,15 @@ def test_verify_deep_names_a_partial_missing_changed_or_of_no_range(tmp_path):
     # an open batch's range is its run's: its missing partial is no problem yet
     kinds = {p.kind for p in check_partials(fs, warehouse, SPEC, files, unfinished={files[0].range})}
     assert kinds == {"rollup_partial_differs", "rollup_partial_stray"}
+    # `etl verify` without --deep reads no data file: a partial missing or of no range, not one changed
+    kinds = {p.kind for p in check_partials(fs, warehouse, SPEC, files, deep=False)}
+    assert kinds == {"rollup_partial_missing", "rollup_partial_stray"}
 
 
 def test_a_partial_in_place_is_kept_as_a_data_file_is(tmp_path):
     fs, warehouse, files = _table(tmp_path)
     _publish_all(fs, warehouse, files)
-    path = partial_path(warehouse, SPEC, files[0])
+    path = partial_path(warehouse, SPEC.partials_table, files[0])
     before = open(path, "rb").read()
     folder = warehouse.partials_dir(SPEC.partials_table, PARTITION)
     assert publish_partials(fs, (SPEC,), (folder,), files[0].path, FileLayout(), files[0].range.stem, 0) == 0
