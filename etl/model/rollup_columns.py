@@ -8,6 +8,7 @@ from etl.config.rollups import RollupConfig
 from etl.model.schema import TableSchema
 
 _NESTED = ("array", "map", "struct")
+MAX_SUMMED_PRECISION = 28  # a sum is decimal(38,s): room for 10**10 values of the largest such decimal
 _NUMBERS = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
 
@@ -31,7 +32,17 @@ def rollup_column_problem(rollup: RollupConfig, schema: TableSchema) -> tuple[st
         kind = types.get(aggregate.column or "", "")
         if aggregate.function is Function.SUM and not kind.startswith(_NUMBERS):
             return "aggregates", f"sum({aggregate.column}): {aggregate.column} is {kind}; sum takes a number column"
+        if aggregate.function is Function.SUM and _precision(kind) > MAX_SUMMED_PRECISION:
+            return "aggregates", (f"sum({aggregate.column}): {aggregate.column} is {kind}; its sums are "
+                                  f"decimal(38,s), which leaves a decimal of more than {MAX_SUMMED_PRECISION} digits "
+                                  f"too little room: a batch's sum could overflow and stop the job. Sum a column "
+                                  f"of at most decimal({MAX_SUMMED_PRECISION},s)")
         if aggregate.function in (Function.MIN, Function.MAX) and kind.startswith((*_NESTED, "binary")):
             return "aggregates", (f"{aggregate.function.value}({aggregate.column}): {aggregate.column} is {kind}, "
                                   f"which has no order")
     return None
+
+
+def _precision(hive_type: str) -> int:
+    """A decimal(p,s)'s p; 0 for any other type."""
+    return int(hive_type[len("decimal("):].split(",")[0].rstrip(")")) if hive_type.startswith("decimal(") else 0

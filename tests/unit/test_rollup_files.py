@@ -104,3 +104,35 @@ def test_a_partial_in_place_is_kept_as_a_data_file_is(tmp_path):
     assert publish_partials(fs, (SPEC,), (folder,), files[0].path, FileLayout(), files[0].range.stem, 0) == 0
     assert open(path, "rb").read() == before
     assert partial_rows(SPEC, _rows(0, 0, 10)).num_rows == 4  # four minutes, each with errors
+
+
+def test_partials_at_the_edges_read_back_exactly_in_both_file_layouts(tmp_path):
+    """Years 1 and 9999 bucketed and kept as minimum and maximum, and the largest decimal(28,2)
+    summed into decimal(38,2), through the partials' writer (INT96 for Hive 2.3's readers, INT64
+    microseconds for current ones) and back: `etl verify --deep`'s comparison finds them equal."""
+    from decimal import Decimal
+
+    from etl.config.model import ParquetReaders
+    schema = TableSchema((Column("price", "decimal(28,2)"), Column("ts", "timestamp"), Column("kafka_topic", "string"),
+                          Column("kafka_partition", "int"), Column("kafka_offset", "bigint")), SCHEMA.partition_columns)
+    spec = RollupSpec.of(RollupConfig("edges", "edges", "", None, parse_group_by("day(ts)"),
+                                      parse_aggregates("sum(price) as spent, min(ts) as first, max(ts) as last")),
+                         "t", schema)
+    largest = Decimal("9" * 26 + ".99")
+    stamps = [dt.datetime(1, 1, 1, 0, 0, 0, 1000), dt.datetime(1, 1, 1, 23, 59),
+              dt.datetime(9999, 12, 31, 23, 59, 59, 999000)]
+    rows = pa.table({"price": pa.array([largest] * 3, pa.decimal128(28, 2)), "ts": pa.array(stamps, pa.timestamp("ms")),
+                     "kafka_topic": ["t"] * 3, "kafka_partition": pa.array([0] * 3, pa.int32()),
+                     "kafka_offset": pa.array([0, 1, 2], pa.int64())})
+    for readers in ParquetReaders:
+        fs, warehouse, _ = _table(tmp_path / readers.value)
+        folder = tmp_path / readers.value / "db.db" / "t" / PARTITION
+        pq.write_table(rows, folder / "data.parquet")
+        file = WarehouseFile(str(folder / "data.parquet"), PARTITION, FileRange("t", 0, 0, 3))
+        publish_partials(fs, (spec,), (warehouse.partials_dir(spec.partials_table, PARTITION),), file.path,
+                         FileLayout(readers=readers), file.range.stem, 0)
+        assert check_partials(fs, warehouse, spec, [file]) == [], readers
+        found = partial_rows(spec, rows).sort_by("ts_day").to_pylist()
+        assert [(r["ts_day"], r["spent"], r["first"], r["last"]) for r in found] == [
+            (dt.datetime(1, 1, 1), Decimal("1" + "9" * 26 + ".98"), stamps[0], stamps[1]),  # exact: 28 digits
+            (dt.datetime(9999, 12, 31), largest, stamps[2], stamps[2])]

@@ -77,3 +77,14 @@ def test_a_partial_of_a_data_file_s_columns_filters_groups_and_sums_in_the_parti
         {"ts_minute": dt.datetime(2026, 11, 29, 10, 1), "rows": 1, "ns": 1, "total": 5,
          "spent": Decimal("99999999.99"), "top": 5}]
     assert partial_rows(spec, rows.slice(3)).num_rows == 0  # no row kept: an empty partial, still a file
+
+
+def test_a_sum_of_a_decimal_too_wide_to_add_up_in_decimal_38_is_refused_naming_the_key():
+    from etl.model.rollup_columns import rollup_column_problem
+    wide = TableSchema((Column("big", "decimal(38,2)"), Column("fits", "decimal(28,2)"), Column("ts", "timestamp")),
+                       ())
+    rollup = RollupConfig("r", "r", "", None, parse_group_by("hour(ts)"), parse_aggregates("sum(big) as big"))
+    key, why = rollup_column_problem(rollup, wide)
+    assert key == "aggregates" and "sum(big): big is decimal(38,2)" in why and "decimal(28,s)" in why
+    fits = RollupConfig("r", "r", "", None, parse_group_by("hour(ts)"), parse_aggregates("sum(fits) as s"))
+    assert rollup_column_problem(fits, wide) is None
