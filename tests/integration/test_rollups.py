@@ -38,7 +38,10 @@ ROLLUP = {"table": "{table}_per_minute",
 
 def log_event(i: int) -> bytes:
     """Spread over ten minutes, out of order; a quarter errors, a quarter warnings; every fifth
-    without a user; amounts whole numbers, so that any order of adding gives the same double."""
+    without a user; amounts whole numbers, so that any order of adding gives the same double;
+    every 41st not JSON (a rejected record, in no partial)."""
+    if i % 41 == 40:
+        return b'{"event_id": garbled'
     at = dt.datetime(2026, 11, 21, 10, 0) + dt.timedelta(seconds=(i * 37) % 600)
     return json.dumps({"event_id": i, "user_id": None if i % 5 == 0 else f"u{i % 3}",
                        "action": ("error", "warn", "ok", "ok")[i % 4], "amount": float(i % 11),
@@ -83,9 +86,10 @@ def test_a_rollup_equals_a_recount_of_its_table_through_sigkills_around_its_part
     config = write_config(kafka={"topics": topic}, job={"max_records_per_partition": "150"},
                           zookeeper={"session_timeout_seconds": "4"}, **{"rollup per_minute": rollup})
     produce_more(400)
-    # Killed with partition 0's data file published and its partial not written; then killed
-    # right after a partial's rename; then every batch to the end.
-    for fault in ("renamed:0", "rollup:1"):
+    # Killed with partition 0's data file published and its partial not written; then right
+    # after a partial's rename; then at WRITTEN (every partial in place, no partition of the
+    # partials table added yet); then every batch to the end.
+    for fault in ("renamed:0", "rollup:1", "state:WRITTEN"):
         killed = run_etl(config, fault=fault)
         assert killed.returncode == -9, killed.describe()
         wait_for_lock_release(zk, config)
@@ -150,7 +154,7 @@ def test_a_rollup_equals_a_recount_of_its_table_through_sigkills_around_its_part
     assert kinds == {"rollup_partial_missing", "rollup_partial_differs"}, found
     assert run_etl(changed, "--rollup", "per_minute", "--execute", command="rollup rebuild").returncode == 0
     check_exactly_once(hive_reader(spark), changed, expected_offsets(topic, produced), warehouse_dir)
-    print(f"\nrollup {view}: {len(rolled)} groups equal a recount of {sum(produced.values())} records, through 2 "
+    print(f"\nrollup {view}: {len(rolled)} groups equal a recount of {sum(produced.values())} records, through 3 "
           f"SIGKILLs, a reset that moved {len(moved)} partials aside, a compaction and two rebuilds; a deleted and a "
           f"changed partial named by verify --deep, and rebuilt")
 
