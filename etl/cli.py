@@ -168,6 +168,9 @@ def _parser(log_format: logs.LogFormat = logs.LogFormat.TEXT) -> argparse.Argume
     reset.add_argument("--move-aside", action="store_true",
                        help="backwards: move the committed files at and after the new offsets out of the table, "
                             "so that reloading them is exactly once (without it a backwards reset is refused)")
+    reset.add_argument("--rebuild-rollups", action="store_true",
+                       help="backwards under a rollup kept in PostgreSQL: make its rows there again from the table's "
+                            "partials once the reset is done (without it such a reset is refused)")
     reset.add_argument("--json", action="store_true")
     bind = _command(commands, "bind", cmd_bind, "move the job to the table and folders its config names now")
     add_act_options(bind, "--yes")
@@ -311,7 +314,8 @@ def cmd_recover(config: Config, args) -> int:
 
 def cmd_reset(config: Config, args) -> int:
     from etl.ops.reset import ResetOptions, parse_targets, reset_offsets
-    options = ResetOptions(parse_targets(args.to), act_of(args), move_aside=args.move_aside)
+    options = ResetOptions(parse_targets(args.to), act_of(args), move_aside=args.move_aside,
+                           rebuild_rollups=args.rebuild_rollups)
     return _reported(args, lambda **out: reset_offsets(config, options, **out))
 
 

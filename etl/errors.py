@@ -172,6 +172,19 @@ class WarehouseUnavailable(WarehouseError, Retryable):
     busy, in standby or in safe mode, an upload cut off)."""
 
 
+class PostgresError(EtlError):
+    """A rollup's PostgreSQL target refused a statement, or holds what this job did not write."""
+
+
+class PostgresConflict(PostgresError):
+    """A rollup's offset in PostgreSQL moved under this run (another writer): its transaction
+    rolled back, and the batch stays open for the next run."""
+
+
+class PostgresUnavailable(PostgresError, Retryable):
+    """A rollup's PostgreSQL target could not be reached, or the connection dropped mid-way."""
+
+
 class DimensionError(EtlError):
     """A dimension source (reference data for enrichment) cannot be read or used."""
 

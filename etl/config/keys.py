@@ -251,6 +251,8 @@ KEYS: tuple[Key, ...] = (
     Key(ROLLUP, "where", TEXT, UNSET, "which rows count, e.g. level = 'ERROR' (every row if unset)"),
     Key(ROLLUP, "group_by", LIST, REQUIRED, "columns, and minute(c), hour(c) or day(c) of a timestamp column"),
     Key(ROLLUP, "aggregates", LIST, REQUIRED, "count(*), count(c), sum(c), min(c), max(c), each `as <name>`"),
+    Key(ROLLUP, "target", URL, UNSET, "postgresql://user@host:port/database: the rollup kept there too"),
+    Key(ROLLUP, "password_file", PATH, UNSET, "with target: a file holding the database password alone"),
 
     Key(COMPACTION, "target_file_mb", INTEGER, "256", "merged files are about this size"),
     Key(COMPACTION, "min_files", INTEGER, "8", "a partition with fewer committed files is left alone"),

@@ -5,6 +5,8 @@
     where      = level = 'ERROR'
     group_by   = minute(log_time)
     aggregates = count(*) as errors
+    target     = postgresql://etl@db.example.com/dashboards     (optional: PostgreSQL too)
+    password_file = /etc/etl/rollups.password
 
 A rollup reads the rows of one of the job's tables: the job's table, or, with [route] sections,
 the table of the route its `route` key names. Here each key is parsed (etl.config.rollup_filter,
@@ -20,9 +22,10 @@ from pathlib import Path
 from etl.config.keys import SectionKind
 from etl.config.model import HIVE_NAME_RE, HiveConfig
 from etl.config.rollup_filter import Expr, parse_filter
+from etl.config.rollup_target import PostgresTarget, parse_target
 from etl.config.rollup_terms import Aggregate, GroupKey, parse_aggregates, parse_group_by
 from etl.config.routes import RouteConfig, Routes
-from etl.config.section import Section
+from etl.config.section import Section, resolve, secret_file
 from etl.errors import ConfigError
 
 ROLLUP_SECTION = SectionKind.ROLLUP.prefix  # [rollup <name>]
@@ -37,6 +40,7 @@ class RollupConfig:
     where: Expr | None  # None: every row
     group_by: tuple[GroupKey, ...]
     aggregates: tuple[Aggregate, ...]
+    target: PostgresTarget | None = None  # None: the rollup is kept in Hive only
 
     def describe(self) -> str:
         return f"[rollup {self.name}]"
@@ -73,6 +77,7 @@ def _rollup(s: Section, routes: Routes, hive: HiveConfig, routed: bool) -> Rollu
         where=s.get("where", convert=parse_filter),
         group_by=s.get("group_by", convert=parse_group_by),
         aggregates=s.get("aggregates", convert=parse_aggregates),
+        target=_target(s),
     )
     s.reject_unknown()
     _check_built(s, rollup, routes, hive)
@@ -81,6 +86,16 @@ def _rollup(s: Section, routes: Routes, hive: HiveConfig, routed: bool) -> Rollu
         raise s.fail("aggregates", f"names {sorted(clash)[0]!r}, which group_by names too: each is a column of the "
                                    f"rollup's table")
     return rollup
+
+
+def _target(s: Section) -> PostgresTarget | None:
+    url = s.get("target", convert=parse_target)
+    if url is None:
+        if s.is_set("password_file"):
+            raise s.fail("password_file", "applies only with target = postgresql://...; set target, or remove it")
+        return None
+    return PostgresTarget(url, password=secret_file(s, "password_file"),
+                          password_file=s.get("password_file", convert=lambda raw: resolve(s.path.parent, raw)))
 
 
 def _table(raw: str, database: str) -> str:

@@ -17,12 +17,14 @@ from etl.config import Config, DimensionConfig, MetastoreClient, RetryConfig
 from etl.config.rollups import rollup_route
 from etl.config.routes import RouteConfig
 from etl.context.command import CommandContext
+from etl.errors import PostgresUnavailable
 from etl.job.observer import NO_OBSERVER, JobObserver, Phase, timed
 from etl.model.batch import utc_now
 from etl.model.partitioning import Partitioner
 from etl.model.route_binding import RouteBinding
 from etl.model.schema import Column, TableSchema
 from etl.model.table_ddl import DEFAULT_PARTITIONS, TableDdl
+from etl.retry import retry_idempotent
 from etl.rows.decoders.writer_schemas import WriterSchemas
 from etl.sink.fs import WarehouseFileSystem
 from etl.source.group_mirror import OffsetMirror
@@ -38,6 +40,9 @@ if TYPE_CHECKING:  # imported where first used: `etl status` and `etl check` nee
     from etl.hive.starter import SparkStarter
     from etl.job.driver import Job
     from etl.job.partition_writer import WriterSpec
+    from etl.job.rollup_mirror import RollupMirror
+    from etl.model.rollup_table import RollupSpec
+    from etl.postgres.rollup_db import RollupDatabase
     from etl.rows.decoders import Decoder
 
 
@@ -61,6 +66,8 @@ class JobContext(CommandContext):
         self._probes: dict[tuple[str, str, str], Decoder] = {}  # (route name, topic or "", field) -> a split's probe
         self._writer_schemas: WriterSchemas | None = None
         self._job: Job | None = None
+        self._databases: dict[str, RollupDatabase] | None = None
+        self._rollup_mirror: RollupMirror | None = None
 
     @property
     def mirror(self) -> OffsetMirror:
@@ -195,6 +202,46 @@ class JobContext(CommandContext):
         for spec in rollups:
             route = rollup_route(spec.rollup, self.config.routes)
             registrar.ensure_rollup(spec, loaded=any(route.chooses(topic) for topic in committed))
+            database = self.rollup_databases.get(spec.rollup.name)
+            if database is not None:
+                self._ensure_in_postgres(database, spec)
+
+    def _ensure_in_postgres(self, database: RollupDatabase, spec: RollupSpec) -> None:
+        """A rollup's tables in its database (a new one catches up from the partials), and its
+        offsets there none past ZooKeeper's (etl.job.rollup_mirror)."""
+        from etl.job.rollup_mirror import refuse_ahead
+        where = database.target.describe()
+        retry_idempotent(self._retry, (PostgresUnavailable,), f"{spec.rollup.describe()}'s tables in {where}",
+                         lambda: database.ensure(spec))
+        positions = retry_idempotent(self._retry, (PostgresUnavailable,), f"{spec.rollup.describe()}'s offsets in "
+                                     f"{where}", lambda: database.positions(spec))
+        committed = {key: offset.value for key, offset in self.store.offsets.committed_offsets().items()}
+        opened = self.store.batches.open_batch()
+        refuse_ahead(spec, positions, committed, opened[0] if opened else None, where)
+
+    @property
+    def rollup_databases(self) -> dict[str, RollupDatabase]:
+        """The rollups' PostgreSQL targets, by rollup name: one connection per target, opened on
+        first use and closed with the context."""
+        if self._databases is None:
+            from etl.postgres.rollup_db import RollupDatabase
+            by_url: dict[str, RollupDatabase] = {}
+            self._databases = {}
+            for rollup in self.config.rollups:
+                if rollup.target is None:
+                    continue
+                if rollup.target.url not in by_url:
+                    by_url[rollup.target.url] = RollupDatabase(rollup.target, self.config.job.name)
+                    self._opened.callback(by_url[rollup.target.url].close)
+                self._databases[rollup.name] = by_url[rollup.target.url]
+        return self._databases
+
+    @property
+    def rollup_mirror(self) -> RollupMirror:
+        if self._rollup_mirror is None:
+            from etl.job.rollup_mirror import RollupMirror
+            self._rollup_mirror = RollupMirror(self.fs, self.rollup_databases, self._retry)
+        return self._rollup_mirror
 
     def table_registrar(self, view: Config, warehouse: Warehouse, ddl: TableDdl | None = None) -> HiveRegistrar:
         """A routed job's table, ensured on first use: also the TABLES phase."""

@@ -1,7 +1,8 @@
 """The driver: resume the open batch, or plan a new one, and walk it to COMMITTED.
 
     lock -> [resume open batch] -> plan -> PLANNED -> tasks write files -> check files
-         -> WRITTEN -> add Hive partition -> REGISTERED -> commit offsets -> COMMITTED
+         -> WRITTEN -> add Hive partition -> REGISTERED -> [rollups' PostgreSQL transaction]
+         -> commit offsets -> COMMITTED
 
 Each step only moves forward from the state stored in ZooKeeper, so a run that died after
 any step is completed by the next one with exactly the recorded ranges (`_complete` falls
@@ -63,6 +64,7 @@ class Job:
         self.shape = host.shape
         self.target: JobBinding = self.shape.binding(self.warehouse)
         self._tables = host.registrar
+        self.rollup_mirror = host.rollup_mirror
         self._table_registrar, self._spec_for, self._probe_for = host.table_registrar, host.spec_for, host.probe_for
         self._registrar: HiveRegistrar | None = None
         self.committed: Batch | None = None  # the last batch this Job committed
@@ -236,6 +238,7 @@ class Job:
             faults.checkpoint("state:REGISTERED")
         if batch.state is BatchState.REGISTERED:
             with timed(self.observer, Phase.COMMIT):
+                self.rollup_mirror.apply(batch, self._tables_of(batch))  # PostgreSQL's, then ZooKeeper's
                 batch = self.store.batches.commit(batch, version, self.observer.written_bytes(batch, self.warehouse))
             logs.bind(state=batch.state.value)
             faults.checkpoint("state:COMMITTED")

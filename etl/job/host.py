@@ -13,6 +13,7 @@ from etl.config.routes import RouteConfig
 from etl.hive.registrar import HiveRegistrar
 from etl.hive.starter import SparkStarter
 from etl.job.partition_writer import WriterSpec
+from etl.job.rollup_mirror import RollupMirror
 from etl.model.shape import JobShape
 from etl.model.partitioning import Partitioner
 from etl.model.schema import TableSchema
@@ -66,6 +67,10 @@ class BatchHost(Protocol):
 
     @property
     def clock(self) -> Callable[[], dt.datetime]: ...
+
+    @property
+    def rollup_mirror(self) -> RollupMirror:
+        """The rollups kept in PostgreSQL too (etl.job.rollup_mirror): none for most jobs."""
 
     def registrar(self) -> HiveRegistrar:
         """The Hive client, its tables created or evolved: Spark starts on the first call."""

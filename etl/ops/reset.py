@@ -35,6 +35,7 @@ from etl.ops.acting import Act, stops_at_preview
 from etl.ops.inventory import Inventory
 from etl.ops.job_tables import held_by_job
 from etl.ops.rollup_files import partials_of
+from etl.ops.rollup_postgres import moved_under, rebuild_in_postgres
 from etl.sink.aside import aside_path, aside_root
 from etl.source.kafka import KafkaMetadata
 from etl.state.protocols import OffsetPart
@@ -121,6 +122,7 @@ class ResetOptions:
     targets: Targets
     act: Act = Act.PREVIEW
     move_aside: bool = False
+    rebuild_rollups: bool = False  # a rollup kept in PostgreSQL, moved back under: made again (etl.ops.rollup_postgres)
 
 
 def reset_offsets(config: Config, options: ResetOptions, out=print, report: dict | None = None) -> int:
@@ -169,6 +171,10 @@ def _reset_locked(context: JobContext, options: ResetOptions, out, report: dict)
     for c in changes:
         out(f"{c.topic}[{c.partition}]: {c.old} -> {c.new}"
             f"{'  (backwards)' if c.old is not None and c.new < c.old else ''}")
+    under = moved_under(context, changes)
+    report["rollups_rebuilt"] = [spec.rollup.name for spec, _, _ in under]
+    if not options.rebuild_rollups:
+        refusals += [why for _, _, why in under]
     if refusals:
         raise Refused(*refusals)
     at = utc_now_iso()
@@ -181,6 +187,8 @@ def _reset_locked(context: JobContext, options: ResetOptions, out, report: dict)
     event = Reset(at, getpass.getuser(), tuple(changes), tuple(moves))
     store.operator.write_pending_reset(PendingReset(event, topic_ids))
     finish_pending_reset(store.operator, fs, out)
+    for spec, table, _ in under:
+        out(rebuild_in_postgres(context, spec, table))
     report["applied"] = True
     return EXIT_OK
 

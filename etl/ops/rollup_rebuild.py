@@ -10,7 +10,9 @@ rows only, or of two definitions, would not add up. Under the job's lock, with n
      batch's task computes it (etl.ops.rollup_files, etl.job.rollup_task); a merged file (etl
      compact) holds several ranges, each split out of it by its rows' lineage columns;
   3. the partials table is created with the definition it was built by, its partitions added,
-     and the view created.
+     and the view created;
+  4. with a PostgreSQL target, its rows are replaced by those partials merged, and its offsets
+     there by ZooKeeper's, in one transaction (etl.ops.rollup_postgres).
 From step 1 to step 3 the view is gone: a query of it fails until the rebuild ends. A rebuild
 that dies is done again by running it again: step 1 moves out what it had written. Previews by
 default; --execute acts.
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from etl.config import Config
 from etl.config.rollups import rollup_route
 from etl.context.job import JobContext
-from etl.errors import EXIT_OK, ConfigError, RefusedUntilDone
+from etl.errors import EXIT_OK, RefusedUntilDone
 from etl.job.rollup_task import publish_partials
 from etl.model.batch import utc_now_iso
 from etl.model.events import MovedAside
@@ -33,6 +35,7 @@ from etl.model.rollup_table import RollupSpec
 from etl.ops.acting import Act, stops_at_preview
 from etl.ops.job_tables import held_by_job
 from etl.ops.rollup_files import range_rows
+from etl.ops.rollup_postgres import rebuild_in_postgres, rollup_named
 from etl.sink.aside import aside_path, aside_root, move_aside
 
 
@@ -44,7 +47,7 @@ class RebuildOptions:
 
 def rebuild_rollup(config: Config, options: RebuildOptions, out=print) -> int:
     with JobContext(config) as context:
-        spec, table = _rollup_of(context, options.rollup)
+        spec, table = rollup_named(context, options.rollup)
         store = context.store
         holder = store.session.acquire_lock()
         if holder is not None:
@@ -59,16 +62,6 @@ def rebuild_rollup(config: Config, options: RebuildOptions, out=print) -> int:
             store.session.release_lock()
 
 
-def _rollup_of(context: JobContext, name: str) -> tuple[RollupSpec, str]:
-    """The rollup's spec and its table's name."""
-    for route in context.config.routes.routes:
-        for rollup in context.spec_for(route).rollups if not route.from_registry else ():
-            if rollup.rollup.name == name:
-                return rollup, route.table
-    names = ", ".join(rollup.name for rollup in context.config.rollups) or "none"
-    raise ConfigError(f"{context.config.path}: no [rollup {name}] section; the job's rollups: {names}")
-
-
 def _rebuild(context: JobContext, spec: RollupSpec, table: str, act: Act, out) -> int:
     fs, warehouse = context.fs, context.located()
     files = held_by_job(fs, context.config, context.store, warehouse).by_table.get(table)
@@ -78,6 +71,9 @@ def _rebuild(context: JobContext, spec: RollupSpec, table: str, act: Act, out) -
     out(f"{spec.rollup.describe()}: {len(old)} partials in place move out of {spec.partials_table}; "
         f"{len(ranges)} committed ranges of {table} get their partials anew; {spec.view} and "
         f"{spec.partials_table} are made again")
+    if spec.rollup.target is not None:
+        out(f"then its rows in {spec.rollup.target.describe()} are replaced by those partials merged, and its "
+            f"offsets there become ZooKeeper's")
     if stops_at_preview(act, out):
         return EXIT_OK
     if old:
@@ -97,4 +93,6 @@ def _rebuild(context: JobContext, spec: RollupSpec, table: str, act: Act, out) -
     partitions = sorted({file.partition_path for file in ranges})
     registrar.add_rollup_partitions(spec, [partition_values(path) for path in partitions])
     out(f"done: {len(ranges)} partials in {len(partitions)} partitions; {spec.view} made again")
+    if spec.rollup.name in context.rollup_databases:  # and PostgreSQL's rows, from those partials
+        out(rebuild_in_postgres(context, spec, table))
     return EXIT_OK

@@ -10,14 +10,13 @@ the 2.3 client calls), from scripts/stack/jvm/hive-client-4.0/pom.xml, as docs/c
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.harness.etl_process import die_with_us
 from tests.harness.paths import REPO
+from tests.harness.postgres import PrivatePostgres
 from tests.harness.services import _Service
 
 STACK = REPO / ".stack"
@@ -49,53 +48,6 @@ HIVE_4_0 = HiveRelease("4.0.1", "org.apache.hadoop.hive.metastore.tools.schemato
     "spark.sql.hive.metastore.jars": "path",
     "spark.sql.hive.metastore.jars.path": f"file://{HIVE_4_CLIENT_JARS}/*.jar",
 })
-
-
-def _as_postgres(command: list[str]) -> list[str]:
-    """PostgreSQL refuses to run as root: as root, run `command` as Debian's postgres user."""
-    if os.geteuid() != 0:
-        return command
-    return ["setpriv", "--reuid", "postgres", "--regid", "postgres", "--clear-groups", "--", *command]
-
-
-def _postgres_bin() -> Path:
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
-    if not versions:
-        raise RuntimeError("no PostgreSQL server in /usr/lib/postgresql; run scripts/setup --tests")
-    return versions[-1].parent
-
-
-class PrivatePostgres(_Service):
-    """A PostgreSQL cluster of the test's own in the foreground, on loopback, trust
-    authentication for its one user `hive`. Its data lives in a folder of /tmp the postgres user
-    can reach (pytest's are root's alone), removed on stop."""
-
-    name = "postgres"
-    what = "PostgreSQL"
-    user = "hive"
-
-    def __init__(self, workdir: Path):
-        super().__init__(workdir)
-        self.data = Path(tempfile.mkdtemp(prefix="etl-postgres-"))
-        if os.geteuid() == 0:
-            shutil.chown(self.data, "postgres", "postgres")
-        self.bin = _postgres_bin()
-        subprocess.run(_as_postgres([str(self.bin / "initdb"), "-D", str(self.data / "db"), "-U", self.user,
-                                     "--auth=trust", "-E", "UTF8"]), check=True, capture_output=True)
-
-    def command(self) -> list[str]:
-        return _as_postgres([str(self.bin / "postgres"), "-D", str(self.data / "db"), "-p", str(self.port),
-                             "-k", str(self.data), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
-
-    def create_database(self, name: str) -> str:
-        """A new database; its JDBC URL."""
-        subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "-d", "postgres",
-                        "-v", "ON_ERROR_STOP=1", "-c", f'CREATE DATABASE "{name}"'], check=True, capture_output=True)
-        return f"jdbc:postgresql://127.0.0.1:{self.port}/{name}"
-
-    def stop(self) -> None:
-        super().stop()
-        shutil.rmtree(self.data, ignore_errors=True)
 
 
 class StandaloneMetastore(_Service):

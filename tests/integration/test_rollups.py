@@ -10,7 +10,6 @@ partial of the same name. Nothing is hard-coded: the expected rows are recounted
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 
@@ -21,38 +20,13 @@ from etl.config import load_config
 from etl.config.model import HiveFormat
 from etl.model.naming import FileRange, parse_final_name
 from tests.harness.etl_process import run_etl
+from tests.harness.rollups import DB, ERRORS_ONLY, ROLLUP, in_utc, log_event, recounted
 from tests.harness.state import wait_for_lock_release
 from tests.harness.oracle import check_exactly_once, deep_verification, expected_offsets, hive_reader
 from tests.harness.warehouse_files import DATA_SUFFIX, file_footer
 
-DB = "etl_test"
 PARTITIONS = 2
-ERRORS_ONLY = "action = 'error'"
 FILE_FORMAT = HiveFormat(DATA_SUFFIX[1:])
-ROLLUP = {"table": "{table}_per_minute",
-          "where": "action in ('error', 'warn') and amount >= 0",
-          "group_by": "minute(ts), action",
-          "aggregates": "count(*) as events, count(user_id) as with_user, sum(amount) as amount, "
-                        "min(ts) as first_seen, max(event_id) as last_event"}
-
-
-def log_event(i: int) -> bytes:
-    """Spread over ten minutes, out of order; a quarter errors, a quarter warnings; every fifth
-    without a user; amounts whole numbers, so that any order of adding gives the same double;
-    every 41st not JSON (a rejected record, in no partial)."""
-    if i % 41 == 40:
-        return b'{"event_id": garbled'
-    at = dt.datetime(2026, 11, 21, 10, 0) + dt.timedelta(seconds=(i * 37) % 600)
-    return json.dumps({"event_id": i, "user_id": None if i % 5 == 0 else f"u{i % 3}",
-                       "action": ("error", "warn", "ok", "ok")[i % 4], "amount": float(i % 11),
-                       "ts": at.strftime("%Y-%m-%d %H:%M:%S"), "ok": True}).encode()
-
-
-def recount_sql(table: str, where: str) -> str:
-    """The rollup's question asked of the raw table in Spark SQL (its `where` is SQL too)."""
-    return (f"SELECT date_trunc('MINUTE', ts) AS ts_minute, action, count(*) AS events, count(user_id) AS with_user, "
-            f"sum(amount) AS amount, min(ts) AS first_seen, max(event_id) AS last_event FROM {DB}.{table} "
-            f"WHERE {where} GROUP BY date_trunc('MINUTE', ts), action")
 
 
 def range_stems(table_dir: Path) -> list[str]:
@@ -66,10 +40,6 @@ def range_stems(table_dir: Path) -> list[str]:
         spans = json.loads(file_footer(path).get(b"etl.ranges", b"null")) or [(named.start, named.end)]
         stems += [FileRange(named.topic, named.partition, a, b, named.incarnation).stem for a, b in spans]
     return sorted(stems)
-
-
-def rows_of(spark, sql: str) -> set[tuple]:
-    return {tuple(row) for row in spark.sql(sql).collect()}
 
 
 def test_a_rollup_equals_a_recount_of_its_table_through_sigkills_around_its_partials(
@@ -167,11 +137,6 @@ def check_view_is_a_recount(spark, table: str, view: str, partials: str, table_d
     assert data_stems and partial_stems == data_stems, (data_stems, partial_stems)  # one each, no temp file
     spark.sql(f"REFRESH TABLE {DB}.{partials}")
     spark.sql(f"REFRESH TABLE {DB}.{table}")
-    zone = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", "UTC")  # the buckets are UTC's, as the table's timestamps
-    try:
-        recount, rolled = rows_of(spark, recount_sql(table, where)), rows_of(spark, f"SELECT * FROM {DB}.{view}")
-    finally:
-        spark.conf.set("spark.sql.session.timeZone", zone)
+    recount, rolled = recounted(spark, table, where), in_utc(spark, f"SELECT * FROM {DB}.{view}")
     assert len(recount) >= 10 and rolled == recount, (sorted(recount - rolled)[:5], sorted(rolled - recount)[:5])
     return rolled
