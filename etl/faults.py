@@ -1,6 +1,6 @@
 """Test-only fault points, so that crash tests can break the job at an exact step.
 
-`ETL_FAULT_POINT` names one point (21 in all; <p> is a Kafka partition, <i> an output's index):
+`ETL_FAULT_POINT` names one point (22 in all; <p> is a Kafka partition, <i> an output's index):
   state:PLANNED | state:WRITTEN | state:REGISTERED | state:COMMITTED   (driver, right after
       the batch reached that state in ZooKeeper)
   registered:<table>  (driver, a routed batch's partition added to that table in Hive, the
@@ -9,6 +9,8 @@
   closed:<p>    (task of Kafka partition p, its temp files complete, not yet renamed)
   renamed:<p>   (task of Kafka partition p, right after it published its file)
   rollup:<p>    (task of Kafka partition p, right after each of its rollup partials was published)
+  postgres:<rollup>  (driver, the rollup's PostgreSQL transaction committed, ZooKeeper's commit
+                 not yet)
   part:<p>      (event-time task of Kafka partition p, right after each of its files, one per
                  Hive partition, was published)
   plan:ranges-written       (store, a plan's range chunks written, its header not yet)

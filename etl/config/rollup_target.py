@@ -35,7 +35,7 @@ def parse_target(raw: str) -> str:
         parts = urlsplit(raw)
         parts.port  # noqa: B018 (a bad port raises here)
     except ValueError as exc:
-        raise ValueError(f"{raw!r} is no URL: {exc}") from None
+        raise ValueError(f"is no URL: {exc}") from None
     if parts.scheme not in SCHEMES:
         raise ValueError("a rollup's target is a PostgreSQL database: postgresql://user@host:port/database")
     if parts.password is not None:

@@ -89,7 +89,11 @@ def _rollup(s: Section, routes: Routes, hive: HiveConfig, routed: bool) -> Rollu
 
 
 def _target(s: Section) -> PostgresTarget | None:
-    url = s.get("target", convert=parse_target)
+    url = s.get("target", convert=str)
+    try:
+        url = url if url is None else parse_target(url)
+    except ValueError as exc:  # the value is not echoed: it may hold a password
+        raise s.fail("target", str(exc)) from None
     if url is None:
         if s.is_set("password_file"):
             raise s.fail("password_file", "applies only with target = postgresql://...; set target, or remove it")

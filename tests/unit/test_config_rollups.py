@@ -83,6 +83,17 @@ def test_a_routed_job_s_rollup_names_its_route_and_a_database_prefix_must_be_the
      r"\[rollup x\] route: \[route raw\] fills a table per topic"),
     ("[rollup 9-x]\ntable = x\ngroup_by = user_id\naggregates = count(*) as n", False,
      r"\[rollup 9-x\]: '9-x' is not a valid rollup name"),
+    ("[rollup x]\ntable = x\ngroup_by = user_id\naggregates = count(*) as n\ntarget = postgresql://u:pw@db/x",
+     False, r"\[rollup x\] target: holds a password: the INI holds no secret; put it alone in a file that "
+            r"password_file names"),
+    ("[rollup x]\ntable = x\ngroup_by = user_id\naggregates = count(*) as n\ntarget = mysql://db/x", False,
+     r"\[rollup x\] target: a rollup's target is a PostgreSQL database"),
+    ("[rollup x]\ntable = x\ngroup_by = user_id\naggregates = count(*) as n\ntarget = postgresql://db", False,
+     r"\[rollup x\] target: names no database"),
+    ("[rollup x]\ntable = x\ngroup_by = user_id\naggregates = count(*) as n\npassword_file = pw", False,
+     r"\[rollup x\] password_file: applies only with target"),
+    ("[rollup x]\ntable = x\ngroup_by = user_id\naggregates = count(*) as n\ntarget = postgresql://db/x\n"
+     "password_file = no-such-file", False, r"\[rollup x\] password_file: cannot read .*no-such-file"),
 ])
 def test_a_mistake_in_a_section_exits_2_naming_the_key(tmp_path, rollup, routed, message):
     found = _refused(tmp_path, rollup, routed)
@@ -119,3 +130,17 @@ def test_a_rollup_of_a_table_by_event_time_or_of_a_split_route_is_refused_as_not
                                        "aggregates = count(*) as n"))
     with pytest.raises(ConfigError, match=r"\[rollup x\] route: \[route a\] takes its topics' records by a field"):
         load_config(path)
+
+
+def test_a_password_in_the_target_is_refused_without_showing_it(tmp_path):
+    found = _refused(tmp_path, ERRORS_PER_MINUTE + "target = postgresql://etl:pw-in-url@db/x\n")
+    assert "target: holds a password" in found and "pw-in-url" not in found, found
+
+
+def test_a_target_s_password_comes_from_its_file_and_never_shows(tmp_path):
+    (tmp_path / "rollups.password").write_text("s3cret\n")
+    config = _load(tmp_path, ERRORS_PER_MINUTE + "target = postgresql://etl@db.example.com:5433/dash?sslmode=require\n"
+                                                "password_file = rollups.password\n")
+    target = config.rollups[0].target
+    assert target is not None and target.password == "s3cret" and target.password_file == tmp_path / "rollups.password"
+    assert target.describe() == "db.example.com:5433/dash" and "s3cret" not in repr(config)

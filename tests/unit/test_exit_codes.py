@@ -73,7 +73,7 @@ def test_help_lists_every_exit_code(capsys):
 
 
 RETRYABLE = {"KafkaUnavailable", "KafkaStalled", "LockLost", "SchemaRegistryUnavailable", "HiveUnavailable",
-             "WarehouseUnavailable", "TaskFailedRetryable"}
+             "WarehouseUnavailable", "TaskFailedRetryable", "PostgresUnavailable"}
 
 
 def test_exactly_the_transient_errors_are_retryable():

@@ -29,7 +29,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(rooms) for rooms in (
     {"model"},
     {"source", "state"},
     {"rows", "sink"},
-    {"hive"},
+    {"hive", "postgres"},
     {"compaction"},
     {"job"},
     {"context"},
