@@ -1,5 +1,5 @@
 """A PostgreSQL cluster of a test's own, from Debian's packages: the Hive metastores' database
-(tests/harness/hive_metastores.py) and a rollup's target (tests/integration/test_rollups_postgres.py).
+(tests/harness/hive_metastores.py) and a rollup's target (tests/integration/test_rollups.py).
 Started by the tests that need it, never by the stack."""
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The rollup tests' records and their oracle's question: a log of events spread over ten minutes,
-and the rollup's terms asked of the raw table in Spark SQL (tests/integration/test_rollups.py,
-test_rollups_postgres.py)."""
+and the rollup's terms asked of the raw table in Spark SQL (tests/integration/test_rollups.py)."""
 from __future__ import annotations
 
 import datetime as dt

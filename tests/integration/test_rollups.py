@@ -1,32 +1,49 @@
-"""A rollup in Hive, kept by the card's own mechanism ([rollup <name>], docs/rollups.md): each
-range's partial is a file named by the range's offsets, published after the range's data file and
-before the batch is WRITTEN, registered as a partition of `<rollup>_partials`, and merged by the
-view `<rollup>`.
+"""A rollup in Hive, kept by the card's own mechanism, and in PostgreSQL too, by the seed's
+([rollup <name>], docs/rollups.md). In Hive each range's partial is a file named by the range's
+offsets, published after the range's data file and before the batch is WRITTEN, registered as a
+partition of `<rollup>_partials`, and merged by the view `<rollup>`. In PostgreSQL each batch's
+merged partials are upserted and its offsets moved, guarded by `next_offset = start`, in one
+transaction before ZooKeeper's commit (etl.job.rollup_mirror).
 
-The oracle: after SIGKILLs between a data file's rename and its partial's, and right after a
-partial's rename, the view equals a recount of the raw table, value for value (counts, sums,
-minimums and maximums, NULLs counted as SQL counts them), and every data file has exactly one
-partial of the same name. Nothing is hard-coded: the expected rows are recounted from the table.
+The oracle: through SIGKILLs between a data file's rename and its partial's, right after a
+partial's rename, at WRITTEN, before the database's commit and between it and ZooKeeper's; a
+target added to a rollup that already holds rows (ZooKeeper ahead of the database), a database
+restored from an older copy, late rows by event time, backwards resets, a changed definition, a
+compaction, rebuilds, and partials and offsets changed by hand: the view and the database's rows
+equal a recount of the raw table, value for value (counts, sums, minimums and maximums, NULLs
+counted as SQL counts them), and every data file has exactly one partial of the same name.
+Nothing is hard-coded: the expected rows are recounted from the table in Spark SQL.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import psycopg
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 
 from etl.config import load_config
 from etl.config.model import HiveFormat
 from etl.model.naming import FileRange, parse_final_name
 from tests.harness.etl_process import run_etl
+from tests.harness.oracle import check_exactly_once, deep_verification, expected_offsets, hive_reader
+from tests.harness.postgres import PrivatePostgres
 from tests.harness.rollups import DB, ERRORS_ONLY, ROLLUP, in_utc, log_event, recounted
 from tests.harness.state import wait_for_lock_release
-from tests.harness.oracle import check_exactly_once, deep_verification, expected_offsets, hive_reader
 from tests.harness.warehouse_files import DATA_SUFFIX, file_footer
 
 PARTITIONS = 2
 FILE_FORMAT = HiveFormat(DATA_SUFFIX[1:])
+COLUMNS = "ts_minute, action, events, with_user, amount, first_seen, last_event"
+
+
+@pytest.fixture(scope="module")
+def postgres(tmp_path_factory):
+    """Debian's PostgreSQL, on loopback, started for this module alone."""
+    with PrivatePostgres(tmp_path_factory.mktemp("postgres")) as server:
+        yield server
 
 
 def range_stems(table_dir: Path) -> list[str]:
@@ -42,59 +59,111 @@ def range_stems(table_dir: Path) -> list[str]:
     return sorted(stems)
 
 
-def test_a_rollup_equals_a_recount_of_its_table_through_sigkills_around_its_partials(
-        spark, zk, new_topic, produce, write_config, hive_table_name, warehouse_dir):
+def test_a_rollup_in_hive_and_in_postgres_equals_a_recount_through_kills_resets_and_hands(
+        spark, zk, new_topic, produce, write_config, hive_table_name, warehouse_dir, postgres, tmp_path):
     topic = new_topic(partitions=PARTITIONS)
     produced = {p: 0 for p in range(PARTITIONS)}
 
-    def produce_more(n: int) -> None:
-        produce(topic, {p: [log_event(p * 100_000 + produced[p] + i) for i in range(n)] for p in range(PARTITIONS)})
+    def produce_more(n: int, event=log_event) -> None:
+        produce(topic, {p: [event(p * 100_000 + produced[p] + i) for i in range(n)] for p in range(PARTITIONS)})
         for p in range(PARTITIONS):
             produced[p] += n
 
+    postgres.create_database(hive_table_name)
+    url = f"postgresql://{postgres.user}@127.0.0.1:{postgres.port}/{hive_table_name}"
+    secret = tmp_path / "rollups.password"
+    secret.write_text("not-checked-by-trust-authentication\n")
+
+    def database(sql: str, *params) -> list[tuple]:
+        with psycopg.connect(url, options="-c TimeZone=UTC") as connection:
+            cursor = connection.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+
     rollup = {key: value.format(table=hive_table_name) for key, value in ROLLUP.items()}
-    config = write_config(kafka={"topics": topic}, job={"max_records_per_partition": "150"},
-                          zookeeper={"session_timeout_seconds": "4"}, **{"rollup per_minute": rollup})
+    view, partials = rollup["table"], f"{rollup['table']}_partials"
+    kept = {**rollup, "target": url, "password_file": str(secret)}
+    settings = dict(kafka={"topics": topic}, job={"max_records_per_partition": "150"},
+                    zookeeper={"session_timeout_seconds": "4"})
+    table_dir, partials_dir = (Path(warehouse_dir) / f"{DB}.db" / name for name in (hive_table_name, partials))
+
+    def check_both(config, where: str = ROLLUP["where"]) -> set:
+        check_exactly_once(hive_reader(spark), config, expected_offsets(topic, produced), warehouse_dir)
+        rolled = check_view_is_a_recount(spark, hive_table_name, view, partials, table_dir, partials_dir, where)
+        held = set(database(f"SELECT {COLUMNS} FROM {view}"))
+        assert held == rolled, (sorted(rolled - held)[:3], sorted(held - rolled)[:3])
+        return held
+
+    # In Hive alone first: killed with partition 0's data file published and its partial not
+    # written; then right after a partial's rename; then at WRITTEN (every partial in place, no
+    # partition of the partials table added yet); then every batch to the end.
+    hive_only = write_config(**settings, **{"rollup per_minute": rollup})
     produce_more(400)
-    # Killed with partition 0's data file published and its partial not written; then right
-    # after a partial's rename; then at WRITTEN (every partial in place, no partition of the
-    # partials table added yet); then every batch to the end.
     for fault in ("renamed:0", "rollup:1", "state:WRITTEN"):
+        killed = run_etl(hive_only, fault=fault)
+        assert killed.returncode == -9, killed.describe()
+        wait_for_lock_release(zk, hive_only)
+    assert run_etl(hive_only).returncode == 0  # the open batch, then the rest, until caught up
+    check_exactly_once(hive_reader(spark), hive_only, expected_offsets(topic, produced), warehouse_dir)
+    check_view_is_a_recount(spark, hive_table_name, view, partials, table_dir, partials_dir)
+
+    # The target added: the first transaction catches up the batches ZooKeeper committed from
+    # their partials (ZooKeeper before PostgreSQL). Killed before the database's commit, and
+    # between it and ZooKeeper's (PostgreSQL before ZooKeeper): the resumed batch finds its
+    # offsets there moved by itself, and adds nothing.
+    config = write_config(**settings, **{"rollup per_minute": kept})
+    produce_more(300)
+    for fault in ("state:REGISTERED", "postgres:per_minute"):
         killed = run_etl(config, fault=fault)
         assert killed.returncode == -9, killed.describe()
         wait_for_lock_release(zk, config)
-    done = run_etl(config)  # the open batch, then the rest, until caught up
-    assert done.returncode == 0, done.describe()
+    assert run_etl(config).returncode == 0
+    rows = check_both(config)
+
+    # The database restored from a copy taken 100 records a partition ago: behind ZooKeeper, the
+    # next batch catches up from the partials. Its records are late by event time: errors
+    # stamped in the first minute, which add to that minute's row.
+    copy = database(f"SELECT {COLUMNS} FROM {view}"), database("SELECT * FROM etl_rollup_offsets")
     produce_more(100)
-    done = run_etl(config)
-    assert done.returncode == 0, done.describe()
+    assert run_etl(config).returncode == 0
+    with psycopg.connect(url) as connection:
+        connection.execute(f"DELETE FROM {view}")
+        connection.execute("DELETE FROM etl_rollup_offsets")
+        connection.cursor().executemany(f"INSERT INTO {view} ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)", copy[0])
+        connection.cursor().executemany("INSERT INTO etl_rollup_offsets VALUES (%s, %s, %s, %s, %s)", copy[1])
+    first = min(row[0] for row in rows)
+    minute = f"SELECT events FROM {view} WHERE ts_minute = %s AND action = 'error'"
+    before = next(row[2] for row in recounted(spark, hive_table_name) if row[:2] == (first, "error"))
+    produce_more(7, event=lambda i: json.dumps({"event_id": i, "user_id": "late", "action": "error", "amount": 1.0,
+                                                "ts": first.strftime("%Y-%m-%d %H:%M:05"), "ok": True}).encode())
+    assert run_etl(config).returncode == 0
+    assert database(minute, first) == [(before + 7 * PARTITIONS,)], (before, database(minute, first))
+    check_both(config)
 
-    check_exactly_once(hive_reader(spark), config, expected_offsets(topic, produced), warehouse_dir)
-    view, partials = rollup["table"], f"{rollup['table']}_partials"
-    table_dir, partials_dir = (Path(warehouse_dir) / f"{DB}.db" / name for name in (hive_table_name, partials))
-    rolled = check_view_is_a_recount(spark, hive_table_name, view, partials, table_dir, partials_dir)
-
-    # An operator moves partition 0's last two ranges out and loads them again as one range: their
-    # partials go out with them (a partial left behind would be counted beside the new range's).
-    reset = run_etl(config, "--to", f"{topic}:0=300", "--move-aside", "--execute", command="reset-offsets")
-    assert reset.returncode == 0, reset.describe()
+    # A backwards reset would have to take rows out of the database: refused, exit 2, naming the
+    # flag. With --rebuild-rollups and --move-aside, partition 0's last ranges move out with their
+    # partials (a partial left behind would be counted beside the reloaded range's), and the
+    # database's rows are made again from the partials left in place; the offsets are reloaded.
+    back = ("--to", f"{topic}:0=550", "--move-aside", "--execute")
+    refused = run_etl(config, *back, command="reset-offsets")
+    assert refused.returncode == 2 and "--rebuild-rollups" in refused.stderr, refused.describe()
+    reset = run_etl(config, *back, "--rebuild-rollups", command="reset-offsets")
+    assert reset.returncode == 0 and "made again" in reset.stdout, reset.describe()
     moved = [p.name for p in (Path(warehouse_dir) / "_etl_moved_aside").rglob(f"*{partials}/*/*/*")]
-    assert len(moved) == 2, moved
-    reloaded = run_etl(write_config(kafka={"topics": topic}, **{"rollup per_minute": rollup}))
-    assert reloaded.returncode == 0, reloaded.describe()
-    check_exactly_once(hive_reader(spark), config, expected_offsets(topic, produced), warehouse_dir)
-    assert check_view_is_a_recount(spark, hive_table_name, view, partials, table_dir, partials_dir) == rolled
+    assert len(moved) >= 2, moved
+    assert run_etl(config).returncode == 0
+    check_both(config)
 
     # The rollup's definition changed, and another rollup added to the loaded table: each refused
     # before a batch is planned, naming it. A compaction merges the partition's files; then each
-    # rollup is rebuilt from the rows the table holds (a merged file's ranges split out of it).
+    # rollup is rebuilt from the rows the table holds (a merged file's ranges split out of it), the
+    # database's rows with it.
     produce_more(10)
-    changed_rollup, late = {**rollup, "where": ERRORS_ONLY}, {**rollup, "table": f"{hive_table_name}_late"}
-    changed = write_config(kafka={"topics": topic}, compaction={"min_files": "2", "keep_superseded_minutes": "0"},
+    changed_rollup, late = {**kept, "where": ERRORS_ONLY}, {**rollup, "table": f"{hive_table_name}_late"}
+    changed = write_config(**settings, compaction={"min_files": "2", "keep_superseded_minutes": "0"},
                            **{"rollup per_minute": changed_rollup, "rollup late": late})
     refused = run_etl(changed)
     assert refused.returncode == 2 and "another definition" in refused.stderr, refused.describe()
-    only_late = write_config(kafka={"topics": topic}, **{"rollup per_minute": rollup, "rollup late": late})
+    only_late = write_config(**settings, **{"rollup per_minute": kept, "rollup late": late})
     refused = run_etl(only_late)
     assert refused.returncode == 2 and "[rollup late]: the table already holds rows" in refused.stderr, \
         refused.describe()
@@ -107,14 +176,14 @@ def test_a_rollup_equals_a_recount_of_its_table_through_sigkills_around_its_part
         rebuilt = run_etl(changed, "--rollup", name, "--execute", command="rollup rebuild")
         assert rebuilt.returncode == 0 and "done:" in rebuilt.stdout, rebuilt.describe()
     assert run_etl(changed).returncode == 0
-    check_exactly_once(hive_reader(spark), changed, expected_offsets(topic, produced), warehouse_dir)
-    for name, where in ((view, ERRORS_ONLY), (late["table"], ROLLUP["where"])):
-        check_view_is_a_recount(spark, hive_table_name, name, f"{name}_partials", table_dir,
-                                table_dir.parent / f"{name}_partials", where)
+    check_both(changed, ERRORS_ONLY)
+    check_view_is_a_recount(spark, hive_table_name, late["table"], f"{late['table']}_partials", table_dir,
+                            table_dir.parent / f"{late['table']}_partials")
 
-    # Hands in the partials folder: one partial deleted, one's counts changed. `etl verify --deep`
-    # recomputes each from its range's rows and names both; a rebuild mends them.
-    held = sorted(path for path in (table_dir.parent / partials).rglob("*.parquet"))
+    # Hands: one partial deleted, one's counts changed, and the database's offsets of partition 1
+    # moved 1,000 ahead. `etl verify --deep` recomputes each partial from its range's rows and
+    # names both; the run refuses before planning (exit 2), naming the rebuild; a rebuild mends all.
+    held = sorted(path for path in partials_dir.rglob("*.parquet"))
     held[0].unlink()
     changed_counts = pq.read_table(held[1])
     pq.write_table(changed_counts.set_column(changed_counts.schema.get_field_index("events"), "events",
@@ -122,11 +191,18 @@ def test_a_rollup_equals_a_recount_of_its_table_through_sigkills_around_its_part
     _, found = deep_verification(load_config(changed), changed)
     kinds = {kind for kind in ("rollup_partial_missing", "rollup_partial_differs") if kind in "\n".join(found)}
     assert kinds == {"rollup_partial_missing", "rollup_partial_differs"}, found
-    assert run_etl(changed, "--rollup", "per_minute", "--execute", command="rollup rebuild").returncode == 0
-    check_exactly_once(hive_reader(spark), changed, expected_offsets(topic, produced), warehouse_dir)
-    print(f"\nrollup {view}: {len(rolled)} groups equal a recount of {sum(produced.values())} records, through 3 "
-          f"SIGKILLs, a reset that moved {len(moved)} partials aside, a compaction and two rebuilds; a deleted and a "
-          f"changed partial named by verify --deep, and rebuilt")
+    database("UPDATE etl_rollup_offsets SET next_offset = next_offset + 1000 WHERE kafka_partition = 1")
+    produce_more(20)
+    refused = run_etl(changed)
+    assert refused.returncode == 2 and "etl rollup rebuild" in refused.stderr, refused.describe()
+    rebuilt = run_etl(changed, "--rollup", "per_minute", "--execute", command="rollup rebuild")
+    assert rebuilt.returncode == 0 and "made again" in rebuilt.stdout, rebuilt.describe()
+    assert run_etl(changed).returncode == 0
+    final = check_both(changed, ERRORS_ONLY)
+    print(f"\nrollup {view}: {len(rows)} groups, then {len(final)} (errors only), in Hive and in PostgreSQL, equal a "
+          f"recount of {sum(produced.values())} records, through 5 SIGKILLs (3 around the partials, 1 before the "
+          f"database's commit, 1 between it and ZooKeeper's), a target added late, a restore, late rows, a reset "
+          f"that moved {len(moved)} partials aside, a compaction, three rebuilds, and hands on partials and offsets")
 
 
 def check_view_is_a_recount(spark, table: str, view: str, partials: str, table_dir: Path, partials_dir: Path,

@@ -1,6 +1,6 @@
 """A rollup kept in PostgreSQL (etl.postgres, etl.job.rollup_mirror) without a server: its SQL, and
 what each position of the database's offsets makes a batch's transaction do. The transactions
-themselves run against a real PostgreSQL in tests/integration/test_rollups_postgres.py."""
+themselves run against a real PostgreSQL in tests/integration/test_rollups.py."""
 from __future__ import annotations
 
 import datetime as dt
