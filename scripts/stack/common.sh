@@ -7,7 +7,7 @@ port_of() {
     zookeeper) echo "$ZK_PORT" ;; kafka) echo "$KAFKA_PORT" ;; metastore) echo "$METASTORE_PORT" ;;
     thriftserver) echo "$THRIFT_PORT" ;; namenode) echo "$HDFS_PORT" ;; datanode) echo "$HDFS_DATANODE_PORT" ;;
     sparkmaster) echo "$SPARK_MASTER_PORT" ;; sparkworker1) echo "$SPARK_WORKER1_UI_PORT" ;; sparkworker2) echo "$SPARK_WORKER2_UI_PORT" ;;
-    resourcemanager) echo "$YARN_RM_PORT" ;; nodemanager) echo "$YARN_NM_PORT" ;;
+    resourcemanager) echo "$YARN_RM_PORT" ;; nodemanager) echo "$YARN_NM_PORT" ;; postgres) echo "$POSTGRES_PORT" ;;
   esac
 }
 
@@ -21,6 +21,7 @@ marker_of() {
     namenode) echo server.namenode.NameNode ;; datanode) echo server.datanode.DataNode ;;
     sparkmaster) echo deploy.master.Master ;; sparkworker*) echo deploy.worker.Worker ;;
     resourcemanager) echo resourcemanager.ResourceManager ;; nodemanager) echo nodemanager.NodeManager ;;
+    postgres) echo bin/postgres ;;
   esac
 }
 

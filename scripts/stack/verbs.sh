@@ -6,12 +6,14 @@
 services_of() {
   if [ "${1:-}" = hdfs ]; then echo "${HDFS_SERVICES[@]}"; return; fi
   if [ "${1:-}" = spark ]; then echo "${SPARK_SERVICES[@]}"; return; fi
+  if [ "${1:-}" = postgres ]; then echo "${POSTGRES_SERVICES[@]}"; return; fi
   if [ "${1:-}" = yarn ]; then  # up starts HDFS first; down and status leave it alone
     [ "${2:-}" = all ] || echo "${HDFS_SERVICES[@]}"; echo "${YARN_SERVICES[@]}"; return
   fi
   echo "${SERVICES[@]}"
   if [ "${2:-}" = all ] && { hdfs_running || pid_of datanode >/dev/null; }; then echo "${HDFS_SERVICES[@]}"; fi
   if [ "${2:-}" = all ] && { yarn_running || pid_of nodemanager >/dev/null; }; then echo "${YARN_SERVICES[@]}"; fi
+  if [ "${2:-}" = all ] && postgres_running; then echo "${POSTGRES_SERVICES[@]}"; fi
   if [ "${2:-}" = all ] && { spark_running || pid_of sparkworker1 >/dev/null || pid_of sparkworker2 >/dev/null; }; then
     echo "${SPARK_SERVICES[@]}"
   fi
@@ -28,6 +30,7 @@ EOF
   if hdfs_running; then hdfs_env >>"$STACK/env"; fi
   if spark_running; then spark_env >>"$STACK/env"; fi
   if yarn_running; then yarn_env >>"$STACK/env"; fi
+  if postgres_running; then postgres_env >>"$STACK/env"; fi
 }
 
 up() {

@@ -1,6 +1,7 @@
-"""A PostgreSQL cluster of a test's own, from Debian's packages: the Hive metastores' database
-(tests/harness/hive_metastores.py) and a rollup's target (tests/integration/test_rollups.py).
-Started by the tests that need it, never by the stack."""
+"""PostgreSQL from Debian's packages, for the tests that need it and only while they run: the
+local stack's (`scripts/local-stack up postgres`), a rollup's target in
+tests/integration/test_rollups.py; and a cluster of a test's own, the Hive metastores' database
+(tests/harness/hive_metastores.py)."""
 from __future__ import annotations
 
 import os
@@ -9,7 +10,34 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from tests.harness.paths import REPO
 from tests.harness.services import _Service
+
+LOCAL_STACK = REPO / "scripts" / "local-stack"
+
+
+class StackPostgres:
+    """The local stack's PostgreSQL, started on entering (if it is not running) and stopped on
+    leaving; each test makes a database of its own in it."""
+
+    user = "etl"
+
+    def __enter__(self) -> "StackPostgres":
+        done = subprocess.run([str(LOCAL_STACK), "up", "postgres"], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"scripts/local-stack up postgres failed:\n{done.stdout}\n{done.stderr}")
+        env = dict(line.split("=", 1) for line in (REPO / ".stack" / "env").read_text().splitlines() if "=" in line)
+        self.port = int(env["ETL_POSTGRES_URL"].rsplit(":", 1)[1].split("/", 1)[0])
+        return self
+
+    def __exit__(self, *exc) -> None:
+        subprocess.run([str(LOCAL_STACK), "down", "postgres"], capture_output=True, check=True)
+
+    def create_database(self, name: str) -> str:
+        """A new database; its URL."""
+        subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "-d", "postgres",
+                        "-v", "ON_ERROR_STOP=1", "-c", f'CREATE DATABASE "{name}"'], check=True, capture_output=True)
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{name}"
 
 
 def _as_postgres(command: list[str]) -> list[str]:

@@ -29,7 +29,7 @@ from etl.config.model import HiveFormat
 from etl.model.naming import FileRange, parse_final_name
 from tests.harness.etl_process import run_etl
 from tests.harness.oracle import check_exactly_once, deep_verification, expected_offsets, hive_reader
-from tests.harness.postgres import PrivatePostgres
+from tests.harness.postgres import StackPostgres
 from tests.harness.rollups import DB, ERRORS_ONLY, ROLLUP, in_utc, log_event, recounted
 from tests.harness.state import wait_for_lock_release
 from tests.harness.warehouse_files import DATA_SUFFIX, file_footer
@@ -40,9 +40,9 @@ COLUMNS = "ts_minute, action, events, with_user, amount, first_seen, last_event"
 
 
 @pytest.fixture(scope="module")
-def postgres(tmp_path_factory):
-    """Debian's PostgreSQL, on loopback, started for this module alone."""
-    with PrivatePostgres(tmp_path_factory.mktemp("postgres")) as server:
+def postgres():
+    """The local stack's PostgreSQL (Debian's, on loopback), started for this module alone."""
+    with StackPostgres() as server:
         yield server
 
 
@@ -69,8 +69,7 @@ def test_a_rollup_in_hive_and_in_postgres_equals_a_recount_through_kills_resets_
         for p in range(PARTITIONS):
             produced[p] += n
 
-    postgres.create_database(hive_table_name)
-    url = f"postgresql://{postgres.user}@127.0.0.1:{postgres.port}/{hive_table_name}"
+    url = postgres.create_database(hive_table_name)
     secret = tmp_path / "rollups.password"
     secret.write_text("not-checked-by-trust-authentication\n")
 
