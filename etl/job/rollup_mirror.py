@@ -88,23 +88,25 @@ def plan_moves(spec: RollupSpec, batch_id: int, ranges: Iterable[OffsetRange],
     return Plan(tuple(moves), tuple(gaps))
 
 
+def ahead_of_zookeeper(positions: Mapping[tuple[str, int], Position], committed: Mapping[tuple[str, int], int],
+                       opened: Batch | None) -> list[tuple[tuple[str, int], Position]]:
+    """The database's offsets past ZooKeeper's committed ones, but those the open batch's own
+    transaction moved (a run killed between the two commits)."""
+    ends = {(r.topic, r.partition): r.end for r in opened.ranges} if opened is not None else {}
+    return [(key, found) for key, found in sorted(positions.items())
+            if found.next_offset > committed.get(key, -1)
+            and not (opened is not None and found.batch_id == opened.batch_id and ends.get(key) == found.next_offset)]
+
+
 def refuse_ahead(spec: RollupSpec, positions: Mapping[tuple[str, int], Position],
                  committed: Mapping[tuple[str, int], int], opened: Batch | None, where: str) -> None:
-    """Before a batch is planned or resumed: the database holds no offset past ZooKeeper's, but
-    those the open batch's own transaction moved (a run killed between the two commits). Refused
-    here, a batch is not planned that could not commit."""
-    ends = {(r.topic, r.partition): r.end for r in opened.ranges} if opened is not None else {}
-    for key, found in sorted(positions.items()):
-        held = committed.get(key)
-        if held is not None and found.next_offset <= held:
-            continue
-        if opened is not None and found.batch_id == opened.batch_id and ends.get(key) == found.next_offset:
-            continue
+    """Before a batch is planned or resumed: refused, a batch is not planned that could not commit."""
+    for key, found in ahead_of_zookeeper(positions, committed, opened)[:1]:
         raise RollupRefused(f"{spec.rollup.describe()}: {where} holds {key[0]}:{key[1]} up to offset "
                             f"{found.next_offset} (batch {found.batch_id}), past ZooKeeper's committed offset "
-                            f"{held}: the next batch would count rows twice. ZooKeeper moved back under the database "
-                            f"(etl reset-offsets without --rebuild-rollups?), or it was written by hand; run `etl "
-                            f"rollup rebuild --rollup {spec.rollup.name} --execute`")
+                            f"{committed.get(key)}: the next batch would count rows twice. ZooKeeper moved back under "
+                            f"the database (etl reset-offsets without --rebuild-rollups?), or it was written by hand; "
+                            f"run `etl rollup rebuild --rollup {spec.rollup.name} --execute`")
 
 
 class RollupMirror:

@@ -27,7 +27,7 @@ from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
 
 LINEAGE = ["kafka_topic", "kafka_partition", "kafka_offset"]
-_REBUILD = ("run `etl rollup rebuild --rollup {name} --execute`, which computes every partial anew from the "
+REBUILD_ACTION = ("run `etl rollup rebuild --rollup {name} --execute`, which computes every partial anew from the "
             "table's files")
 
 
@@ -65,7 +65,7 @@ def check_partials(fs: WarehouseFileSystem, warehouse: Warehouse, spec: RollupSp
     range the table does not hold. `unfinished`: an open batch's ranges, whose partials its run
     writes."""
     expected = {partial_path(warehouse, spec.partials_table, file) for file in files}
-    action = _REBUILD.format(name=spec.rollup.name)
+    action = REBUILD_ACTION.format(name=spec.rollup.name)
     finished = [f for f in files if f.range not in unfinished]
     problems = [Problem("rollup_partial_missing", path, f"{spec.rollup.describe()}: the partial of {file.range.stem} "
                         f"is missing: the view leaves its rows out", action)

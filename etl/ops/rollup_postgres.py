@@ -1,7 +1,8 @@
 """A rollup's PostgreSQL rows and offsets made again from the partials its Hive table holds: for
 `etl rollup rebuild` (after it computed the partials anew), and for `etl reset-offsets
 --rebuild-rollups` (after a reset moved offsets back under what the database holds, which it
-cannot subtract: a minimum does not come apart).
+cannot subtract: a minimum does not come apart). And `etl verify`'s look at the database: its
+offsets none past ZooKeeper's, and (--deep) its rows the partials merged.
 
 The partials of the table's committed ranges, merged, replace the database's rows, and its offsets
 become ZooKeeper's committed offsets, in one transaction (etl.postgres.rollup_db). Under the job's
@@ -9,15 +10,20 @@ lock with no batch open, so the partials and the offsets say the same.
 """
 from __future__ import annotations
 
+import math
+
 from etl.config.rollups import rollup_route
 from etl.context.job import JobContext
 from etl.errors import ConfigError, RollupRefused
-from etl.job.rollup_mirror import merged_partials
+from etl.job.rollup_mirror import ahead_of_zookeeper, merged_partials
+from etl.model.batch import Batch
 from etl.model.events import OffsetChange
 from etl.model.rollup_table import RollupSpec
 from etl.ops.job_tables import held_by_job
-from etl.ops.rollup_files import partial_path
-from etl.postgres.rollup_db import Position, as_rows
+from etl.ops.coverage import Problem
+from etl.ops.inventory import WarehouseFile
+from etl.ops.rollup_files import REBUILD_ACTION, partial_path
+from etl.postgres.rollup_db import Partition, Position, as_rows
 
 
 def rollup_specs(context: JobContext) -> list[tuple[RollupSpec, str]]:
@@ -70,3 +76,58 @@ def moved_under(context: JobContext, changes: list[OffsetChange]) -> list[tuple[
                                        f"add --rebuild-rollups, which makes its rows there again from the table's "
                                        f"partials once the reset is done"))
     return found
+
+
+def check_in_postgres(context: JobContext, spec: RollupSpec, files: list[WarehouseFile],
+                      open_batch: Batch | None, deep: bool) -> list[Problem]:
+    """`etl verify`'s look at a rollup's database: none of its offsets past ZooKeeper's committed
+    ones (but the open batch's own); with `deep`, its rows are the partials of the ranges it holds
+    merged (not compared while it is behind ZooKeeper: its next batch catches up)."""
+    database = context.rollup_databases[spec.rollup.name]
+    where = f"{database.target.describe()} {spec.view}"
+    route = rollup_route(spec.rollup, context.config.routes)
+    committed = {key: offset.value for key, offset in context.store.offsets.committed_offsets().items()
+                 if route.chooses(key[0])}
+    positions = database.positions(spec)
+    problems = offset_problems(spec, where, positions, committed, open_batch)
+    behind = any(positions.get(key, Position(-1, 0)).next_offset < value for key, value in committed.items())
+    if behind or not deep:  # behind: the next batch catches up from the partials; the rows lack them until then
+        return problems
+    warehouse = context.located()
+    held_open = open_batch is not None and any(p.batch_id == open_batch.batch_id for p in positions.values())
+    skipped = {r.file_range for r in open_batch.file_ranges} if open_batch is not None and not held_open else set()
+    paths = sorted({partial_path(warehouse, spec.partials_table, f) for f in files if f.range not in skipped})
+    if not all(context.fs.exists(path) for path in paths):
+        return problems  # check_partials names the missing ones; the rows cannot be compared without them
+    expected = as_rows(merged_partials(context.fs, spec, paths))
+    return problems + row_problems(spec, where, database.rows(spec), expected)
+
+
+def offset_problems(spec: RollupSpec, where: str, positions: dict[Partition, Position],
+                    committed: dict[Partition, int], open_batch: Batch | None) -> list[Problem]:
+    """Each partition whose offset in the database is past ZooKeeper's: the next run refuses it."""
+    return [Problem("rollup_postgres_ahead", where, f"{spec.rollup.describe()}: the database holds {key[0]}:{key[1]} "
+                    f"up to offset {found.next_offset}, past ZooKeeper's {committed.get(key)}: the next run refuses "
+                    f"to add to it", REBUILD_ACTION.format(name=spec.rollup.name))
+            for key, found in ahead_of_zookeeper(positions, committed, open_batch)]
+
+
+def row_problems(spec: RollupSpec, where: str, held: list[tuple], expected: list[tuple]) -> list[Problem]:
+    """The database's rows against the partials merged; a float sum may differ in its last bits
+    (the database adds in another order)."""
+    keys = len(spec.rollup.group_by)
+    mine, theirs = {row[:keys]: row[keys:] for row in held}, {row[:keys]: row[keys:] for row in expected}
+    differ = sorted((key for key in mine.keys() | theirs.keys()
+                     if not _close(mine.get(key), theirs.get(key))), key=repr)
+    if not differ:
+        return []
+    return [Problem("rollup_postgres_differs", where, f"{spec.rollup.describe()}: {len(differ)} groups differ from the "
+                    f"table's partials merged, e.g. {differ[0]}: {mine.get(differ[0])} there, "
+                    f"{theirs.get(differ[0])} in the partials", REBUILD_ACTION.format(name=spec.rollup.name))]
+
+
+def _close(a: tuple | None, b: tuple | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return all(math.isclose(x, y, rel_tol=1e-12) if isinstance(x, float) and isinstance(y, float) else x == y
+               for x, y in zip(a, b))

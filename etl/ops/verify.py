@@ -42,6 +42,7 @@ from etl.ops.compaction_check import check_superseded, switching
 from etl.ops.coverage import Problem, check_ranges, check_registered, check_temps
 from etl.ops.inventory import Inventory
 from etl.ops.rollup_files import check_partials
+from etl.ops.rollup_postgres import check_in_postgres
 from etl.sink.warehouse import Warehouse
 from etl.ops.job_tables import job_tables, take_job_inventory
 from etl.ops.legacy_names import check_legacy_names
@@ -129,8 +130,10 @@ def _rollup_problems(context: JobContext, warehouse: Warehouse, inventories: dic
     for route in context.config.routes.routes:
         for spec in context.spec_for(route).rollups if not route.from_registry else ():
             held = inventories.get(route.table)
-            problems += check_partials(context.fs, warehouse, spec, held.files if held is not None else [], opened,
-                                       deep)
+            files = held.files if held is not None else []
+            problems += check_partials(context.fs, warehouse, spec, files, opened, deep)
+            if spec.rollup.name in context.rollup_databases:  # and its rows in PostgreSQL
+                problems += check_in_postgres(context, spec, files, open_batch, deep)
     return problems
 
 

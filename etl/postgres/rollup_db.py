@@ -75,6 +75,12 @@ class RollupDatabase:
                            f"WHERE rollup_table = %s", (spec.view,))
             return {(topic, partition): Position(offset, batch) for topic, partition, offset, batch in cursor}
 
+    def rows(self, spec: RollupSpec) -> list[tuple]:
+        """The rollup's rows, in `spec.columns`' order (etl verify --deep)."""
+        with self._transaction() as cursor:
+            cursor.execute(f"SELECT {', '.join(quoted(c.name) for c in spec.columns)} FROM {quoted(spec.view)}")
+            return cursor.fetchall()
+
     def apply(self, spec: RollupSpec, batch_id: int, moves: Sequence[OffsetMove], rows: list[tuple]) -> None:
         """The seed's transaction: `rows` (merged groups, in `spec.columns`' order) added in, and
         each of `moves` from its start to its end; all or nothing."""

@@ -17,6 +17,7 @@ Nothing is hard-coded: the expected rows are recounted from the table in Spark S
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import psycopg
@@ -179,9 +180,14 @@ def test_a_rollup_in_hive_and_in_postgres_equals_a_recount_through_kills_resets_
     check_view_is_a_recount(spark, hive_table_name, late["table"], f"{late['table']}_partials", table_dir,
                             table_dir.parent / f"{late['table']}_partials")
 
-    # Hands: one partial deleted, one's counts changed, and the database's offsets of partition 1
-    # moved 1,000 ahead. `etl verify --deep` recomputes each partial from its range's rows and
-    # names both; the run refuses before planning (exit 2), naming the rebuild; a rebuild mends all.
+    # Hands: one group's count changed in the database; `etl verify --deep` names it, and nothing
+    # else. Then one partial deleted, one's counts changed, and the database's offsets of
+    # partition 1 moved 1,000 ahead. `etl verify --deep` recomputes each partial from its range's
+    # rows and names both; the run refuses before planning (exit 2), naming the rebuild; a
+    # rebuild mends all four.
+    database(f"UPDATE {view} SET events = events + 1 WHERE ts_minute = %s AND action = 'error'", first)
+    _, found = deep_verification(load_config(changed), changed)
+    assert len(found) == 1 and re.findall(r"\[([a-z_]+)\] ", found[0]) == ["rollup_postgres_differs"], found
     held = sorted(path for path in partials_dir.rglob("*.parquet"))
     held[0].unlink()
     changed_counts = pq.read_table(held[1])
@@ -189,7 +195,7 @@ def test_a_rollup_in_hive_and_in_postgres_equals_a_recount_through_kills_resets_
                                              pc.add(changed_counts["events"], 1)), held[1])
     _, found = deep_verification(load_config(changed), changed)
     kinds = {kind for kind in ("rollup_partial_missing", "rollup_partial_differs") if kind in "\n".join(found)}
-    assert kinds == {"rollup_partial_missing", "rollup_partial_differs"}, found
+    assert kinds == {"rollup_partial_missing", "rollup_partial_differs"}, found  # the database's row: uncompared
     database("UPDATE etl_rollup_offsets SET next_offset = next_offset + 1000 WHERE kafka_partition = 1")
     produce_more(20)
     refused = run_etl(changed)

@@ -17,6 +17,7 @@ from etl.model.batch import Batch, BatchState, OffsetRange
 from etl.model.naming import FileRange
 from etl.model.rollup_table import RollupSpec
 from etl.model.schema import Column, TableSchema
+from etl.ops.rollup_postgres import offset_problems, row_problems
 from etl.postgres.rollup_db import OffsetMove, Position, as_rows
 from etl.postgres.statements import create_table, pg_type, upsert
 
@@ -92,3 +93,17 @@ def test_rows_go_to_the_database_in_utc_without_a_zone():
     table = pa.table({"ts": pa.array([dt.datetime(2026, 11, 30, 10, 1)], pa.timestamp("us", tz="UTC")),
                       "n": [3]})
     assert as_rows(table) == [(dt.datetime(2026, 11, 30, 10, 1), 3)]
+
+
+def test_verify_names_offsets_past_zookeeper_but_the_open_batch_s_own_and_rows_unlike_the_partials():
+    opened = Batch(4, BatchState.REGISTERED, "now", {"dt": "2026-11-30"}, RANGES)
+    positions = {("t", 0): Position(150, 4), ("t", 1): Position(40, 3), ("t", 2): Position(90, 3)}
+    found = offset_problems(_spec(), "db t", positions, {("t", 0): 100, ("t", 1): 40, ("t", 2): 9}, opened)
+    assert [(p.kind, p.detail.split(": ")[1]) for p in found] == [
+        ("rollup_postgres_ahead", "the database holds t:2 up to offset 90, past ZooKeeper's 9")]
+    minute = dt.datetime(2026, 11, 30, 10, 1)
+    held = [(minute, "ERROR", 3, 0.1 + 0.2, 1, minute), (minute, None, 1, 1.0, 2, minute)]
+    assert row_problems(_spec(), "db t", held, [(minute, "ERROR", 3, 0.3, 1, minute),
+                                                (minute, None, 1, 1.0, 2, minute)]) == []  # a float's last bits
+    found = row_problems(_spec(), "db t", held, [(minute, "ERROR", 4, 0.3, 1, minute)])
+    assert len(found) == 1 and found[0].kind == "rollup_postgres_differs" and "2 groups differ" in found[0].detail
