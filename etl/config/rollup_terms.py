@@ -97,6 +97,9 @@ def _aggregate(term: str) -> Aggregate:
     named = _AGGREGATE_RE.match(term)
     if named is None:
         raise ValueError(f"{term!r}: an aggregate is named, as in `count(*) as errors`")
+    if re.match(r"(?i)count\s*\(\s*distinct\s", named["call"].strip()):
+        raise ValueError(f"{term!r}: a distinct count does not add up from partial counts, and a mergeable "
+                         f"approximate one is not built (docs/rollups.md says why)")
     call = _CALL_RE.match(named["call"].strip())
     functions = {function.value: function for function in Function}
     if call is None or call["function"].lower() not in functions:

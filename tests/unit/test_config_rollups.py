@@ -81,6 +81,8 @@ def test_a_routed_job_s_rollup_names_its_route_and_a_database_prefix_must_be_the
      r"\[rollup x\] route: 'nope' is no \[route\] section; the job's routes: raw, orders"),
     ("[rollup x]\ntable = x\nroute = raw\ngroup_by = user_id\naggregates = count(*) as n", True,
      r"\[rollup x\] route: \[route raw\] fills a table per topic"),
+    ("[rollup x]\ntable = x\ngroup_by = user_id\naggregates = count(distinct user_id) as n", False,
+     r"\[rollup x\] aggregates: .*a distinct count does not add up from partial counts"),
     ("[rollup 9-x]\ntable = x\ngroup_by = user_id\naggregates = count(*) as n", False,
      r"\[rollup 9-x\]: '9-x' is not a valid rollup name"),
     ("[rollup x]\ntable = x\ngroup_by = user_id\naggregates = count(*) as n\ntarget = postgresql://u:pw@db/x",
