@@ -90,7 +90,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                              "on the same --records; then the seeds' shape as whole processes of ours and Spark's")
     parser.add_argument("--skipping", action="store_true", help="only: --records into one table per file layout; "
                         "point and range queries in Spark (its scan's output rows) and DuckDB")
-    parser.add_argument("--rollups", action="store_true", help="only: the full batch with and without a rollup")
+    parser.add_argument("--rollups", action="store_true", help="only: no rollup, one in Hive, one in PostgreSQL too")
     parser.add_argument("--compaction", action="store_true", help="only: GROUP BY over one Hive partition of "
                         "partitions x batches small files, `etl compact` on it, the GROUP BY again; merge_files vs a "
                         "plain pyarrow rewrite of the same files")
