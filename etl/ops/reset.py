@@ -172,7 +172,7 @@ def _reset_locked(context: JobContext, options: ResetOptions, out, report: dict)
         out(f"{c.topic}[{c.partition}]: {c.old} -> {c.new}"
             f"{'  (backwards)' if c.old is not None and c.new < c.old else ''}")
     under = moved_under(context, changes)
-    report["rollups_rebuilt"] = [spec.rollup.name for spec, _, _ in under]
+    report["rollups_moved_under"] = [spec.rollup.name for spec, _, _ in under]
     if not options.rebuild_rollups:
         refusals += [why for _, _, why in under]
     if refusals:
