@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # imported where first used: `etl status` and `etl check` nee
     from etl.job.driver import Job
     from etl.job.partition_writer import WriterSpec
     from etl.job.rollup_mirror import RollupMirror
+    from etl.config.rollup_target import PostgresTarget
     from etl.model.rollup_table import RollupSpec
     from etl.postgres.rollup_db import RollupDatabase
     from etl.rows.decoders import Decoder
@@ -224,17 +225,20 @@ class JobContext(CommandContext):
         """The rollups' PostgreSQL targets, by rollup name: one connection per target, opened on
         first use and closed with the context."""
         if self._databases is None:
-            from etl.postgres.rollup_db import RollupDatabase
             by_url: dict[str, RollupDatabase] = {}
             self._databases = {}
             for rollup in self.config.rollups:
                 if rollup.target is None:
                     continue
                 if rollup.target.url not in by_url:
-                    by_url[rollup.target.url] = RollupDatabase(rollup.target, self.config.job.name)
+                    by_url[rollup.target.url] = self._rollup_database(rollup.target)
                     self._opened.callback(by_url[rollup.target.url].close)
                 self._databases[rollup.name] = by_url[rollup.target.url]
         return self._databases
+
+    def _rollup_database(self, target: PostgresTarget) -> RollupDatabase:
+        from etl.postgres.rollup_db import RollupDatabase  # psycopg: imported only by a job with a target
+        return RollupDatabase(target, self.config.job.name)
 
     @property
     def rollup_mirror(self) -> RollupMirror:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import pyarrow as pa
 
@@ -33,11 +33,14 @@ from etl.model.batch import Batch, BatchKind, OffsetRange
 from etl.model.naming import FileRange, is_temp_name, named_range
 from etl.model.rollup_table import PARTIALS_FORMAT, RollupSpec, partial_name
 from etl.model.schema import arrow_type
-from etl.postgres.rollup_db import OffsetMove, Position, RollupDatabase, as_rows
+from etl.postgres.positions import OffsetMove, Position, as_rows
 from etl.retry import retry_idempotent
 from etl.rows.rollup_partials import merged
 from etl.sink.file_format import read_columns
 from etl.sink.fs import WarehouseFileSystem
+
+if TYPE_CHECKING:  # the client is imported only by a job whose rollups have a target (etl.context.job)
+    from etl.postgres.rollup_db import RollupDatabase
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from etl.ops.job_tables import held_by_job
 from etl.ops.coverage import Problem
 from etl.ops.inventory import WarehouseFile
 from etl.ops.rollup_files import REBUILD_ACTION, partial_path
-from etl.postgres.rollup_db import Partition, Position, as_rows
+from etl.postgres.positions import Partition, Position, as_rows
 
 
 def rollup_specs(context: JobContext) -> list[tuple[RollupSpec, str]]:

@@ -10,37 +10,20 @@ count must be 1), or the whole transaction rolls back.
 """
 from __future__ import annotations
 
-import datetime as dt
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import psycopg
-import pyarrow as pa
 
 from etl.config.rollup_target import PostgresTarget
 from etl.errors import PostgresConflict, PostgresError, PostgresUnavailable, RollupRefused
 from etl.model.rollup_table import RollupSpec
+from etl.postgres.positions import OffsetMove, Partition, Position
 from etl.postgres.statements import DEFINITIONS_TABLE, OFFSETS_TABLE, SHARED_DDL, create_table, quoted, upsert
 
-Partition = tuple[str, int]  # (topic, partition)
 # Worth a retry: the server was unreachable, or the connection dropped (nothing was committed, or
 # the guard finds the commit in place: etl.job.rollup_mirror).
 RETRYABLE = (psycopg.OperationalError,)
-
-
-@dataclass(frozen=True)
-class Position:
-    next_offset: int
-    batch_id: int  # the batch whose transaction moved it there
-
-
-@dataclass(frozen=True)
-class OffsetMove:
-    topic: str
-    partition: int
-    start: int | None  # None: the database holds no offset of this partition yet
-    end: int
 
 
 class RollupDatabase:
@@ -158,16 +141,3 @@ class RollupDatabase:
             except psycopg.OperationalError as exc:
                 raise PostgresUnavailable(f"cannot reach {self.target.describe()}: {exc}") from exc
         return self._connection
-
-
-def as_rows(table: pa.Table) -> list[tuple]:
-    """Merged groups as the upsert takes them: a timestamp in UTC without a zone, as the
-    rollup's `timestamp` columns hold it."""
-    columns = [[_utc_naive(value) for value in column.to_pylist()] for column in table.columns]
-    return list(zip(*columns))
-
-
-def _utc_naive(value):
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    return value

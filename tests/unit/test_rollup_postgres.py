@@ -18,7 +18,7 @@ from etl.model.naming import FileRange
 from etl.model.rollup_table import RollupSpec
 from etl.model.schema import Column, TableSchema
 from etl.ops.rollup_postgres import offset_problems, row_problems
-from etl.postgres.rollup_db import OffsetMove, Position, as_rows
+from etl.postgres.positions import OffsetMove, Position, as_rows
 from etl.postgres.statements import create_table, pg_type, upsert
 
 SOURCE = TableSchema((Column("level", "string"), Column("ts", "timestamp"), Column("price", "decimal(10,2)"),
