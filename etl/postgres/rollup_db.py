@@ -21,10 +21,6 @@ from etl.model.rollup_table import RollupSpec
 from etl.postgres.positions import OffsetMove, Partition, Position
 from etl.postgres.statements import DEFINITIONS_TABLE, OFFSETS_TABLE, SHARED_DDL, create_table, quoted, upsert
 
-# Worth a retry: the server was unreachable, or the connection dropped (nothing was committed, or
-# the guard finds the commit in place: etl.job.rollup_mirror).
-RETRYABLE = (psycopg.OperationalError,)
-
 
 class RollupDatabase:
     """Built once per command, by its context (etl.context.job), for the rollups of one target."""
@@ -46,11 +42,12 @@ class RollupDatabase:
         with self._transaction() as cursor:
             for statement in SHARED_DDL:
                 cursor.execute(statement)
-            found = self._definition(cursor, spec)
-            if found is None:
+            if self._definition(cursor, spec) is None:
                 cursor.execute(create_table(spec))
                 cursor.execute(f"INSERT INTO {DEFINITIONS_TABLE} VALUES (%s, %s, %s)",
                                (spec.view, self.owner, spec.definition))
+            else:
+                self._check_definition(cursor, spec)
 
     def positions(self, spec: RollupSpec) -> dict[Partition, Position]:
         with self._transaction() as cursor:
