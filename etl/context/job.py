@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # imported where first used: `etl status` and `etl check` nee
     from etl.job.partition_writer import WriterSpec
     from etl.job.rollup_mirror import RollupMirror
     from etl.config.rollup_target import PostgresTarget
+    from etl.model.batch import Batch
     from etl.model.rollup_table import RollupSpec
     from etl.postgres.rollup_db import RollupDatabase
     from etl.rows.decoders import Decoder
@@ -199,26 +200,27 @@ class JobContext(CommandContext):
         if not self.config.rollups:
             return  # no writer spec is built for nothing
         rollups = [rollup for spec in self._ddl_specs().values() for rollup in spec.rollups]
-        committed = {topic for topic, _ in self.store.offsets.committed_offsets()}
+        committed = {key: offset.value for key, offset in self.store.offsets.committed_offsets().items()}
+        opened = self.store.batches.open_batch() if self.rollup_databases else None
         for spec in rollups:
             route = rollup_route(spec.rollup, self.config.routes)
-            registrar.ensure_rollup(spec, loaded=any(route.chooses(topic) for topic in committed))
+            registrar.ensure_rollup(spec, loaded=any(route.chooses(topic) for topic, _ in committed))
             database = self.rollup_databases.get(spec.rollup.name)
             if database is not None:
-                self._ensure_in_postgres(database, spec)
+                self._ensure_in_postgres(database, spec, committed, opened[0] if opened else None)
 
-    def _ensure_in_postgres(self, database: RollupDatabase, spec: RollupSpec) -> None:
+    def _ensure_in_postgres(self, database: RollupDatabase, spec: RollupSpec, committed: dict[tuple[str, int], int],
+                            opened: Batch | None) -> None:
         """A rollup's tables in its database (a new one catches up from the partials), and its
-        offsets there none past ZooKeeper's (etl.job.rollup_mirror)."""
+        offsets there none past ZooKeeper's `committed` but the `opened` batch's own
+        (etl.job.rollup_mirror)."""
         from etl.job.rollup_mirror import refuse_ahead
         where = database.target.describe()
         retry_idempotent(self._retry, (PostgresUnavailable,), f"{spec.rollup.describe()}'s tables in {where}",
                          lambda: database.ensure(spec))
         positions = retry_idempotent(self._retry, (PostgresUnavailable,), f"{spec.rollup.describe()}'s offsets in "
                                      f"{where}", lambda: database.positions(spec))
-        committed = {key: offset.value for key, offset in self.store.offsets.committed_offsets().items()}
-        opened = self.store.batches.open_batch()
-        refuse_ahead(spec, positions, committed, opened[0] if opened else None, where)
+        refuse_ahead(spec, positions, committed, opened, where)
 
     @property
     def rollup_databases(self) -> dict[str, RollupDatabase]:

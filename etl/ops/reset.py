@@ -35,7 +35,7 @@ from etl.ops.acting import Act, stops_at_preview
 from etl.ops.inventory import Inventory
 from etl.ops.job_tables import held_by_job
 from etl.ops.rollup_files import partials_of
-from etl.ops.rollup_postgres import moved_under, rebuild_in_postgres
+from etl.ops.rollup_postgres import moved_under, rebuild_in_postgres, table_files
 from etl.sink.aside import aside_path, aside_root
 from etl.source.kafka import KafkaMetadata
 from etl.state.protocols import OffsetPart
@@ -187,8 +187,8 @@ def _reset_locked(context: JobContext, options: ResetOptions, out, report: dict)
     event = Reset(at, getpass.getuser(), tuple(changes), tuple(moves))
     store.operator.write_pending_reset(PendingReset(event, topic_ids))
     finish_pending_reset(store.operator, fs, out)
-    for spec, table, _ in under:
-        out(rebuild_in_postgres(context, spec, table))
+    for spec, table, _ in under:  # from the files the reset left in the table
+        out(rebuild_in_postgres(context, spec, table_files(context, table)))
     report["applied"] = True
     return EXIT_OK
 

@@ -28,7 +28,7 @@ from etl.sink.warehouse import Warehouse
 
 LINEAGE = ["kafka_topic", "kafka_partition", "kafka_offset"]
 REBUILD_ACTION = ("run `etl rollup rebuild --rollup {name} --execute`, which computes every partial anew from the "
-            "table's files")
+                  "table's files")
 
 
 def range_rows(fs: WarehouseFileSystem, spec: RollupSpec, files: Iterable[WarehouseFile],

@@ -40,12 +40,18 @@ def rollup_named(context: JobContext, name: str) -> tuple[RollupSpec, str]:
     raise ConfigError(f"{context.config.path}: no [rollup {name}] section; the job's rollups: {names}")
 
 
-def rebuild_in_postgres(context: JobContext, spec: RollupSpec, table: str) -> str:
-    """The rollup's database rows made again from the table's partials; what was done, to print."""
+def table_files(context: JobContext, table: str) -> list[WarehouseFile]:
+    """The committed files of one of the job's tables (a merged file once per range it holds)."""
+    held = held_by_job(context.fs, context.config, context.store, context.located()).by_table.get(table)
+    return held.files if held is not None else []
+
+
+def rebuild_in_postgres(context: JobContext, spec: RollupSpec, files: list[WarehouseFile]) -> str:
+    """The rollup's database rows made again from the partials of `files` (its table's committed
+    files: table_files); what was done, to print."""
     database = context.rollup_databases[spec.rollup.name]
     fs, warehouse, store = context.fs, context.located(), context.store
-    held = held_by_job(fs, context.config, store, warehouse).by_table.get(table)
-    paths = sorted({partial_path(warehouse, spec.partials_table, file) for file in (held.files if held else [])})
+    paths = sorted({partial_path(warehouse, spec.partials_table, file) for file in files})
     missing = [path for path in paths if not fs.exists(path)]
     if missing:
         raise RollupRefused(f"{spec.rollup.describe()}: {len(missing)} partials are missing, e.g. {missing[0]}: run "
@@ -79,10 +85,11 @@ def moved_under(context: JobContext, changes: list[OffsetChange]) -> list[tuple[
 
 
 def check_in_postgres(context: JobContext, spec: RollupSpec, files: list[WarehouseFile],
-                      open_batch: Batch | None, deep: bool) -> list[Problem]:
+                      open_batch: Batch | None, deep: bool, partials_whole: bool) -> list[Problem]:
     """`etl verify`'s look at a rollup's database: none of its offsets past ZooKeeper's committed
     ones (but the open batch's own); with `deep`, its rows are the partials of the ranges it holds
-    merged (not compared while it is behind ZooKeeper: its next batch catches up)."""
+    merged (not compared while it is behind ZooKeeper: its next batch catches up; nor unless
+    `partials_whole`, none missing: check_partials names those)."""
     database = context.rollup_databases[spec.rollup.name]
     where = f"{database.target.describe()} {spec.view}"
     route = rollup_route(spec.rollup, context.config.routes)
@@ -91,14 +98,12 @@ def check_in_postgres(context: JobContext, spec: RollupSpec, files: list[Warehou
     positions = database.positions(spec)
     problems = offset_problems(spec, where, positions, committed, open_batch)
     behind = any(positions.get(key, Position(-1, 0)).next_offset < value for key, value in committed.items())
-    if behind or not deep:  # behind: the next batch catches up from the partials; the rows lack them until then
+    if behind or not deep or not partials_whole:  # behind: the next batch catches up; the rows lack them till then
         return problems
     warehouse = context.located()
     held_open = open_batch is not None and any(p.batch_id == open_batch.batch_id for p in positions.values())
     skipped = {r.file_range for r in open_batch.file_ranges} if open_batch is not None and not held_open else set()
     paths = sorted({partial_path(warehouse, spec.partials_table, f) for f in files if f.range not in skipped})
-    if not all(context.fs.exists(path) for path in paths):
-        return problems  # check_partials names the missing ones; the rows cannot be compared without them
     expected = as_rows(merged_partials(context.fs, spec, paths))
     return problems + row_problems(spec, where, database.rows(spec), expected)
 

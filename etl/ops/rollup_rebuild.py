@@ -94,5 +94,5 @@ def _rebuild(context: JobContext, spec: RollupSpec, table: str, act: Act, out) -
     registrar.add_rollup_partitions(spec, [partition_values(path) for path in partitions])
     out(f"done: {len(ranges)} partials in {len(partitions)} partitions; {spec.view} made again")
     if spec.rollup.name in context.rollup_databases:  # and PostgreSQL's rows, from those partials
-        out(rebuild_in_postgres(context, spec, table))
+        out(rebuild_in_postgres(context, spec, ranges))
     return EXIT_OK

@@ -131,9 +131,11 @@ def _rollup_problems(context: JobContext, warehouse: Warehouse, inventories: dic
         for spec in context.spec_for(route).rollups if not route.from_registry else ():
             held = inventories.get(route.table)
             files = held.files if held is not None else []
-            problems += check_partials(context.fs, warehouse, spec, files, opened, deep)
+            found = check_partials(context.fs, warehouse, spec, files, opened, deep)
             if spec.rollup.name in context.rollup_databases:  # and its rows in PostgreSQL
-                problems += check_in_postgres(context, spec, files, open_batch, deep)
+                whole = not any(problem.kind == "rollup_partial_missing" for problem in found)
+                found += check_in_postgres(context, spec, files, open_batch, deep, whole)
+            problems += found
     return problems
 
 
