@@ -86,7 +86,7 @@ class RollupDatabase:
         with self._transaction() as cursor:
             for statement in SHARED_DDL:
                 cursor.execute(statement)
-            self._definition(cursor, spec)
+            self._definition(cursor, spec)  # locks its row, if any: a writer of the rollup waits for this
             cursor.execute(f"DROP TABLE IF EXISTS {quoted(spec.view)}")
             cursor.execute(create_table(spec))
             cursor.execute(f"DELETE FROM {DEFINITIONS_TABLE} WHERE rollup_table = %s", (spec.view,))
@@ -128,7 +128,9 @@ class RollupDatabase:
             self.close()
             raise PostgresUnavailable(f"{self.target.describe()}: {exc}") from exc
         except psycopg.Error as exc:  # refused: a type, a permission, a table changed by hand
-            raise PostgresError(f"{self.target.describe()} refused a statement: {exc}") from exc
+            raise PostgresError(f"{self.target.describe()} refused a statement: {exc}; if a rollup's table there was "
+                                f"changed or dropped by hand, `etl rollup rebuild --rollup NAME --execute` makes it "
+                                f"again") from exc
 
     def connection(self) -> psycopg.Connection:
         if self._connection is None or self._connection.closed:

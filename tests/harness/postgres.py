@@ -31,7 +31,13 @@ class StackPostgres:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
         subprocess.run([str(LOCAL_STACK), "down", "postgres"], capture_output=True, check=True)
+
+    def start(self) -> None:
+        self.__enter__()
 
     def create_database(self, name: str) -> str:
         """A new database; its URL."""

@@ -139,6 +139,14 @@ def test_a_rollup_in_hive_and_in_postgres_equals_a_recount_through_kills_resets_
     assert database(minute, first) == [(before + 7 * PARTITIONS,)], (before, database(minute, first))
     check_both(config)
 
+    # The database stops answering: the run exits 75 (retry later) before it plans a batch, and
+    # the next run, the database back, loads those records once (checked after the reset below).
+    produce_more(5)
+    postgres.stop()
+    down = run_etl(config)
+    postgres.start()
+    assert down.returncode == 75 and "cannot reach" in down.stderr, down.describe()
+
     # A backwards reset would have to take rows out of the database: refused, exit 2, naming the
     # flag. With --rebuild-rollups and --move-aside, partition 0's last ranges move out with their
     # partials (a partial left behind would be counted beside the reloaded range's), and the
