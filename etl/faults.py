@@ -1,6 +1,6 @@
 """Test-only fault points, so that crash tests can break the job at an exact step.
 
-`ETL_FAULT_POINT` names one point (22 in all; <p> is a Kafka partition, <i> an output's index):
+`ETL_FAULT_POINT` names one point (24 in all; <p> is a Kafka partition, <i> an output's index):
   state:PLANNED | state:WRITTEN | state:REGISTERED | state:COMMITTED   (driver, right after
       the batch reached that state in ZooKeeper)
   registered:<table>  (driver, a routed batch's partition added to that table in Hive, the
@@ -22,8 +22,11 @@
                              one atomic rename)
   compact:PLANNED           (a compaction's plan stored in ZooKeeper, no file merged yet)
   compact:merged:<i>        (the compaction's output i published in its new folder)
+  compact:partials-folded   (a rollup's folded partial of a merged file published in its new folder)
   compact:WRITTEN           (every merged file in place, WRITTEN recorded; Hive reads the old folder)
-  compact:metastore-switched  (the Hive partition points at the new folder; ZooKeeper does not
+  compact:partials-switched (the data partition, and a rollup's partials partition, point at their
+                             new folders; the next rollup's not yet)
+  compact:metastore-switched  (the Hive partitions point at the new folders; ZooKeeper does not
                                record it yet)
   compact:SWITCHED          (ZooKeeper records the switch and the partition's new folder)
   compact:DELETED           (the replaced files deleted after their grace period, the plan not yet)

@@ -16,6 +16,7 @@ import posixpath
 from dataclasses import dataclass, replace
 
 from etl.compaction.merge import read_facts
+from etl.compaction.partials import plan_folds
 from etl.compaction.plan import plan_outputs
 from etl.compaction.tables import CompactedTable, TableViews
 from etl.config import Config
@@ -108,12 +109,17 @@ class CompactionChooser:
             return _skip(choice, str(exc))
         if len(outputs) >= len(inputs):
             return _skip(choice, f"its {len(inputs)} files are already as large as target_file_mb allows")
+        table = choice.table_name or self.config.hive.table
+        folds = plan_folds(self.config, self.fs, warehouse, table, choice.partition, outputs) \
+            if choice.table is TableKind.MAIN and table is not None else ()
+        if isinstance(folds, str):
+            return _skip(choice, folds)
         root = warehouse.root(choice.table)
         return CompactionPlan(compaction_id, choice.table, choice.partition, posixpath.relpath(folder, root),
                               compacted_folder(choice.partition, compaction_id), tuple(inputs), outputs,
                               self.clock().isoformat(timespec="seconds"), planned_by,
                               marker=MARKER_NAME in self.fs.list_dir(folder), table_name=choice.table_name,
-                              checksums=True)  # merge_files records them in every merged file
+                              checksums=True, partials=folds)  # merge_files records checksums in every merged file
 
 
 def _committed_end(offset, incarnation: str) -> int:

@@ -24,6 +24,7 @@ from typing import Callable
 
 from etl import faults
 from etl.compaction.merge import MergeAltered, merge_files
+from etl.compaction.partials import PartialsFolder
 from etl.compaction.records import CompactionStore
 from etl.compaction.switch import PartitionSwitch, plan_folder
 from etl.compaction.tables import TableViews
@@ -50,6 +51,8 @@ class Compactor:
         self.views = views
         self.views.relocated(store.compactions.relocations())
         self.switch = PartitionSwitch(views.registrar)
+        self.partials = PartialsFolder(fs, lambda: views.warehouse(None), lambda: views.registrar(None),
+                                       FileLayout.of(config))
 
     def finish_pending(self) -> list[CompactionPlan]:
         """Carry every compaction under way as far as it may go now; returns those still waiting
@@ -66,6 +69,7 @@ class Compactor:
         self.store.session.assert_lock_held()
         if plan.state is CompactionState.PLANNED:
             missing = [f.name for f in plan.inputs if not self.fs.exists(self._source(plan, f.name))]
+            missing += self.partials.missing(plan)
             if missing:
                 self._roll_back(plan, version, missing)
                 return None
@@ -78,6 +82,7 @@ class Compactor:
             faults.checkpoint("compact:WRITTEN")
         if plan.state is CompactionState.WRITTEN:
             self.switch.point_at_target(plan, self._view(plan))
+            self.partials.switch(plan)
             faults.checkpoint("compact:metastore-switched")
             plan, version = self.store.compactions.advance_compaction(plan, version, CompactionState.SWITCHED,
                                                           switched_at=self.clock().isoformat(timespec="seconds"))
@@ -109,6 +114,7 @@ class Compactor:
             faults.checkpoint(f"compact:merged:{index}")
         if plan.marker:
             self._copy_marker(plan, target)
+        self.partials.write(plan)
         for name in self.fs.list_dir(target):  # temp files of attempts that died
             if is_temp_name(name):
                 self.fs.delete(posixpath.join(target, name))
@@ -150,6 +156,7 @@ class Compactor:
         self.switch.refuse_if_hive_reads(plan, self._view(plan), plan.source, "delete the files it replaced")
         for name in names:
             self.fs.delete(self._source(plan, name))  # False when an earlier attempt deleted it
+        self.partials.delete_replaced(plan)
         log.info("compaction %d: deleted %d superseded files from %s", plan.compaction_id, len(plan.inputs),
                  plan.source)
 
@@ -158,6 +165,7 @@ class Compactor:
         self.switch.refuse_if_hive_reads(plan, self._view(plan), plan.target, "roll back (delete its new folder)")
         for name in self.fs.list_dir(target):
             self.fs.delete(posixpath.join(target, name))
+        self.partials.discard(plan)
         log.error("compaction %d rolled back: %d of its input files are gone from %s (e.g. %s); the partition is "
                   "left as it is: run `etl verify`", plan.compaction_id, len(missing), plan.source, missing[0])
         self.store.compactions.drop_compaction(plan, version)
@@ -169,6 +177,7 @@ class Compactor:
         self.switch.refuse_if_hive_reads(plan, self._view(plan), plan.target, "roll back (delete its new folder)")
         for name in self.fs.list_dir(target):
             self.fs.delete(posixpath.join(target, name))
+        self.partials.discard(plan)
         log.error("compaction %d of %s rolled back: a merge's values differed from its inputs'; the partition is "
                   "left as it is", plan.compaction_id, plan.partition)
         self.store.compactions.drop_compaction(plan, version)

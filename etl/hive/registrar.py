@@ -258,13 +258,14 @@ class HiveRegistrar:
             return catalog.locations(self.hive.database, table, partitions)
         return self._catalog_call(_adding(table, partitions), read, BATCH_STAYS_OPEN)
 
-    def location(self, kind: TableKind, partition: str) -> str | None:
-        """Where the metastore says a partition's files are; None if it is not registered."""
+    def location(self, kind: TableKind | str, partition: str) -> str | None:
+        """Where the metastore says a partition's files are; None if it is not registered. `kind`:
+        the table, or a rollup's partials table by its name."""
         table, values = self._table(kind), partition_values(partition)
         return self._catalog_call(f"read the location of partition {partition} of {table}",
                                   lambda c: c.locations(self.hive.database, table, [values])[0])
 
-    def set_location(self, kind: TableKind, partition: str, location: str) -> None:
+    def set_location(self, kind: TableKind | str, partition: str, location: str) -> None:
         """Point a partition at another folder, in one metastore call (etl.compaction.switch)."""
         table, values = self._table(kind), partition_values(partition)
         self._sql(f"ALTER TABLE {self._qualified(table)} PARTITION ({partition_spec(values)}) SET LOCATION "
@@ -283,7 +284,9 @@ class HiveRegistrar:
         """Each partition of the table and its location, as the metastore holds them."""
         return registered_partitions(self.catalog, self.hive, self._table(kind))
 
-    def _table(self, kind: TableKind) -> str:
+    def _table(self, kind: TableKind | str) -> str:
+        if not isinstance(kind, TableKind):
+            return kind  # a rollup's partials table, moved with its data (etl.model.compaction.PartialsFold)
         return self.hive.the_table if kind is TableKind.MAIN else self.hive.rejected_table
 
     def _check_location(self, table: str, values: dict[str, str], location: str) -> None:

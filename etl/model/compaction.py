@@ -20,7 +20,8 @@ from enum import Enum
 from typing import Mapping
 
 from etl.errors import StateConflict
-from etl.model.naming import named_range
+from etl.model.naming import name_stem, named_range
+from etl.model.rollup_table import partial_name
 
 COMPACTED_FOLDER = "_compacted"
 
@@ -98,6 +99,44 @@ class OutputFile:
 
 
 @dataclass(frozen=True)
+class PartialsFold:
+    """A rollup's partials of the plan's partition, folded with the data files they were computed
+    from: one partial per merged file, named as the merged file is (etl.model.rollup_table), in the
+    partials table's own new folder (the plan's `target`, under the partials table's root), which
+    the metastore is pointed at with the data partition. The fold is recorded whole, merge
+    functions and all, so that a compaction under way is carried on from ZooKeeper alone."""
+
+    rollup: str  # its [rollup <name>] section
+    table: str  # its partials table
+    source: str  # the partials partition's folder now, relative to the partials table's root
+    keys: tuple[str, ...]  # the group's columns
+    merges: tuple[tuple[str, str], ...]  # each aggregate's column and the function that merges it (sum, min, max)
+    outputs: tuple[str, ...]  # the merged files whose partials it folds: those of its route's topics
+
+    def partials(self, plan: "CompactionPlan") -> list[tuple[str, tuple[str, ...]]]:
+        """Each folded partial's name, with the names of the partials it folds (its data inputs')."""
+        return [(partial_of(output.name), tuple(partial_of(name) for name in output.inputs))
+                for output in plan.outputs if output.name in self.outputs]
+
+    def inputs(self, plan: "CompactionPlan") -> list[str]:
+        return [name for _, inputs in self.partials(plan) for name in inputs]
+
+    def to_json(self) -> dict:
+        return {"rollup": self.rollup, "table": self.table, "source": self.source, "keys": list(self.keys),
+                "merges": [list(m) for m in self.merges], "outputs": list(self.outputs)}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "PartialsFold":
+        return cls(raw["rollup"], raw["table"], raw["source"], tuple(raw["keys"]),
+                   tuple((str(a), str(b)) for a, b in raw["merges"]), tuple(raw["outputs"]))
+
+
+def partial_of(data_file: str) -> str:
+    """The partial of a committed file (a batch's or a merged one): named by the file, as Parquet."""
+    return partial_name(name_stem(data_file))
+
+
+@dataclass(frozen=True)
 class CompactionPlan:
     compaction_id: int
     table: TableKind
@@ -118,6 +157,8 @@ class CompactionPlan:
     # Its merged files record their checksums (`etl.checksums`, etl.sink.checksums): every plan this
     # version makes. A record without the key is an older version's, whose files may have none.
     checksums: bool = False
+    # The partials of the table's rollups, folded with it; the JSON key is written only when set.
+    partials: tuple[PartialsFold, ...] = ()
 
     @property
     def label(self) -> str:
@@ -155,7 +196,8 @@ class CompactionPlan:
                 "outputs": [f.to_json() for f in self.outputs], "planned_at": self.planned_at,
                 "planned_by": self.planned_by, "state": self.state.value, "switched_at": self.switched_at,
                 "marker": self.marker, **({"table_name": self.table_name} if self.table_name else {}),
-                **({"checksums": True} if self.checksums else {})}
+                **({"checksums": True} if self.checksums else {}),
+                **({"partials": [f.to_json() for f in self.partials]} if self.partials else {})}
 
     @classmethod
     def from_json(cls, raw: dict) -> "CompactionPlan":
@@ -163,7 +205,8 @@ class CompactionPlan:
                    tuple(InputFile.from_json(f) for f in raw["inputs"]),
                    tuple(OutputFile.from_json(f) for f in raw["outputs"]), raw["planned_at"], raw["planned_by"],
                    CompactionState(raw["state"]), raw.get("switched_at"), bool(raw.get("marker")),
-                   raw.get("table_name"), raw.get("checksums") is True)
+                   raw.get("table_name"), raw.get("checksums") is True,
+                   tuple(PartialsFold.from_json(f) for f in raw.get("partials", ())))
 
 
 @dataclass(frozen=True)
@@ -171,7 +214,8 @@ class Relocations:
     """The partitions whose files are no longer in their default folder (`<root>/dt=…/hour=…`):
     partition path -> folder relative to the table's root, for the table and its rejected one.
 
-    A routed job's tables each have their own map in `tables` (by Hive name), stored apart from
+    A routed job's tables, and the rollups' partials tables (a compaction moves their partitions
+    with its data's: PartialsFold), each have their own map in `tables` (by Hive name), stored apart from
     `main` and `rejected` (etl.state.compaction_records): `to_json` is the one-table encoding and
     never holds them. `for_table` makes a table's map the `main` of that table's view."""
 

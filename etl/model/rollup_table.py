@@ -2,8 +2,9 @@
 
 Each partition-batch writes one partials file (etl.job.rollup_task): a row per group of its
 rows, keys first, then each aggregate's partial. The table `<rollup>_partials` holds those files,
-partitioned as the rollup's source table is, one file per range under the range's own name, so
-that a replay finds its partial in place as it finds its data file. The view `<rollup>` folds
+partitioned as the rollup's source table is, one file per data file under the data file's own
+name (a range's, so that a replay finds its partial in place as it finds its data file; a
+merged file's, whose partial a compaction folds: etl.compaction.partials). The view `<rollup>` folds
 them: a sum of counts and sums, a min of minimums, a max of maximums, grouped by the keys.
 
 A partial column's type: a time bucket is a timestamp; count is bigint; sum is bigint over
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+
+import pyarrow as pa
 
 from etl.config.model import HiveFormat
 from etl.config.rollup_filter import columns_of
@@ -96,3 +99,14 @@ def _partial_type(aggregate: Aggregate, types: dict[str, str]) -> str:
             return f"decimal(38,{kind.rstrip(')').split(',')[1]})" if "," in kind else "decimal(38,0)"
         return "double"
     return kind
+
+
+def folded(tables: list[pa.Table], keys: list[str], merges: list[tuple[str, str]]) -> pa.Table:
+    """Partials folded into one row per group by their column names and merge functions, each
+    column in the first table's type, keys first: a batch's (etl.rows.rollup_partials.merged), and
+    a compaction's, whose record holds the names and functions (etl.model.compaction.PartialsFold)."""
+    whole = pa.concat_tables(tables)  # of one schema: the caller casts them to it
+    found = whole.group_by(keys).aggregate(list(merges))
+    columns = {key: found.column(key) for key in keys}
+    columns |= {name: found.column(f"{name}_{function}") for name, function in merges}
+    return pa.table(columns).cast(pa.schema([whole.schema.field(name) for name in columns]))

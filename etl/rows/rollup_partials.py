@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl.config.rollup_terms import Aggregate, Function, GroupKey
+from etl.model.rollup_table import folded
 
 _ROWS = "__rows"  # a column of ones that count(*) counts, whatever the other columns hold
 
@@ -29,9 +30,7 @@ def partials(rows: pa.Table, keys: tuple[GroupKey, ...], aggregates: tuple[Aggre
 
 def merged(tables: list[pa.Table], keys: tuple[GroupKey, ...], aggregates: tuple[Aggregate, ...]) -> pa.Table:
     """Partials (each `partials`' shape) folded into one row per group."""
-    whole = pa.concat_tables(tables)
-    specs = [(a.name, a.function.merged_by.value) for a in aggregates]
-    return _named(whole.group_by([key.name for key in keys]).aggregate(specs), keys, aggregates, specs)
+    return folded(tables, [key.name for key in keys], [(a.name, a.function.merged_by.value) for a in aggregates])
 
 
 def _key_values(rows: pa.Table, key: GroupKey):

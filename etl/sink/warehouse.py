@@ -77,11 +77,15 @@ class Warehouse:
     def rejected_dir(self, partition: str | dict[str, str]) -> str:
         return self.folder(TableKind.REJECTED, partition)
 
+    def partials_root(self, table: str) -> str:
+        """A rollup's partials table's folder (etl.model.rollup_table), beside the job's tables."""
+        return posixpath.join(self.database_root, table)
+
     def partials_dir(self, table: str, partition: str | dict[str, str]) -> str:
-        """A partition's folder in a rollup's partials table (etl.model.rollup_table), beside the
-        job's tables in the database's folder; never moved by a compaction."""
+        """A partition's folder in a rollup's partials table: moved, as its data partition is, by
+        a compaction that folds its partials (its relocations are filed under the table's name)."""
         path = partition if isinstance(partition, str) else partition_path(partition)
-        return posixpath.join(self.database_root, table, path)
+        return posixpath.join(self.partials_root(table), self.relocations.tables.get(table, {}).get(path, path))
 
     def hive_uri(self, fs_path: str) -> str:
         """The Hive LOCATION of a folder given as a warehouse filesystem path."""

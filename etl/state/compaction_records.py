@@ -165,6 +165,10 @@ class CompactionRecords(SessionBound):
                 txn.set_data(self.paths.merged_record(key), dump(record), version=stat.version)
 
     def _relocate(self, txn, plan: CompactionPlan) -> None:
+        """The partition's new folder, and its rollups' partials partitions' (folded with it)."""
+        for fold in plan.partials:
+            folders, version = self._table_relocations(fold.table)
+            self._set_table_relocations(txn, fold.table, {**folders, plan.partition: plan.target}, version)
         if plan.table_name is not None:
             folders, version = self._table_relocations(plan.table_name)
             self._set_table_relocations(txn, plan.table_name, {**folders, plan.partition: plan.target}, version)

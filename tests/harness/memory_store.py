@@ -376,6 +376,9 @@ class MemoryStore:
         what = f"move compaction {plan.compaction_id} to {to.value}"
         self._fence(what)
         self._check_compaction_version(plan, version, what)
+        for fold in moved.partials if to is CompactionState.SWITCHED else ():
+            folders, at = self.state.table_relocations.get(fold.table, ({}, -1))
+            self.state.table_relocations[fold.table] = ({**folders, moved.partition: moved.target}, at + 1)
         if to is CompactionState.SWITCHED and moved.table_name is not None:
             folders, at = self.state.table_relocations.get(moved.table_name, ({}, -1))
             self.state.table_relocations[moved.table_name] = ({**folders, moved.partition: moved.target}, at + 1)

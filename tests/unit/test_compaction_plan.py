@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,8 @@ import pytest
 from etl.config import load_config
 from etl.errors import ConfigError, StateConflict
 from etl.compaction.plan import plan_outputs
-from etl.model.compaction import (CompactionPlan, CompactionState, InputFile, OutputFile, Relocations, TableKind,
-                                  compacted_folder, partition_of_folder)
+from etl.model.compaction import (CompactionPlan, CompactionState, InputFile, OutputFile, PartialsFold, Relocations,
+                                  TableKind, compacted_folder, partial_of, partition_of_folder)
 from etl.model.naming import final_name
 from etl.state.znodes import dump
 from tests.harness.config_file import minimal_ini
@@ -145,3 +146,19 @@ def test_etl_compact_with_a_bad_key_exits_2_naming_it(tmp_path):
     done = subprocess.run([sys.executable, "-m", "etl", "compact", "--config", str(path)], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and "[compaction] min_files" in done.stderr, done.stderr
+
+
+def test_a_plan_that_folds_partials_round_trips_and_names_each_folded_partial():
+    """A merged file's partial is named by it; it folds the partials of the merged file's inputs,
+    each named by its input (a batch's file: its range's, a merged file: its own)."""
+    inputs = (batch_file(0, 0, 6), batch_file(0, 6, 12), batch_file(1, 0, 3), batch_file(1, 3, 9))
+    outputs = plan_outputs(list(inputs), 10_000)
+    fold = PartialsFold("per_minute", "per_minute_partials", "dt=x/hour=1", ("ts_minute", "action"),
+                        (("events", "sum"), ("first_seen", "min")), (outputs[1].name,))
+    plan = replace(CompactionPlan(3, TableKind.MAIN, "dt=x/hour=1", "dt=x/hour=1", compacted_folder("dt=x/hour=1", 3),
+                                  inputs, outputs, "2026-11-24T10:00:00+00:00", "me"), partials=(fold,))
+    assert CompactionPlan.from_json(json.loads(dump(plan.to_json()))) == plan
+    (name, folded), = fold.partials(plan)  # only the outputs of its route's topics: partition 1's here
+    assert name == partial_of(outputs[1].name) == outputs[1].name.replace(".orc", ".parquet")
+    assert folded == tuple(partial_of(f.name) for f in inputs[2:]) and fold.inputs(plan) == list(folded)
+    assert "partials" not in _switched_plan().to_json()  # a plan without rollups is stored as before
