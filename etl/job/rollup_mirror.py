@@ -30,7 +30,8 @@ from etl.config import RetryConfig
 from etl.errors import PostgresUnavailable, RollupRefused
 from etl.job.batch_tables import BatchTable, BatchTables
 from etl.model.batch import Batch, BatchKind, OffsetRange
-from etl.model.naming import FileRange, is_temp_name, named_range
+from etl.job.rollup_task import live_partials
+from etl.model.naming import FileRange, named_range
 from etl.model.rollup_table import PARTIALS_FORMAT, RollupSpec, partial_name
 from etl.model.schema import arrow_type
 from etl.postgres.positions import OffsetMove, Position, as_rows
@@ -57,8 +58,13 @@ class Gap:
     end: int
 
     def holds(self, r: FileRange) -> bool:
-        return ((r.topic, r.partition, r.incarnation) == (self.topic, self.partition, self.incarnation)
-                and (self.start is None or r.start >= self.start) and r.end <= self.end)
+        return self._mine(r) and (self.start is None or r.start >= self.start) and r.end <= self.end
+
+    def overlaps(self, r: FileRange) -> bool:
+        return self._mine(r) and (self.start is None or r.end > self.start) and r.start < self.end
+
+    def _mine(self, r: FileRange) -> bool:
+        return (r.topic, r.partition, r.incarnation) == (self.topic, self.partition, self.incarnation)
 
 
 @dataclass(frozen=True)
@@ -155,16 +161,23 @@ class RollupMirror:
         database.apply(spec, batch.batch_id, plan.moves, as_rows(rows))
 
     def _gap_partials(self, table: BatchTable, spec: RollupSpec, gaps: tuple[Gap, ...]) -> list[str]:
-        if not gaps:
-            return []
-        root = posixpath.join(table.warehouse.database_root, spec.partials_table)
+        """The partials the view reads of the ranges in `gaps`. One that holds offsets both in a gap
+        and out of it (folded by `etl compact` with ranges the database holds) is refused: adding it
+        would count those twice, leaving it out would lose the rest."""
         found = []
-        for path in self.fs.walk_files(root):
-            name = posixpath.basename(path)
-            r = None if is_temp_name(name) or name.startswith(("_", ".")) else named_range(name)
-            if r is not None and any(gap.holds(r) for gap in gaps):
+        for path in live_partials(self.fs, table.warehouse, spec.partials_table) if gaps else ():
+            r = named_range(posixpath.basename(path))
+            if r is None:
+                continue
+            if any(gap.holds(r) for gap in gaps):
                 found.append(path)
-        return sorted(found)
+            elif any(gap.overlaps(r) for gap in gaps):
+                raise RollupRefused(f"{spec.rollup.describe()}: the database lacks offsets of {r.topic}:{r.partition} "
+                                    f"that ZooKeeper committed, and the partial {path} holds some of them folded "
+                                    f"with others it has (etl compact folded them): it cannot catch up from the "
+                                    f"partials. Run `etl rollup rebuild --rollup {spec.rollup.name} --execute`, "
+                                    f"which makes its rows and offsets there anew")
+        return found
 
 
 def merged_partials(fs: WarehouseFileSystem, spec: RollupSpec, paths: list[str]) -> pa.Table:

@@ -17,7 +17,8 @@ import pyarrow as pa
 
 from etl import faults
 from etl.config.rollup_terms import Function
-from etl.model.naming import temp_name
+from etl.model.compaction import partition_of_folder
+from etl.model.naming import is_temp_name, temp_name
 from etl.model.rollup_table import RollupSpec, partial_name
 from etl.model.schema import arrow_type
 from etl.rows.rollup_filter_eval import rows_kept
@@ -26,6 +27,7 @@ from etl.sink.commit import publish
 from etl.sink.file_format import open_sink, read_columns
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.layout import FileLayout
+from etl.sink.warehouse import Warehouse
 
 if TYPE_CHECKING:  # the driver's side; a task does not import it
     from etl.job.batch_tables import BatchTables
@@ -61,6 +63,22 @@ def missing_partials(fs: WarehouseFileSystem, tables: "BatchTables", batch: "Bat
             if not fs.exists(path):
                 missing.append(path)
     return missing
+
+
+def live_partials(fs: WarehouseFileSystem, warehouse: Warehouse, partials_table: str) -> list[str]:
+    """The partials the view reads: those in each partition's current folder (the default one, or
+    the one a compaction folded them into: `warehouse`'s relocations), not a folder a compaction
+    replaced and has yet to empty, nor a temp file."""
+    root = warehouse.partials_root(partials_table)
+    live = []
+    for path in fs.walk_files(root):
+        folder, name = posixpath.split(path)
+        relative = posixpath.relpath(folder, root)
+        partition = partition_of_folder(relative) or relative
+        if not (is_temp_name(name) or name.startswith(("_", "."))) \
+                and folder == warehouse.partials_dir(partials_table, partition):
+            live.append(path)
+    return sorted(live)
 
 
 def partial_rows(spec: RollupSpec, rows: pa.Table) -> pa.Table:

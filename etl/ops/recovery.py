@@ -43,7 +43,7 @@ from etl.ops.parts import damaged_ranges
 from etl.ops.repair_moves import files_to_move, merged_not_in_kafka, origins_of, repair_batches
 from etl.ops.rejected_moves import stale_ranges
 from etl.ops.verify_deep import unreadable_files
-from etl.ops.rollup_files import partials_of
+from etl.ops.rollup_files import orphan_partials, partials_of
 from etl.sink.aside import aside_path, aside_root, move_aside
 from etl.sink.fs import WarehouseFileSystem
 from etl.sink.warehouse import Warehouse
@@ -84,8 +84,12 @@ def assess(config: Config, store: StateStore, kafka: KafkaMetadata, held: JobInv
     moves = files_to_move(inventory, {path for path, _ in unreadable_files(fs, inventory)}, batch, damaged, stale)
     moved = set(moves.paths)
     staying = _without(inventory, moved)
-    # each moved range's rollup partials go with it (etl.ops.rollup_files)
-    moving = moves.paths + partials_of(fs, warehouse, config.rollups, [f for f in inventory.files if f.path in moved])
+    # each moved file's rollup partials go with it, and any partial of no file (etl.ops.rollup_files)
+    located = warehouse.with_relocations(store.compactions.relocations())  # partials move with compactions
+    unfinished = {r.file_range for r in batch.file_ranges} if batch is not None else set()
+    moving = moves.paths + sorted(set(
+        partials_of(fs, located, config.rollups, [f for f in inventory.files if f.path in moved])
+        + orphan_partials(fs, located, config.rollups, inventory.files, unfinished)))
     problems = [p for p in check_ranges(staying, committed, batch, events) if p.kind != "gap"]
     lines, actions = [], []
     if batch is None:

@@ -6,9 +6,10 @@ rows only, or of two definitions, would not add up. Under the job's lock, with n
   1. the partials in place, if any, are moved out (kept under `_etl_moved_aside`, as a reset
      keeps files), and the view and the partials table are dropped from the metastore (both
      external: the metastore deletes no file);
-  2. each committed range of the table gets its partial, computed from its data file as a
-     batch's task computes it (etl.ops.rollup_files, etl.job.rollup_task); a merged file (etl
-     compact) holds several ranges, each split out of it by its rows' lineage columns;
+  2. each committed file of the table gets its partial, computed from it as a batch's task
+     computes it (etl.ops.rollup_files, etl.job.rollup_task), named by it: a merged file's (etl
+     compact) is one partial of all its ranges, as a compaction folds them, in the partials
+     partition's folder now (which a compaction moved with its data);
   3. the partials table is created with the definition it was built by, its partitions added,
      and the view created;
   4. with a PostgreSQL target, its rows are replaced by those partials merged, and its offsets
@@ -30,11 +31,11 @@ from etl.errors import EXIT_OK, RefusedUntilDone
 from etl.job.rollup_task import publish_partials
 from etl.model.batch import utc_now_iso
 from etl.model.events import MovedAside
-from etl.model.naming import partition_values
+from etl.model.naming import name_stem, partition_values
 from etl.model.rollup_table import RollupSpec
 from etl.ops.acting import Act, stops_at_preview
 from etl.ops.job_tables import held_by_job
-from etl.ops.rollup_files import range_rows
+from etl.ops.rollup_files import file_rows
 from etl.ops.rollup_postgres import rebuild_in_postgres, rollup_named
 from etl.sink.aside import aside_path, aside_root, move_aside
 
@@ -66,10 +67,10 @@ def _rebuild(context: JobContext, spec: RollupSpec, table: str, act: Act, out) -
     fs, warehouse = context.fs, context.located()
     files = held_by_job(fs, context.config, context.store, warehouse).by_table.get(table)
     ranges = files.files if files is not None else []
-    root = posixpath.join(warehouse.database_root, spec.partials_table)
-    old = list(fs.walk_files(root))
+    old = list(fs.walk_files(warehouse.partials_root(spec.partials_table)))
+    count = len({file.path for file in ranges})
     out(f"{spec.rollup.describe()}: {len(old)} partials in place move out of {spec.partials_table}; "
-        f"{len(ranges)} committed ranges of {table} get their partials anew; {spec.view} and "
+        f"{count} committed files of {table} get their partials anew; {spec.view} and "
         f"{spec.partials_table} are made again")
     if spec.rollup.target is not None:
         out(f"then its rows in {spec.rollup.target.describe()} are replaced by those partials merged, and its "
@@ -83,16 +84,18 @@ def _rebuild(context: JobContext, spec: RollupSpec, table: str, act: Act, out) -
         move_aside(fs, moves)
         context.store.operator.record_event(MovedAside(at, getpass.getuser(), "etl rollup rebuild", tuple(moves)))
     registrar = context.registrar()
+    registrar.warehouse = warehouse  # its partitions are registered where compactions moved them, as a batch's are
     registrar.drop_rollup(spec)
     layout = context.spec_for(rollup_route(spec.rollup, context.config.routes)).layout
-    for file, rows in range_rows(fs, spec, ranges):
+    for file, rows in file_rows(fs, spec, ranges):
         folder = warehouse.partials_dir(spec.partials_table, file.partition_path)
         fs.makedirs(folder)
-        publish_partials(fs, (spec,), (folder,), file.path, layout, file.range.stem, file.range.partition, rows=rows)
+        publish_partials(fs, (spec,), (folder,), file.path, layout, name_stem(posixpath.basename(file.path)),
+                         file.range.partition, rows=rows)
     registrar.ensure_rollup(spec, loaded=False)
     partitions = sorted({file.partition_path for file in ranges})
     registrar.add_rollup_partitions(spec, [partition_values(path) for path in partitions])
-    out(f"done: {len(ranges)} partials in {len(partitions)} partitions; {spec.view} made again")
+    out(f"done: {count} partials in {len(partitions)} partitions; {spec.view} made again")
     if spec.rollup.name in context.rollup_databases:  # and PostgreSQL's rows, from those partials
         out(rebuild_in_postgres(context, spec, ranges))
     return EXIT_OK

@@ -1,7 +1,7 @@
 """A rollup's partials against its table's files, without Spark or services
-(etl.ops.rollup_files, etl.job.rollup_task): a range's partial written from its data file, a
-merged file's ranges told apart by their lineage, and what `etl verify --deep` names: a partial
-missing, changed, or of no range the table holds."""
+(etl.ops.rollup_files, etl.job.rollup_task): a file's partial written from its rows, a merged
+file's one partial of all its ranges, named by the file, and what `etl verify --deep` names: a
+partial missing, changed, or of no file the table holds."""
 from __future__ import annotations
 
 import datetime as dt
@@ -18,7 +18,7 @@ from etl.model.naming import FileRange
 from etl.model.rollup_table import RollupSpec
 from etl.model.schema import Column, TableSchema
 from etl.ops.inventory import WarehouseFile
-from etl.ops.rollup_files import check_partials, partial_path, range_rows
+from etl.ops.rollup_files import check_partials, file_rows, orphan_partials, partial_path
 from etl.sink.fs.local import LocalFileSystem
 from etl.sink.layout import FileLayout
 from etl.sink.warehouse import Warehouse
@@ -48,30 +48,37 @@ def _table(tmp_path):
     folder.mkdir(parents=True)
     one, first, second = FileRange("t", 0, 0, 10), FileRange("t", 1, 0, 7), FileRange("t", 1, 7, 12)
     pq.write_table(_rows(0, 0, 10), folder / f"{one.stem}.parquet")
-    pq.write_table(pa.concat_tables([_rows(1, 0, 7), _rows(1, 7, 12)]), folder / "merged.parquet")
+    merged = f"{FileRange('t', 1, 0, 12).stem}.parquet"
+    pq.write_table(pa.concat_tables([_rows(1, 0, 7), _rows(1, 7, 12)]), folder / merged)
     files = [WarehouseFile(str(folder / f"{one.stem}.parquet"), PARTITION, one),
-             WarehouseFile(str(folder / "merged.parquet"), PARTITION, first),
-             WarehouseFile(str(folder / "merged.parquet"), PARTITION, second)]
+             WarehouseFile(str(folder / merged), PARTITION, first),
+             WarehouseFile(str(folder / merged), PARTITION, second)]
     return fs, warehouse, files
 
 
 def _publish_all(fs, warehouse, files) -> None:
-    for file, rows in range_rows(fs, SPEC, files):
+    for file, rows in file_rows(fs, SPEC, files):
         folder = warehouse.partials_dir(SPEC.partials_table, file.partition_path)
-        publish_partials(fs, (SPEC,), (folder,), file.path, FileLayout(), file.range.stem, file.range.partition,
-                         rows=rows)
+        stem = file.path.rsplit("/", 1)[1].rsplit(".", 1)[0]
+        publish_partials(fs, (SPEC,), (folder,), file.path, FileLayout(), stem, file.range.partition, rows=rows)
 
 
-def test_a_merged_file_s_ranges_each_get_the_partial_of_their_own_rows(tmp_path):
+def test_a_merged_file_has_one_partial_of_all_its_ranges_named_by_the_file(tmp_path):
     fs, warehouse, files = _table(tmp_path)
-    found = {file.range.stem: rows["kafka_offset"].to_pylist() for file, rows in range_rows(fs, SPEC, files)}
-    assert found == {files[0].range.stem: list(range(10)), files[1].range.stem: list(range(7)),
-                     files[2].range.stem: list(range(7, 12))}
+    found = {file.path: rows.num_rows for file, rows in file_rows(fs, SPEC, files)}
+    assert found == {files[0].path: 10, files[1].path: 12}  # the merged file read once
     _publish_all(fs, warehouse, files)
-    second = pq.read_table(partial_path(warehouse, SPEC.partials_table, files[2]))
-    assert sum(second["errors"].to_pylist()) == sum(1 for o in range(7, 12) if o % 3) and \
-        max(second["last"].to_pylist()) == 11
+    assert partial_path(warehouse, SPEC.partials_table, files[1]) == \
+        partial_path(warehouse, SPEC.partials_table, files[2]) == \
+        str(tmp_path / "db.db" / "errors_partials" / PARTITION / files[1].path.rsplit("/", 1)[1])
+    merged = pq.read_table(partial_path(warehouse, SPEC.partials_table, files[2]))
+    assert sum(merged["errors"].to_pylist()) == sum(1 for o in range(12) if o % 3) and \
+        max(merged["last"].to_pylist()) == 11
     assert check_partials(fs, warehouse, SPEC, files) == []
+    assert orphan_partials(fs, warehouse, (SPEC.rollup,), files) == []
+    # the merged file deleted by hand: its partial is `etl recover`'s to move out
+    assert orphan_partials(fs, warehouse, (SPEC.rollup,), files[:1]) == \
+        [partial_path(warehouse, SPEC.partials_table, files[1])]
 
 
 def test_verify_deep_names_a_partial_missing_changed_or_of_no_range(tmp_path):
@@ -127,8 +134,9 @@ def test_partials_at_the_edges_read_back_exactly_in_both_file_layouts(tmp_path):
     for readers in ParquetReaders:
         fs, warehouse, _ = _table(tmp_path / readers.value)
         folder = tmp_path / readers.value / "db.db" / "t" / PARTITION
-        pq.write_table(rows, folder / "data.parquet")
-        file = WarehouseFile(str(folder / "data.parquet"), PARTITION, FileRange("t", 0, 0, 3))
+        name = f"{FileRange('t', 0, 0, 3).stem}.parquet"
+        pq.write_table(rows, folder / name)
+        file = WarehouseFile(str(folder / name), PARTITION, FileRange("t", 0, 0, 3))
         publish_partials(fs, (spec,), (warehouse.partials_dir(spec.partials_table, PARTITION),), file.path,
                          FileLayout(readers=readers), file.range.stem, 0)
         assert check_partials(fs, warehouse, spec, [file]) == [], readers
@@ -136,3 +144,15 @@ def test_partials_at_the_edges_read_back_exactly_in_both_file_layouts(tmp_path):
         assert [(r["ts_day"], r["spent"], r["first"], r["last"]) for r in found] == [
             (dt.datetime(1, 1, 1), Decimal("1" + "9" * 26 + ".98"), stamps[0], stamps[1]),  # exact: 28 digits
             (dt.datetime(9999, 12, 31), largest, stamps[2], stamps[2])]
+
+
+def test_a_fold_of_partials_is_one_pass_over_their_rows():
+    """What a compaction writes for a merged file (etl.compaction.partials): the partials of its
+    ranges folded by the names and functions its record holds equal the partial of all their rows."""
+    from etl.model.rollup_table import folded
+    ranges = [partial_rows(SPEC, _rows(1, a, b)) for a, b in ((0, 7), (7, 12), (12, 30))]
+    merges = [(a.name, a.function.merged_by.value) for a in SPEC.rollup.aggregates]
+    fold = folded(ranges, [key.name for key in SPEC.rollup.group_by], merges)
+    whole = partial_rows(SPEC, _rows(1, 0, 30))
+    assert fold.schema == whole.schema and fold.sort_by("ts_minute").to_pylist() == \
+        whole.sort_by("ts_minute").to_pylist()

@@ -71,6 +71,9 @@ def test_a_database_behind_catches_up_the_ranges_between_of_the_same_incarnation
     assert gap.holds(FileRange("t", 0, 60, 80)) and gap.holds(FileRange("t", 0, 80, 100))
     assert not gap.holds(FileRange("t", 0, 40, 60)) and not gap.holds(FileRange("t", 0, 100, 150))
     assert not gap.holds(FileRange("t", 0, 60, 80, "i2")) and not gap.holds(FileRange("t", 1, 60, 80))
+    # a partial folded by `etl compact` across the gap's edge: neither added nor skipped, refused
+    assert gap.overlaps(FileRange("t", 0, 40, 80)) and not gap.holds(FileRange("t", 0, 40, 80))
+    assert not gap.overlaps(FileRange("t", 0, 0, 60)) and not gap.overlaps(FileRange("t", 0, 100, 150))
 
 
 @pytest.mark.parametrize("position", [Position(120, 2), Position(150, 3)])  # past its start: another batch's
