@@ -138,7 +138,9 @@ def test_every_table_and_the_rejected_table_are_compacted_once_and_every_command
     assert status.returncode == 0, status.describe()
     compacted = json.loads(status.stdout)["compacted_partitions"]
     assert compacted["main"] == 0 and compacted["rejected"] == 1, compacted
-    assert compacted["tables"] == {t: 1 for t in job.tables}, compacted
+    partials = f"{job.name}_a_by_action_partials"  # route a's rollup's, folded with its table's files
+    assert compacted["tables"] == {**{t: 1 for t in job.tables}, partials: 1}, compacted
+    assert list((_root(warehouse_dir, partials) / COMPACTED_FOLDER).rglob("*.parquet")), "no partial was folded"
 
     job.more(BATCH)  # late rows for the compacted hour go into each table's compacted folder
     late = run_etl(job.config)

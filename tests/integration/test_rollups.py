@@ -6,10 +6,11 @@ merged partials are upserted and its offsets moved, guarded by `next_offset = st
 transaction before ZooKeeper's commit (etl.job.rollup_mirror).
 
 The oracle: through SIGKILLs between a data file's rename and its partial's, right after a
-partial's rename, at WRITTEN, before the database's commit and between it and ZooKeeper's; a
+partial's rename, at WRITTEN, before the database's commit and between it and ZooKeeper's, and
+in a compaction right after a folded partial's rename and between the two metastore switches; a
 target added to a rollup that already holds rows (ZooKeeper ahead of the database), a database
-restored from an older copy, late rows by event time, backwards resets, a changed definition, a
-compaction, rebuilds, and partials and offsets changed by hand: the view and the database's rows
+restored from an older copy, late rows by event time, backwards resets, a merged file deleted and
+recovered, a changed definition, rebuilds, and partials and offsets changed by hand: the view and the database's rows
 equal a recount of the raw table, value for value (counts, sums, minimums and maximums, NULLs
 counted as SQL counts them), and every data file has exactly one partial of the same name.
 Nothing is hard-coded: the expected rows are recounted from the table in Spark SQL.
@@ -27,7 +28,7 @@ import pytest
 
 from etl.config import load_config
 from etl.config.model import HiveFormat
-from etl.model.naming import FileRange, parse_final_name
+from etl.model.naming import parse_final_name
 from tests.harness.etl_process import run_etl
 from tests.harness.oracle import check_exactly_once, deep_verification, expected_offsets, hive_reader
 from tests.harness.postgres import StackPostgres
@@ -47,17 +48,11 @@ def postgres():
         yield server
 
 
-def range_stems(table_dir: Path) -> list[str]:
-    """The stem of every range the table's files hold: a file's own, or a merged file's each (its
-    footer's etl.ranges). Superseded files are deleted at once here (keep_superseded_minutes = 0)."""
-    stems = []
-    for path in table_dir.rglob(f"*{DATA_SUFFIX}"):
-        named = parse_final_name(path.name, FILE_FORMAT)
-        if named is None:
-            continue
-        spans = json.loads(file_footer(path).get(b"etl.ranges", b"null")) or [(named.start, named.end)]
-        stems += [FileRange(named.topic, named.partition, a, b, named.incarnation).stem for a, b in spans]
-    return sorted(stems)
+def file_stems(table_dir: Path) -> list[str]:
+    """The stem of every committed file of the table: a batch's, or a merged one's. Superseded
+    files are deleted at once here (keep_superseded_minutes = 0)."""
+    return sorted(path.name.removesuffix(DATA_SUFFIX) for path in table_dir.rglob(f"*{DATA_SUFFIX}")
+                  if parse_final_name(path.name, FILE_FORMAT) is not None)
 
 
 def test_a_rollup_in_hive_and_in_postgres_equals_a_recount_through_kills_resets_and_hands(
@@ -161,13 +156,41 @@ def test_a_rollup_in_hive_and_in_postgres_equals_a_recount_through_kills_resets_
     assert run_etl(config).returncode == 0
     check_both(config)
 
+    # A compaction merges a partition's files, and folds their partials into one per merged file,
+    # in a new folder the partials partition is switched to with the data's. Killed right after a
+    # folded partial's rename, then between the two metastore switches; the next `etl compact`
+    # carries it on. Then batches write into the moved partitions; `verify --deep` recomputes
+    # each folded partial from its merged file.
+    compaction = {"min_files": "2", "keep_superseded_minutes": "0"}
+    compacting = write_config(**settings, compaction=compaction, **{"rollup per_minute": kept})
+    partition = next(table_dir.glob("dt=*/hour=*")).relative_to(table_dir).as_posix()
+    for fault in ("compact:partials-folded", "compact:partials-switched"):
+        killed = run_etl(compacting, "--partition", partition, "--execute", command="compact", fault=fault)
+        assert killed.returncode == -9, killed.describe()
+        wait_for_lock_release(zk, compacting)
+    compacted = run_etl(compacting, "--partition", partition, "--execute", command="compact")
+    assert compacted.returncode == 0, compacted.describe()
+    merged = [path for path in table_dir.rglob(f"*{DATA_SUFFIX}") if b"etl.ranges" in file_footer(path)]
+    assert merged and all("_compacted" in path.parent.as_posix() for path in merged), merged
+    folded = [path for path in partials_dir.rglob("*.parquet") if b"etl.checksums" in file_footer(path)]
+    assert sorted(p.name for p in folded) == sorted(p.name for p in merged), (folded, merged)
+    produce_more(10)
+    assert run_etl(compacting).returncode == 0
+    check_both(compacting)
+    assert deep_verification(load_config(compacting), compacting)[1] == []
+    # A merged file deleted by hand: `etl recover` moves its folded partial out and rewrites its
+    # ranges from Kafka, each with its partial; the database, which counted them once, stays.
+    merged[0].unlink()
+    recovered = run_etl(compacting, "--execute", command="recover")
+    assert recovered.returncode == 0, recovered.describe()
+    check_both(compacting)
+
     # The rollup's definition changed, and another rollup added to the loaded table: each refused
-    # before a batch is planned, naming it. A compaction merges the partition's files; then each
-    # rollup is rebuilt from the rows the table holds (a merged file's ranges split out of it), the
-    # database's rows with it.
+    # before a batch is planned, naming it. Then each rollup is rebuilt from the rows the table
+    # holds (a merged file's partial computed from it whole), the database's rows with it.
     produce_more(10)
     changed_rollup, late = {**kept, "where": ERRORS_ONLY}, {**rollup, "table": f"{hive_table_name}_late"}
-    changed = write_config(**settings, compaction={"min_files": "2", "keep_superseded_minutes": "0"},
+    changed = write_config(**settings, compaction=compaction,
                            **{"rollup per_minute": changed_rollup, "rollup late": late})
     refused = run_etl(changed)
     assert refused.returncode == 2 and "another definition" in refused.stderr, refused.describe()
@@ -175,15 +198,11 @@ def test_a_rollup_in_hive_and_in_postgres_equals_a_recount_through_kills_resets_
     refused = run_etl(only_late)
     assert refused.returncode == 2 and "[rollup late]: the table already holds rows" in refused.stderr, \
         refused.describe()
-    partition = next(table_dir.glob("dt=*/hour=*")).relative_to(table_dir).as_posix()
-    compacted = run_etl(changed, "--partition", partition, "--execute", command="compact")
-    assert compacted.returncode == 0, compacted.describe()
-    assert any(b"etl.ranges" in file_footer(path) for path in table_dir.rglob(f"*{DATA_SUFFIX}")), \
-        "no file was merged: the rebuild's split of a merged file is not exercised"
     for name in ("per_minute", "late"):
         rebuilt = run_etl(changed, "--rollup", name, "--execute", command="rollup rebuild")
         assert rebuilt.returncode == 0 and "done:" in rebuilt.stdout, rebuilt.describe()
-    assert run_etl(changed).returncode == 0
+    loaded = run_etl(changed)  # its partitions of both rollups' partials registered where compactions moved them
+    assert loaded.returncode == 0, loaded.describe()
     check_both(changed, ERRORS_ONLY)
     check_view_is_a_recount(spark, hive_table_name, late["table"], f"{late['table']}_partials", table_dir,
                             table_dir.parent / f"{late['table']}_partials")
@@ -213,15 +232,16 @@ def test_a_rollup_in_hive_and_in_postgres_equals_a_recount_through_kills_resets_
     assert run_etl(changed).returncode == 0
     final = check_both(changed, ERRORS_ONLY)
     print(f"\nrollup {view}: {len(rows)} groups, then {len(final)} (errors only), in Hive and in PostgreSQL, equal a "
-          f"recount of {sum(produced.values())} records, through 5 SIGKILLs (3 around the partials, 1 before the "
-          f"database's commit, 1 between it and ZooKeeper's), a target added late, a restore, late rows, a reset "
-          f"that moved {len(moved)} partials aside, a compaction, three rebuilds, and hands on partials and offsets")
+          f"recount of {sum(produced.values())} records, through 7 SIGKILLs (3 around the partials, 1 before the "
+          f"database's commit, 1 between it and ZooKeeper's, 2 in a compaction folding partials), a target added "
+          f"late, a restore, late rows, a reset that moved {len(moved)} partials aside, a merged file deleted and "
+          f"recovered, three rebuilds, and hands on partials and offsets")
 
 
 def check_view_is_a_recount(spark, table: str, view: str, partials: str, table_dir: Path, partials_dir: Path,
                             where: str = ROLLUP["where"]) -> set:
-    """The view's rows, once checked equal to a recount of the table, and each range's partial in place."""
-    data_stems = range_stems(table_dir)
+    """The view's rows, once checked equal to a recount of the table, and each file's partial in place."""
+    data_stems = file_stems(table_dir)
     partial_stems = sorted(path.name.removesuffix(".parquet") for path in partials_dir.rglob("*") if path.is_file())
     assert data_stems and partial_stems == data_stems, (data_stems, partial_stems)  # one each, no temp file
     spark.sql(f"REFRESH TABLE {DB}.{partials}")
