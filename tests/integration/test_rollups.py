@@ -9,10 +9,11 @@ The oracle: through SIGKILLs between a data file's rename and its partial's, rig
 partial's rename, at WRITTEN, before the database's commit and between it and ZooKeeper's, and
 in a compaction right after a folded partial's rename and between the two metastore switches; a
 target added to a rollup that already holds rows (ZooKeeper ahead of the database), a database
-restored from an older copy, late rows by event time, backwards resets, a merged file deleted and
-recovered, a changed definition, rebuilds, and partials and offsets changed by hand: the view and the database's rows
-equal a recount of the raw table, value for value (counts, sums, minimums and maximums, NULLs
-counted as SQL counts them), and every data file has exactly one partial of the same name.
+restored from an older copy, the database stopped while a batch is REGISTERED, late rows by
+event time, backwards resets, a merged file deleted and recovered, a changed definition,
+rebuilds, and partials and offsets changed by hand: the view and the database's rows equal a
+recount of the raw table, value for value (counts, sums, minimums and maximums, NULLs counted
+as SQL counts them), and every data file has exactly one partial of the same name.
 Nothing is hard-coded: the expected rows are recounted from the table in Spark SQL.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pytest
 from etl.config import load_config
 from etl.config.model import HiveFormat
 from etl.model.naming import parse_final_name
-from tests.harness.etl_process import run_etl
+from tests.harness.etl_process import EtlProcess, run_etl
 from tests.harness.oracle import check_exactly_once, deep_verification, expected_offsets, hive_reader
 from tests.harness.postgres import StackPostgres
 from tests.harness.rollups import DB, ERRORS_ONLY, ROLLUP, in_utc, log_event, recounted
@@ -134,13 +135,28 @@ def test_a_rollup_in_hive_and_in_postgres_equals_a_recount_through_kills_resets_
     assert database(minute, first) == [(before + 7 * PARTITIONS,)], (before, database(minute, first))
     check_both(config)
 
-    # The database stops answering: the run exits 75 (retry later) before it plans a batch, and
-    # the next run, the database back, loads those records once (checked after the reset below).
+    # The database stops answering mid-batch: the run is held right after its batch is
+    # REGISTERED (Hive has the partitions, neither commit ran), the database stopped, the run let
+    # go: its transaction is retried, then exit 75 (retry later), the batch left REGISTERED. The
+    # next run, the database still down, exits 75 before it resumes the batch; the database back,
+    # the next one finishes it, once (checked after the reset below).
     produce_more(5)
+    holds = tmp_path / "holds"  # where the held run leaves its marker (etl.faults, hold:)
+    holds.mkdir()
+    held = EtlProcess(config, fault="state:REGISTERED", action=f"hold:{holds}")
+    held.wait_until(lambda: any(holds.iterdir()), timeout=240, what="the run held at REGISTERED")
     postgres.stop()
+    for marker in holds.iterdir():
+        marker.unlink()
+    code = held.wait(timeout=240)
+    held.reap(grace=2.0)
+    held.close()
+    assert code == 75 and "cannot reach" in held.stderr, held.describe()
     down = run_etl(config)
     postgres.start()
     assert down.returncode == 75 and "cannot reach" in down.stderr, down.describe()
+    resumed = run_etl(config)
+    assert resumed.returncode == 0, resumed.describe()
 
     # A backwards reset would have to take rows out of the database: refused, exit 2, naming the
     # flag. With --rebuild-rollups and --move-aside, partition 0's last ranges move out with their
