@@ -127,27 +127,28 @@ class PartialsFolder:
             faults.checkpoint("compact:partials-switched")
 
     def delete_replaced(self, plan: CompactionPlan) -> None:
-        self._delete(plan, "source", lambda fold: [self._path(fold, fold.source, n) for n in fold.inputs(plan)])
+        self._delete(plan, lambda fold: fold.source, lambda fold, folder: fold.inputs(plan))
 
     def discard(self, plan: CompactionPlan) -> None:
         """A compaction rolled back: its folded partials go, the partials partitions stay as they were."""
-        self._delete(plan, "target", lambda fold: [posixpath.join(self._folder(fold, plan.target), n)
-                                                   for n in self.fs.list_dir(self._folder(fold, plan.target))])
+        self._delete(plan, lambda fold: plan.target, lambda fold, folder: self.fs.list_dir(folder))
 
-    def _delete(self, plan: CompactionPlan, which: str, paths: Callable[[PartialsFold], list[str]]) -> None:
-        """Never from the folder the metastore reads the partials partition from now (asked at this
-        moment): refused as etl.compaction.switch refuses the data's."""
+    def _delete(self, plan: CompactionPlan, relative: Callable[[PartialsFold], str],
+                names: Callable[[PartialsFold, str], list[str]]) -> None:
+        """`names` in each fold's folder `relative` to its table's root; never from the folder the
+        metastore reads the partials partition from now (asked at this moment): refused as
+        etl.compaction.switch refuses the data's."""
         for fold in plan.partials:
-            folder = self._folder(fold, fold.source if which == "source" else plan.target)
+            folder = self._folder(fold, relative(fold))
             if not self.fs.exists(folder):
                 continue
             registered = self._registrar().location(fold.table, plan.partition)
             if registered is not None and same_location(registered, self._warehouse().hive_uri(folder)):
                 raise HiveError(f"compaction {plan.compaction_id} will not delete {fold.table}'s partials from "
-                                   f"{folder}: Hive reads partition {plan.partition} of {fold.table} from there (it "
-                                   f"was pointed there by hand?). Nothing was deleted; point it back and run again")
-            for path in paths(fold):
-                self.fs.delete(path)  # False when an earlier attempt deleted it
+                                f"{folder}: Hive reads partition {plan.partition} of {fold.table} from there (it "
+                                f"was pointed there by hand?). Nothing was deleted; point it back and run again")
+            for name in names(fold, folder):
+                self.fs.delete(posixpath.join(folder, name))  # False when an earlier attempt deleted it
 
     def _folder(self, fold: PartialsFold, relative: str) -> str:
         return posixpath.join(self._warehouse().partials_root(fold.table), relative)
